@@ -1,0 +1,1 @@
+"""raftka broker layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""raftka chaos layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""raftka client layer (see DESIGN.md)."""

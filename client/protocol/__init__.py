@@ -1,0 +1,1 @@
+"""raftka client/protocol layer (see DESIGN.md)."""

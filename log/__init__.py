@@ -1,0 +1,1 @@
+"""raftka log layer (see DESIGN.md)."""

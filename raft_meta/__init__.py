@@ -1,0 +1,1 @@
+"""raftka raft_meta layer (see DESIGN.md)."""

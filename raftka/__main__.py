@@ -1,0 +1,3 @@
+from raftka.cli import main
+
+main()

@@ -1,0 +1,164 @@
+"""The `raftka` command line.
+
+The command tree is complete; commands whose issue has not landed yet say so
+plainly and exit with status 3, so scripts can tell "not built" from failure.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import click
+
+from raftka import __version__
+
+NOT_BUILT_EXIT = 3
+
+_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+def _not_built(command: str, issue: int, what: str) -> NoReturn:
+    click.echo(
+        f"raftka {command}: not built yet — {what} arrives with issue #{issue}.",
+        err=True,
+    )
+    sys.exit(NOT_BUILT_EXIT)
+
+
+def _placeholder(group: click.Group, name: str, issue: int, what: str, help_text: str) -> None:
+    """Register a command that exists in the tree but is not implemented yet."""
+
+    @group.command(name=name, context_settings=_PASS_THROUGH, help=f"{help_text} [not built yet: issue #{issue}]")
+    @click.pass_context
+    def _cmd(ctx: click.Context) -> None:
+        _not_built(ctx.command_path.removeprefix("raftka "), issue, what)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="raftka")
+def main() -> None:
+    """raftka — a Kafka-compatible streaming log with a built-in Raft metadata quorum.
+
+    \b
+    Quick start:
+      raftka cluster up                 start a 3-node local cluster
+      raftka log dump DIR/*.log         inspect segment files like kafka-dump-log
+    """
+    from raftka.logging_setup import configure_logging
+
+    configure_logging()
+
+
+# --- storage ---------------------------------------------------------------
+@main.group()
+def storage() -> None:
+    """Prepare a node's storage: cluster ids and meta.properties."""
+
+
+_placeholder(storage, "random-uuid", 3, "cluster id generation", "Print a new random cluster id.")
+_placeholder(storage, "format", 3, "storage formatting", "Write meta.properties into every log dir and the metadata dir.")
+
+
+# --- server / cluster / quorum --------------------------------------------
+@main.group()
+def server() -> None:
+    """Run one raftka node (broker + metadata quorum voter)."""
+
+
+_placeholder(server, "start", 4, "the broker", "Start a node from a server.properties file.")
+
+
+@main.group()
+def cluster() -> None:
+    """Run a whole local cluster on this machine."""
+
+
+_placeholder(cluster, "up", 5, "the multi-broker cluster", "Start N local nodes and print the bootstrap address.")
+
+
+@main.group()
+def quorum() -> None:
+    """Inspect the Raft metadata quorum."""
+
+
+_placeholder(quorum, "status", 3, "the metadata quorum", "Show leader, term, commit index and voters.")
+
+
+# --- topics / produce / consume -------------------------------------------
+@main.group()
+def topics() -> None:
+    """Create, list, describe, alter and delete topics."""
+
+
+for _name, _help in [
+    ("create", "Create a topic."),
+    ("list", "List topics."),
+    ("describe", "Describe topics: partitions, leaders, replicas, ISR, configs."),
+    ("delete", "Delete topics."),
+    ("alter", "Add partitions or change topic configs."),
+]:
+    _placeholder(topics, _name, 4, "topic administration", _help)
+
+_placeholder(main, "produce", 4, "the console producer", "Produce lines from stdin to a topic.")
+_placeholder(main, "consume", 4, "the console consumer", "Consume a topic to stdout.")
+
+
+# --- groups ------------------------------------------------------------------
+@main.group()
+def groups() -> None:
+    """List, describe and delete consumer groups."""
+
+
+for _name, _help in [
+    ("list", "List consumer groups."),
+    ("describe", "Describe a group: members, assignment, committed offsets, lag."),
+    ("delete", "Delete consumer groups."),
+]:
+    _placeholder(groups, _name, 7, "consumer groups", _help)
+
+
+# --- log -------------------------------------------------------------------
+@main.group(name="log")
+def log_group() -> None:
+    """Inspect on-disk partition logs."""
+
+
+@log_group.command(name="dump")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--print-records", is_flag=True, help="Also print each record's key, value and headers.")
+@click.option("--verify-index", is_flag=True, help="For .index/.timeindex files, check each entry against the .log file.")
+def log_dump(paths: tuple[str, ...], print_records: bool, verify_index: bool) -> None:
+    """Dump segment files (.log, .index, .timeindex) like kafka-dump-log.
+
+    \b
+    For each batch of a .log file: base/last offset, record count, size,
+    position, CRC (and whether it is valid), codec, producer id/epoch/base
+    sequence, timestamps. --print-records adds each record's offset, key,
+    value and headers (UTF-8 when printable, else hex).
+    """
+    from raftka.log_dump import dump_paths
+
+    sys.exit(dump_paths(paths, print_records=print_records, verify_index=verify_index))
+
+
+# --- perf / chaos ------------------------------------------------------------
+@main.group()
+def perf() -> None:
+    """Load generators modelled on kafka-producer/consumer-perf-test."""
+
+
+_placeholder(perf, "produce", 9, "the producer perf tool", "Measure produce throughput and latency.")
+_placeholder(perf, "consume", 9, "the consumer perf tool", "Measure consume throughput.")
+
+
+@main.group()
+def chaos() -> None:
+    """Jepsen-style fault injection with a checker of the committed-message guarantees."""
+
+
+_placeholder(chaos, "run", 6, "the chaos harness", "Run a workload under faults and check the history.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""raftka spark_source layer (see DESIGN.md)."""
