@@ -183,3 +183,33 @@ def set_max_timestamp_and_crc(buf: bytearray | memoryview, pos: int, max_timesta
     _I64.pack_into(buf, pos + 35, max_timestamp)
     header = parse_header(buf, pos)
     _U32.pack_into(buf, pos + 17, compute_crc(buf, header))
+
+
+def pack_header(header: BatchHeader) -> bytes:
+    """The 61 header bytes for `header`'s fields (its `position` is ignored).
+
+    The CRC is written as given; call `update_crc` once the records follow it.
+    """
+    return _HEADER.pack(
+        header.base_offset,
+        header.batch_length,
+        header.partition_leader_epoch,
+        header.magic,
+        header.crc,
+        header.attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.record_count,
+    )
+
+
+def update_crc(buf: bytearray | memoryview, pos: int = 0) -> int:
+    """Recompute the CRC-32C of the batch at `pos` from its bytes, store it and return it."""
+    header = parse_header(buf, pos)
+    crc = compute_crc(buf, header)
+    _U32.pack_into(buf, pos + 17, crc)
+    return crc

@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): measured figures, never asserted by tests."""

@@ -1,0 +1,142 @@
+"""Log compaction: keep only the newest record of each key, drop expired tombstones.
+
+This is the one place outside the SDK that decodes individual records (DESIGN.md,
+principle 2). It is pure: segment bytes in, segment bytes out. Choosing which
+segments to clean, swapping files and rebuilding indexes is the partition log's job.
+
+Kafka semantics, with these documented differences:
+
+- Records with a null key are invalid in a compacted topic (Kafka rejects them
+  on produce). If some got in anyway, they are kept, never compacted away.
+- A tombstone (null value) survives `delete.retention.ms` so consumers that are
+  catching up still see the delete. Kafka measures that age from the segment
+  file's last-modified time (or, since KIP-534, a delete horizon stamped into
+  the batch); we use the batch's maxTimestamp, which travels with the data and
+  does not change when files are copied or replicated.
+- Offsets never move: a batch that loses records is re-encoded with its original
+  baseOffset and lastOffsetDelta, so the offsets of the survivors, the next
+  batch's offsets and the producer's sequence range are unchanged.
+- A batch that loses every record is dropped, unless it is the newest batch of
+  its producer: then an empty batch (no records, no compression) keeps the
+  producer's last sequence and offsets in the log, as Kafka does, so producer
+  state rebuilt from the log after a restart still recognises retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from log.batch_header import BatchHeader, iter_headers
+from log.record_batch import Record, decode_batch, encode_batch
+
+
+def build_offset_map(segment_buffers: Iterable[bytes]) -> dict[bytes, int]:
+    """Map each key to the offset of its newest record across `segment_buffers`, in log order.
+
+    Null keys are not in the map (such records are always kept). Control
+    batches (transaction markers) carry no user keys and are skipped.
+    """
+    offsets: dict[bytes, int] = {}
+    for buf in segment_buffers:
+        for header in iter_headers(buf):
+            if header.is_control:
+                continue
+            for record in decode_batch(buf, header.position).records:
+                if record.key is not None:
+                    offsets[record.key] = record.offset
+    return offsets
+
+
+def clean_segment(
+    buf: bytes,
+    offset_map: dict[bytes, int],
+    *,
+    now_ms: int,
+    delete_retention_ms: int,
+    tombstone_safe_before_ms: int | None,
+    producer_last_offsets: Mapping[int, int] | None = None,
+) -> bytes:
+    """Return the compacted form of the whole batches in `buf`.
+
+    A record survives if its key has no newer offset in `offset_map`. A
+    surviving tombstone is dropped once its batch's maxTimestamp is below
+    `now_ms - delete_retention_ms` and, if `tombstone_safe_before_ms` is
+    given, its own timestamp is below that too.
+
+    `producer_last_offsets` (producer id -> last offset of its newest batch,
+    from the producer state) decides which emptied batches must stay as empty
+    batches; without it, an emptied batch stays if it is its producer's newest
+    batch within `buf`, which keeps at least as much.
+
+    Batches that lose nothing, and control batches, are copied byte for byte.
+    Raises CorruptRecord / InvalidRecord for malformed input (nothing is
+    written then: the caller keeps its old segment).
+    """
+    headers = list(iter_headers(buf))
+    if producer_last_offsets is None:
+        newest: dict[int, int] = {}
+        for header in headers:
+            if header.has_producer_id:
+                newest[header.producer_id] = header.last_offset
+        producer_last_offsets = newest
+    tombstone_horizon = now_ms - delete_retention_ms
+
+    out: list[bytes] = []
+    for header in headers:
+        raw = buf[header.position : header.position + header.size]
+        if header.is_control:
+            out.append(raw)
+            continue
+        records = decode_batch(buf, header.position).records
+        expired = header.max_timestamp < tombstone_horizon
+        kept = [r for r in records if _keep(r, offset_map, expired, tombstone_safe_before_ms)]
+        if len(kept) == len(records):
+            out.append(raw)
+        elif kept:
+            out.append(_reencode(header, kept))
+        elif (
+            header.has_producer_id
+            and producer_last_offsets.get(header.producer_id) == header.last_offset
+        ):
+            out.append(_reencode(header, []))
+    return b"".join(out)
+
+
+def _keep(
+    record: Record,
+    offset_map: Mapping[bytes, int],
+    tombstone_expired: bool,
+    tombstone_safe_before_ms: int | None,
+) -> bool:
+    if record.key is None:
+        return True
+    newest = offset_map.get(record.key)
+    if newest is not None and record.offset < newest:
+        return False
+    if record.value is None and tombstone_expired:
+        safe = tombstone_safe_before_ms is None or (
+            record.timestamp is not None and record.timestamp < tombstone_safe_before_ms
+        )
+        return not safe
+    return True
+
+
+def _reencode(header: BatchHeader, records: list[Record]) -> bytes:
+    """Encode `records` in place of `header`'s batch, preserving every batch-level field."""
+    # Decoded records carry absolute offsets and timestamps, so offsets never
+    # move; LogAppendTime records carry the batch's maxTimestamp, so it is kept;
+    # an empty batch takes base_timestamp as its maxTimestamp, the original one.
+    return encode_batch(
+        records,
+        base_offset=header.base_offset,
+        # An empty batch has nothing to compress (Kafka writes it uncompressed too).
+        compression=header.compression if records else 0,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        log_append_time=header.is_log_append_time,
+        transactional=header.is_transactional,
+        base_timestamp=header.max_timestamp,
+        last_offset_delta=header.last_offset_delta,
+    )
