@@ -1,0 +1,129 @@
+"""The sparse offset index of one segment: `<base offset>.index`, Kafka's format.
+
+Each 8-byte entry is (offset - base offset) u32 then the byte position of a
+batch in the `.log` file u32, big-endian. The segment adds an entry for a
+batch's base offset whenever more than `index.interval.bytes` of log were
+written since the previous entry, so a lookup lands at most about one
+interval before the wanted batch and the segment scans headers from there.
+
+The file is plain-appended (not preallocated), so after a clean close it holds
+exactly the valid entries. The entries are also kept in memory (two `array`s,
+loaded once) and looked up with `bisect`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+
+_ENTRY = struct.Struct(">II")
+_U32_MAX = (1 << 32) - 1
+
+
+class CorruptIndex(Exception):
+    """An index file cannot be trusted (bad size, entries out of order); rebuild it from the log."""
+
+
+class OffsetIndex:
+    ENTRY_SIZE = _ENTRY.size
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        """Open (creating if missing) and load the index at `path`.
+
+        Raises CorruptIndex when the file size is not a multiple of 8 or the
+        entries are not strictly increasing.
+        """
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_bytes // self.ENTRY_SIZE)
+        self._relative = array("I")
+        self._positions = array("I")
+        data = self.path.read_bytes() if self.path.exists() else b""
+        if len(data) % self.ENTRY_SIZE:
+            raise CorruptIndex(
+                f"{self.path.name}: size {len(data)} is not a multiple of the {self.ENTRY_SIZE}-byte entry"
+            )
+        for rel, pos in _ENTRY.iter_unpack(data):
+            if self._relative and (rel <= self._relative[-1] or pos <= self._positions[-1]):
+                raise CorruptIndex(
+                    f"{self.path.name}: entry {len(self._relative)} ({rel}, {pos}) does not follow "
+                    f"({self._relative[-1]}, {self._positions[-1]})"
+                )
+            self._relative.append(rel)
+            self._positions.append(pos)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def __len__(self) -> int:
+        return len(self._relative)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._relative) >= self.max_entries
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """(offset, position) of the last entry, or (base offset, 0) when empty."""
+        if not self._relative:
+            return self.base_offset, 0
+        return self.base_offset + self._relative[-1], self._positions[-1]
+
+    def entries(self) -> list[tuple[int, int]]:
+        return [(self.base_offset + r, p) for r, p in zip(self._relative, self._positions, strict=True)]
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; offsets and positions must increase strictly."""
+        rel = offset - self.base_offset
+        if not 0 <= rel <= _U32_MAX:
+            raise ValueError(
+                f"{self.path.name}: offset {offset} is outside the u32 range of base offset {self.base_offset}"
+            )
+        if self._relative and (rel <= self._relative[-1] or position <= self._positions[-1]):
+            last_offset, last_position = self.last_entry
+            raise ValueError(
+                f"{self.path.name}: entry ({offset}, {position}) must come after ({last_offset}, {last_position})"
+            )
+        if self.is_full:
+            raise ValueError(f"{self.path.name}: index is full ({self.max_entries} entries)")
+        os.write(self._fd, _ENTRY.pack(rel, position))
+        self._relative.append(rel)
+        self._positions.append(position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or below `offset`; (base offset, 0) if none."""
+        i = bisect_right(self._relative, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._relative[i], self._positions[i]
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop the entries pointing at or beyond `position` (the log was cut there)."""
+        self._truncate(bisect_left(self._positions, position))
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop the entries for offsets at or beyond `offset`."""
+        self._truncate(bisect_left(self._relative, max(0, offset - self.base_offset)))
+
+    def _truncate(self, keep: int) -> None:
+        if keep >= len(self._relative):
+            return
+        del self._relative[keep:]
+        del self._positions[keep:]
+        os.ftruncate(self._fd, keep * self.ENTRY_SIZE)
+
+    def reset(self) -> None:
+        self._truncate(0)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = Path(path)

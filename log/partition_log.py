@@ -1,0 +1,938 @@
+"""The on-disk log of one partition, in Kafka's layout. Synchronous: no trio, no threads.
+
+Layout of `<log dir>/<topic>-<partition>/`:
+
+    00000000000000000000.log         batches, byte for byte as appended
+    00000000000000000000.index       sparse offset index (log.offset_index)
+    00000000000000000000.timeindex   sparse time index (log.time_index)
+    00000000000000000000.snapshot    producer state (log.producer_state)
+    leader-epoch-checkpoint          epoch -> start offset (log.leader_epoch_cache)
+    recovery-point-offset-checkpoint offset below which everything is fsynced
+    log-start-offset-checkpoint      first offset still visible (DeleteRecords / retention)
+
+Difference from Kafka: Kafka keeps the recovery-point and log-start
+checkpoints once per log *directory* for all partitions; we keep one of each
+per *partition* directory, in the same text format (`0`, `1`, `<topic>
+<partition> <offset>`), so a partition directory is self-contained.
+
+Durability: appends do not fsync unless `flush.messages` / `flush.ms` say so
+(replication is the durability mechanism, as in Kafka); rolls and `close`
+flush. `flush` advances the recovery point.
+
+Crash recovery (`open`): segments entirely below the recovery point are
+trusted: their indexes are sanity-checked and only the tail after the last
+index entry is parsed (headers only). From the first segment that reaches
+past the recovery point (or whose index is missing or inconsistent) on,
+every batch is checked (length, magic, CRC, offset order); the first bad
+byte and everything after it are truncated (`log.recovery.truncated`), and
+the indexes are rebuilt from the scan.
+
+Corruption below the recovery point: `read` checks each served batch's
+header (length, magic) -- a bad one raises CorruptRecord and is logged as
+`log.corrupt_batch`, never served -- but does not recompute CRCs, which would
+cost a pass over every fetched byte on the hot path. Consumers verify CRCs
+themselves; `verify_segments()` (used by tests and `raftka log dump`) checks
+every CRC on demand.
+
+Other documented choices:
+- `truncate_to(offset)` cuts at batch boundaries: a batch straddling `offset`
+  goes whole and the log end becomes that batch's base offset (Kafka sets the
+  log end to `offset` itself, leaving a gap). If that would leave nothing at
+  or above the log start, the log restarts empty at `offset`.
+- A follower append must start exactly at the log end, except on compacted
+  topics where compaction legitimately leaves gaps (then >= log end).
+- Deleted segments (retention, truncation, compaction) are renamed to
+  `.deleted` and removed after `file.delete.delay.ms`, so file slices already
+  handed to a fetch stay readable; `close` removes them at once.
+- An empty closed segment (compaction can leave one) counts as expired for
+  time retention.
+- `segment.ms` counts from the wall-clock time of the segment's first append
+  (`now_ms`); after a restart, from the first batch's maxTimestamp (Kafka's rule).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import structlog
+
+from log.batch_header import (
+    ATTR_TIMESTAMP_TYPE,
+    BatchHeader,
+    parse_header,
+    set_base_offset,
+    set_max_timestamp_and_crc,
+    set_partition_leader_epoch,
+    verify_crc,
+)
+from log.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_offsets
+from log.cleaner import build_offset_map, clean_segment
+from log.config import LONG_MAX, LogConfig
+from log.errors import (
+    CorruptRecord,
+    InvalidRecord,
+    LogError,
+    OffsetOutOfRange,
+    OutOfOrderSequence,
+    RecordTooLarge,
+)
+from log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE
+from log.leader_epoch_cache import LeaderEpochCache
+from log.offset_index import CorruptIndex
+from log.producer_state import ProducerStateManager
+from log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    file_stem,
+    parse_file_stem,
+)
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+
+_log = structlog.get_logger(__name__)
+
+
+class OffsetsNotContiguous(InvalidRecord):
+    """A follower append whose offsets do not continue the log (Kafka: UnexpectedAppendOffset)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 for CreateTime
+    log_start_offset: int
+    duplicate: bool
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Bytes [position, position + length) of a segment file: whole batches, ready for os.sendfile.
+
+    `file` stays open until the segment is deleted (after `file.delete.delay.ms`) or the log is closed.
+    """
+
+    path: Path
+    file: BinaryIO
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return os.pread(self.file.fileno(), self.length, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    slices: tuple[FileSlice, ...]
+    first_offset: int  # base offset of the first batch returned (the requested offset if none)
+    next_offset: int  # offset after the last batch returned (the requested offset if none)
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
+
+    def read_bytes(self) -> bytes:
+        return b"".join(s.read() for s in self.slices)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStats:
+    segments_cleaned: int
+    bytes_before: int
+    bytes_after: int
+    keys: int
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptBatchReport:
+    segment_base_offset: int
+    path: Path
+    error: str
+
+
+def _now(now_ms: int | None) -> int:
+    return int(time.time() * 1000) if now_ms is None else now_ms
+
+
+class PartitionLog:
+    """Append, read, truncate, retain and compact one partition's segments."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        epoch_cache: LeaderEpochCache,
+        producer_state: ProducerStateManager,
+        now_ms: int,
+    ) -> None:
+        """Use `PartitionLog.open`."""
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self._segments = segments
+        self.config = config
+        self._log_start_offset = log_start_offset
+        self.epoch_cache = epoch_cache
+        self.producer_state = producer_state
+        self._recovery_point = self.log_end_offset
+        self._last_flush_ms = now_ms
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
+
+    # -- opening ------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, directory: Path, topic: str, partition: int, config: LogConfig, *, now_ms: int | None = None
+    ) -> PartitionLog:
+        """Open (or create) `<directory>/<topic>-<partition>/`, recovering from a crash if needed."""
+        now = _now(now_ms)
+        part_dir = Path(directory) / f"{topic}-{partition}"
+        part_dir.mkdir(parents=True, exist_ok=True)
+        _finish_interrupted_operations(part_dir)
+        key = (topic, partition)
+        recovery_point = _read_offset(part_dir / RECOVERY_POINT_FILE, key, 0)
+        log_start = _read_offset(part_dir / LOG_START_FILE, key, 0)
+        try:
+            epoch_cache = LeaderEpochCache(part_dir / LEADER_EPOCH_FILE)
+        except CorruptCheckpoint as exc:
+            _log.warning("log.epoch_cache.corrupt", dir=str(part_dir), error=str(exc))
+            (part_dir / LEADER_EPOCH_FILE).unlink()
+            epoch_cache = LeaderEpochCache(part_dir / LEADER_EPOCH_FILE)
+            recovery_point = 0  # rebuild the epochs from every batch header
+
+        bases = sorted(
+            base
+            for p in part_dir.iterdir()
+            if p.name.endswith(LOG_SUFFIX) and (base := parse_file_stem(p.name)) is not None
+        )
+        segments: list[LogSegment] = []
+        recovering = False
+        for i, base in enumerate(bases):
+            segment = LogSegment(part_dir, base, config)
+            segments.append(segment)
+            if not recovering:
+                try:
+                    segment.load()
+                    if segment.next_offset <= recovery_point:
+                        continue
+                except (CorruptIndex, LogError) as exc:
+                    _log.info("log.index.rebuild", segment=segment.log_path.name, reason=str(exc))
+                else:
+                    recovering = True
+            truncated = segment.recover()
+            for header in segment.iter_headers():
+                if header.partition_leader_epoch > epoch_cache.latest_epoch:
+                    epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            if i < len(bases) - 1:
+                segment.finalize_time_index()
+            if truncated:
+                _log.warning(
+                    "log.recovery.truncated",
+                    topic=topic,
+                    partition=partition,
+                    segment=segment.log_path.name,
+                    bytes=truncated,
+                    valid_bytes=segment.size,
+                )
+                for later in bases[i + 1 :]:
+                    stray = LogSegment(part_dir, later, config)
+                    _log.warning(
+                        "log.recovery.segment_deleted", segment=stray.log_path.name, bytes=stray.size
+                    )
+                    stray.close()
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        (part_dir / (file_stem(later) + suffix)).unlink(missing_ok=True)
+                break
+        if not segments:
+            segment = LogSegment(part_dir, log_start, config)
+            segment.recover()
+            segments.append(segment)
+        for segment in segments:
+            if segment.next_offset > recovery_point:
+                segment.flush()
+
+        log_end = segments[-1].next_offset
+        log_start = min(max(log_start, segments[0].base_offset), log_end)
+        epoch_cache.truncate_from_end(log_end)
+        epoch_cache.truncate_from_start(log_start)
+        producer_state = ProducerStateManager(part_dir)
+        log = cls(part_dir, topic, partition, config, segments, log_start, epoch_cache, producer_state, now)
+        log._replay_producer_state(producer_state.load(log_start, log_end))
+        log._write_checkpoints()
+        _log.info(
+            "log.opened",
+            topic=topic,
+            partition=partition,
+            segments=len(segments),
+            log_start_offset=log_start,
+            log_end_offset=log_end,
+            recovered=recovering,
+        )
+        return log
+
+    def _replay_producer_state(self, from_offset: int) -> None:
+        for header in self._iter_headers_from(from_offset):
+            self.producer_state.update(header)
+
+    def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of every batch whose last offset is >= `offset`, in log order."""
+        for segment in self._segments[self._segment_index(offset) :]:
+            first = segment.find_batch(offset)
+            if first is not None:
+                yield from segment.iter_headers(first.position)
+
+    # -- state ----------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic config change: takes effect from the next append / roll / retention run."""
+        self._config = config
+        for segment in getattr(self, "_segments", ()):
+            segment.config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right([s.base_offset for s in self._segments], offset) - 1)
+
+    # -- appending ------------------------------------------------------------
+
+    def append(
+        self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Append a producer's batches as leader: validate, dedupe, assign offsets, write once.
+
+        Raises CorruptRecord (bad length/CRC), InvalidRecord (wrong magic,
+        control batch, inconsistent counts), RecordTooLarge (a batch above
+        `max.message.bytes`), InvalidProducerEpoch / OutOfOrderSequence. On any
+        error nothing is written. A retried batch already in the log is not
+        written again: the result has `duplicate=True` and the original offsets.
+        """
+        self._check_open()
+        now = _now(now_ms)
+        buf = bytearray(batch_bytes)
+        headers = self._validate(buf, from_client=True)
+        headers, duplicate = self._dedupe(buf, headers)
+        if not headers:
+            assert duplicate is not None
+            return AppendInfo(duplicate[0], duplicate[1], -1, self._log_start_offset, True, -1)
+        if duplicate is not None:  # some batches were retries: write only the others
+            buf = bytearray(b"".join(buf[h.position : h.position + h.size] for h in headers))
+        first_offset = self.log_end_offset
+        offset = first_offset
+        position = 0
+        for header in headers:
+            set_base_offset(buf, position, offset)
+            set_partition_leader_epoch(buf, position, leader_epoch)
+            if self.config.log_append_time:
+                attributes = int.from_bytes(buf[position + 21 : position + 23], "big", signed=True)
+                buf[position + 21 : position + 23] = (attributes | ATTR_TIMESTAMP_TYPE).to_bytes(
+                    2, "big", signed=True
+                )
+                set_max_timestamp_and_crc(buf, position, now)
+            offset += header.last_offset_delta + 1
+            position += header.size
+        written = self._write(buf, now)
+        if leader_epoch >= 0 and leader_epoch > self.epoch_cache.latest_epoch:
+            self.epoch_cache.assign(leader_epoch, first_offset)
+        for header in written:
+            self.producer_state.update(header)
+        self._maybe_flush(now)
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=written[-1].last_offset,
+            log_append_time=now if self.config.log_append_time else -1,
+            log_start_offset=self._log_start_offset,
+            duplicate=False,
+            max_timestamp=max(h.max_timestamp for h in written),
+        )
+
+    def append_as_follower(
+        self, batch_bytes: bytes | bytearray | memoryview, *, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Append batches replicated from the leader, keeping their offsets and epochs.
+
+        The first batch must start at the log end offset (or, for a compacted
+        topic, beyond it: compaction leaves gaps); offsets must increase.
+        Raises OffsetsNotContiguous otherwise, CorruptRecord / InvalidRecord for
+        bad batches; nothing is written on any error.
+        """
+        self._check_open()
+        now = _now(now_ms)
+        buf = bytes(batch_bytes)
+        headers = self._validate(buf, from_client=False)
+        expected = self.log_end_offset
+        for header in headers:
+            if header.base_offset < expected or (
+                header.base_offset > expected and not self.config.compact
+            ):
+                raise OffsetsNotContiguous(
+                    f"{self.topic}-{self.partition}: follower batch at position {header.position} has "
+                    f"base offset {header.base_offset}, expected {expected}"
+                    + (" or above" if self.config.compact else "")
+                )
+            expected = header.next_offset
+        written = self._write(buf, now)
+        for header in written:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch > self.epoch_cache.latest_epoch:
+                self.epoch_cache.assign(epoch, header.base_offset)
+            self.producer_state.update(header)
+        self._maybe_flush(now)
+        return AppendInfo(
+            first_offset=written[0].base_offset,
+            last_offset=written[-1].last_offset,
+            log_append_time=-1,
+            log_start_offset=self._log_start_offset,
+            duplicate=False,
+            max_timestamp=max(h.max_timestamp for h in written),
+        )
+
+    def _validate(self, buf: bytes | bytearray, *, from_client: bool) -> list[BatchHeader]:
+        if not buf:
+            raise InvalidRecord(f"{self.topic}-{self.partition}: append of 0 bytes, expected at least one batch")
+        headers = []
+        position = 0
+        while position < len(buf):
+            header = parse_header(buf, position)
+            if from_client:
+                if header.size > self.config.max_message_bytes:
+                    raise RecordTooLarge(
+                        f"{self.topic}-{self.partition}: batch at position {position} is {header.size} bytes, "
+                        f"above max.message.bytes {self.config.max_message_bytes}"
+                    )
+                if header.is_control:
+                    raise InvalidRecord(
+                        f"{self.topic}-{self.partition}: batch at position {position} is a control batch; "
+                        "clients may not write control batches"
+                    )
+                if header.record_count != header.last_offset_delta + 1:
+                    raise InvalidRecord(
+                        f"{self.topic}-{self.partition}: batch at position {position} has record count "
+                        f"{header.record_count} but last offset delta {header.last_offset_delta}, "
+                        f"expected {header.record_count - 1}"
+                    )
+            verify_crc(buf, header)
+            headers.append(header)
+            position += header.size
+        return headers
+
+    def _dedupe(
+        self, buf: bytearray, headers: list[BatchHeader]
+    ) -> tuple[list[BatchHeader], tuple[int, int] | None]:
+        """Drop batches the producer state says are retries; check sequences first (no side effects).
+
+        Returns the batches to write and the (first, last) offsets of the duplicates, if any.
+        """
+        keep: list[BatchHeader] = []
+        duplicate: tuple[int, int] | None = None
+        seen: dict[int, BatchHeader] = {}
+        for header in headers:
+            if not header.has_producer_id:
+                keep.append(header)
+                continue
+            previous = seen.get(header.producer_id)
+            if previous is None:
+                original = self.producer_state.check(header)
+                if original is not None:
+                    duplicate = original if duplicate is None else (duplicate[0], original[1])
+                    continue
+            elif header.producer_epoch != previous.producer_epoch or header.base_sequence != (
+                (previous.last_sequence + 1) % (1 << 31)
+            ):
+                # Two batches of one producer in one append: the second must follow the first.
+                raise OutOfOrderSequence(
+                    f"producer {header.producer_id}: batch at position {header.position} has epoch "
+                    f"{header.producer_epoch} sequence {header.base_sequence}, expected epoch "
+                    f"{previous.producer_epoch} sequence {(previous.last_sequence + 1) % (1 << 31)}"
+                )
+            seen[header.producer_id] = header
+            keep.append(header)
+        return keep, duplicate
+
+    def _write(self, buf: bytes | bytearray, now: int) -> list[BatchHeader]:
+        """Roll if needed, write `buf` (whole batches, final offsets) to the active segment."""
+        headers = []
+        position = 0
+        while position < len(buf):
+            header = parse_header(buf, position)
+            headers.append(header)
+            position += header.size
+        segment = self.active_segment
+        assert segment.index is not None and segment.time_index is not None
+        if segment.size > 0 and (
+            segment.size + len(buf) > self.config.segment_bytes
+            or (segment.rolling_base_ms is not None and now - segment.rolling_base_ms > self.config.segment_ms)
+            or segment.index.is_full
+            or segment.time_index.is_full
+            or headers[-1].last_offset - segment.base_offset > MAX_RELATIVE_OFFSET
+        ):
+            segment = self.roll(now_ms=now, first_offset=headers[0].base_offset)
+        segment.append(buf, headers, now)
+        return headers
+
+    def _maybe_flush(self, now: int) -> None:
+        if self.log_end_offset - self._recovery_point >= self.config.flush_messages or (
+            self.config.flush_ms != LONG_MAX and now - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush(now_ms=now)
+
+    def roll(self, *, now_ms: int | None = None, first_offset: int | None = None) -> LogSegment:
+        """Close the active segment and start a new one at the log end offset.
+
+        A no-op when the active segment is empty. The old segment is flushed,
+        its time index finalized, and the producer state snapshotted.
+        """
+        self._check_open()
+        old = self.active_segment
+        if old.size == 0:
+            return old
+        base = self.log_end_offset if first_offset is None else first_offset
+        old.finalize_time_index()
+        old.flush()
+        segment = self._new_segment(base)
+        self._segments.append(segment)
+        self.producer_state.take_snapshot(base)
+        self._recovery_point = old.next_offset
+        self._write_checkpoints()
+        _log.info("log.segment.rolled", topic=self.topic, partition=self.partition, base_offset=base)
+        return segment
+
+    def _new_segment(self, base: int) -> LogSegment:
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (self.dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
+        segment = LogSegment(self.dir, base, self.config)
+        segment.recover()  # opens empty indexes
+        return segment
+
+    # -- reading --------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadInfo:
+        """Whole batches from the one holding `offset`, as file slices.
+
+        At most `max_bytes`, except that the first batch is always returned
+        whole; batches starting at or beyond `max_offset` (exclusive, e.g. the
+        high watermark) are left out. `offset == log_end_offset` gives an empty
+        result. Raises OffsetOutOfRange outside [log_start_offset,
+        log_end_offset], CorruptRecord if a batch header on disk is damaged.
+        """
+        self._check_open()
+        start, end = self._log_start_offset, self.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRange(
+                f"{self.topic}-{self.partition}: offset {offset} is outside the log range [{start}, {end}]"
+            )
+        slices: list[FileSlice] = []
+        first_offset = next_offset = offset
+        remaining = max_bytes
+        cursor = offset
+        for segment in self._segments[self._segment_index(offset) :]:
+            try:
+                found = segment.read(cursor, remaining, max_offset, min_one=not slices)
+            except CorruptRecord as exc:
+                _log.error(
+                    "log.corrupt_batch",
+                    topic=self.topic,
+                    partition=self.partition,
+                    segment=segment.log_path.name,
+                    offset=cursor,
+                    error=str(exc),
+                )
+                raise
+            if found is None:
+                continue
+            if found.length:
+                if not slices:
+                    first_offset = found.first_offset
+                slices.append(FileSlice(segment.log_path, segment.file, found.position, found.length))
+                remaining -= found.length
+                next_offset = cursor = found.next_offset
+            if found.stopped or remaining <= 0:
+                break
+        return ReadInfo(tuple(slices), first_offset, next_offset, start, end)
+
+    def read_bytes(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """`read`, with the bytes copied out."""
+        return self.read(offset, max_bytes, max_offset=max_offset).read_bytes()
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
+
+        Finds the first batch whose maxTimestamp >= `timestamp` through the
+        time index and a header scan, then decodes that one batch (ListOffsets
+        is not the hot path) to find the exact record, as Kafka does.
+        """
+        self._check_open()
+        from log.record_batch import decode_batch  # only needed here
+
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            header = segment.find_by_timestamp(timestamp)
+            if header is None:
+                continue
+            if header.last_offset < self._log_start_offset:
+                continue
+            batch = decode_batch(segment.read_bytes(header.position, header.size))
+            for record in batch.records:
+                record_ts = header.max_timestamp if header.is_log_append_time else record.timestamp
+                if record_ts is not None and record_ts >= timestamp and record.offset >= self._log_start_offset:
+                    return record.offset, record_ts
+            return max(header.base_offset, self._log_start_offset), header.max_timestamp
+        return None
+
+    def verify_segments(self) -> list[CorruptBatchReport]:
+        """Check every batch's length, magic and CRC; report (and log) each segment's first bad batch."""
+        self._check_open()
+        reports = []
+        for segment in self._segments:
+            try:
+                for _ in segment.iter_headers(verify=True):
+                    pass
+            except CorruptRecord as exc:
+                _log.error(
+                    "log.corrupt_batch",
+                    topic=self.topic,
+                    partition=self.partition,
+                    segment=segment.log_path.name,
+                    error=str(exc),
+                )
+                reports.append(CorruptBatchReport(segment.base_offset, segment.log_path, str(exc)))
+        return reports
+
+    # -- durability -----------------------------------------------------------
+
+    def flush(self, *, now_ms: int | None = None) -> None:
+        """fsync every segment holding data above the recovery point, then advance it."""
+        self._check_open()
+        for segment in self._segments:
+            if segment.next_offset > self._recovery_point or segment is self.active_segment:
+                segment.flush()
+        self._recovery_point = self.log_end_offset
+        self._last_flush_ms = _now(now_ms)
+        self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
+        key = (self.topic, self.partition)
+        write_offsets(self.dir / RECOVERY_POINT_FILE, {key: self._recovery_point})
+        write_offsets(self.dir / LOG_START_FILE, {key: self._log_start_offset})
+
+    def close(self) -> None:
+        """Flush, finalize the indexes, write checkpoints and a producer snapshot, close files."""
+        if self._closed:
+            return
+        self.active_segment.finalize_time_index()
+        self.flush()
+        self.producer_state.take_snapshot(self.log_end_offset)
+        for _, segment in self._pending_deletes:
+            segment.close_and_delete()
+        self._pending_deletes.clear()
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+        _log.info("log.closed", topic=self.topic, partition=self.partition, log_end_offset=self.log_end_offset)
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogError(f"{self.topic}-{self.partition}: the log is closed")
+
+    # -- truncation -----------------------------------------------------------
+
+    def truncate_to(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Drop every batch at or after `offset` (a batch straddling it goes whole).
+
+        No-op if `offset >= log_end_offset`; below the log start it empties the
+        log and restarts it at `offset`. Trims the epoch cache and producer state.
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"truncation offset {offset} is negative, expected >= 0")
+        if offset >= self.log_end_offset:
+            return
+        straddling = next(self._iter_headers_from(offset), None)
+        if offset < self._log_start_offset or (
+            straddling is not None and straddling.base_offset < self._log_start_offset
+        ):
+            # Nothing visible would remain below the cut: start afresh at `offset` (Kafka's rule
+            # for targets below the log start; here also for a batch straddling the log start).
+            self.truncate_fully_and_start_at(offset, now_ms=now_ms)
+            return
+        now = _now(now_ms)
+        old_end = self.log_end_offset
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            self._schedule_delete(self._segments.pop(), now, "truncated")
+        if self._segments[0].base_offset >= offset:
+            self._schedule_delete(self._segments.pop(), now, "truncated")
+            self._segments.append(self._new_segment(offset))
+        else:
+            self.active_segment.truncate_to(offset)
+        new_end = self.log_end_offset
+        self.epoch_cache.truncate_from_end(new_end)
+        self._recovery_point = min(self._recovery_point, new_end)
+        self._replay_producer_state(self.producer_state.truncate_and_reload(self._log_start_offset, new_end))
+        self._write_checkpoints()
+        _log.info(
+            "log.truncated", topic=self.topic, partition=self.partition, old_end=old_end, new_end=new_end
+        )
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Delete everything and restart the log, empty, at `offset` (start = end = `offset`)."""
+        self._check_open()
+        now = _now(now_ms)
+        while self._segments:
+            self._schedule_delete(self._segments.pop(), now, "truncated_fully")
+        self._segments.append(self._new_segment(offset))
+        self._log_start_offset = offset
+        self._recovery_point = offset
+        self.epoch_cache.clear()
+        self.producer_state.delete_snapshots_below(offset + 1)
+        self.producer_state.truncate_and_reload(offset, offset)
+        self._write_checkpoints()
+        _log.info("log.truncated_fully", topic=self.topic, partition=self.partition, start_offset=offset)
+
+    # -- retention --------------------------------------------------------------
+
+    def increment_log_start_offset(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Move the log start forward (DeleteRecords); whole segments below it are deleted.
+
+        Raises OffsetOutOfRange above the log end offset. A lower offset is a no-op.
+        """
+        self._check_open()
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"{self.topic}-{self.partition}: new log start offset {offset} is above "
+                f"the log end offset {self.log_end_offset}"
+            )
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        self._write_checkpoints()
+        self._delete_segments(_now(now_ms), retention=False)
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention: delete closed segments past `retention.ms`, over `retention.bytes`,
+        or entirely below the log start offset. Never the active segment. Returns how many.
+
+        An empty closed segment (compaction can leave one) counts as expired.
+        """
+        self._check_open()
+        return self._delete_segments(_now(now_ms), retention=True)
+
+    def _delete_segments(self, now: int, *, retention: bool) -> int:
+        self._purge_deleted(now)
+        config = self.config
+        total = self.size
+        deleted = 0
+        while len(self._segments) > 1:
+            segment, following = self._segments[0], self._segments[1]
+            reason = None
+            if following.base_offset <= self._log_start_offset:
+                reason = "log_start_offset"
+            elif not (retention and config.delete):
+                break
+            elif config.retention_ms >= 0 and (
+                segment.size == 0 or now - segment.largest_timestamp() > config.retention_ms
+            ):
+                reason = "retention_ms"
+            elif config.retention_bytes >= 0 and total - segment.size >= config.retention_bytes:
+                reason = "retention_bytes"
+            if reason is None:
+                break
+            self._segments.pop(0)
+            total -= segment.size
+            self._schedule_delete(segment, now, reason)
+            deleted += 1
+        if deleted:
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self.epoch_cache.truncate_from_start(self._log_start_offset)
+            self.producer_state.delete_snapshots_below(self._log_start_offset)
+            self._write_checkpoints()
+        return deleted
+
+    def _schedule_delete(self, segment: LogSegment, now: int, reason: str) -> None:
+        """Rename the segment's files to `.deleted`; remove them after `file.delete.delay.ms`
+        so file slices already handed to readers stay readable meanwhile."""
+        _log.info(
+            "log.segment.deleted",
+            topic=self.topic,
+            partition=self.partition,
+            base_offset=segment.base_offset,
+            bytes=segment.size,
+            reason=reason,
+        )
+        segment.rename_with_suffix(DELETED_SUFFIX)
+        if self.config.file_delete_delay_ms == 0:
+            segment.close_and_delete()
+        else:
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+
+    def _purge_deleted(self, now: int) -> None:
+        due = [s for deadline, s in self._pending_deletes if deadline <= now]
+        self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
+        for segment in due:
+            segment.close_and_delete()
+
+    # -- compaction -------------------------------------------------------------
+
+    def compact(self, now_ms: int | None = None) -> CompactionStats:
+        """Compact the closed segments (policy `compact`): newest record per key, offsets kept.
+
+        Segments whose max timestamp is within `min.compaction.lag.ms` of now,
+        and all after them, are left alone, as is the active segment. Each
+        cleaned segment is written to `.log.cleaned`, renamed to `.log.swap`,
+        then swapped in for the old `.log` (which goes through `.deleted`);
+        its indexes are rebuilt. A crash at any step is finished or undone by `open`.
+        """
+        self._check_open()
+        now = _now(now_ms)
+        if not self.config.compact:
+            return CompactionStats(0, 0, 0, 0)
+        horizon = now - self.config.min_compaction_lag_ms
+        cleanable: list[LogSegment] = []
+        for segment in self._segments[:-1]:
+            if self.config.min_compaction_lag_ms > 0 and segment.max_timestamp > horizon:
+                break
+            cleanable.append(segment)
+        if not cleanable:
+            return CompactionStats(0, 0, 0, 0)
+        buffers = [segment.read_bytes() for segment in cleanable]
+        offset_map = build_offset_map(buffers)
+        producer_last_offsets = {
+            pid: entry.batches[-1][3]
+            for pid, entry in self.producer_state.producers().items()
+            if entry.batches
+        }
+        cleaned_count = before = after = 0
+        for segment, buf in zip(cleanable, buffers, strict=True):
+            cleaned = clean_segment(
+                buf,
+                offset_map,
+                now_ms=now,
+                delete_retention_ms=self.config.delete_retention_ms,
+                tombstone_safe_before_ms=None,
+                producer_last_offsets=producer_last_offsets,
+            )
+            before += len(buf)
+            after += len(cleaned)
+            if cleaned != buf:
+                self._swap_in(segment, cleaned, now)
+                cleaned_count += 1
+        _log.info(
+            "log.compacted",
+            topic=self.topic,
+            partition=self.partition,
+            segments=cleaned_count,
+            bytes_before=before,
+            bytes_after=after,
+            keys=len(offset_map),
+        )
+        return CompactionStats(cleaned_count, before, after, len(offset_map))
+
+    def _swap_in(self, segment: LogSegment, cleaned: bytes, now: int) -> None:
+        stem = file_stem(segment.base_offset)
+        cleaned_path = self.dir / (stem + LOG_SUFFIX + CLEANED_SUFFIX)
+        swap_path = self.dir / (stem + LOG_SUFFIX + SWAP_SUFFIX)
+        with open(cleaned_path, "wb") as f:
+            f.write(cleaned)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(cleaned_path, swap_path)
+        fsync_dir(self.dir)
+        log_path = segment.log_path
+        segment.rename_with_suffix(DELETED_SUFFIX)  # the indexes go with it: they are rebuilt
+        os.replace(swap_path, log_path)
+        fsync_dir(self.dir)
+        replacement = LogSegment(self.dir, segment.base_offset, self.config)
+        replacement.recover()
+        replacement.finalize_time_index()
+        replacement.flush()
+        self._segments[self._segments.index(segment)] = replacement
+        if self.config.file_delete_delay_ms == 0:
+            segment.close_and_delete()
+        else:
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+
+
+def _read_offset(path: Path, key: tuple[str, int], default: int) -> int:
+    try:
+        offsets = read_offsets(path)
+    except CorruptCheckpoint as exc:
+        _log.warning("log.checkpoint.corrupt", path=str(path), error=str(exc))
+        return default
+    if offsets is None:
+        return default
+    return offsets.get(key, default)
+
+
+def _finish_interrupted_operations(part_dir: Path) -> None:
+    """Complete or undo what a crash interrupted: `.swap` files are swapped in,
+    `.cleaned`, `.deleted` and checkpoint `.tmp` files are removed."""
+    for path in sorted(part_dir.iterdir()):
+        name = path.name
+        if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
+            path.unlink(missing_ok=True)
+        elif name.endswith("-checkpoint.tmp"):
+            path.unlink(missing_ok=True)
+        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            base = parse_file_stem(name)
+            if base is None:
+                continue
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (part_dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
+            os.replace(path, part_dir / (file_stem(base) + LOG_SUFFIX))
+            _log.warning("log.recovery.swap_completed", segment=file_stem(base) + LOG_SUFFIX)
+    fsync_dir(part_dir)
