@@ -56,8 +56,23 @@ def storage() -> None:
     """Prepare a node's storage: cluster ids and meta.properties."""
 
 
-_placeholder(storage, "random-uuid", 3, "cluster id generation", "Print a new random cluster id.")
-_placeholder(storage, "format", 3, "storage formatting", "Write meta.properties into every log dir and the metadata dir.")
+@storage.command(name="random-uuid")
+def storage_random_uuid() -> None:
+    """Print a new random cluster id."""
+    from raftka.cmd_storage import random_uuid
+
+    sys.exit(random_uuid())
+
+
+@storage.command(name="format")
+@click.option("--config", "-c", "config_path", required=True, type=click.Path(exists=True, dir_okay=False), help="The node's server.properties.")
+@click.option("--cluster-id", "-t", required=True, help="From `raftka storage random-uuid`; the same on every node.")
+@click.option("--ignore-formatted", "-g", is_flag=True, help="Skip dirs already formatted with these ids.")
+def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool) -> None:
+    """Write meta.properties into every log dir and the metadata dir."""
+    from raftka.cmd_storage import format_dirs
+
+    sys.exit(format_dirs(config_path, cluster_id, ignore_formatted))
 
 
 # --- server / cluster / quorum --------------------------------------------
@@ -66,7 +81,21 @@ def server() -> None:
     """Run one raftka node (broker + metadata quorum voter)."""
 
 
-_placeholder(server, "start", 4, "the broker", "Start a node from a server.properties file.")
+@server.command(name="start")
+@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="A Kafka-style server.properties file (node.id, listeners, controller.quorum.voters, log.dirs...).")
+def server_start(config_path: str) -> None:
+    """Start a node (broker + metadata quorum voter) from a server.properties file.
+
+    \b
+    The storage must be formatted first (raftka storage format). Prints
+    "raftka node ready: ..." with the bound listeners once clients can connect.
+    SIGTERM or Ctrl-C shuts down cleanly: leaderships move away first
+    (controlled shutdown), then every log is flushed and checkpointed.
+    """
+    from raftka.cmd_server import start
+
+    sys.exit(start(config_path))
 
 
 @main.group()
@@ -82,7 +111,15 @@ def quorum() -> None:
     """Inspect the Raft metadata quorum."""
 
 
-_placeholder(quorum, "status", 3, "the metadata quorum", "Show leader, term, commit index and voters.")
+@quorum.command(name="status")
+@click.option("--config", "-c", "config_path", required=True, type=click.Path(exists=True, dir_okay=False), help="A server.properties naming the voters and the secret.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON list of voter statuses.")
+@click.option("--timeout", default=3.0, show_default=True, help="Seconds to wait for each voter.")
+def quorum_status(config_path: str, as_json: bool, timeout: float) -> None:
+    """Show leader, term, commit index and voters."""
+    from raftka.cmd_quorum import quorum_status as run
+
+    sys.exit(run(config_path, as_json, timeout))
 
 
 # --- topics / produce / consume -------------------------------------------

@@ -1,0 +1,176 @@
+"""The active controller: a thin trio shell around `controller_decisions`.
+
+It acts only while `loader.active_controller_epoch()` says this node is the
+active controller (its ControllerClaim for the current Raft term is
+applied). Requests from brokers (the broker's control-channel RPC calls
+these methods) raise `ControllerError("NOT_CONTROLLER")` otherwise.
+Decisions are made one at a time under a lock, on an image that includes
+every record this controller submitted before, so they never race each
+other; anything that still goes stale is rejected by `apply`.
+
+Broker sessions live in memory (as in Kafka): a new active controller gives
+every live broker a fresh session.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import structlog
+import trio
+
+from raft_meta import controller_decisions as decide
+from raft_meta.controller_errors import ControllerError
+from raft_meta.image import MetadataImage
+from raft_meta.metadata_loader import MetadataLoader
+from raft_meta.node_config import NodeConfig
+from raft_meta.quorum import Quorum, SubmitError
+
+log = structlog.get_logger("raft_meta.controller")
+
+
+@dataclass(frozen=True)
+class HeartbeatReply:
+    fenced: bool
+    shutdown_ready: bool  # a broker that asked to shut down may now stop
+
+
+class Controller:
+    def __init__(self, config: NodeConfig, quorum: Quorum, loader: MetadataLoader) -> None:
+        self.config = config
+        self.quorum = quorum
+        self.loader = loader
+        self._lock = trio.Lock()
+        self._last_heartbeat: dict[int, float] = {}
+        self._epoch: int | None = None
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.loader.image
+
+    def _require_active(self) -> int:
+        epoch = self.loader.active_controller_epoch()
+        if epoch is None:
+            raise ControllerError("NOT_CONTROLLER", f"node {self.quorum.node_id} is not the active controller")
+        return epoch
+
+    async def _commit(self, decision: decide.Decision, epoch: int) -> MetadataImage:
+        for event, fields in decision.warnings:
+            log.warning(event, **fields)
+        last = 0
+        for record in decision.records:
+            if self.loader.active_controller_epoch() != epoch:
+                raise ControllerError("NOT_CONTROLLER", f"lost the controller role (epoch {epoch}) mid-decision")
+            try:
+                last = await self.quorum.submit(record)
+            except SubmitError as exc:
+                raise ControllerError("NOT_CONTROLLER", f"could not commit {type(record).__name__}: {exc.reason}") from None
+        return await self.loader.wait_for_offset(last) if last else self.image
+
+    async def _decide_and_commit(self, make_decision) -> MetadataImage:
+        async with self._lock:
+            epoch = self._require_active()
+            return await self._commit(make_decision(self.image), epoch)
+
+    # --- requests from brokers ---
+    async def register_broker(
+        self, broker_id: int, incarnation_id: str, listeners: tuple[tuple[str, str, int], ...], rack: str | None
+    ) -> int:
+        """Returns the new broker epoch. The broker starts fenced until a caught-up heartbeat."""
+        alive = trio.current_time() - self._last_heartbeat.get(broker_id, float("-inf")) <= self._session_s
+        image = await self._decide_and_commit(
+            lambda img: decide.register_broker(img, broker_id, incarnation_id, listeners, rack, alive)
+        )
+        self._last_heartbeat[broker_id] = trio.current_time()
+        return image.brokers[broker_id].epoch
+
+    async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_shutdown: bool = False) -> HeartbeatReply:
+        """`metadata_offset`: the last metadata offset the broker has applied."""
+        self._require_active()
+        self._last_heartbeat[broker_id] = trio.current_time()
+        unclean = self.config.unclean_leader_election_enable
+        if want_shutdown:
+            image = await self._decide_and_commit(
+                lambda img: decide.controlled_shutdown(img, broker_id, broker_epoch, unclean)
+            )
+            leads = any(
+                p.leader == broker_id for t in image.topics.values() for p in t.partitions.values()
+            )
+            return HeartbeatReply(fenced=True, shutdown_ready=not leads)
+        image = await self._decide_and_commit(
+            lambda img: decide.broker_heartbeat(img, broker_id, broker_epoch, metadata_offset >= broker_epoch, unclean)
+        )
+        return HeartbeatReply(fenced=image.brokers[broker_id].fenced, shutdown_ready=False)
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: str, partition: int,
+                              leader_epoch: int, partition_epoch: int, new_isr: tuple[int, ...]) -> tuple[int, int]:
+        """Returns the partition's (leader epoch, partition epoch) after the change."""
+        image = await self._decide_and_commit(
+            lambda img: decide.alter_partition(img, broker_id, broker_epoch, topic_id, partition, leader_epoch,
+                                               partition_epoch, new_isr)
+        )
+        part = image.partition(topic_id, partition)
+        assert part is not None
+        return part.leader_epoch, part.partition_epoch
+
+    async def create_topic(self, name: str, num_partitions: int | None = None, replication_factor: int | None = None,
+                           configs: dict[str, str] | None = None, request_id: str | None = None) -> str:
+        """Returns the new topic id. Defaults: num.partitions, default.replication.factor.
+
+        Pass the client's request id so an ambiguous retry is deduplicated.
+        """
+        topic_id = str(uuid.uuid4())
+        partitions = num_partitions or self.config.num_partitions
+        rf = replication_factor or self.config.default_replication_factor
+        # Rotate the first leader by topic count so small topics do not all start on one broker.
+        await self._decide_and_commit(
+            lambda img: decide.create_topic(img, name, partitions, rf, topic_id, configs, start=len(img.topics),
+                                             request_id=request_id)
+        )
+        return topic_id
+
+    async def create_partitions(self, name: str, total: int) -> None:
+        await self._decide_and_commit(lambda img: decide.create_partitions(img, name, total, start=len(img.topics)))
+
+    async def delete_topic(self, name: str, request_id: str | None = None) -> None:
+        await self._decide_and_commit(lambda img: decide.delete_topic(img, name, request_id))
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        image = await self._decide_and_commit(lambda img: decide.allocate_producer_ids(img, broker_id, broker_epoch))
+        return image.producer_id_blocks[broker_id]
+
+    # --- the background loop ---
+    @property
+    def _session_s(self) -> float:
+        return self.config.broker_session_timeout_ms / 1000.0
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Forever: wait to become active, then police sessions and leader balance."""
+        task_status.started()
+        while True:
+            epoch = await self.loader.wait_active_controller()
+            if epoch != self._epoch:
+                self._epoch = epoch
+                now = trio.current_time()
+                self._last_heartbeat = {b.broker_id: now for b in self.image.live_brokers()}
+                log.info("controller.active", node_id=self.quorum.node_id, epoch=epoch)
+            try:
+                await self._police(epoch)
+            except ControllerError as exc:
+                log.info("controller.inactive", epoch=epoch, reason=exc.message)
+
+    async def _police(self, epoch: int) -> None:
+        tick = min(self.config.broker_heartbeat_interval_ms / 1000.0, self._session_s / 4)
+        next_rebalance = trio.current_time() + self.config.leader_imbalance_check_interval_seconds
+        while self.loader.active_controller_epoch() == epoch:
+            unclean = self.config.unclean_leader_election_enable
+            for broker_id in decide.expired_brokers(self.image, self._last_heartbeat, trio.current_time(),
+                                                    self.config.broker_session_timeout_ms):
+                log.warning("broker.session_expired", broker_id=broker_id)
+                await self._decide_and_commit(lambda img, b=broker_id, u=unclean: decide.fence_broker(img, b, u))
+            if self.config.auto_leader_rebalance_enable and trio.current_time() >= next_rebalance:
+                next_rebalance = trio.current_time() + self.config.leader_imbalance_check_interval_seconds
+                await self._decide_and_commit(decide.preferred_leader_elections)
+            with trio.move_on_after(tick):
+                await self.quorum.wait_state_change()

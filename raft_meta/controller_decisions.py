@@ -1,0 +1,367 @@
+"""Controller decisions as pure functions: (image, event) -> records to submit.
+
+Nothing here has I/O, clocks or randomness of its own: the caller passes
+`now`, new topic ids and placement start indexes. Every PartitionChange
+carries the partition epoch it was decided on, so a decision made on a stale
+image is rejected by `apply` rather than applied twice. Errors the requester
+should see are raised as `ControllerError` with Kafka's error names.
+
+Structured log events the caller should emit are returned, not logged
+(e.g. an unclean election's possible data loss): see `Decision.warnings`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from raft_meta.controller_errors import ControllerError
+from raft_meta.image import BrokerRegistration, MetadataImage, PartitionImage
+from raft_meta.records import (
+    NO_LEADER,
+    FenceBroker,
+    MetadataRecord,
+    Partition,
+    PartitionChange,
+    ProducerIds,
+    RegisterBroker,
+    RemoveTopic,
+    Topic,
+    UnfenceBroker,
+)
+
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's block size for AllocateProducerIds
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+UNCLEAN_KEY = "unclean.leader.election.enable"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Records to submit, in order, plus warnings to log (event name, fields)."""
+
+    records: tuple[MetadataRecord, ...] = ()
+    warnings: tuple[tuple[str, dict], ...] = ()
+
+
+@dataclass
+class _Builder:
+    records: list[MetadataRecord] = field(default_factory=list)
+    warnings: list[tuple[str, dict]] = field(default_factory=list)
+
+    def done(self) -> Decision:
+        return Decision(tuple(self.records), tuple(self.warnings))
+
+
+# --- replica placement -------------------------------------------------------
+
+
+def _rack_interleaved(brokers: Sequence[BrokerRegistration]) -> list[BrokerRegistration]:
+    """Brokers ordered so neighbours sit on different racks: r1b1, r2b1, r3b1, r1b2, ..."""
+    by_rack: dict[str, list[BrokerRegistration]] = {}
+    for broker in sorted(brokers, key=lambda b: b.broker_id):
+        by_rack.setdefault(broker.rack or "", []).append(broker)
+    racks = [by_rack[r] for r in sorted(by_rack)]
+    ordered = []
+    for i in range(max(len(r) for r in racks)):
+        ordered.extend(rack[i] for rack in racks if i < len(rack))
+    return ordered
+
+
+def place_replicas(
+    brokers: Sequence[BrokerRegistration],
+    num_partitions: int,
+    replication_factor: int,
+    start: int = 0,
+    first_partition: int = 0,
+) -> list[tuple[int, ...]]:
+    """Replica lists (leader first) for partitions first_partition.. of a topic.
+
+    Leaders rotate over the brokers from `start`; followers are shifted per
+    round so follower sets differ too (Kafka's scheme). With racks, each
+    partition takes as many distinct racks as it can.
+    """
+    if replication_factor < 1:
+        raise ControllerError("INVALID_REPLICATION_FACTOR", f"replication factor {replication_factor} must be >= 1")
+    if replication_factor > len(brokers):
+        raise ControllerError(
+            "INVALID_REPLICATION_FACTOR",
+            f"replication factor {replication_factor} is larger than the {len(brokers)} available brokers",
+        )
+    ordered = _rack_interleaved(brokers)
+    n = len(ordered)
+    rack_aware = any(b.rack for b in ordered)
+    result = []
+    for index in range(first_partition, first_partition + num_partitions):
+        first = (start + index) % n
+        shift = (index // n) % (n - 1) if n > 1 else 0
+        leader = ordered[first]
+        candidates = [ordered[(first + 1 + (shift + j) % (n - 1)) % n] for j in range(n - 1)]
+        chosen = [leader]
+        if rack_aware:
+            racks = {leader.rack}
+            for broker in candidates:
+                if len(chosen) < replication_factor and broker.rack not in racks:
+                    chosen.append(broker)
+                    racks.add(broker.rack)
+        for broker in candidates:
+            if len(chosen) < replication_factor and broker not in chosen:
+                chosen.append(broker)
+        result.append(tuple(b.broker_id for b in chosen))
+    return result
+
+
+# --- topics -----------------------------------------------------------------
+
+
+def check_topic_name(name: str) -> None:
+    if not name or name in (".", "..") or len(name) > MAX_TOPIC_NAME or not _LEGAL_TOPIC.match(name):
+        raise ControllerError(
+            "INVALID_TOPIC_EXCEPTION",
+            f"topic name {name!r} is invalid; expected 1-{MAX_TOPIC_NAME} characters of [a-zA-Z0-9._-], not '.' or '..'",
+        )
+
+
+def create_topic(
+    image: MetadataImage,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    topic_id: str,
+    configs: Mapping[str, str] | None = None,
+    start: int = 0,
+    request_id: str | None = None,
+) -> Decision:
+    """A Topic record and one Partition record per partition, all replicas in sync."""
+    check_topic_name(name)
+    if name in image.topic_ids:
+        raise ControllerError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+    if num_partitions < 1:
+        raise ControllerError("INVALID_PARTITIONS", f"number of partitions {num_partitions} must be >= 1")
+    assignment = place_replicas(image.live_brokers(), num_partitions, replication_factor, start)
+    records: list[MetadataRecord] = [
+        Topic(name, topic_id, tuple(sorted((configs or {}).items())), request_id=request_id)
+    ]
+    for index, replicas in enumerate(assignment):
+        records.append(Partition(topic_id, index, replicas, replicas, replicas[0]))
+    return Decision(tuple(records))
+
+
+def create_partitions(image: MetadataImage, name: str, total: int, start: int = 0) -> Decision:
+    topic = image.topic_by_name(name)
+    if topic is None:
+        raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    current = len(topic.partitions)
+    if total <= current:
+        raise ControllerError("INVALID_PARTITIONS", f"topic {name!r} has {current} partitions; asked for {total}, expected more")
+    rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+    assignment = place_replicas(image.live_brokers(), total - current, rf, start, first_partition=current)
+    return Decision(tuple(Partition(topic.topic_id, current + i, r, r, r[0]) for i, r in enumerate(assignment)))
+
+
+def delete_topic(image: MetadataImage, name: str, request_id: str | None = None) -> Decision:
+    topic = image.topic_by_name(name)
+    if topic is None:
+        raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    return Decision((RemoveTopic(topic.topic_id, request_id=request_id),))
+
+
+# --- elections ----------------------------------------------------------------
+
+
+def unclean_allowed(image: MetadataImage, topic_name: str, broker_default: bool) -> bool:
+    """Topic config beats the cluster-wide dynamic config beats server.properties."""
+    for value in (image.topic_config(topic_name, UNCLEAN_KEY), image.cluster_config(UNCLEAN_KEY)):
+        if value is not None:
+            return value.strip().lower() == "true"
+    return broker_default
+
+
+def _live_ids(image: MetadataImage) -> set[int]:
+    return {b.broker_id for b in image.live_brokers()}
+
+
+def _rebalance_partition(
+    builder: _Builder,
+    image: MetadataImage,
+    topic_id: str,
+    index: int,
+    part: PartitionImage,
+    live: set[int],
+    leaving: int | None,
+    unclean_default: bool,
+) -> None:
+    """Drop `leaving` from the ISR / leadership and elect a leader from `live` if needed."""
+    isr = tuple(r for r in part.isr if r != leaving)
+    keep_last = not isr  # the last ISR member stays: it is the only clean leader candidate
+    if keep_last:
+        isr = part.isr
+    leader = part.leader
+    if leader == leaving or leader == NO_LEADER or leader not in live:
+        clean = [r for r in part.replicas if r in isr and r in live and r != leaving]
+        name = image.topics[topic_id].name
+        if clean:
+            leader = clean[0]
+        elif unclean_allowed(image, name, unclean_default):
+            dirty = [r for r in part.replicas if r in live and r != leaving]
+            if dirty:
+                leader, isr = dirty[0], (dirty[0],)
+                builder.warnings.append(
+                    ("partition.unclean_leader_elected", {"topic": name, "partition": index, "leader": leader,
+                                                          "old_isr": list(part.isr), "possible_data_loss": True})
+                )
+                builder.records.append(PartitionChange(topic_id, index, part.partition_epoch, leader=leader, isr=isr, unclean=True))
+                return
+            leader = NO_LEADER
+        else:
+            leader = NO_LEADER
+    if leader == part.leader and isr == part.isr:
+        return
+    builder.records.append(
+        PartitionChange(topic_id, index, part.partition_epoch, leader=None if leader == part.leader else leader,
+                        isr=None if isr == part.isr else isr)
+    )
+
+
+def _partitions(image: MetadataImage) -> Iterable[tuple[str, int, PartitionImage]]:
+    for name in sorted(image.topic_ids):
+        topic_id = image.topic_ids[name]
+        for index, part in sorted(image.topics[topic_id].partitions.items()):
+            yield topic_id, index, part
+
+
+def fence_broker(image: MetadataImage, broker_id: int, unclean_default: bool) -> Decision:
+    """Session expired: fence it, move its leaderships, drop it from ISRs (keeping a last member)."""
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        raise ControllerError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered")
+    builder = _Builder()
+    if not broker.fenced:
+        builder.records.append(FenceBroker(broker_id, broker.epoch))
+    live = _live_ids(image) - {broker_id}
+    for topic_id, index, part in _partitions(image):
+        if broker_id in part.isr or part.leader == broker_id:
+            _rebalance_partition(builder, image, topic_id, index, part, live, broker_id, unclean_default)
+    return builder.done()
+
+
+def controlled_shutdown(image: MetadataImage, broker_id: int, broker_epoch: int, unclean_default: bool) -> Decision:
+    """A broker asks to shut down: move its leaderships and ISR memberships first, then fence it.
+
+    The broker may stop once these records are committed (it leads nothing).
+    Unclean elections are not made for a planned shutdown.
+    """
+    _check_broker_epoch(image, broker_id, broker_epoch)
+    builder = _Builder()
+    live = _live_ids(image) - {broker_id}
+    for topic_id, index, part in _partitions(image):
+        if broker_id in part.isr or part.leader == broker_id:
+            _rebalance_partition(builder, image, topic_id, index, part, live, broker_id, False)
+    if not image.brokers[broker_id].fenced:
+        builder.records.append(FenceBroker(broker_id, broker_epoch))
+    return builder.done()
+
+
+def _check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> BrokerRegistration:
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        raise ControllerError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered")
+    if broker.epoch != broker_epoch:
+        raise ControllerError(
+            "STALE_BROKER_EPOCH", f"broker {broker_id} sent epoch {broker_epoch}; its registered epoch is {broker.epoch}"
+        )
+    return broker
+
+
+def register_broker(
+    image: MetadataImage,
+    broker_id: int,
+    incarnation_id: str,
+    listeners: tuple[tuple[str, str, int], ...],
+    rack: str | None,
+    session_alive: bool,
+    request_id: str | None = None,
+) -> Decision:
+    """A broker (re)registers. Another live incarnation with the same id is refused."""
+    existing = image.brokers.get(broker_id)
+    if existing is not None and existing.incarnation_id != incarnation_id and session_alive and not existing.fenced:
+        raise ControllerError(
+            "DUPLICATE_BROKER_REGISTRATION",
+            f"broker {broker_id} is registered by live incarnation {existing.incarnation_id}; got {incarnation_id}",
+        )
+    return Decision((RegisterBroker(broker_id, incarnation_id, tuple(listeners), rack, request_id=request_id),))
+
+
+def broker_heartbeat(
+    image: MetadataImage, broker_id: int, broker_epoch: int, caught_up: bool, unclean_default: bool
+) -> Decision:
+    """A heartbeat: a fenced broker that has caught up with the metadata log is unfenced,
+    and leaderless partitions it can lead get it as leader."""
+    broker = _check_broker_epoch(image, broker_id, broker_epoch)
+    if not broker.fenced or not caught_up:
+        return Decision()
+    builder = _Builder([UnfenceBroker(broker_id, broker_epoch)])
+    live = _live_ids(image) | {broker_id}
+    for topic_id, index, part in _partitions(image):
+        if not part.has_leader and broker_id in part.replicas:
+            _rebalance_partition(builder, image, topic_id, index, part, live, None, unclean_default)
+    return builder.done()
+
+
+def expired_brokers(image: MetadataImage, last_heartbeat: Mapping[int, float], now: float, session_timeout_ms: int) -> list[int]:
+    """Unfenced brokers whose last heartbeat is older than the session timeout (missing = never)."""
+    limit = session_timeout_ms / 1000.0
+    return [
+        b.broker_id for b in image.live_brokers()
+        if now - last_heartbeat.get(b.broker_id, float("-inf")) > limit
+    ]
+
+
+def alter_partition(
+    image: MetadataImage,
+    broker_id: int,
+    broker_epoch: int,
+    topic_id: str,
+    partition: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    new_isr: Sequence[int],
+) -> Decision:
+    """ISR shrink/expand requested by the partition leader, validated against its epochs."""
+    _check_broker_epoch(image, broker_id, broker_epoch)
+    part = image.partition(topic_id, partition)
+    if part is None:
+        raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {topic_id}/{partition} does not exist")
+    if part.leader != broker_id:
+        raise ControllerError("NOT_LEADER_OR_FOLLOWER", f"broker {broker_id} is not the leader of {topic_id}/{partition} (leader {part.leader})")
+    if leader_epoch != part.leader_epoch:
+        raise ControllerError("FENCED_LEADER_EPOCH", f"leader epoch {leader_epoch}; current leader epoch is {part.leader_epoch}")
+    if partition_epoch != part.partition_epoch:
+        raise ControllerError("INVALID_UPDATE_VERSION", f"partition epoch {partition_epoch}; current partition epoch is {part.partition_epoch}")
+    isr = tuple(new_isr)
+    if broker_id not in isr or len(set(isr)) != len(isr) or not set(isr) <= set(part.replicas):
+        raise ControllerError(
+            "INVALID_REQUEST", f"ISR {list(isr)} must be distinct replicas of {list(part.replicas)} including leader {broker_id}"
+        )
+    ineligible = [r for r in isr if r not in part.isr and not image.is_live(r)]
+    if ineligible:
+        raise ControllerError("INELIGIBLE_REPLICA", f"replicas {ineligible} are fenced or unregistered and cannot join the ISR")
+    if isr == part.isr:
+        return Decision()
+    return Decision((PartitionChange(topic_id, partition, part.partition_epoch, isr=isr),))
+
+
+def preferred_leader_elections(image: MetadataImage) -> Decision:
+    """Move leadership back to the first replica where it is live and in sync."""
+    builder = _Builder()
+    for topic_id, index, part in _partitions(image):
+        preferred = part.replicas[0]
+        if part.leader != preferred and preferred in part.isr and image.is_live(preferred):
+            builder.records.append(PartitionChange(topic_id, index, part.partition_epoch, leader=preferred))
+    return builder.done()
+
+
+def allocate_producer_ids(image: MetadataImage, broker_id: int, broker_epoch: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> Decision:
+    _check_broker_epoch(image, broker_id, broker_epoch)
+    return Decision((ProducerIds(broker_id, broker_epoch, image.next_producer_id, size),))

@@ -1,0 +1,122 @@
+"""Follows the quorum's committed records, applies them, publishes `(delta, image)`.
+
+Also claims the controller role: when this voter is the Raft leader it
+submits a `ControllerClaim` with its term; once that claim is applied here
+while still leader in the same term, everything before it is applied too
+and this node is the active controller (`active_controller_epoch()`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+import trio
+
+from raft_meta.apply import apply
+from raft_meta.image import MetadataDelta, MetadataImage
+from raft_meta.quorum import Quorum, SubmitError
+from raft_meta.records import ControllerClaim
+
+log = structlog.get_logger("raft_meta.loader")
+
+Publisher = Callable[[MetadataDelta, MetadataImage], None]
+
+
+class ClusterIdMismatch(RuntimeError):
+    """The quorum's metadata log belongs to another cluster than this node's storage."""
+
+
+class MetadataLoader:
+    def __init__(self, quorum: Quorum, cluster_id: str, publishers: list[Publisher] | None = None) -> None:
+        self.quorum = quorum
+        self.cluster_id = cluster_id
+        self.image = MetadataImage()
+        self._publishers = list(publishers or [])
+        self._applied = trio.Event()
+
+    def add_publisher(self, publisher: Publisher) -> None:
+        """`publisher(delta, new_image)` runs synchronously after each record (keep it quick)."""
+        self._publishers.append(publisher)
+
+    def active_controller_epoch(self) -> int | None:
+        """This node's controller epoch if it is the active controller now, else None."""
+        is_leader, term = self.quorum.leadership()
+        controller = self.image.controller
+        if is_leader and controller.node_id == self.quorum.node_id and controller.epoch == term:
+            return term
+        return None
+
+    async def wait_active_controller(self) -> int:
+        while (epoch := self.active_controller_epoch()) is None:
+            await self._wait_applied_or_state_change()
+        return epoch
+
+    async def _wait_applied_or_state_change(self) -> None:
+        # Capture both events before the first checkpoint so no wake-up is lost.
+        events = (self._applied, self.quorum.state_change_event())
+        async with trio.open_nursery() as nursery:
+            for event in events:
+
+                async def wait(event: trio.Event = event) -> None:
+                    await event.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(wait)
+
+    async def wait_for_offset(self, offset: int) -> MetadataImage:
+        """Return the image once it includes `offset`."""
+        while self.image.offset < offset:
+            await self._applied.wait()
+        return self.image
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Follow and claim until cancelled; raises `ClusterIdMismatch` (bare, not grouped)."""
+        failure: list[ClusterIdMismatch] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow, failure, nursery.cancel_scope)
+            nursery.start_soon(self._claim_controller)
+            task_status.started()
+        if failure:
+            raise failure[0]
+
+    async def _follow(self, failure: list[ClusterIdMismatch], scope: trio.CancelScope) -> None:
+        async for committed in self.quorum.feed(self.image.offset + 1):
+            image, delta = apply(self.image, committed.decode(), committed.offset)
+            if not delta.accepted:
+                log.warning("metadata.record_skipped", offset=committed.offset, reason=delta.reason)
+            self.image = image
+            if image.cluster_id is not None and image.cluster_id != self.cluster_id:
+                failure.append(ClusterIdMismatch(
+                    f"the metadata quorum belongs to cluster {image.cluster_id!r} but this node's storage is "
+                    f"formatted for cluster {self.cluster_id!r}; expected every voter formatted with the same "
+                    "--cluster-id"
+                ))
+                log.error("metadata.cluster_id_mismatch", ours=self.cluster_id, quorum=image.cluster_id)
+                scope.cancel()
+                return
+            for publisher in self._publishers:
+                try:
+                    publisher(delta, image)
+                except Exception:
+                    log.exception("metadata.publisher_failed", offset=committed.offset)
+            event, self._applied = self._applied, trio.Event()
+            event.set()
+
+    async def _claim_controller(self) -> None:
+        claimed_term = -1
+        while True:
+            is_leader, term = self.quorum.leadership()
+            if is_leader and term != claimed_term and self.active_controller_epoch() is None:
+                claim = ControllerClaim(self.quorum.node_id, term, self.cluster_id, request_id=f"claim-{self.quorum.node_id}-{term}")
+                try:
+                    offset = await self.quorum.submit(claim, timeout=2.0)
+                    claimed_term = term
+                    log.info("controller.claimed", node_id=self.quorum.node_id, epoch=term, offset=offset)
+                except SubmitError as exc:
+                    log.info("controller.claim_failed", epoch=term, reason=exc.reason)
+                    # Leadership is probably moving; look again after the next change (or shortly).
+                    with trio.move_on_after(0.1):
+                        await self.quorum.wait_state_change()
+                continue
+            await self.quorum.wait_change()

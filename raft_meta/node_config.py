@@ -1,0 +1,480 @@
+"""`server.properties` parsing into a frozen `NodeConfig`.
+
+Kafka's key names and defaults, so a Kafka user's file works as written. The
+broker imports `NodeConfig` from here (raft_meta sits below broker in the
+layer DAG). Every problem raises `ConfigError` naming the key, the value
+received and what was expected.
+
+Derived ports (documented contract, see `NodeConfig.controller_rpc_address`):
+the controller's internal RPC (broker heartbeats, AlterPartition, ...) listens
+on the *controller quorum port + 1* of the same host, unless
+`controller.rpc.port.offset` says another offset. The offset is a cluster-wide
+rule (not a per-node port) so every broker can compute where the active
+controller's RPC listens from `controller.quorum.voters` alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SECRET_ENV = "RAFTKA_QUORUM_SECRET"
+
+
+class ConfigError(ValueError):
+    """A server.properties file or value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One listener: `NAME://host:port` (an empty host means every interface)."""
+
+    name: str
+    host: str
+    port: int
+
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Voter:
+    """One `controller.quorum.voters` entry: `id@host:port`."""
+
+    node_id: int
+    host: str
+    port: int
+
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+# --- value parsers: each returns the parsed value or raises ValueError(expected) ---
+
+
+def _int(raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ValueError("an integer") from None
+
+
+def _non_negative_int(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("an integer >= 0")
+    return value
+
+
+def _positive_int(raw: str) -> int:
+    value = _int(raw)
+    if value <= 0:
+        raise ValueError("an integer > 0")
+    return value
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError("true or false")
+
+
+def _str(raw: str) -> str:
+    return raw.strip()
+
+
+def _str_list(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _roles(raw: str) -> tuple[str, ...]:
+    roles = _str_list(raw)
+    if not roles or any(role not in ("broker", "controller") for role in roles):
+        raise ValueError("a comma-separated subset of broker,controller")
+    return tuple(sorted(set(roles)))
+
+
+def _host_port(raw: str, what: str) -> tuple[str, int]:
+    host, sep, port_text = raw.rpartition(":")
+    if not sep:
+        raise ValueError(what)
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(what) from None
+    if not 0 <= port <= 65535:
+        raise ValueError(what)
+    return host, port
+
+
+def _listeners(raw: str) -> tuple[Endpoint, ...]:
+    expected = "a comma-separated list of NAME://host:port"
+    endpoints = []
+    for item in _str_list(raw):
+        name, sep, rest = item.partition("://")
+        if not sep or not name:
+            raise ValueError(expected)
+        host, port = _host_port(rest, expected)
+        endpoints.append(Endpoint(name.upper(), host, port))
+    names = [e.name for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ValueError("listener names that are unique")
+    return tuple(endpoints)
+
+
+def _voters(raw: str) -> tuple[Voter, ...]:
+    expected = "a comma-separated list of id@host:port"
+    voters = []
+    for item in _str_list(raw):
+        id_text, sep, rest = item.partition("@")
+        if not sep:
+            raise ValueError(expected)
+        try:
+            node_id = int(id_text)
+        except ValueError:
+            raise ValueError(expected) from None
+        host, port = _host_port(rest, expected)
+        voters.append(Voter(node_id, host, port))
+    if not voters:
+        raise ValueError(expected)
+    if len({v.node_id for v in voters}) != len(voters):
+        raise ValueError("voter ids that are unique")
+    return tuple(voters)
+
+
+def _protocol_map(raw: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in _str_list(raw):
+        name, sep, protocol = item.partition(":")
+        if not sep or protocol.strip().upper() != "PLAINTEXT":
+            raise ValueError("NAME:PLAINTEXT pairs (only PLAINTEXT is supported)")
+        pairs.append((name.strip().upper(), "PLAINTEXT"))
+    return tuple(pairs)
+
+
+def _cleanup_policy(raw: str) -> tuple[str, ...]:
+    policies = _str_list(raw)
+    if not policies or any(p not in ("delete", "compact") for p in policies):
+        raise ValueError("delete, compact or delete,compact")
+    return policies
+
+
+# key -> (NodeConfig attribute, parser, default as written in a file or None for none)
+_KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
+    "node.id": ("node_id", _non_negative_int, None),
+    "broker.id": ("node_id", _non_negative_int, None),  # Kafka's older name, same meaning
+    "process.roles": ("process_roles", _roles, "broker,controller"),
+    "listeners": ("listeners", _listeners, None),
+    "advertised.listeners": ("advertised_listeners", _listeners, None),
+    "listener.security.protocol.map": ("listener_security_protocol_map", _protocol_map, None),
+    "inter.broker.listener.name": ("inter_broker_listener_name", _str, None),
+    "controller.listener.names": ("controller_listener_names", _str_list, "CONTROLLER"),
+    "controller.quorum.voters": ("controller_quorum_voters", _voters, None),
+    "controller.quorum.secret": ("controller_quorum_secret", _str, None),
+    "controller.rpc.port.offset": ("controller_rpc_port_offset", _int, "1"),
+    "log.dirs": ("log_dirs", _str_list, None),
+    "log.dir": ("log_dirs", _str_list, None),
+    "metadata.log.dir": ("metadata_log_dir", _str, None),
+    "num.partitions": ("num_partitions", _positive_int, "1"),
+    "default.replication.factor": ("default_replication_factor", _positive_int, "1"),
+    "auto.create.topics.enable": ("auto_create_topics_enable", _bool, "true"),
+    "min.insync.replicas": ("min_insync_replicas", _positive_int, "1"),
+    "broker.session.timeout.ms": ("broker_session_timeout_ms", _positive_int, "9000"),
+    "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _positive_int, "2000"),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _positive_int, "30000"),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, "false"),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool, "true"),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", _positive_int, "300"),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _positive_int, "3"),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _positive_int, "50"),
+    "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", _positive_int, "3"),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _positive_int, "104857600"),
+    "log.segment.bytes": ("log_segment_bytes", _positive_int, "1073741824"),
+    "log.retention.ms": ("log_retention_ms", _int, None),
+    "log.retention.minutes": ("log_retention_minutes", _int, None),
+    "log.retention.hours": ("log_retention_hours", _int, "168"),
+    "log.retention.bytes": ("log_retention_bytes", _int, "-1"),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _positive_int, "300000"),
+    "log.roll.ms": ("log_roll_ms", _positive_int, None),
+    "log.roll.hours": ("log_roll_hours", _positive_int, "168"),
+    "log.index.interval.bytes": ("log_index_interval_bytes", _non_negative_int, "4096"),
+    "log.index.size.max.bytes": ("log_index_size_max_bytes", _positive_int, "10485760"),
+    "message.max.bytes": ("message_max_bytes", _positive_int, "1048588"),
+    "log.flush.interval.messages": ("log_flush_interval_messages", _positive_int, "9223372036854775807"),
+    "log.flush.interval.ms": ("log_flush_interval_ms", _positive_int, None),
+    "log.cleanup.policy": ("log_cleanup_policy", _cleanup_policy, "delete"),
+    "log.cleaner.enable": ("log_cleaner_enable", _bool, "true"),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _non_negative_int, "3000"),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _positive_int, "6000"),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _positive_int, "1800000"),
+    "broker.rack": ("rack", _str, None),
+    "rack": ("rack", _str, None),
+    "num.network.threads": ("num_network_threads", _positive_int, "3"),  # accepted for Kafka files; trio ignores it
+    "num.io.threads": ("num_io_threads", _positive_int, "8"),  # accepted for Kafka files; trio ignores it
+}
+
+
+# Keys of Kafka's stock server.properties that have no meaning here (threads and
+# socket buffers are trio's business). They are checked to be integers, kept in
+# `NodeConfig.raw` and otherwise ignored, so a Kafka user's file still loads.
+_ACCEPTED_IGNORED = {
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir",
+    "num.replica.fetchers",
+    "transaction.state.log.min.isr",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+}
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """One node's configuration. Build it with `parse_node_config` or `load_node_config`."""
+
+    node_id: int
+    process_roles: tuple[str, ...]
+    listeners: tuple[Endpoint, ...]
+    advertised_listeners: tuple[Endpoint, ...]
+    listener_security_protocol_map: tuple[tuple[str, str], ...]
+    inter_broker_listener_name: str
+    controller_listener_names: tuple[str, ...]
+    controller_quorum_voters: tuple[Voter, ...]
+    controller_quorum_secret: str | None
+    controller_rpc_port_offset: int
+    log_dirs: tuple[str, ...]
+    metadata_log_dir: str
+    num_partitions: int
+    default_replication_factor: int
+    auto_create_topics_enable: bool
+    min_insync_replicas: int
+    broker_session_timeout_ms: int
+    broker_heartbeat_interval_ms: int
+    replica_lag_time_max_ms: int
+    unclean_leader_election_enable: bool
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    offsets_topic_replication_factor: int
+    offsets_topic_num_partitions: int
+    transaction_state_log_replication_factor: int
+    socket_request_max_bytes: int
+    log_segment_bytes: int
+    log_retention_ms: int  # resolved from .ms > .minutes > .hours as Kafka does; -1 = forever
+    log_retention_bytes: int
+    log_retention_check_interval_ms: int
+    log_roll_ms: int  # resolved from .ms > .hours
+    log_index_interval_bytes: int
+    log_index_size_max_bytes: int
+    message_max_bytes: int
+    log_flush_interval_messages: int
+    log_flush_interval_ms: int | None
+    log_cleanup_policy: tuple[str, ...]
+    log_cleaner_enable: bool
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    rack: str | None
+    num_network_threads: int
+    num_io_threads: int
+    raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.process_roles
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.process_roles
+
+    def voter(self, node_id: int) -> Voter:
+        for voter in self.controller_quorum_voters:
+            if voter.node_id == node_id:
+                return voter
+        raise KeyError(f"node id {node_id} is not in controller.quorum.voters")
+
+    def controller_listener(self) -> Endpoint | None:
+        """The listener the quorum (pysyncobj) binds, if this node is a controller."""
+        for endpoint in self.listeners:
+            if endpoint.name in self.controller_listener_names:
+                return endpoint
+        return None
+
+    def quorum_bind_address(self) -> str:
+        """host:port pysyncobj binds: the CONTROLLER listener (its host, or the voter's host)."""
+        endpoint = self.controller_listener()
+        voter = self.voter(self.node_id)
+        if endpoint is None:
+            return voter.address()
+        return f"{endpoint.host or voter.host}:{endpoint.port}"
+
+    def controller_rpc_address(self, node_id: int) -> tuple[str, int]:
+        """Where voter `node_id`'s controller RPC listens: its quorum host, quorum port + offset."""
+        voter = self.voter(node_id)
+        return voter.host, voter.port + self.controller_rpc_port_offset
+
+    def broker_listeners(self) -> tuple[Endpoint, ...]:
+        return tuple(e for e in self.listeners if e.name not in self.controller_listener_names)
+
+    def advertised(self) -> tuple[Endpoint, ...]:
+        """Advertised broker endpoints (advertised.listeners, else the broker listeners)."""
+        return self.advertised_listeners or self.broker_listeners()
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties style: `key=value` or `key: value`, `#`/`!` comments, `\\` continuations."""
+    result: dict[str, str] = {}
+    pending = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped[0] in "#!"):
+            continue
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            pending += stripped[:-1]
+            continue
+        logical = pending + stripped
+        pending = ""
+        positions = [i for i in (logical.find("="), logical.find(":")) if i >= 0]
+        if not positions:
+            raise ConfigError(f"line {logical!r}: expected key=value")
+        cut = min(positions)
+        key, value = logical[:cut].strip(), logical[cut + 1 :].strip()
+        if not key:
+            raise ConfigError(f"line {logical!r}: expected a key before '='")
+        result[key] = value
+    if pending:
+        result_key = pending.split("=", 1)[0].strip()
+        raise ConfigError(f"key {result_key!r}: file ends inside a '\\' continuation line")
+    return result
+
+
+def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | None = None) -> NodeConfig:
+    """Validate `properties` (already split into key/value) into a `NodeConfig`."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    for key, raw in properties.items():
+        if key in _ACCEPTED_IGNORED:
+            try:
+                _int(raw)
+            except ValueError as exc:
+                raise ConfigError(f"config key {key!r}: got {raw!r}, expected {exc}") from None
+            continue
+        spec = _KEYS.get(key)
+        if spec is None:
+            raise ConfigError(f"unknown config key {key!r} (value {raw!r}); expected one of the documented server.properties keys")
+        attribute, parser, _ = spec
+        try:
+            values[attribute] = parser(raw)
+        except ValueError as exc:
+            raise ConfigError(f"config key {key!r}: got {raw!r}, expected {exc}") from None
+    for attribute, parser, default in _KEYS.values():
+        if attribute not in values and default is not None:
+            values[attribute] = parser(default)
+
+    for required in ("node.id", "listeners", "controller.quorum.voters", "log.dirs"):
+        if _KEYS[required][0] not in values:
+            raise ConfigError(f"config key {required!r} is missing; it is required")
+
+    if values.get("controller_quorum_secret") is None and env.get(SECRET_ENV):
+        values["controller_quorum_secret"] = env[SECRET_ENV]
+    values.setdefault("controller_quorum_secret", None)
+    values.setdefault("advertised_listeners", ())
+    values.setdefault("rack", None)
+    values.setdefault("log_flush_interval_ms", None)
+    values.setdefault("metadata_log_dir", values["log_dirs"][0] if values["log_dirs"] else "")
+    if not values["log_dirs"]:
+        raise ConfigError("config key 'log.dirs': got '', expected at least one directory")
+
+    # Kafka's precedence: .ms beats .minutes beats .hours.
+    if values.get("log_retention_ms") is not None:
+        retention = values["log_retention_ms"]
+    elif values.get("log_retention_minutes") is not None:
+        retention = values["log_retention_minutes"] * 60_000
+    else:
+        retention = values["log_retention_hours"] * 3_600_000
+    values["log_retention_ms"] = -1 if retention < 0 else retention
+    values.pop("log_retention_minutes", None)
+    values.pop("log_retention_hours", None)
+    values["log_roll_ms"] = values.get("log_roll_ms") or values["log_roll_hours"] * 3_600_000
+    values.pop("log_roll_hours", None)
+
+    listener_names = {e.name for e in values["listeners"]}
+    protocol_map = values.get("listener_security_protocol_map") or tuple(
+        (name, "PLAINTEXT") for name in sorted(listener_names)
+    )
+    values["listener_security_protocol_map"] = protocol_map
+    unmapped = listener_names - {name for name, _ in protocol_map}
+    if unmapped:
+        raise ConfigError(
+            f"config key 'listener.security.protocol.map': listeners {sorted(unmapped)} have no entry; "
+            "expected NAME:PLAINTEXT for every listener"
+        )
+
+    controller_names = values["controller_listener_names"]
+    broker_names = [e.name for e in values["listeners"] if e.name not in controller_names]
+    if "inter_broker_listener_name" not in values:
+        values["inter_broker_listener_name"] = broker_names[0] if broker_names else ""
+    values["inter_broker_listener_name"] = values["inter_broker_listener_name"].upper()
+
+    config = NodeConfig(**values, raw=dict(properties))
+    _check_consistency(config)
+    return config
+
+
+def _check_consistency(config: NodeConfig) -> None:
+    voter_ids = [v.node_id for v in config.controller_quorum_voters]
+    if config.is_controller:
+        if config.node_id not in voter_ids:
+            raise ConfigError(
+                f"config key 'controller.quorum.voters': node.id {config.node_id} is not among voters {voter_ids}; "
+                "expected a controller's own id in the voter list"
+            )
+        endpoint = config.controller_listener()
+        if endpoint is None:
+            raise ConfigError(
+                f"config key 'listeners': no listener named {list(config.controller_listener_names)} "
+                f"(from controller.listener.names) in {[e.name for e in config.listeners]}; "
+                "expected a controller to have its CONTROLLER listener"
+            )
+        voter = config.voter(config.node_id)
+        if endpoint.port != voter.port:
+            raise ConfigError(
+                f"config key 'listeners': {endpoint.name} port {endpoint.port} differs from this node's "
+                f"controller.quorum.voters port {voter.port}; expected the same port"
+            )
+        if not config.controller_quorum_secret:
+            raise ConfigError(
+                f"config key 'controller.quorum.secret' is missing (and {SECRET_ENV} is unset); "
+                "expected a shared secret: without it anyone reaching the quorum port can run code"
+            )
+    if config.is_broker:
+        names = {e.name for e in config.broker_listeners()}
+        if not names:
+            raise ConfigError(
+                f"config key 'listeners': got only controller listeners {[e.name for e in config.listeners]}; "
+                "expected a broker to have at least one client listener"
+            )
+        if config.inter_broker_listener_name not in names:
+            raise ConfigError(
+                f"config key 'inter.broker.listener.name': got {config.inter_broker_listener_name!r}, "
+                f"expected one of {sorted(names)}"
+            )
+        for endpoint in config.advertised_listeners:
+            if endpoint.name in config.controller_listener_names:
+                raise ConfigError(
+                    f"config key 'advertised.listeners': got controller listener {endpoint.name!r}; "
+                    "expected only broker listeners"
+                )
+
+
+def load_node_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> NodeConfig:
+    """Read and validate a server.properties file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from None
+    return parse_node_config(parse_properties(text), env=env)

@@ -1,0 +1,387 @@
+"""The metadata quorum: pysyncobj behind a small trio-facing `Quorum` interface.
+
+This is the only module that imports pysyncobj (see docs/QUORUM.md for the
+verified facts and the settings used here). The replicated state is the
+metadata log itself: a list of `(offset, record bytes)` where the offset is
+the Raft index of the entry. There is exactly one replicated method,
+`apply(record_bytes)`; records are versioned CBOR (`raft_meta.records`).
+
+Threads: pysyncobj runs its own tick thread. From trio we only *enqueue*
+(`apply(..., callback=cb)`); the tick thread only calls
+`TrioToken.run_sync_soon` with trivial callbacks. Nothing blocks either side
+on the other.
+
+Durability: pysyncobj journals with mmap and never fsyncs; committed
+metadata survives kill -9 of a process, not the power loss of a majority.
+Memory: every committed record is kept in memory (and in pysyncobj's dump);
+metadata is low-rate, so this stays small for the clusters raftka targets.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+import trio
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+from raft_meta.node_config import NodeConfig
+from raft_meta.records import MetadataRecord, UndecodableRecord, decode_record, encode_record
+
+log = structlog.get_logger("raft_meta.quorum")
+
+METADATA_SUBDIR = "__cluster_metadata-0"  # Kafka's name for the metadata log dir
+_FAIL_NAMES = {v: k for k, v in vars(FAIL_REASON).items() if k.isupper()}
+
+
+class QuorumError(RuntimeError):
+    """The quorum could not start (port busy, bad arguments)."""
+
+
+class SubmitError(RuntimeError):
+    """A submitted record's outcome is not a commit.
+
+    `reason` is pysyncobj's (MISSING_LEADER, LEADER_CHANGED, NOT_LEADER,
+    DISCARDED, QUEUE_FULL, UNKNOWN_OUTCOME) or TIMEOUT. Except for
+    MISSING_LEADER and QUEUE_FULL the record MAY still commit: retry with the
+    same request id, and `apply` drops the duplicate.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"metadata record not committed: {reason}{': ' + detail if detail else ''}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class QuorumSettings:
+    """pysyncobj timing; the defaults are the measured ones of docs/QUORUM.md."""
+
+    raft_min_timeout: float = 0.5
+    raft_max_timeout: float = 1.0
+    append_entries_period: float = 0.1
+    leader_fallback_timeout: float = 1.0
+    connection_retry_time: float = 0.5
+    max_bind_retries: int = 5
+    log_compaction_min_entries: int = 5000
+    log_compaction_min_time: float = 300.0
+
+
+@dataclass(frozen=True)
+class CommittedRecord:
+    offset: int
+    raw: bytes
+
+    def decode(self) -> MetadataRecord | UndecodableRecord:
+        return decode_record(self.raw)
+
+
+@dataclass(frozen=True)
+class QuorumStatus:
+    node_id: int
+    leader_id: int | None
+    term: int
+    is_leader: bool
+    has_quorum: bool
+    commit_index: int
+    last_applied: int
+    last_offset: int  # offset of the last committed metadata record here (0: none)
+    voters: Mapping[int, str]
+    match_index: Mapping[int, int]  # leader only: each follower's replicated index
+
+
+class _MetadataLog(SyncObjConsumer):
+    """The replicated state: committed records, appended in the tick thread."""
+
+    def __init__(self, on_change) -> None:
+        # Attributes set before SyncObjConsumer.__init__ are excluded from snapshots.
+        self.lock = threading.Lock()
+        self.on_change = on_change
+        super().__init__()
+        self.offsets: list[int] = []
+        self.payloads: list[bytes] = []
+
+    @replicated
+    def apply(self, record: bytes) -> int:
+        # Runs in the tick thread, in log order, on every node. It must never
+        # raise: pysyncobj would re-apply the entry forever.
+        try:
+            offset = self._syncObj.raftLastApplied + 1
+            with self.lock:
+                if not self.offsets or offset > self.offsets[-1]:
+                    self.offsets.append(offset)
+                    self.payloads.append(bytes(record))
+            self.on_change()
+            return offset
+        except Exception:  # noqa: BLE001 - see above
+            return -1
+
+    def _deserialize(self, data) -> None:
+        # A snapshot install replaces the state without `apply` calls.
+        with self.lock:
+            super()._deserialize(data)
+        try:
+            self.on_change()
+        except Exception:  # noqa: BLE001 - tick thread must not die
+            pass
+
+
+class Quorum:
+    """A running metadata-quorum voter. Get one from `open_quorum` / `open_quorum_from_config`.
+
+    - `await submit(record)` -> offset once committed (raises `SubmitError`);
+      works on any voter (followers forward to the leader).
+    - `records_from(offset)`, `await wait_beyond(offset)`, `feed(offset)`:
+      the committed records, from any offset, in commit order.
+    - `status()`, `is_leader`, `term`, `leader_id`: the Raft view.
+    - `await wait_state_change()`: wakes on any Raft role change.
+    """
+
+    def __init__(self, node_id: int, voters: Mapping[int, str], token: trio.lowlevel.TrioToken) -> None:
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self._id_by_address = {address: nid for nid, address in self.voters.items()}
+        self._token = token
+        self._changed = trio.Event()
+        self._state_changed = trio.Event()
+        self._log = _MetadataLog(self._notify_from_tick_thread)
+        self._sync: SyncObj | None = None
+
+    # --- called in the tick thread: trivial, never raise ---
+    def _notify_from_tick_thread(self) -> None:
+        try:
+            self._token.run_sync_soon(self._wake, idempotent=True)
+        except trio.RunFinishedError:
+            pass
+
+    def _on_state_changed(self, old: int, new: int) -> None:
+        try:
+            self._token.run_sync_soon(self._wake_state, idempotent=True)
+        except trio.RunFinishedError:
+            pass
+
+    # --- trio side ---
+    def _wake(self) -> None:
+        event, self._changed = self._changed, trio.Event()
+        event.set()
+
+    def _wake_state(self) -> None:
+        event, self._state_changed = self._state_changed, trio.Event()
+        event.set()
+        self._wake()  # readers waiting on records also re-check leadership
+
+    async def submit(self, record: MetadataRecord | bytes, timeout: float = 5.0) -> int:
+        """Replicate one record; returns its offset once committed and applied here."""
+        assert self._sync is not None, "quorum not started"
+        data = record if isinstance(record, bytes) else encode_record(record)
+        done = trio.Event()
+        outcome: dict[str, object] = {}
+        token = self._token
+
+        def on_result(result, error) -> None:  # tick thread: trivial, never raises
+            try:
+                outcome["result"], outcome["error"] = result, error
+                token.run_sync_soon(done.set)
+            except Exception:  # noqa: BLE001 - includes trio.RunFinishedError
+                pass
+
+        self._log.apply(data, callback=on_result)
+        with trio.move_on_after(timeout) as scope:
+            await done.wait()
+        if scope.cancelled_caught:
+            raise SubmitError("TIMEOUT", f"no outcome within {timeout} s")
+        error = outcome["error"]
+        if error != FAIL_REASON.SUCCESS:
+            raise SubmitError(_FAIL_NAMES.get(error, str(error)))
+        offset = int(outcome["result"])  # type: ignore[arg-type]
+        if offset < 0:
+            raise SubmitError("UNKNOWN_OUTCOME", "apply failed on this node")
+        return offset
+
+    def records_from(self, offset: int, limit: int | None = None) -> list[CommittedRecord]:
+        """Committed records with offset >= `offset`, oldest first."""
+        with self._log.lock:
+            offsets, payloads = self._log.offsets, self._log.payloads
+            start = bisect.bisect_left(offsets, offset)
+            stop = len(offsets) if limit is None else min(len(offsets), start + limit)
+            return [CommittedRecord(offsets[i], payloads[i]) for i in range(start, stop)]
+
+    @property
+    def last_offset(self) -> int:
+        with self._log.lock:
+            return self._log.offsets[-1] if self._log.offsets else 0
+
+    async def wait_beyond(self, offset: int) -> None:
+        """Return once a record with offset > `offset` is committed here."""
+        while self.last_offset <= offset:
+            await self._changed.wait()
+
+    async def wait_change(self) -> None:
+        """Return at the next new record or Raft role change."""
+        await self._changed.wait()
+
+    async def wait_state_change(self) -> None:
+        await self._state_changed.wait()
+
+    def state_change_event(self) -> trio.Event:
+        """The event the next Raft role change sets (for waiting on several things at once)."""
+        return self._state_changed
+
+    async def feed(self, from_offset: int = 0) -> AsyncIterator[CommittedRecord]:
+        """Every committed record with offset >= `from_offset`, forever."""
+        next_offset = from_offset
+        while True:
+            batch = self.records_from(next_offset)
+            if not batch:
+                await self.wait_beyond(next_offset - 1)
+                continue
+            for record in batch:
+                yield record
+            next_offset = batch[-1].offset + 1
+
+    # These read single attributes the tick thread assigns atomically; getStatus()
+    # iterates dicts the tick thread mutates, so it is kept for status() only.
+    @property
+    def term(self) -> int:
+        assert self._sync is not None
+        return self._sync.raftCurrentTerm
+
+    @property
+    def is_leader(self) -> bool:
+        return self._sync is not None and self._sync._isLeader()
+
+    @property
+    def leader_id(self) -> int | None:
+        assert self._sync is not None
+        leader = self._sync._getLeader()
+        return None if leader is None else self._id_by_address.get(getattr(leader, "id", str(leader)))
+
+    def leadership(self) -> tuple[bool, int]:
+        """(is leader, current term)."""
+        assert self._sync is not None
+        return self._sync._isLeader(), self._sync.raftCurrentTerm
+
+    def status(self) -> QuorumStatus:
+        assert self._sync is not None
+        for _ in range(10):
+            try:
+                s = self._sync.getStatus()
+                break
+            except RuntimeError:  # a dict changed size under us in the tick thread
+                continue
+        else:
+            raise QuorumError("could not read a consistent pysyncobj status")
+        leader = s["leader"]
+        leader_id = None if leader is None else self._id_by_address.get(getattr(leader, "id", str(leader)))
+        match = {
+            self._id_by_address[key.removeprefix("match_idx_server_")]: value
+            for key, value in s.items()
+            if key.startswith("match_idx_server_") and key.removeprefix("match_idx_server_") in self._id_by_address
+        }
+        return QuorumStatus(
+            node_id=self.node_id,
+            leader_id=leader_id,
+            term=s["raft_term"],
+            is_leader=s["state"] == 2,  # pysyncobj: 0 follower, 1 candidate, 2 leader
+            has_quorum=bool(s["has_quorum"]),
+            commit_index=s["commit_idx"],
+            last_applied=s["last_applied"],
+            last_offset=self.last_offset,
+            voters=dict(self.voters),
+            match_index=match,
+        )
+
+    def transfer_leadership(self) -> None:
+        """Ask pysyncobj to hand leadership to another voter (controlled shutdown)."""
+        if self._sync is not None:
+            self._sync.transferLeadership()
+
+    # --- lifecycle ---
+    def _start_blocking(self, bind_address: str, secret: str, metadata_dir: Path, settings: QuorumSettings) -> None:
+        metadata_dir.mkdir(parents=True, exist_ok=True)
+        conf = SyncObjConf(
+            password=secret,
+            bindAddress=bind_address,
+            appendEntriesUseBatch=False,  # batching adds ~100 ms to every commit
+            raftMinTimeout=settings.raft_min_timeout,
+            raftMaxTimeout=settings.raft_max_timeout,
+            appendEntriesPeriod=settings.append_entries_period,
+            leaderFallbackTimeout=settings.leader_fallback_timeout,
+            connectionRetryTime=settings.connection_retry_time,
+            commandsWaitLeader=False,
+            useFork=False,  # never fork a multi-threaded process
+            dynamicMembershipChange=False,
+            maxBindRetries=settings.max_bind_retries,
+            logCompactionMinEntries=settings.log_compaction_min_entries,
+            logCompactionMinTime=settings.log_compaction_min_time,
+            journalFile=str(metadata_dir / "raft.journal"),
+            fullDumpFile=str(metadata_dir / "raft.dump"),
+            onStateChanged=self._on_state_changed,
+        )
+        self_address = self.voters[self.node_id]
+        others = [address for nid, address in sorted(self.voters.items()) if nid != self.node_id]
+        sync = SyncObj(self_address, others, conf, consumers=[self._log])
+        try:
+            sync.waitBinded()
+        except Exception as exc:
+            sync.destroy_synchronous()
+            raise QuorumError(
+                f"quorum node {self.node_id} could not bind {bind_address} after {settings.max_bind_retries} tries "
+                f"({exc}); expected a free port"
+            ) from None
+        self._sync = sync
+
+    def _stop_blocking(self) -> None:
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            sync.destroy_synchronous()
+
+
+@asynccontextmanager
+async def open_quorum(
+    node_id: int,
+    voters: Mapping[int, str],
+    secret: str,
+    metadata_dir: str | Path,
+    bind_address: str | None = None,
+    settings: QuorumSettings | None = None,
+) -> AsyncIterator[Quorum]:
+    """Start this node's voter; stop it (and its tick thread) on exit.
+
+    `voters` maps node id -> "host:port" (the same map on every node);
+    `bind_address` defaults to this node's voter address; `metadata_dir` is
+    the node's metadata.log.dir (the journal and dump go in a subdir).
+    """
+    if not secret:
+        raise QuorumError("the quorum secret is empty; expected controller.quorum.secret or RAFTKA_QUORUM_SECRET")
+    if node_id not in voters:
+        raise QuorumError(f"node id {node_id} is not among the voters {sorted(voters)}")
+    quorum = Quorum(node_id, voters, trio.lowlevel.current_trio_token())
+    directory = Path(metadata_dir) / METADATA_SUBDIR
+    await trio.to_thread.run_sync(
+        quorum._start_blocking, bind_address or voters[node_id], secret, directory, settings or QuorumSettings()
+    )
+    log.info("quorum.started", node_id=node_id, voters=dict(voters), metadata_dir=str(directory))
+    try:
+        yield quorum
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(quorum._stop_blocking)
+        log.info("quorum.stopped", node_id=node_id)
+
+
+def open_quorum_from_config(config: NodeConfig, settings: QuorumSettings | None = None):
+    """`open_quorum` with everything taken from a NodeConfig."""
+    voters = {v.node_id: v.address() for v in config.controller_quorum_voters}
+    return open_quorum(
+        config.node_id,
+        voters,
+        config.controller_quorum_secret or "",
+        config.metadata_log_dir,
+        bind_address=config.quorum_bind_address(),
+        settings=settings,
+    )

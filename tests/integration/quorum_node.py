@@ -1,0 +1,94 @@
+"""One metadata-quorum voter in its own process, driven by the quorum tests and bench.
+
+Usage: python quorum_node.py --node-id 1 --voters 1=127.0.0.1:21001,2=... --dir D
+(secret from RAFTKA_QUORUM_SECRET; cluster id from --cluster-id).
+
+stdin commands, one per line:
+  submit PREFIX N     submit N Config records keyed PREFIX-0..N-1, one at a
+                      time, retrying each with the same request id until it commits
+  status              print the quorum status
+stdout: JSON lines
+  {"event": "ready"}
+  {"event": "committed", "offset": O, "key": K}      every applied Config record
+  {"event": "active", "epoch": E, "t": monotonic}    this node became the active controller
+  {"event": "ack", "key": K, "offset": O, "latency": seconds}
+  {"event": "status", ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import trio
+
+from raft_meta.metadata_loader import MetadataLoader
+from raft_meta.quorum import SubmitError, open_quorum
+from raft_meta.records import Config
+
+
+def emit(**fields) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+async def submit_many(quorum, prefix: str, count: int) -> None:
+    for i in range(count):
+        key = f"{prefix}-{i}"
+        record = Config("cluster", "", key, str(i), request_id=f"{prefix}-{i}")
+        started = time.monotonic()
+        while True:
+            try:
+                offset = await quorum.submit(record, timeout=3.0)
+                break
+            except SubmitError:
+                # Ambiguous or no leader: retry with the same request id (deduplicated by apply).
+                await quorum.wait_change()
+        emit(event="ack", key=key, offset=offset, latency=time.monotonic() - started)
+
+
+async def watch_active(loader: MetadataLoader) -> None:
+    last = None
+    while True:
+        epoch = await loader.wait_active_controller()
+        if epoch != last:
+            emit(event="active", epoch=epoch, t=time.monotonic())
+            last = epoch
+        await loader.quorum.wait_state_change()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--node-id", type=int, required=True)
+    parser.add_argument("--voters", required=True)
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--cluster-id", default="AAAAAAAAAAAAAAAAAAAAAA")
+    args = parser.parse_args()
+    voters = {int(k): v for k, v in (item.split("=", 1) for item in args.voters.split(","))}
+
+    def publish(delta, image) -> None:
+        if delta.accepted and isinstance(delta.record, Config):
+            emit(event="committed", offset=delta.offset, key=delta.record.name)
+
+    async with open_quorum(args.node_id, voters, os.environ["RAFTKA_QUORUM_SECRET"], args.dir) as quorum:
+        loader = MetadataLoader(quorum, args.cluster_id, [publish])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(loader.run)
+            nursery.start_soon(watch_active, loader)
+            emit(event="ready")
+            stdin = trio.wrap_file(sys.stdin)
+            while line := await stdin.readline():
+                words = line.split()
+                if words[:1] == ["submit"]:
+                    nursery.start_soon(submit_many, quorum, words[1], int(words[2]))
+                elif words[:1] == ["status"]:
+                    s = quorum.status()
+                    emit(event="status", leader=s.leader_id, term=s.term, is_leader=s.is_leader, last_offset=s.last_offset)
+            nursery.cancel_scope.cancel()
+
+
+if __name__ == "__main__":
+    trio.run(main)

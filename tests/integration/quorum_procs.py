@@ -1,0 +1,136 @@
+"""Run quorum_node.py voters as real processes (used by the quorum tests and bench/quorum_bench.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+NODE_SCRIPT = Path(__file__).with_name("quorum_node.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_low_port(used: set[int]) -> int:
+    """A free loopback port below 32768.
+
+    Linux hands out outgoing-connection source ports from 32768-60999
+    (ip_local_port_range); a raft port in that range can be taken by some
+    connection's source port while its voter is down, and the restarted
+    voter then cannot bind. So never bind(0): probe below the range.
+    """
+    for _ in range(200):
+        port = random.randint(20000, 32000)
+        if port in used:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        used.add(port)
+        return port
+    raise RuntimeError("no free port below 32768 after 200 tries")
+
+
+class Voter:
+    def __init__(self, node_id: int, voters: str, directory: Path, secret: str) -> None:
+        self.node_id = node_id
+        self.voters = voters
+        self.directory = directory
+        self.secret = secret
+        self.proc: subprocess.Popen | None = None
+        self.events: queue.Queue = queue.Queue()
+        self.seen: list[dict] = []
+
+    def start(self) -> None:
+        env = {**os.environ, "RAFTKA_QUORUM_SECRET": self.secret, "PYTHONPATH": str(REPO), "RAFTKA_LOG_LEVEL": "WARNING"}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(NODE_SCRIPT), "--node-id", str(self.node_id), "--voters", self.voters, "--dir", str(self.directory)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        self.seen = []
+        self.events = queue.Queue()  # a fresh queue: nothing from a previous incarnation leaks in
+        threading.Thread(target=self._read, args=(self.proc, self.events), daemon=True).start()
+
+    @staticmethod
+    def _read(proc: subprocess.Popen, sink: queue.Queue) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                sink.put(json.loads(line))
+            except ValueError:
+                pass
+
+    def send(self, command: str) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def drain(self) -> list[dict]:
+        while True:
+            try:
+                self.seen.append(self.events.get_nowait())
+            except queue.Empty:
+                return self.seen
+
+    def wait_for(self, predicate, timeout: float, what: str):
+        """Poll this voter's events until predicate(events) is truthy; return its value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate(self.drain())
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"voter {self.node_id}: timed out after {timeout} s waiting for {what}")
+            try:
+                self.seen.append(self.events.get(timeout=0.05))
+            except queue.Empty:
+                pass
+
+    def committed_keys(self) -> list[str]:
+        return [e["key"] for e in self.drain() if e["event"] == "committed"]
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+
+def make_voters(count: int, root: Path, secret: str = "test-secret") -> list[Voter]:
+    used: set[int] = set()
+    ports = [free_low_port(used) for _ in range(count)]
+    spec = ",".join(f"{i + 1}=127.0.0.1:{port}" for i, port in enumerate(ports))
+    return [Voter(i + 1, spec, root / f"node{i + 1}", secret) for i in range(count)]
+
+
+def active_epoch(voter: Voter) -> int | None:
+    actives = [e for e in voter.drain() if e["event"] == "active"]
+    return actives[-1]["epoch"] if actives else None

@@ -1,0 +1,161 @@
+"""The controller loop on a real single-voter quorum in this process (the one-node cluster path)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from raft_meta.controller import Controller
+from raft_meta.controller_errors import ControllerError
+from raft_meta.metadata_loader import ClusterIdMismatch, MetadataLoader
+from raft_meta.node_config import parse_node_config
+from raft_meta.quorum import open_quorum, open_quorum_from_config
+from raft_meta.records import ControllerClaim
+from tests.integration.quorum_procs import free_low_port
+
+pytestmark = pytest.mark.timeout(60)
+L = (("PLAINTEXT", "127.0.0.1", 9092),)
+
+
+def _config(tmp_path: Path, **extra: str):
+    port = free_low_port(set())
+    props = {
+        "node.id": "1",
+        "listeners": f"PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:{port}",
+        "controller.quorum.voters": f"1@127.0.0.1:{port}",
+        "controller.quorum.secret": "s",
+        "log.dirs": str(tmp_path / "data"),
+        "broker.session.timeout.ms": "600",
+        "broker.heartbeat.interval.ms": "100",
+        "default.replication.factor": "2",
+        "num.partitions": "2",
+        **extra,
+    }
+    return parse_node_config(props, env={})
+
+
+async def _wait(predicate, timeout: float, what: str) -> None:
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.02)  # polling a condition under a deadline
+
+
+async def test_controller_registers_places_fences_and_unfences(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    async with open_quorum_from_config(config) as quorum, trio.open_nursery() as nursery:
+        loader = MetadataLoader(quorum, "AAAAAAAAAAAAAAAAAAAAAA")
+        published = []
+        loader.add_publisher(lambda delta, image: published.append(delta.offset))
+        await nursery.start(loader.run)
+        controller = Controller(config, quorum, loader)
+        await nursery.start(controller.run)
+        with trio.fail_after(15):
+            epoch = await loader.wait_active_controller()
+        assert epoch >= 1 and loader.image.controller.node_id == 1
+
+        epochs = {b: await controller.register_broker(b, f"inc{b}", L, None) for b in (1, 2, 3)}
+        assert all(loader.image.brokers[b].fenced for b in epochs)
+        with pytest.raises(ControllerError) as info:
+            await controller.create_topic("t")
+        assert info.value.name == "INVALID_REPLICATION_FACTOR"  # nobody is unfenced yet
+
+        for b, e in epochs.items():
+            reply = await controller.heartbeat(b, e, metadata_offset=loader.image.offset)
+            assert not reply.fenced
+        topic_id = await controller.create_topic("t")
+        parts = loader.image.topics[topic_id].partitions
+        assert len(parts) == 2 and all(len(p.replicas) == 2 for p in parts.values())
+        assert published == sorted(published) and published[-1] == loader.image.offset
+
+        # Broker 1 stops heartbeating: fenced, its leaderships move with a bumped leader epoch.
+        led_by_1 = [i for i, p in parts.items() if p.leader == 1]
+        assert led_by_1
+
+        async def keep_alive() -> None:
+            while True:
+                for b in (2, 3):
+                    await controller.heartbeat(b, epochs[b], loader.image.offset)
+                await trio.sleep(0.1)
+
+        nursery.start_soon(keep_alive)
+        await _wait(lambda: loader.image.brokers[1].fenced, 10, "broker 1 fenced")
+        await _wait(lambda: all(loader.image.partition(topic_id, i).leader != 1 for i in led_by_1), 10, "leaders moved")
+        for i in led_by_1:
+            part = loader.image.partition(topic_id, i)
+            assert part.leader_epoch == 1 and 1 not in part.isr
+
+        # It heartbeats again caught up: unfenced.
+        reply = await controller.heartbeat(1, epochs[1], loader.image.offset)
+        assert not reply.fenced and not loader.image.brokers[1].fenced
+
+        # AlterPartition with a stale partition epoch is refused; with the right one it applies.
+        part = loader.image.partition(topic_id, led_by_1[0])
+        with pytest.raises(ControllerError) as info:
+            await controller.alter_partition(part.leader, epochs[part.leader], topic_id, led_by_1[0],
+                                             part.leader_epoch, part.partition_epoch - 1, part.isr)
+        assert info.value.name == "INVALID_UPDATE_VERSION"
+
+        # Controlled shutdown of broker 2: it ends up leading nothing.
+        reply = await controller.heartbeat(2, epochs[2], loader.image.offset, want_shutdown=True)
+        assert reply.shutdown_ready
+        assert all(p.leader != 2 for p in loader.image.topics[topic_id].partitions.values())
+        nursery.cancel_scope.cancel()
+
+
+async def test_cluster_id_mismatch_is_refused(tmp_path: Path) -> None:
+    port = free_low_port(set())
+    voters = {1: f"127.0.0.1:{port}"}
+    async with open_quorum(1, voters, "s", tmp_path) as quorum:
+        with trio.fail_after(15):
+            while not quorum.is_leader:
+                await quorum.wait_state_change()
+        await quorum.submit(ControllerClaim(1, quorum.term, "BBBBBBBBBBBBBBBBBBBBBB"))
+        loader = MetadataLoader(quorum, "AAAAAAAAAAAAAAAAAAAAAA")
+        with pytest.raises(ClusterIdMismatch, match="formatted for cluster 'AAAAAAAAAAAAAAAAAAAAAA'"):
+            with trio.fail_after(10):
+                await loader.run()
+
+
+async def test_restart_from_snapshot_keeps_records_and_offsets(tmp_path: Path) -> None:
+    from raft_meta.quorum import QuorumSettings
+    from raft_meta.records import Config
+
+    port = free_low_port(set())
+    voters = {1: f"127.0.0.1:{port}"}
+    settings = QuorumSettings(log_compaction_min_entries=10)
+    dump = tmp_path / "__cluster_metadata-0" / "raft.dump"
+    async with open_quorum(1, voters, "s", tmp_path, settings=settings) as quorum:
+        offsets = []
+        with trio.fail_after(20):
+            while not quorum.is_leader:
+                await quorum.wait_state_change()
+            for i in range(40):
+                offsets.append(await quorum.submit(Config("cluster", "", f"k{i}", str(i))))
+            while not dump.exists():  # compaction runs in the tick thread after >10 entries
+                await trio.sleep(0.05)
+        before = [(r.offset, r.raw) for r in quorum.records_from(0)]
+    assert [o for o, _ in before] == offsets
+    async with open_quorum(1, voters, "s", tmp_path, settings=settings) as quorum:
+        with trio.fail_after(20):
+            await quorum.wait_beyond(offsets[-1] - 1)
+        assert [(r.offset, r.raw) for r in quorum.records_from(0)] == before
+        assert [r.offset for r in quorum.records_from(offsets[20])] == offsets[20:]
+
+
+async def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
+    import socket
+
+    from raft_meta.quorum import QuorumError, QuorumSettings
+
+    port = free_low_port(set())
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        with pytest.raises(QuorumError, match=f"could not bind 127.0.0.1:{port}"):
+            async with open_quorum(1, {1: f"127.0.0.1:{port}"}, "s", tmp_path, settings=QuorumSettings(max_bind_retries=1)):
+                pass
+    with pytest.raises(QuorumError, match="secret is empty"):
+        async with open_quorum(1, {1: f"127.0.0.1:{port}"}, "", tmp_path):
+            pass

@@ -1,0 +1,155 @@
+"""server.properties parsing and meta.properties storage formatting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raft_meta.node_config import ConfigError, load_node_config, parse_node_config, parse_properties
+from raft_meta.storage_format import (
+    StorageError,
+    format_storage,
+    random_cluster_id,
+    read_meta_properties,
+    verify_storage,
+)
+
+CONTRACT = """\
+node.id=1
+process.roles=broker,controller
+listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
+advertised.listeners=PLAINTEXT://127.0.0.1:9092
+controller.listener.names=CONTROLLER
+controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293
+controller.quorum.secret=s3cret
+log.dirs={log_dir}
+"""
+
+
+def _props(tmp_path: Path, **overrides: str | None) -> dict[str, str]:
+    props = parse_properties(CONTRACT.format(log_dir=tmp_path / "data"))
+    for key, value in overrides.items():
+        key = key.replace("_", ".")
+        if value is None:
+            props.pop(key, None)
+        else:
+            props[key] = value
+    return props
+
+
+def test_contract_file_is_all_a_node_needs(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("# a comment\n" + CONTRACT.format(log_dir=tmp_path / "data"))
+    config = load_node_config(path, env={})
+    assert config.node_id == 1 and config.is_broker and config.is_controller
+    assert config.quorum_bind_address() == "127.0.0.1:9093"
+    assert [v.address() for v in config.controller_quorum_voters] == ["127.0.0.1:9093", "127.0.0.1:9193", "127.0.0.1:9293"]
+    assert config.controller_rpc_address(2) == ("127.0.0.1", 9194)  # derived: quorum port + 1
+    assert config.metadata_log_dir == str(tmp_path / "data")
+    assert config.inter_broker_listener_name == "PLAINTEXT"
+    assert [e.address() for e in config.advertised()] == ["127.0.0.1:9092"]
+    # Kafka defaults a user expects
+    assert (config.num_partitions, config.default_replication_factor, config.min_insync_replicas) == (1, 1, 1)
+    assert config.auto_create_topics_enable and config.auto_leader_rebalance_enable
+    assert not config.unclean_leader_election_enable
+    assert (config.broker_session_timeout_ms, config.broker_heartbeat_interval_ms) == (9000, 2000)
+    assert config.replica_lag_time_max_ms == 30000 and config.offsets_topic_replication_factor == 3
+    assert config.socket_request_max_bytes == 104857600
+    assert config.log_retention_ms == 168 * 3_600_000 and config.log_cleanup_policy == ("delete",)
+
+
+def test_kafka_stock_keys_are_accepted(tmp_path: Path) -> None:
+    props = _props(tmp_path)
+    props.update({"socket.send.buffer.bytes": "102400", "num.recovery.threads.per.data.dir": "1",
+                  "num.network.threads": "3", "log.retention.check.interval.ms": "300000"})
+    assert parse_node_config(props, env={}).raw["socket.send.buffer.bytes"] == "102400"
+    props["socket.send.buffer.bytes"] = "big"
+    with pytest.raises(ConfigError, match="'socket.send.buffer.bytes': got 'big', expected an integer"):
+        parse_node_config(props, env={})
+
+
+def test_secret_from_environment(tmp_path: Path) -> None:
+    config = parse_node_config(_props(tmp_path, controller_quorum_secret=None), env={"RAFTKA_QUORUM_SECRET": "e"})
+    assert config.controller_quorum_secret == "e"
+
+
+def test_retention_precedence(tmp_path: Path) -> None:
+    props = _props(tmp_path)
+    props.update({"log.retention.hours": "1", "log.retention.minutes": "2"})
+    assert parse_node_config(props, env={}).log_retention_ms == 120_000
+    props["log.retention.ms"] = "5"
+    assert parse_node_config(props, env={}).log_retention_ms == 5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"bogus.key": "1"}, "unknown config key 'bogus.key' (value '1')"),
+        ({"node.id": "one"}, "config key 'node.id': got 'one', expected an integer"),
+        ({"num.partitions": "0"}, "'num.partitions': got '0', expected an integer > 0"),
+        ({"auto.create.topics.enable": "yes"}, "got 'yes', expected true or false"),
+        ({"process.roles": "broker,zookeeper"}, "subset of broker,controller"),
+        ({"controller.quorum.voters": "1@host"}, "expected a comma-separated list of id@host:port"),
+        ({"listeners": "PLAINTEXT:/x:1"}, "NAME://host:port"),
+        ({"node.id": "7"}, "node.id 7 is not among voters [1, 2, 3]"),
+        ({"controller.quorum.secret": None}, "controller.quorum.secret' is missing"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9999"}, "port 9999 differs"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "no listener named ['CONTROLLER']"),
+        ({"log.dirs": None}, "'log.dirs' is missing"),
+        ({"listener.security.protocol.map": "PLAINTEXT:SSL"}, "only PLAINTEXT"),
+        ({"log.cleanup.policy": "shred"}, "delete, compact"),
+    ],
+)
+def test_bad_config_names_key_value_and_expectation(tmp_path: Path, overrides: dict, message: str) -> None:
+    props = _props(tmp_path)
+    for key, value in overrides.items():
+        if value is None:
+            props.pop(key)
+        else:
+            props[key] = value
+    with pytest.raises(ConfigError) as info:
+        parse_node_config(props, env={})
+    assert message in str(info.value)
+
+
+def test_properties_syntax() -> None:
+    assert parse_properties("a=1\n! c\nb : 2\nc=x\\\n  y\n\n") == {"a": "1", "b": "2", "c": "xy"}
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_properties("just words\n")
+
+
+def test_format_then_verify(tmp_path: Path) -> None:
+    props = _props(tmp_path, metadata_log_dir=str(tmp_path / "meta"))
+    config = parse_node_config(props, env={})
+    with pytest.raises(StorageError, match="not formatted"):
+        verify_storage(config)
+    cluster_id = random_cluster_id()
+    assert len(cluster_id) == 22 and cluster_id != random_cluster_id()
+    written = format_storage(config, cluster_id)
+    assert written == [tmp_path / "data", tmp_path / "meta"]
+    assert read_meta_properties(tmp_path / "meta").node_id == 1
+    assert verify_storage(config) == cluster_id
+    with pytest.raises(StorageError, match="already formatted"):
+        format_storage(config, cluster_id)
+    assert format_storage(config, cluster_id, ignore_formatted=True) == []
+    with pytest.raises(StorageError, match="not valid"):
+        format_storage(config, "short")
+
+
+def test_verify_rejects_other_node_or_mixed_clusters(tmp_path: Path) -> None:
+    config = parse_node_config(_props(tmp_path, metadata_log_dir=str(tmp_path / "meta")), env={})
+    other = parse_node_config(_props(tmp_path, node_id="2", listeners="PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9193",
+                                     metadata_log_dir=str(tmp_path / "meta")), env={})
+    format_storage(other, random_cluster_id())
+    with pytest.raises(StorageError, match="has node.id=2; expected node.id=1"):
+        verify_storage(config)
+    (tmp_path / "meta" / "meta.properties").unlink()
+    (tmp_path / "data" / "meta.properties").unlink()
+    format_storage(config, random_cluster_id())
+    (tmp_path / "meta" / "meta.properties").unlink()
+    from raft_meta.storage_format import MetaProperties, write_meta_properties
+
+    write_meta_properties(tmp_path / "meta", MetaProperties(random_cluster_id(), 1))
+    with pytest.raises(StorageError, match="disagree on the cluster id"):
+        verify_storage(config)
