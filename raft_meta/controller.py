@@ -44,6 +44,7 @@ class Controller:
         self._lock = trio.Lock()
         self._last_heartbeat: dict[int, float] = {}
         self._epoch: int | None = None
+        self._heard_from: set[int] = set()
 
     @property
     def image(self) -> MetadataImage:
@@ -78,7 +79,11 @@ class Controller:
         self, broker_id: int, incarnation_id: str, listeners: tuple[tuple[str, str, int], ...], rack: str | None
     ) -> int:
         """Returns the new broker epoch. The broker starts fenced until a caught-up heartbeat."""
-        alive = trio.current_time() - self._last_heartbeat.get(broker_id, float("-inf")) <= self._session_s
+        # Only a heartbeat this controller really received proves another incarnation is alive; the
+        # session granted to every registered broker on activation does not (else a restarted broker
+        # that was the controller itself would wait a whole session timeout to re-register).
+        alive = (broker_id in self._heard_from
+                 and trio.current_time() - self._last_heartbeat.get(broker_id, float("-inf")) <= self._session_s)
         image = await self._decide_and_commit(
             lambda img: decide.register_broker(img, broker_id, incarnation_id, listeners, rack, alive)
         )
@@ -89,6 +94,7 @@ class Controller:
         """`metadata_offset`: the last metadata offset the broker has applied."""
         self._require_active()
         self._last_heartbeat[broker_id] = trio.current_time()
+        self._heard_from.add(broker_id)
         unclean = self.config.unclean_leader_election_enable
         if want_shutdown:
             image = await self._decide_and_commit(
@@ -154,6 +160,7 @@ class Controller:
                 self._epoch = epoch
                 now = trio.current_time()
                 self._last_heartbeat = {b.broker_id: now for b in self.image.live_brokers()}
+                self._heard_from = set()
                 log.info("controller.active", node_id=self.quorum.node_id, epoch=epoch)
             try:
                 await self._police(epoch)

@@ -362,9 +362,9 @@ async def open_quorum(
         raise QuorumError(f"node id {node_id} is not among the voters {sorted(voters)}")
     quorum = Quorum(node_id, voters, trio.lowlevel.current_trio_token())
     directory = Path(metadata_dir) / METADATA_SUBDIR
-    await trio.to_thread.run_sync(
-        quorum._start_blocking, bind_address or voters[node_id], secret, directory, settings or QuorumSettings()
-    )
+    # Built on the trio thread on purpose: pysyncobj's tick thread stops as soon as the thread
+    # that created the SyncObj exits, and trio's worker threads exit when idle (~10 s).
+    quorum._start_blocking(bind_address or voters[node_id], secret, directory, settings or QuorumSettings())
     log.info("quorum.started", node_id=node_id, voters=dict(voters), metadata_dir=str(directory))
     try:
         yield quorum

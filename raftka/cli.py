@@ -128,17 +128,92 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
-for _name, _help in [
-    ("create", "Create a topic."),
-    ("list", "List topics."),
-    ("describe", "Describe topics: partitions, leaders, replicas, ISR, configs."),
-    ("delete", "Delete topics."),
-    ("alter", "Add partitions or change topic configs."),
-]:
-    _placeholder(topics, _name, 4, "topic administration", _help)
+_BOOTSTRAP = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of any broker.")
 
-_placeholder(main, "produce", 4, "the console producer", "Produce lines from stdin to a topic.")
-_placeholder(main, "consume", 4, "the console consumer", "Consume a topic to stdout.")
+
+@topics.command(name="create")
+@_BOOTSTRAP
+@click.option("--topic", required=True, help="The topic to create.")
+@click.option("--partitions", type=int, default=None, help="Partition count (default: the broker's num.partitions).")
+@click.option("--replication-factor", type=int, default=None, help="Replicas per partition (default: the broker's default.replication.factor).")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override; repeatable.")
+@click.option("--if-not-exists", is_flag=True, help="Succeed quietly if the topic exists.")
+def topics_create(bootstrap: str, topic: str, partitions: int | None, replication_factor: int | None, configs: tuple[str, ...], if_not_exists: bool) -> None:
+    """Create a topic."""
+    from raftka.cmd_topics import create
+
+    sys.exit(create(bootstrap, topic, partitions, replication_factor, configs, if_not_exists))
+
+
+@topics.command(name="list")
+@_BOOTSTRAP
+def topics_list(bootstrap: str) -> None:
+    """List topics."""
+    from raftka.cmd_topics import list_topics
+
+    sys.exit(list_topics(bootstrap))
+
+
+@topics.command(name="describe")
+@_BOOTSTRAP
+@click.option("--topic", default=None, help="Only this topic (default: all).")
+def topics_describe(bootstrap: str, topic: str | None) -> None:
+    """Describe topics: partitions, leaders, replicas, ISR."""
+    from raftka.cmd_topics import describe
+
+    sys.exit(describe(bootstrap, topic))
+
+
+@topics.command(name="delete")
+@_BOOTSTRAP
+@click.option("--topic", required=True, help="The topic to delete.")
+def topics_delete(bootstrap: str, topic: str) -> None:
+    """Delete a topic."""
+    from raftka.cmd_topics import delete
+
+    sys.exit(delete(bootstrap, topic))
+
+
+@topics.command(name="alter")
+@_BOOTSTRAP
+@click.option("--topic", required=True, help="The topic to change.")
+@click.option("--partitions", type=int, default=None, help="The new (larger) partition count.")
+def topics_alter(bootstrap: str, topic: str, partitions: int | None) -> None:
+    """Add partitions to a topic."""
+    from raftka.cmd_topics import alter
+
+    sys.exit(alter(bootstrap, topic, partitions))
+
+
+@main.command(name="produce")
+@_BOOTSTRAP
+@click.option("--topic", required=True, help="The topic to write to.")
+@click.option("--key-separator", default=None, help="Split each line into key and value at the first SEP.")
+@click.option("--acks", type=click.Choice(["0", "1", "-1", "all"]), default="1", show_default=True)
+@click.option("--compression", "compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), default=None)
+@click.option("--partition", type=int, default=None, help="Write every line to this partition.")
+@click.option("--linger-ms", type=int, default=5, show_default=True)
+def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str, compression: str | None, partition: int | None, linger_ms: int) -> None:
+    """Produce lines from stdin to a topic."""
+    from raftka.cmd_console import produce
+
+    sys.exit(produce(bootstrap, topic, key_separator, acks, compression, partition, linger_ms))
+
+
+@main.command(name="consume")
+@_BOOTSTRAP
+@click.option("--topic", required=True, help="The topic to read.")
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset (default: only new records).")
+@click.option("--max-messages", type=int, default=None, help="Exit after this many records.")
+@click.option("--partition", type=int, default=None, help="Read only this partition.")
+@click.option("--offset", default=None, help="With --partition: a number, 'earliest' or 'latest'.")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="print.key, print.offset, print.partition, print.timestamp, key.separator.")
+@click.option("--timeout-ms", type=int, default=None, help="Exit when no record arrives for this long.")
+def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None) -> None:
+    """Consume a topic to stdout."""
+    from raftka.cmd_console import consume
+
+    sys.exit(consume(bootstrap, topic, from_beginning, max_messages, partition, offset, properties, timeout_ms))
 
 
 # --- groups ------------------------------------------------------------------

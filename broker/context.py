@@ -1,0 +1,29 @@
+"""What request handlers need from the running node, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.controller_channel import ControllerChannel
+from broker.producer_ids import ProducerIdManager
+from broker.replica_manager import ReplicaManager
+from raft_meta.image import MetadataImage
+from raft_meta.metadata_loader import MetadataLoader
+from raft_meta.node_config import NodeConfig
+
+
+@dataclass
+class BrokerContext:
+    config: NodeConfig
+    cluster_id: str
+    loader: MetadataLoader
+    replicas: ReplicaManager
+    controller: ControllerChannel
+    producer_ids: ProducerIdManager
+    broker_epoch: int = -1
+    # Set once the node is registered and unfenced; False again during shutdown.
+    serving: bool = field(default=False)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.loader.image

@@ -1,0 +1,1 @@
+"""One module per Kafka API (or family); each exposes `async def handle(ctx, header, request)`."""

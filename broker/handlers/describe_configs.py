@@ -1,0 +1,70 @@
+"""DescribeConfigs for topics (effective configs, with their source) and brokers."""
+
+from __future__ import annotations
+
+from broker.topic_config import REPLICATION_KEYS, broker_log_defaults, effective_topic_config
+from client.protocol import DescribeConfigsResponse, ErrorCode
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_TOPIC_CONFIG = 1
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+
+
+def _topic_configs(ctx, name: str) -> list[dict]:
+    own = ctx.image.configs.get(("topic", name), {})
+    effective = effective_topic_config(ctx.config, own)
+    values = effective.log.to_properties()
+    values["min.insync.replicas"] = str(effective.min_insync_replicas)
+    values["unclean.leader.election.enable"] = str(effective.unclean_leader_election).lower()
+    broker_set = set(broker_log_defaults(ctx.config)) | set(REPLICATION_KEYS)
+    out = []
+    for key, value in sorted(values.items()):
+        if key in own:
+            source = SOURCE_TOPIC_CONFIG
+        elif key in broker_set and key in ctx.config.raw:
+            source = SOURCE_STATIC_BROKER_CONFIG
+        else:
+            source = SOURCE_DEFAULT_CONFIG
+        out.append({"name": key, "value": value, "read_only": False, "config_source": source,
+                    "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None})
+    return out
+
+
+def _broker_configs(ctx) -> list[dict]:
+    out = []
+    for key, value in sorted(ctx.config.raw.items()):
+        sensitive = "secret" in key or "password" in key
+        out.append({"name": key, "value": None if sensitive else value, "read_only": True,
+                    "config_source": SOURCE_STATIC_BROKER_CONFIG, "is_sensitive": sensitive,
+                    "synonyms": [], "config_type": 0, "documentation": None})
+    return out
+
+
+async def handle(ctx, header, request, conn=None) -> DescribeConfigsResponse:
+    results = []
+    for resource in request.resources:
+        result = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+                  "resource_name": resource.resource_name, "configs": []}
+        if resource.resource_type == RESOURCE_TOPIC:
+            if ctx.image.topic_by_name(resource.resource_name) is None:
+                result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              error_message=f"topic {resource.resource_name!r} does not exist")
+            else:
+                result["configs"] = _topic_configs(ctx, resource.resource_name)
+        elif resource.resource_type == RESOURCE_BROKER:
+            if resource.resource_name not in ("", str(ctx.config.node_id)):
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
+                              error_message=f"broker {resource.resource_name!r} is not this broker "
+                                            f"({ctx.config.node_id})")
+            else:
+                result["configs"] = _broker_configs(ctx)
+        else:
+            result.update(error_code=ErrorCode.INVALID_REQUEST,
+                          error_message=f"resource type {resource.resource_type}; expected 2 (topic) or 4 (broker)")
+        if resource.configuration_keys is not None and not result["error_code"]:
+            wanted = set(resource.configuration_keys)
+            result["configs"] = [c for c in result["configs"] if c["name"] in wanted]
+        results.append(result)
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,63 @@
+"""Fetch: whole batches as byte ranges of segment files, long-polled.
+
+Consumers (replica_id < 0) read only below the high watermark. The response
+is built, and if it holds fewer than `min_bytes` and no error, the request
+waits (up to `max_wait_ms`) for any hosted partition's high watermark to move,
+then is built again. Fetch sessions are not supported: `session_id` is 0.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from broker.errors import error_code_for
+from client.protocol import ErrorCode, FetchResponse
+
+
+def _build(ctx, request) -> tuple[list[dict], int, bool]:
+    """(topic responses, total record bytes, any error)."""
+    remaining = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    total = 0
+    any_error = False
+    topics = []
+    for ftopic in request.topics:
+        parts = []
+        for fpart in ftopic.partitions:
+            entry = {"partition_index": fpart.partition, "error_code": 0, "high_watermark": -1,
+                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                     "preferred_read_replica": -1, "records": b""}
+            try:
+                partition = ctx.replicas.get_leader(ftopic.topic, fpart.partition,
+                                                    fpart.current_leader_epoch)
+                entry["high_watermark"] = partition.high_watermark
+                entry["last_stable_offset"] = partition.high_watermark
+                entry["log_start_offset"] = partition.log.log_start_offset
+                if remaining > 0:
+                    # The first partition with data may exceed max_bytes by one batch (Kafka's rule).
+                    limit = min(fpart.partition_max_bytes, remaining)
+                    info = partition.read(fpart.fetch_offset, limit, committed_only=request.replica_id < 0)
+                    if info.size:
+                        entry["records"] = info.read_bytes()
+                        remaining -= info.size
+                        total += info.size
+                elif not (partition.log.log_start_offset <= fpart.fetch_offset <= partition.log_end_offset):
+                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+            except Exception as exc:
+                entry["error_code"] = error_code_for(exc)
+            if entry["error_code"]:
+                any_error = True
+            parts.append(entry)
+        topics.append({"topic": ftopic.topic, "partitions": parts})
+    return topics, total, any_error
+
+
+async def handle(ctx, header, request, conn=None) -> FetchResponse:
+    deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000.0
+    while True:
+        event = ctx.replicas.data_event()  # taken before reading, so no wake-up is missed
+        topics, total, any_error = _build(ctx, request)
+        if total >= request.min_bytes or any_error or trio.current_time() >= deadline:
+            break
+        with trio.move_on_at(deadline):
+            await event.wait()
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)

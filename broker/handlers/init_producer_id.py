@@ -1,0 +1,25 @@
+"""InitProducerId for the idempotent producer (transactions are not supported)."""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.errors import error_code_for
+from client.protocol import ErrorCode, InitProducerIdResponse
+
+log = structlog.get_logger("broker.producer_ids")
+
+
+async def handle(ctx, header, request, conn=None) -> InitProducerIdResponse:
+    if request.transactional_id is not None:
+        log.warning("init_producer_id.transactional_refused", transactional_id=request.transactional_id)
+        return InitProducerIdResponse(throttle_time_ms=0,
+                                      error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
+    try:
+        producer_id = await ctx.producer_ids.next_id()
+    except Exception as exc:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=error_code_for(exc),
+                                      producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
+                                  producer_epoch=0)

@@ -1,0 +1,47 @@
+"""ListOffsets: earliest (-2), latest (-1: the high watermark for consumers), or by timestamp."""
+
+from __future__ import annotations
+
+from broker.errors import error_code_for
+from client.protocol import ListOffsetsResponse
+
+EARLIEST = -2
+LATEST = -1
+
+
+def _epoch_of(partition, offset: int) -> int:
+    """The leader epoch that wrote `offset` (-1 if unknown)."""
+    epoch = -1
+    for entry_epoch, start in partition.log.epoch_cache.entries():
+        if start <= offset:
+            epoch = entry_epoch
+    return epoch
+
+
+def _lookup(ctx, request, name: str, req_part) -> dict:
+    result = {"partition_index": req_part.partition_index, "error_code": 0, "timestamp": -1,
+              "offset": -1, "leader_epoch": -1}
+    try:
+        partition = ctx.replicas.get_leader(name, req_part.partition_index, req_part.current_leader_epoch)
+        consumer = request.replica_id < 0
+        if req_part.timestamp == EARLIEST:
+            result["offset"] = partition.log.log_start_offset
+        elif req_part.timestamp == LATEST:
+            result["offset"] = partition.high_watermark if consumer else partition.log_end_offset
+        else:
+            found = partition.log.offset_for_timestamp(req_part.timestamp)
+            if found is not None and (not consumer or found[0] < partition.high_watermark):
+                result["offset"], result["timestamp"] = found
+        if result["offset"] >= 0:
+            result["leader_epoch"] = _epoch_of(partition, result["offset"])
+    except Exception as exc:
+        result["error_code"] = error_code_for(exc)
+    return result
+
+
+async def handle(ctx, header, request, conn=None) -> ListOffsetsResponse:
+    topics = [
+        {"name": t.name, "partitions": [_lookup(ctx, request, t.name, p) for p in t.partitions]}
+        for t in request.topics
+    ]
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

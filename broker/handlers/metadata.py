@@ -1,0 +1,112 @@
+"""Metadata: brokers, controller, topics and partitions from the metadata image.
+
+Unknown topics are created on demand when `auto.create.topics.enable` is on
+and the client allows it (v4+ `allow_auto_topic_creation`), with
+`num.partitions` and `default.replication.factor`; the answer then already
+carries the new topic's leaders.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.errors import error_code_for
+from broker.topic_names import topic_name_error
+from client.protocol import ErrorCode, MetadataResponse
+from raft_meta.controller_errors import ControllerError
+from raft_meta.image import MetadataImage, TopicImage
+
+log = structlog.get_logger("broker.metadata")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _requested_names(header, request) -> list[str] | None:
+    """None means every topic (v0: an empty list; v1+: null)."""
+    if request.topics is None:
+        return None
+    if header.api_version == 0 and not request.topics:
+        return None
+    return [t.name for t in request.topics]
+
+
+async def handle(ctx, header, request, conn=None) -> MetadataResponse:
+    names = _requested_names(header, request)
+    allow_create = ctx.config.auto_create_topics_enable and (
+        header.api_version < 4 or request.allow_auto_topic_creation
+    )
+    image: MetadataImage = ctx.image
+    errors: dict[str, int] = {}
+    if names is not None:
+        for name in names:
+            if image.topic_by_name(name) is not None:
+                continue
+            problem = topic_name_error(name)
+            if problem is not None:
+                errors[name] = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif not allow_create or name in INTERNAL_TOPICS:
+                errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                errors[name] = await _auto_create(ctx, name)
+        image = ctx.image  # may include the topics just created
+    listener = conn.listener if conn is not None else None
+    brokers = []
+    for broker in image.live_brokers():
+        endpoint = broker.listener(listener) if listener else None
+        if endpoint is None and broker.listeners:
+            endpoint = (broker.listeners[0][1], broker.listeners[0][2])
+        if endpoint is not None:
+            brokers.append({"node_id": broker.broker_id, "host": endpoint[0], "port": endpoint[1],
+                            "rack": broker.rack})
+    topics = []
+    selected = sorted(image.topic_ids) if names is None else names
+    for name in selected:
+        topic = image.topic_by_name(name)
+        if topic is None:
+            topics.append({"error_code": errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                           "name": name, "partitions": []})
+            continue
+        topics.append(_topic_entry(image, topic))
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=ctx.cluster_id,
+        controller_id=image.controller.node_id,
+        topics=topics,
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _topic_entry(image: MetadataImage, topic: TopicImage) -> dict:
+    partitions = []
+    for index, part in sorted(topic.partitions.items()):
+        offline = [r for r in part.replicas if not image.is_live(r)]
+        partitions.append({
+            "error_code": 0 if part.has_leader else ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": index,
+            "leader_id": part.leader,
+            "leader_epoch": part.leader_epoch,
+            "replica_nodes": list(part.replicas),
+            "isr_nodes": list(part.isr),
+            "offline_replicas": offline,
+        })
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "is_internal": topic.name in INTERNAL_TOPICS,
+        "partitions": partitions,
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def _auto_create(ctx, name: str) -> int:
+    try:
+        await ctx.controller.create_topic(name, None, None, None)
+        log.info("topic.auto_created", topic=name)
+        return 0
+    except ControllerError as exc:
+        if exc.name == "TOPIC_ALREADY_EXISTS":
+            return 0
+        log.warning("topic.auto_create_failed", topic=name, error=exc.message)
+        return error_code_for(exc)

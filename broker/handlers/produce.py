@@ -1,0 +1,89 @@
+"""Produce: validate headers + CRC, assign offsets, append; acks=all waits for the ISR.
+
+The records are never decoded here (DESIGN principle 2). acks=0 gets no
+response at all (the dispatcher drops it); acks=1 answers after the local
+append; acks=-1 waits in "purgatory" until the high watermark passes the
+batch or `timeout_ms` expires (REQUEST_TIMED_OUT).
+"""
+
+from __future__ import annotations
+
+import structlog
+import trio
+
+from broker.errors import error_code_for
+from client.protocol import ErrorCode, ProduceResponse
+
+log = structlog.get_logger("broker.produce")
+
+MIN_SERVED_VERSION = 3  # v0-2 carry message formats v0/v1, which raftka does not store
+
+
+def _partition_result(index: int, code: int, base_offset: int = -1, log_append_time: int = -1,
+                      log_start_offset: int = -1, message: str | None = None) -> dict:
+    return {"index": index, "error_code": code, "base_offset": base_offset,
+            "log_append_time_ms": log_append_time, "log_start_offset": log_start_offset,
+            "record_errors": [], "error_message": message}
+
+
+async def handle(ctx, header, request, conn=None) -> ProduceResponse:
+    acks = request.acks
+    results: dict[tuple[str, int], dict] = {}
+    waits = []
+    unsupported = header.api_version < MIN_SERVED_VERSION
+    transactional = request.transactional_id is not None
+    for topic in request.topic_data:
+        for pdata in topic.partition_data:
+            key = (topic.name, pdata.index)
+            if unsupported:
+                results[key] = _partition_result(pdata.index, ErrorCode.UNSUPPORTED_VERSION,
+                                                 message="produce v0-2 (message format v0/v1) is not supported")
+                continue
+            if transactional:
+                results[key] = _partition_result(pdata.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                                 message="transactions are not supported by raftka")
+                continue
+            if acks not in (0, 1, -1):
+                results[key] = _partition_result(pdata.index, ErrorCode.INVALID_REQUIRED_ACKS,
+                                                 message=f"acks={acks}; expected 0, 1 or -1")
+                continue
+            if pdata.records is None or len(pdata.records) == 0:
+                results[key] = _partition_result(pdata.index, ErrorCode.INVALID_RECORD,
+                                                 message="no record batch in the request")
+                continue
+            try:
+                partition = ctx.replicas.get_leader(topic.name, pdata.index)
+                info = partition.append_as_leader(pdata.records, acks)
+            except Exception as exc:  # each partition fails alone; the others still append
+                code = error_code_for(exc)
+                results[key] = _partition_result(pdata.index, code, message=str(exc))
+                log.info("produce.rejected", topic=topic.name, partition=pdata.index, error_code=code,
+                         error=str(exc))
+                continue
+            results[key] = _partition_result(pdata.index, 0, info.first_offset, info.log_append_time,
+                                             info.log_start_offset)
+            if acks == -1:
+                waits.append((key, partition, info.last_offset + 1))
+    if waits:
+        await _wait_for_replication(results, waits, request.timeout_ms / 1000.0)
+    responses: dict[str, list[dict]] = {}
+    for (name, _index), result in results.items():
+        responses.setdefault(name, []).append(result)
+    return ProduceResponse(
+        responses=[{"name": name, "partition_responses": parts} for name, parts in responses.items()],
+        throttle_time_ms=0,
+    )
+
+
+async def _wait_for_replication(results: dict, waits: list, timeout_s: float) -> None:
+    async def wait_one(key, partition, offset) -> None:
+        try:
+            await partition.wait_for_high_watermark(offset, timeout_s)
+        except Exception as exc:
+            result = results[key]
+            result["error_code"] = error_code_for(exc)
+            result["error_message"] = str(exc)
+
+    async with trio.open_nursery() as nursery:
+        for key, partition, offset in waits:
+            nursery.start_soon(wait_one, key, partition, offset)

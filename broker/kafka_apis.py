@@ -1,0 +1,101 @@
+"""Request dispatch: decode a frame, route it to its handler, encode the answer.
+
+Errors in the request itself (malformed bytes, an unknown API, an
+unsupported version) close the connection after logging why — except
+ApiVersions, which always gets an answer so clients can negotiate.
+A handler that fails unexpectedly also closes the connection: the client
+reconnects and retries, and no other connection is affected.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.handlers import (
+    api_versions,
+    describe_configs,
+    fetch,
+    groups_unavailable,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+    topics_admin,
+)
+from broker.network import CloseConnection, ConnectionInfo
+from client.protocol import (
+    ApiKey,
+    ProtocolError,
+    UnknownApi,
+    UnsupportedVersion,
+    api_versions_fallback_response,
+    decode_request,
+    encode_response,
+    expects_response,
+    is_advertised,
+    needs_api_versions_fallback,
+    peek_request_header,
+)
+
+log = structlog.get_logger("broker.requests")
+
+HANDLERS = {
+    ApiKey.API_VERSIONS: api_versions.handle,
+    ApiKey.METADATA: metadata.handle,
+    ApiKey.PRODUCE: produce.handle,
+    ApiKey.FETCH: fetch.handle,
+    ApiKey.LIST_OFFSETS: list_offsets.handle,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+    ApiKey.CREATE_TOPICS: topics_admin.handle_create_topics,
+    ApiKey.DELETE_TOPICS: topics_admin.handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: topics_admin.handle_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
+    ApiKey.FIND_COORDINATOR: groups_unavailable.handle,
+    ApiKey.JOIN_GROUP: groups_unavailable.handle,
+    ApiKey.SYNC_GROUP: groups_unavailable.handle,
+    ApiKey.HEARTBEAT: groups_unavailable.handle,
+    ApiKey.LEAVE_GROUP: groups_unavailable.handle,
+    ApiKey.OFFSET_COMMIT: groups_unavailable.handle,
+    ApiKey.OFFSET_FETCH: groups_unavailable.handle,
+    ApiKey.DESCRIBE_GROUPS: groups_unavailable.handle,
+    ApiKey.LIST_GROUPS: groups_unavailable.handle,
+    ApiKey.DELETE_GROUPS: groups_unavailable.handle,
+}
+
+
+class KafkaApis:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+
+    async def handle(self, frame, conn: ConnectionInfo) -> bytes | None:
+        header = peek_request_header(frame)
+        if needs_api_versions_fallback(header):
+            return api_versions_fallback_response(header.correlation_id)
+        try:
+            header, request = decode_request(frame)
+        except UnsupportedVersion as exc:
+            if header.api_key == ApiKey.API_VERSIONS:
+                return api_versions_fallback_response(header.correlation_id)
+            raise CloseConnection(f"{exc} (client {header.client_id!r})") from None
+        except UnknownApi as exc:
+            raise CloseConnection(f"{exc} (client {header.client_id!r})") from None
+        key = ApiKey(header.api_key)
+        if not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE:
+            raise CloseConnection(
+                f"{key.name} v{header.api_version} is not advertised by this broker (client {header.client_id!r})"
+            )
+        handler = HANDLERS.get(key)
+        if handler is None:
+            raise CloseConnection(f"{key.name} is not served by this broker")
+        try:
+            response = await handler(self.ctx, header, request, conn)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            log.exception("request.failed", api=key.name, version=header.api_version, peer=conn.peer)
+            raise CloseConnection(f"{key.name} handler failed: {exc!r}") from exc
+        if not expects_response(header, request):
+            return None
+        return encode_response(header, key, header.api_version, response)

@@ -1,0 +1,179 @@
+"""One raftka node: metadata quorum voter + controller + broker, under one nursery.
+
+Start-up order: verify the storage format (cluster id), start the quorum
+voter, follow the metadata log, register with the active controller and
+wait to be unfenced (caught up), then open the client listeners.
+Shutdown (SIGTERM/Ctrl-C): controlled shutdown first — the controller moves
+this broker's leaderships away — then the listeners stop, every partition
+log is flushed and checkpointed, and the voter stops.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import structlog
+import trio
+
+from broker.context import BrokerContext
+from broker.controller_channel import ControllerChannel
+from broker.kafka_apis import KafkaApis
+from broker.network import serve_listener
+from broker.producer_ids import ProducerIdManager
+from broker.replica_manager import ReplicaManager
+from raft_meta.controller import Controller
+from raft_meta.controller_errors import ControllerError
+from raft_meta.metadata_loader import MetadataLoader
+from raft_meta.node_config import NodeConfig
+from raft_meta.quorum import open_quorum_from_config
+from raft_meta.storage_format import verify_storage
+
+log = structlog.get_logger("broker.node")
+
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+REGISTER_RETRY_S = 0.2
+
+
+@dataclass(frozen=True)
+class BoundListener:
+    name: str
+    host: str
+    port: int
+
+
+def client_endpoints(config: NodeConfig):
+    """The Kafka-protocol listeners (every listener that is not a controller listener)."""
+    return [e for e in config.listeners if e.name not in config.controller_listener_names]
+
+
+def advertised_endpoints(config: NodeConfig, bound: list[BoundListener]) -> tuple[tuple[str, str, int], ...]:
+    """What clients are told: advertised.listeners, else the bound listeners (port 0 resolved)."""
+    by_name = {b.name: b for b in bound}
+    out = []
+    advertised = {e.name: e for e in config.advertised_listeners}
+    for name, b in by_name.items():
+        e = advertised.get(name)
+        if e is not None and e.port != 0:
+            out.append((name, e.host or b.host, e.port))
+        else:
+            out.append((name, b.host or "127.0.0.1", b.port))
+    return tuple(out)
+
+
+class BrokerNode:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.shutdown_requested = trio.Event()
+        self.bound: list[BoundListener] = []
+        self.ctx: BrokerContext | None = None
+
+    def request_shutdown(self) -> None:
+        self.shutdown_requested.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[BrokerNode] = trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        cluster_id = verify_storage(config)
+        log.info("node.starting", node_id=config.node_id, cluster_id=cluster_id)
+        replicas = ReplicaManager(config)
+        try:
+            async with open_quorum_from_config(config) as quorum:
+                loader = MetadataLoader(quorum, cluster_id)
+                loader.add_publisher(replicas.publish)
+                controller = Controller(config, quorum, loader)
+                channel = ControllerChannel(controller, loader)
+                ctx = BrokerContext(config, cluster_id, loader, replicas, channel,
+                                    ProducerIdManager(self._allocate_producer_ids))
+                self.ctx = ctx
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(loader.run)
+                    await nursery.start(controller.run)
+                    apis = KafkaApis(ctx)
+                    for endpoint in client_endpoints(config):
+                        sockets = await nursery.start(
+                            lambda task_status, e=endpoint: serve_listener(
+                                e.host, e.port, apis.handle, listener=e.name,
+                                max_request_bytes=config.socket_request_max_bytes, task_status=task_status,
+                            )
+                        )
+                        port = sockets[0].socket.getsockname()[1]
+                        self.bound.append(BoundListener(endpoint.name, endpoint.host, port))
+                    await self._register(ctx)
+                    nursery.start_soon(self._heartbeat_loop, ctx)
+                    await self._wait_unfenced(ctx)
+                    ctx.serving = True
+                    log.info("node.started", node_id=config.node_id,
+                             listeners=[f"{b.name}://{b.host}:{b.port}" for b in self.bound],
+                             broker_epoch=ctx.broker_epoch)
+                    task_status.started(self)
+                    await self.shutdown_requested.wait()
+                    log.info("node.stopping", node_id=config.node_id)
+                    await self._controlled_shutdown(ctx)
+                    nursery.cancel_scope.cancel()
+        finally:
+            replicas.close()
+            log.info("node.stopped", node_id=config.node_id)
+
+    async def _allocate_producer_ids(self) -> tuple[int, int]:
+        assert self.ctx is not None
+        return await self.ctx.controller.allocate_producer_ids(self.config.node_id, self.ctx.broker_epoch)
+
+    async def _register(self, ctx: BrokerContext) -> None:
+        incarnation = str(uuid.uuid4())
+        listeners = advertised_endpoints(self.config, self.bound)
+        rack = self.config.rack
+        while True:
+            try:
+                ctx.broker_epoch = await ctx.controller.register_broker(
+                    self.config.node_id, incarnation, listeners, rack)
+                log.info("broker.registered", node_id=self.config.node_id, broker_epoch=ctx.broker_epoch)
+                return
+            except ControllerError as exc:
+                log.info("broker.register_retry", reason=exc.message)
+                await self._wait_for_controller(ctx)
+                await trio.sleep(REGISTER_RETRY_S)  # pacing: the refusal may last a session timeout
+
+    async def _wait_for_controller(self, ctx: BrokerContext) -> None:
+        with trio.move_on_after(0.5):
+            await ctx.loader.wait_active_controller()
+
+    async def _heartbeat_once(self, ctx: BrokerContext, want_shutdown: bool = False):
+        return await ctx.controller.heartbeat(self.config.node_id, ctx.broker_epoch, ctx.image.offset,
+                                              want_shutdown)
+
+    async def _wait_unfenced(self, ctx: BrokerContext) -> None:
+        while True:
+            try:
+                reply = await self._heartbeat_once(ctx)
+                if not reply.fenced:
+                    return
+            except ControllerError as exc:
+                log.debug("broker.heartbeat_retry", reason=exc.message)
+            await self._wait_for_controller(ctx)
+            await trio.sleep(0.05)  # pacing between heartbeats, not synchronisation
+
+    async def _heartbeat_loop(self, ctx: BrokerContext) -> None:
+        interval = self.config.broker_heartbeat_interval_ms / 1000.0
+        while True:
+            await trio.sleep(interval)
+            try:
+                reply = await self._heartbeat_once(ctx)
+                if reply.fenced and not self.shutdown_requested.is_set():
+                    log.warning("broker.fenced", node_id=self.config.node_id)
+            except ControllerError as exc:
+                log.debug("broker.heartbeat_failed", reason=exc.message)
+
+    async def _controlled_shutdown(self, ctx: BrokerContext) -> None:
+        ctx.serving = False
+        with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_S) as scope:
+            while True:
+                try:
+                    reply = await self._heartbeat_once(ctx, want_shutdown=True)
+                    if reply.shutdown_ready:
+                        log.info("broker.controlled_shutdown_done", node_id=self.config.node_id)
+                        return
+                except ControllerError as exc:
+                    log.debug("broker.controlled_shutdown_retry", reason=exc.message)
+                await trio.sleep(0.1)  # pacing between shutdown requests
+        if scope.cancelled_caught:
+            log.warning("broker.controlled_shutdown_timed_out", node_id=self.config.node_id)

@@ -1,0 +1,21 @@
+"""Kafka's topic-name rules."""
+
+from __future__ import annotations
+
+import re
+
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why `name` is not a legal topic name, or None if it is."""
+    if not name:
+        return "topic name is empty; expected 1-249 characters of [a-zA-Z0-9._-]"
+    if name in (".", ".."):
+        return f"topic name {name!r} is not allowed"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"topic name is {len(name)} characters long; expected at most {MAX_NAME_LENGTH}"
+    if not _LEGAL.match(name):
+        return f"topic name {name!r} contains characters outside [a-zA-Z0-9._-]"
+    return None
