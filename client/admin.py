@@ -1,0 +1,218 @@
+"""AsyncAdmin: topics and cluster description.
+
+Error policy: every call raises on the first per-topic error, as a typed
+KafkaError (TopicAlreadyExistsError, UnknownTopicOrPartitionError, ...)
+whose message names the topic. Calls for several topics apply to all of them
+on the broker even when one fails; pass one topic per call to tell them apart.
+
+Topic creation/deletion/partition changes go to the controller (NOT_CONTROLLER
+refreshes metadata and retries once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import trio
+
+from client.cluster import Cluster
+from client.errors import KafkaError, NotControllerError, error_for_code
+from client.lifecycle import OwnedNursery
+from client.metadata import BrokerInfo, PartitionInfo
+from client.protocol import (
+    ApiKey,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    Message,
+)
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1  # -1: the broker's num.partitions
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+    is_internal: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    brokers: tuple[BrokerInfo, ...]
+    controller_id: int
+    cluster_id: str | None
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: bool
+    is_sensitive: bool
+
+
+class AsyncAdmin:
+    def __init__(self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092", *,
+                 client_id: str = "raftka-admin", request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 100) -> None:
+        self._bootstrap = bootstrap_servers
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._owner = OwnedNursery()
+        self._cluster: Cluster | None = None
+
+    async def start(self) -> None:
+        if self._owner.open:
+            return
+        nursery = await self._owner.enter()
+        self._cluster = Cluster(self._bootstrap, nursery, client_id=self.client_id,
+                                request_timeout_ms=self.request_timeout_ms,
+                                retry_backoff_ms=self.retry_backoff_ms)
+        try:
+            await self._cluster.refresh_metadata(all_topics=True)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._cluster is not None:
+            await self._cluster.aclose()
+            self._cluster = None
+        await self._owner.exit()
+
+    async def __aenter__(self) -> AsyncAdmin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            raise KafkaError("the admin client is not started or already closed")
+        return self._cluster
+
+    async def _to_controller(self, api_key: ApiKey, request: Message) -> Message:
+        for attempt in range(3):
+            conn = await self.cluster.controller_connection()
+            response = await conn.request(api_key, request)
+            codes = [getattr(r, "error_code", 0) for r in _results(response)]
+            if NotControllerError.code in codes and attempt < 2:
+                await self.cluster.refresh_metadata(all_topics=True)
+                await trio.sleep(self.retry_backoff_ms / 1000)
+                continue
+            return response
+        raise AssertionError("unreachable")
+
+    # --- topics ----------------------------------------------------------
+    async def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False,
+                            timeout_ms: int | None = None) -> None:
+        topics = list(new_topics)
+        request = CreateTopicsRequest(
+            topics=[{
+                "name": t.name, "num_partitions": t.num_partitions,
+                "replication_factor": t.replication_factor, "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
+            } for t in topics],
+            timeout_ms=self.request_timeout_ms if timeout_ms is None else timeout_ms,
+            validate_only=validate_only)
+        response = await self._to_controller(ApiKey.CREATE_TOPICS, request)
+        _raise_first(response.topics, "creating topic")
+
+    async def delete_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                            ) -> None:
+        request = DeleteTopicsRequest(
+            topic_names=list(topics),
+            timeout_ms=self.request_timeout_ms if timeout_ms is None else timeout_ms)
+        response = await self._to_controller(ApiKey.DELETE_TOPICS, request)
+        _raise_first(response.responses, "deleting topic")
+
+    async def create_partitions(self, new_counts: Mapping[str, int], *,
+                                validate_only: bool = False) -> None:
+        """Grow each topic to the given total partition count."""
+        request = CreatePartitionsRequest(
+            topics=[{"name": t, "count": n, "assignments": None} for t, n in new_counts.items()],
+            timeout_ms=self.request_timeout_ms, validate_only=validate_only)
+        response = await self._to_controller(ApiKey.CREATE_PARTITIONS, request)
+        _raise_first(response.results, "adding partitions to topic")
+
+    async def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        meta = await self.cluster.refresh_metadata(all_topics=True)
+        return sorted(n for n, t in meta.topics.items() if include_internal or not t.is_internal)
+
+    async def describe_topics(self, topics: Iterable[str] | None = None
+                              ) -> list[TopicDescription]:
+        """Partitions (leader, replicas, ISR) of `topics`, or of every topic.
+        Raises UnknownTopicOrPartitionError for a named topic that does not exist."""
+        meta = await self.cluster.refresh_metadata(all_topics=True)
+        names = sorted(meta.topics) if topics is None else list(topics)
+        out: list[TopicDescription] = []
+        for name in names:
+            info = meta.topics.get(name)
+            if info is None:
+                code = meta.topic_errors.get(name, 3)
+                raise error_for_code(code, f"topic {name!r} does not exist")
+            parts = tuple(info.partitions[p] for p in sorted(info.partitions))
+            out.append(TopicDescription(name, parts, info.is_internal))
+        return out
+
+    async def describe_cluster(self) -> ClusterDescription:
+        meta = await self.cluster.refresh_metadata(all_topics=True)
+        brokers = tuple(meta.brokers[b] for b in sorted(meta.brokers))
+        return ClusterDescription(brokers, meta.controller_id, meta.cluster_id)
+
+    async def describe_configs(self, topic: str | None = None, *, broker_id: int | None = None,
+                               keys: Iterable[str] | None = None) -> dict[str, ConfigEntry]:
+        """The configs of one topic (or one broker), by name."""
+        if (topic is None) == (broker_id is None):
+            raise ValueError("describe_configs needs exactly one of topic= or broker_id=")
+        resource_type = TOPIC_RESOURCE if topic is not None else BROKER_RESOURCE
+        name = topic if topic is not None else str(broker_id)
+        request = DescribeConfigsRequest(resources=[{
+            "resource_type": resource_type, "resource_name": name,
+            "configuration_keys": None if keys is None else list(keys)}])
+        if broker_id is not None:
+            response = await self.cluster.send_to(broker_id, ApiKey.DESCRIBE_CONFIGS, request)
+        else:
+            response = await self.cluster.send_any(ApiKey.DESCRIBE_CONFIGS, request)
+        out: dict[str, ConfigEntry] = {}
+        for result in response.results:
+            if result.error_code:
+                raise error_for_code(result.error_code, f"describing configs of {name!r}: "
+                                     f"{result.error_message or ''}".rstrip(": "))
+            for c in result.configs:
+                # config_source 5 = DEFAULT_CONFIG (v1+)
+                out[c.name] = ConfigEntry(c.name, c.value, c.read_only, c.config_source == 5,
+                                          c.is_sensitive)
+        return out
+
+
+def _results(response: Message) -> list:
+    for attr in ("topics", "responses", "results"):
+        value = getattr(response, attr, None)
+        if isinstance(value, list):
+            return value
+    return []
+
+
+def _raise_first(results: list, what: str) -> None:
+    for r in results:
+        if r.error_code:
+            message = getattr(r, "error_message", None)
+            raise error_for_code(r.error_code, f"{what} {r.name!r}"
+                                 + (f": {message}" if message else ""))

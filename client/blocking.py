@@ -1,0 +1,243 @@
+"""Blocking facades over the trio SDK, for plain Python code and Spark executors.
+
+Each facade owns one thread running `trio.run`; the async object is opened
+and closed inside that thread's main task (trio wants one task for both), and
+calls cross over with `trio.from_thread` and the loop's token. `close()` (or
+leaving the `with` block) stops the thread. Do not call a facade from inside
+a trio loop callback (its own thread): that would deadlock, and trio raises
+RuntimeError instead.
+
+    with Producer("127.0.0.1:9092", acks="all") as producer:
+        producer.send("events", b"v", key=b"k").result(timeout=10)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import trio
+
+from client.admin import AsyncAdmin, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
+from client.consumer import AsyncConsumer
+from client.errors import IllegalStateError, KafkaTimeoutError
+from client.producer import AsyncProducer
+from client.records import ConsumerRecord, RecordMetadata, TopicPartition
+
+T = TypeVar("T")
+
+
+class _Portal:
+    """A trio loop on its own thread, hosting one async SDK object."""
+
+    def __init__(self, factory: Callable[[], Any], name: str) -> None:
+        self._factory = factory
+        self._ready = threading.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._stop: trio.Event | None = None
+        self._error: BaseException | None = None
+        self.target: Any = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:  # surfaced to the constructor
+            if not self._ready.is_set():
+                self._error = exc
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._stop = trio.Event()
+        obj = self._factory()
+        await obj.start()
+        try:
+            self.target = obj
+            self._ready.set()
+            await self._stop.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                await obj.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and self._stop is not None and not self._stop.is_set()
+
+    def _check(self) -> None:
+        if not self.alive:
+            raise IllegalStateError("this client is closed")
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run async `fn` on the loop and wait for its result."""
+        self._check()
+        return trio.from_thread.run(functools.partial(fn, *args, **kwargs),
+                                    trio_token=self._token)
+
+    def call_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self._check()
+        return trio.from_thread.run_sync(functools.partial(fn, *args, **kwargs),
+                                         trio_token=self._token)
+
+    def close(self, before: Callable[[], Any] | None = None) -> None:
+        if not self.alive:
+            return
+        try:
+            if before is not None:
+                self.call(before)
+            assert self._stop is not None
+            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        except trio.RunFinishedError:
+            pass
+        self._thread.join()
+
+
+class _Facade:
+    _portal: _Portal
+
+    def close(self) -> None:
+        self._portal.close()
+
+    def __enter__(self: Any) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Producer(_Facade):
+    """Blocking AsyncProducer; takes the same keyword options."""
+
+    def __init__(self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
+                 **options: Any) -> None:
+        self._portal = _Portal(lambda: AsyncProducer(bootstrap_servers, **options),
+                               "raftka-producer")
+        self._producer: AsyncProducer = self._portal.target
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+             headers: Sequence[tuple[str, bytes | None]] | None = None,
+             partition: int | None = None, timestamp_ms: int | None = None,
+             ) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue a record; the returned Future resolves to its RecordMetadata
+        (`.result(timeout)`) or its delivery error."""
+        result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+
+        def done(meta: RecordMetadata | None, exc: BaseException | None) -> None:
+            if exc is not None:
+                result.set_exception(exc)
+            else:
+                result.set_result(meta)  # type: ignore[arg-type]
+
+        def queue() -> None:
+            self._producer.send_nowait(topic, value, key, headers, partition,
+                                       timestamp_ms).add_callback(done)
+
+        self._portal.call_sync(queue)
+        return result
+
+    def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                      headers: Sequence[tuple[str, bytes | None]] | None = None,
+                      partition: int | None = None, timestamp_ms: int | None = None,
+                      ) -> RecordMetadata:
+        return self._portal.call(self._producer.send, topic, value, key, headers, partition,
+                                 timestamp_ms)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything sent is delivered or failed (KafkaTimeoutError
+        after `timeout` seconds)."""
+        async def flush() -> None:
+            if timeout is None:
+                await self._producer.flush()
+                return
+            with trio.fail_after(timeout):
+                await self._producer.flush()
+
+        try:
+            self._portal.call(flush)
+        except trio.TooSlowError:
+            raise KafkaTimeoutError(f"flush did not finish within {timeout}s") from None
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._portal.call(self._producer.partitions_for, topic)
+
+
+class Consumer(_Facade):
+    """Blocking AsyncConsumer; takes the same keyword options."""
+
+    def __init__(self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
+                 **options: Any) -> None:
+        self._portal = _Portal(lambda: AsyncConsumer(bootstrap_servers, **options),
+                               "raftka-consumer")
+        self._consumer: AsyncConsumer = self._portal.target
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._portal.call_sync(self._consumer.assign, list(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._portal.call_sync(self._consumer.assignment)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._portal.call_sync(self._consumer.seek, tp, offset)
+
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        self._portal.call_sync(self._consumer.seek_to_beginning, *tps)
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        self._portal.call_sync(self._consumer.seek_to_end, *tps)
+
+    def position(self, tp: TopicPartition) -> int:
+        return self._portal.call(self._consumer.position, tp)
+
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None,
+             ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        return self._portal.call(self._consumer.poll, timeout_ms, max_records)
+
+    def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._portal.call(self._consumer.beginning_offsets, list(tps))
+
+    def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._portal.call(self._consumer.end_offsets, list(tps))
+
+
+class Admin(_Facade):
+    """Blocking AsyncAdmin; takes the same keyword options."""
+
+    def __init__(self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
+                 **options: Any) -> None:
+        self._portal = _Portal(lambda: AsyncAdmin(bootstrap_servers, **options), "raftka-admin")
+        self._admin: AsyncAdmin = self._portal.target
+
+    def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False
+                      ) -> None:
+        self._portal.call(functools.partial(self._admin.create_topics, list(new_topics),
+                                            validate_only=validate_only))
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        self._portal.call(self._admin.delete_topics, list(topics))
+
+    def create_partitions(self, new_counts: Mapping[str, int]) -> None:
+        self._portal.call(self._admin.create_partitions, dict(new_counts))
+
+    def list_topics(self) -> list[str]:
+        return self._portal.call(self._admin.list_topics)
+
+    def describe_topics(self, topics: Iterable[str] | None = None) -> list[TopicDescription]:
+        return self._portal.call(self._admin.describe_topics,
+                                 None if topics is None else list(topics))
+
+    def describe_cluster(self) -> ClusterDescription:
+        return self._portal.call(self._admin.describe_cluster)
+
+    def describe_configs(self, topic: str | None = None, *, broker_id: int | None = None,
+                         keys: Iterable[str] | None = None) -> dict[str, ConfigEntry]:
+        return self._portal.call(functools.partial(self._admin.describe_configs, topic,
+                                                   broker_id=broker_id, keys=keys))

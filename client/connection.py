@@ -1,0 +1,259 @@
+"""One trio TCP connection to one broker: negotiate versions, then pipeline requests.
+
+Requests are written in the order `request()` is called and Kafka answers
+them in the same order on one connection, so waiting requests sit in a FIFO
+and each response frame is matched to the head (its correlation id is
+checked: a mismatch means the stream is confused and the connection dies).
+Produce with acks=0 gets no response and never enters the FIFO.
+
+A request that times out raises KafkaTimeoutError; its slot stays in the
+FIFO so the late response, when it comes, is read and dropped (Kafka would
+close the connection; keeping it is cheaper and equally correct). When the
+socket fails or closes, every waiting request fails with KafkaConnectionError.
+
+The reader task runs in a nursery the caller owns (the cluster's).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+import trio
+
+from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
+from client.protocol import (
+    ApiKey,
+    ApiVersionsRequest,
+    ErrorCode,
+    FrameDecoder,
+    Message,
+    ProtocolError,
+    decode_response,
+    encode_request,
+    peek_correlation_id,
+)
+from client.versions import API_VERSIONS_FIRST_TRY, choose_versions, version_for
+
+log = structlog.get_logger("raftka.client.connection")
+
+_RECV_SIZE = 1 << 16
+DEFAULT_MAX_RESPONSE_SIZE = 200 << 20
+
+
+@dataclass(eq=False)
+class _Pending:
+    correlation_id: int
+    api_key: ApiKey
+    api_version: int
+    done: trio.Event = field(default_factory=trio.Event)
+    response: Message | None = None
+    error: BaseException | None = None
+    abandoned: bool = False
+
+
+class BrokerConnection:
+    """A connected, version-negotiated link to one broker. Build with `connect()`."""
+
+    def __init__(self, stream: trio.SocketStream, host: str, port: int, *,
+                 client_id: str, request_timeout: float, node_id: int | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.versions: dict[ApiKey, int] = {}
+        self._stream = stream
+        self._decoder = FrameDecoder(DEFAULT_MAX_RESPONSE_SIZE)
+        self._pending: deque[_Pending] = deque()
+        self._send_lock = trio.Lock()
+        self._correlation = itertools.count(1)
+        self._closed = False
+        self._close_reason: str | None = None
+        self._reader_scope: trio.CancelScope | None = None
+
+    # --- lifecycle -------------------------------------------------------
+    @classmethod
+    async def connect(cls, nursery: trio.Nursery, host: str, port: int, *,
+                      client_id: str = "raftka-python", request_timeout: float = 30.0,
+                      connect_timeout: float = 10.0, node_id: int | None = None,
+                      ) -> BrokerConnection:
+        """Open a TCP connection, start its reader in `nursery` and negotiate
+        API versions. Raises KafkaConnectionError if the broker is unreachable
+        or the negotiation fails."""
+        try:
+            with trio.fail_after(connect_timeout):
+                stream = await trio.open_tcp_stream(host, port)
+        except (OSError, trio.TooSlowError) as exc:
+            raise KafkaConnectionError(
+                f"cannot connect to broker {host}:{port}"
+                f"{'' if node_id is None else f' (node {node_id})'}: {exc or 'timed out'}"
+            ) from exc
+        conn = cls(stream, host, port, client_id=client_id, request_timeout=request_timeout,
+                   node_id=node_id)
+        await nursery.start(conn._reader)
+        try:
+            await conn._negotiate()
+        except BaseException:
+            await conn.aclose()
+            raise
+        return conn
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered (abandoned ones included)."""
+        return len(self._pending)
+
+    async def aclose(self) -> None:
+        """Close the socket; waiting requests fail with KafkaConnectionError."""
+        self._fail_all("connection closed by the client")
+        if self._reader_scope is not None:
+            self._reader_scope.cancel()
+        with trio.CancelScope(shield=True):
+            await self._stream.aclose()
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port})"
+
+    # --- negotiation -----------------------------------------------------
+    async def _negotiate(self) -> None:
+        version = API_VERSIONS_FIRST_TRY
+        response = await self._send(ApiKey.API_VERSIONS, version, ApiVersionsRequest(),
+                                    expect_response=True)
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            # The broker answered in the v0 layout; its own range for
+            # ApiVersions is in api_keys (KIP-511), but v0 always works.
+            version = 0
+            response = await self._send(ApiKey.API_VERSIONS, 0, ApiVersionsRequest(),
+                                        expect_response=True)
+        if response.error_code:
+            raise error_for_code(response.error_code,
+                                 f"ApiVersions v{version} to {self.host}:{self.port} failed")
+        broker = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        self.versions = choose_versions(broker)
+        log.debug("connection.negotiated", broker=f"{self.host}:{self.port}",
+                  versions={k.name: v for k, v in self.versions.items()})
+
+    # --- requests --------------------------------------------------------
+    def version(self, api_key: ApiKey) -> int:
+        """The negotiated version for `api_key` (UnsupportedVersionError if none)."""
+        return version_for(self.versions, api_key)
+
+    async def request(self, api_key: ApiKey, body: Message | dict[str, Any], *,
+                      version: int | None = None, expect_response: bool = True,
+                      timeout: float | None = None) -> Message | None:
+        """Send one request and wait for its response (None when `expect_response`
+        is False, as for acks=0 produce). Raises KafkaConnectionError,
+        KafkaTimeoutError, or UnsupportedVersionError."""
+        if version is None:
+            version = self.version(api_key)
+        return await self._send(api_key, version, body, expect_response=expect_response,
+                                timeout=timeout)
+
+    async def _send(self, api_key: ApiKey, version: int, body: Any, *,
+                    expect_response: bool, timeout: float | None = None) -> Any:
+        if self._closed:
+            raise KafkaConnectionError(
+                f"connection to {self.host}:{self.port} is closed: {self._close_reason}")
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, correlation_id, body, client_id=self.client_id)
+        pending = _Pending(correlation_id, api_key, version)
+        timeout = self.request_timeout if timeout is None else timeout
+        deadline = trio.current_time() + (math.inf if timeout is None else timeout)
+        # Partial writes would corrupt the stream for everyone: the enqueue and
+        # the write happen together, shielded, bounded by the request deadline.
+        with trio.CancelScope(shield=True, deadline=deadline) as scope:
+            async with self._send_lock:
+                if expect_response:
+                    self._pending.append(pending)
+                try:
+                    await self._stream.send_all(frame)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    self._fail_all(f"send failed: {exc!r}")
+                    raise KafkaConnectionError(
+                        f"sending {api_key.name} to {self.host}:{self.port} failed: {exc!r}"
+                    ) from exc
+        if scope.cancelled_caught:
+            self._fail_all("send timed out; the stream may hold a partial frame")
+            await self.aclose()
+            raise KafkaTimeoutError(
+                f"sending {api_key.name} to {self.host}:{self.port} took over {timeout}s")
+        if not expect_response:
+            return None
+        try:
+            with trio.move_on_at(deadline):
+                await pending.done.wait()
+        finally:
+            if not pending.done.is_set():
+                pending.abandoned = True  # timed out or cancelled: drop the late answer
+        if not pending.done.is_set():
+            pending.abandoned = True
+            raise KafkaTimeoutError(
+                f"{api_key.name} v{version} to {self.host}:{self.port} got no response within "
+                f"{timeout}s (correlation id {correlation_id})")
+        if pending.error is not None:
+            raise pending.error
+        return pending.response
+
+    # --- reader ----------------------------------------------------------
+    async def _reader(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                      ) -> None:
+        with trio.CancelScope() as scope:
+            self._reader_scope = scope
+            task_status.started()
+            try:
+                while True:
+                    chunk = await self._stream.receive_some(_RECV_SIZE)
+                    if not chunk:
+                        self._decoder.eof()
+                        self._fail_all("the broker closed the connection")
+                        return
+                    for frame in self._decoder.feed(chunk):
+                        self._dispatch(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self._fail_all(f"receive failed: {exc!r}")
+            except (ProtocolError, KafkaError) as exc:
+                self._fail_all(f"bad response stream: {exc}")
+                log.warning("connection.bad_response", broker=f"{self.host}:{self.port}",
+                            error=str(exc))
+        if self._closed:
+            with trio.CancelScope(shield=True):
+                await self._stream.aclose()
+
+    def _dispatch(self, frame: bytes) -> None:
+        correlation_id = peek_correlation_id(frame)
+        if not self._pending:
+            raise KafkaConnectionError(
+                f"response with correlation id {correlation_id} but no request is waiting")
+        pending = self._pending.popleft()
+        if pending.correlation_id != correlation_id:
+            raise KafkaConnectionError(
+                f"response correlation id {correlation_id} does not match the oldest "
+                f"request's {pending.correlation_id} ({pending.api_key.name})")
+        if pending.abandoned:
+            return
+        try:
+            _, pending.response = decode_response(pending.api_key, pending.api_version, frame)
+        except ProtocolError as exc:
+            pending.error = KafkaConnectionError(
+                f"undecodable {pending.api_key.name} v{pending.api_version} response: {exc}")
+        pending.done.set()
+
+    def _fail_all(self, reason: str) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close_reason = reason
+        while self._pending:
+            pending = self._pending.popleft()
+            if not pending.done.is_set():
+                pending.error = KafkaConnectionError(
+                    f"{pending.api_key.name} to {self.host}:{self.port} lost: {reason}")
+                pending.done.set()

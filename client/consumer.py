@@ -1,0 +1,405 @@
+"""AsyncConsumer: manual assignment, positions, long-poll fetches on trio.
+
+    async with AsyncConsumer("127.0.0.1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("events", 0)])
+        batches = await consumer.poll(timeout_ms=1000)   # {TopicPartition: [ConsumerRecord]}
+
+`poll` fetches in the caller's task: one Fetch per leader broker, all in
+parallel; the first answer that brings records ends the round (the others
+are abandoned; their positions did not move, so nothing is lost). Records
+fetched but not yet returned wait in a per-partition buffer.
+
+Consumer groups (`subscribe`, commits) arrive with a later issue: `group_id`
+is accepted and kept for them, unused for now.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+
+from client.cluster import Cluster
+from client.errors import (
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from client.fetched_records import decode_fetched
+from client.lifecycle import OwnedNursery
+from client.protocol import ApiKey, ErrorCode, FetchRequest, ListOffsetsRequest
+from client.records import ConsumerRecord, TopicPartition
+
+log = structlog.get_logger("raftka.client.consumer")
+
+EARLIEST = -2  # ListOffsets timestamps
+LATEST = -1
+_RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """A partition has no position and auto_offset_reset is 'none'."""
+
+    name = "NO_OFFSET_FOR_PARTITION"
+
+
+@dataclass
+class _PartitionState:
+    position: int | None = None
+    reset_to: int | None = None  # EARLIEST/LATEST when a reset is pending
+    buffer: deque[ConsumerRecord] = field(default_factory=deque)
+    high_watermark: int = -1
+
+
+class AsyncConsumer:
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "raftka-consumer",
+        group_id: str | None = None,
+        auto_offset_reset: str = "latest",
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        max_partition_fetch_bytes: int = 1 << 20,
+        fetch_max_bytes: int = 50 << 20,
+        isolation_level: str = "read_uncommitted",
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        check_crcs: bool = True,
+    ) -> None:
+        if auto_offset_reset not in _RESETS:
+            raise ValueError(
+                f"auto_offset_reset must be 'earliest', 'latest' or 'none', got "
+                f"{auto_offset_reset!r}")
+        if isolation_level != "read_uncommitted":
+            raise ValueError(
+                f"isolation_level {isolation_level!r} is not supported yet; expected "
+                "'read_uncommitted'")
+        self._bootstrap = bootstrap_servers
+        self.client_id = client_id
+        self.group_id = group_id
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.check_crcs = check_crcs
+        self._owner = OwnedNursery()
+        self._cluster: Cluster | None = None
+        self._state: dict[TopicPartition, _PartitionState] = {}
+
+    # --- lifecycle -------------------------------------------------------
+    async def start(self) -> None:
+        if self._owner.open:
+            return
+        nursery = await self._owner.enter()
+        # Fetches may long-poll: give each request its wait on top of the timeout.
+        self._cluster = Cluster(self._bootstrap, nursery, client_id=self.client_id,
+                                request_timeout_ms=self.request_timeout_ms
+                                + self.fetch_max_wait_ms,
+                                retry_backoff_ms=self.retry_backoff_ms)
+        try:
+            await self._cluster.refresh_metadata()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._cluster is not None:
+            await self._cluster.aclose()
+            self._cluster = None
+        await self._owner.exit()
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _require_cluster(self) -> Cluster:
+        if self._cluster is None:
+            raise IllegalStateError("the consumer is not started or already closed")
+        return self._cluster
+
+    # --- assignment & positions ------------------------------------------
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly these partitions (replacing any earlier assignment).
+        Partitions kept from the old assignment keep their positions."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        old = self._state
+        self._state = {tp: old.get(tp) or _PartitionState() for tp in tps}
+        cluster = self._require_cluster()
+        cluster.topics.update(tp.topic for tp in tps)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._state)
+
+    def _partition_state(self, tp: TopicPartition) -> _PartitionState:
+        try:
+            return self._state[tp]
+        except KeyError:
+            raise IllegalStateError(
+                f"{tp} is not assigned; assigned: {sorted(self._state)}") from None
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Fetch `tp` from `offset` next."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        state = self._partition_state(TopicPartition(*tp))
+        state.position, state.reset_to = offset, None
+        state.buffer.clear()
+
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        for tp in tps or list(self._state):
+            state = self._partition_state(TopicPartition(*tp))
+            state.reset_to, state.position = EARLIEST, None
+            state.buffer.clear()
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        for tp in tps or list(self._state):
+            state = self._partition_state(TopicPartition(*tp))
+            state.reset_to, state.position = LATEST, None
+            state.buffer.clear()
+
+    async def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record `poll` will return for `tp`."""
+        tp = TopicPartition(*tp)
+        state = self._partition_state(tp)
+        if state.position is None:
+            await self._reset_positions([tp])
+        assert state.position is not None
+        return state.buffer[0].offset if state.buffer else state.position
+
+    def highwater(self, tp: TopicPartition) -> int:
+        """The high watermark seen in the last fetch of `tp` (-1 before any)."""
+        return self._partition_state(TopicPartition(*tp)).high_watermark
+
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self._list_offsets(list(tps), EARLIEST)
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self._list_offsets(list(tps), LATEST)
+
+    async def _reset_positions(self, tps: list[TopicPartition]) -> None:
+        by_target: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            state = self._state[tp]
+            target = state.reset_to
+            if target is None:
+                target = _RESETS[self.auto_offset_reset]
+                if target is None:
+                    raise NoOffsetForPartitionError(
+                        f"{tp.topic}/{tp.partition} has no position and auto_offset_reset "
+                        "is 'none'; call seek() first")
+            by_target.setdefault(target, []).append(tp)
+        for target, group in by_target.items():
+            offsets = await self._list_offsets(group, target)
+            for tp, offset in offsets.items():
+                state = self._state.get(tp)
+                if state is not None and state.position is None:
+                    state.position, state.reset_to = offset, None
+
+    async def _list_offsets(self, tps: list[TopicPartition], timestamp: int,
+                            ) -> dict[TopicPartition, int]:
+        cluster = self._require_cluster()
+        result: dict[TopicPartition, int] = {}
+        remaining = list(tps)
+        deadline = trio.current_time() + self.request_timeout_ms / 1000
+        while remaining:
+            by_node = await self._group_by_leader(remaining)
+            for node_id, group in by_node.items():
+                topics: dict[str, list[dict]] = {}
+                for tp in group:
+                    topics.setdefault(tp.topic, []).append(
+                        {"partition_index": tp.partition, "timestamp": timestamp})
+                request = ListOffsetsRequest(
+                    replica_id=-1, isolation_level=0,
+                    topics=[{"name": t, "partitions": p} for t, p in topics.items()])
+                try:
+                    response = await cluster.send_to(node_id, ApiKey.LIST_OFFSETS, request)
+                except KafkaConnectionError:
+                    continue
+                for t in response.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.partition_index)
+                        if p.error_code == 0:
+                            result[tp] = p.offset
+                            continue
+                        error = error_for_code(p.error_code, f"ListOffsets for {tp}")
+                        if not error.retriable:
+                            raise error
+            remaining = [tp for tp in tps if tp not in result]
+            if remaining:
+                if trio.current_time() > deadline:
+                    raise KafkaTimeoutError(
+                        f"could not list offsets for {sorted(remaining)} within "
+                        f"{self.request_timeout_ms} ms")
+                await trio.sleep(self.retry_backoff_ms / 1000)
+                await cluster.refresh_metadata()
+        return result
+
+    async def _group_by_leader(self, tps: Iterable[TopicPartition]
+                               ) -> dict[int, list[TopicPartition]]:
+        """Partitions by their leader's node id; partitions without a known
+        leader trigger one metadata refresh and are left out if still unknown."""
+        cluster = self._require_cluster()
+        tps = list(tps)
+        if any(cluster.metadata.leader_for(tp) is None for tp in tps):
+            try:
+                await cluster.refresh_metadata([tp.topic for tp in tps])
+            except KafkaConnectionError as exc:
+                log.info("consumer.metadata_refresh_failed", error=str(exc))
+        out: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            leader = cluster.metadata.leader_for(tp)
+            if leader is not None:
+                out.setdefault(leader, []).append(tp)
+        return out
+
+    # --- polling ---------------------------------------------------------
+    async def poll(self, timeout_ms: float = 0, max_records: int | None = None,
+                   ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records from the assigned partitions, waiting up to `timeout_ms` for
+        some to arrive; {} if none did. Raises OffsetOutOfRangeError when a
+        position is out of range and auto_offset_reset is 'none'."""
+        cluster = self._require_cluster()
+        deadline = trio.current_time() + timeout_ms / 1000
+        while True:
+            ready = self._drain_buffers(max_records)
+            if ready:
+                return ready
+            if not self._state:
+                await trio.sleep_until(deadline)
+                return {}
+            unset = [tp for tp, s in self._state.items() if s.position is None]
+            if unset:
+                await self._reset_positions(unset)
+            remaining_ms = max(0, int((deadline - trio.current_time()) * 1000))
+            try:
+                got = await self._fetch_round(min(self.fetch_max_wait_ms, remaining_ms))
+            except KafkaConnectionError as exc:
+                log.info("consumer.fetch_failed", error=str(exc))
+                got = False
+                await cluster.refresh_metadata()
+                await trio.sleep(min(self.retry_backoff_ms / 1000,
+                                     max(0.0, deadline - trio.current_time())))
+            if not got and trio.current_time() >= deadline:
+                return self._drain_buffers(max_records)
+
+    def _drain_buffers(self, max_records: int | None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        budget = max_records if max_records is not None else 1 << 62
+        for tp, state in self._state.items():
+            if budget <= 0:
+                break
+            if not state.buffer:
+                continue
+            taken: list[ConsumerRecord] = []
+            while state.buffer and budget > 0:
+                taken.append(state.buffer.popleft())
+                budget -= 1
+            out[tp] = taken
+        return out
+
+    async def _fetch_round(self, max_wait_ms: int) -> bool:
+        """One parallel fetch to every leader; True if any records arrived."""
+        fetchable = [tp for tp, s in self._state.items()
+                     if s.position is not None and not s.buffer]
+        by_node = await self._group_by_leader(fetchable)
+        if not by_node:
+            await trio.sleep(min(self.retry_backoff_ms, max_wait_ms) / 1000)
+            return False
+        got = False
+        errors: list[BaseException] = []
+        async with trio.open_nursery() as nursery:
+            async def fetch_one(node_id: int, tps: list[TopicPartition]) -> None:
+                nonlocal got
+                try:
+                    if await self._fetch_from(node_id, tps, max_wait_ms):
+                        got = True
+                        nursery.cancel_scope.cancel()
+                except KafkaError as exc:
+                    errors.append(exc)
+                    nursery.cancel_scope.cancel()
+
+            for node_id, tps in by_node.items():
+                nursery.start_soon(fetch_one, node_id, tps)
+        for exc in errors:
+            if not isinstance(exc, KafkaConnectionError):
+                raise exc
+        if errors and not got:
+            raise errors[0]
+        return got
+
+    async def _fetch_from(self, node_id: int, tps: list[TopicPartition], max_wait_ms: int,
+                          ) -> bool:
+        cluster = self._require_cluster()
+        topics: dict[str, list[dict]] = {}
+        positions: dict[TopicPartition, int] = {}
+        for tp in tps:
+            position = self._state[tp].position
+            assert position is not None
+            positions[tp] = position
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "fetch_offset": position,
+                "partition_max_bytes": self.max_partition_fetch_bytes})
+        request = FetchRequest(
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes, isolation_level=0,
+            topics=[{"topic": t, "partitions": p} for t, p in topics.items()])
+        response = await cluster.send_to(node_id, ApiKey.FETCH, request)
+        if response.error_code:
+            raise error_for_code(response.error_code, f"Fetch from broker {node_id}")
+        got = False
+        stale: list[TopicPartition] = []
+        for t in response.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition_index)
+                state = self._state.get(tp)
+                if state is None or state.position != positions.get(tp):
+                    continue  # unassigned or seeked while the fetch was out
+                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self._out_of_range(tp, state, positions[tp])
+                    continue
+                if p.error_code:
+                    error = error_for_code(p.error_code, f"fetching {tp.topic}/{tp.partition}")
+                    if error.invalid_metadata or error.retriable:
+                        stale.append(tp)
+                        continue
+                    raise error
+                state.high_watermark = p.high_watermark
+                fetched = decode_fetched(tp.topic, tp.partition, p.records, positions[tp],
+                                         verify_crc=self.check_crcs)
+                if fetched.records:
+                    state.buffer.extend(fetched.records)
+                    got = True
+                state.position = fetched.next_offset
+                if not fetched.records and fetched.partial_batch and p.records is not None \
+                        and len(p.records) >= self.max_partition_fetch_bytes:
+                    # Kafka returns at least one whole batch; a batch larger than
+                    # the limit would stall us forever, so say so.
+                    log.warning("consumer.batch_larger_than_fetch_limit", topic=tp.topic,
+                                partition=tp.partition, limit=self.max_partition_fetch_bytes)
+        if stale:
+            cluster.mark_leader_unknown(stale)
+        return got
+
+    def _out_of_range(self, tp: TopicPartition, state: _PartitionState, offset: int) -> None:
+        target = _RESETS[self.auto_offset_reset]
+        if target is None:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of {tp.topic}/{tp.partition} is out of range and "
+                "auto_offset_reset is 'none'")
+        log.info("consumer.offset_reset", topic=tp.topic, partition=tp.partition,
+                 out_of_range=offset, reset=self.auto_offset_reset)
+        state.position, state.reset_to = None, target

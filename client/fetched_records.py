@@ -1,0 +1,74 @@
+"""Turn a partition's fetched bytes into ConsumerRecords (pure).
+
+A fetch answers with whole batches starting at the batch that *contains* the
+requested offset, so records below it are skipped here. The last batch may
+be cut short by the size limits (Kafka allows that); it is ignored and
+fetched again next time. Control batches (transaction markers) are skipped
+but still advance the position.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from client.records import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord
+from log.batch_header import LOG_OVERHEAD
+from log.record_batch import Buffer, decode_batch
+
+_BATCH_LENGTH = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedRecords:
+    records: list[ConsumerRecord]
+    next_offset: int  # where the next fetch should start
+    partial_batch: bool  # a truncated batch was left at the end
+
+
+def whole_batches_end(buf: Buffer) -> tuple[int, bool]:
+    """The length of the prefix of `buf` made of whole batches, and whether a
+    truncated one follows."""
+    pos, end = 0, len(buf)
+    while pos + LOG_OVERHEAD <= end:
+        (length,) = _BATCH_LENGTH.unpack_from(buf, pos + 8)
+        size = LOG_OVERHEAD + length
+        if length < 0 or pos + size > end:
+            return pos, True
+        pos += size
+    return pos, pos != end
+
+
+def decode_fetched(topic: str, partition: int, records: Buffer | None, fetch_offset: int,
+                   *, max_records: int | None = None, verify_crc: bool = True) -> FetchedRecords:
+    """Records at or after `fetch_offset` in `records` (the Fetch response's
+    bytes for one partition), at most `max_records` of them. `next_offset` is
+    one past the last record returned, or past the last whole batch when every
+    record was returned (a compacted batch may end after its last record)."""
+    if not records:
+        return FetchedRecords([], fetch_offset, False)
+    view = memoryview(records)
+    end, partial = whole_batches_end(view)
+    out: list[ConsumerRecord] = []
+    next_offset = fetch_offset
+    pos = 0
+    while pos < end:
+        batch = decode_batch(view, pos, verify_crc=verify_crc)
+        header = batch.header
+        pos += header.size
+        batch_next = header.base_offset + header.last_offset_delta + 1
+        if header.is_control or batch_next <= fetch_offset:
+            next_offset = max(next_offset, batch_next)
+            continue
+        ts_type = LOG_APPEND_TIME if header.is_log_append_time else CREATE_TIME
+        for record in batch.records:
+            assert record.offset is not None and record.timestamp is not None
+            if record.offset < fetch_offset:
+                continue
+            if max_records is not None and len(out) >= max_records:
+                return FetchedRecords(out, next_offset, partial)
+            out.append(ConsumerRecord(topic, partition, record.offset, record.timestamp,
+                                      ts_type, record.key, record.value, record.headers))
+            next_offset = record.offset + 1
+        next_offset = max(next_offset, batch_next)
+    return FetchedRecords(out, next_offset, partial)

@@ -1,0 +1,525 @@
+"""AsyncProducer: batching, partitioning, retries and idempotence on trio.
+
+    async with AsyncProducer("127.0.0.1:9092", acks="all") as producer:
+        meta = await producer.send("events", b"v", key=b"k")      # waits for the ack
+        fut = producer.send_nowait("events", b"w")                # returns at once
+        fut.add_callback(lambda meta, exc: ...)
+        await producer.flush()
+
+The pure parts live in `accumulator.py` (batching, sticky partitioner,
+sequence numbers). This module is the shell: one sender task drains ready
+batches, groups them by leader and sends one ProduceRequest per broker (at
+most `max_in_flight_requests_per_connection` at a time per broker).
+
+Ordering: a partition never has more than one batch in flight, whatever
+`max_in_flight_requests_per_connection` says (that limit applies across
+partitions of one broker). So a retried batch can never be overtaken by a
+later one, with or without idempotence; the price is no per-partition
+pipelining. With idempotence a retry resends the batch with its original
+sequence number, so the broker drops a duplicate of a write that did land.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import structlog
+import trio
+
+from client.accumulator import (
+    ProducerBatch,
+    RecordAccumulator,
+    SequenceNumbers,
+    StickyPartitioner,
+    estimate_record_size,
+)
+from client.cluster import Cluster
+from client.errors import (
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+from client.protocol import ApiKey, ErrorCode, InitProducerIdRequest, ProduceRequest
+from client.records import RecordMetadata, TopicPartition
+from client.versions import min_version_check
+from log.compression import Compression
+from log.record_batch import Record, encode_batch
+
+log = structlog.get_logger("raftka.client.producer")
+
+Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
+
+
+def _now_ms() -> float:
+    return trio.current_time() * 1000
+
+
+class DeliveryFuture:
+    """The outcome of one `send_nowait`: `await fut` (or `await fut.wait()`)
+    returns RecordMetadata or raises the delivery error; `add_callback(fn)`
+    calls `fn(metadata, exception)` once it is known (immediately if it is)."""
+
+    __slots__ = ("_event", "_result", "_error", "_callbacks", "topic", "record_timestamp")
+
+    def __init__(self, topic: str, record_timestamp: int) -> None:
+        self._event = trio.Event()
+        self._result: RecordMetadata | None = None
+        self._error: BaseException | None = None
+        self._callbacks: list[Callback] = []
+        self.topic = topic
+        self.record_timestamp = record_timestamp
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def result(self) -> RecordMetadata:
+        """The metadata if delivered; raises the error if failed, or
+        IllegalStateError when not done yet."""
+        if not self._event.is_set():
+            raise IllegalStateError("the record is not delivered yet")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    async def wait(self) -> RecordMetadata:
+        await self._event.wait()
+        return self.result()
+
+    def __await__(self) -> Any:
+        return self.wait().__await__()
+
+    def add_callback(self, fn: Callback) -> None:
+        if self._event.is_set():
+            self._call(fn)
+        else:
+            self._callbacks.append(fn)
+
+    def _call(self, fn: Callback) -> None:
+        try:
+            fn(self._result, self._error)
+        except Exception:  # a user's callback must not kill the sender
+            log.exception("producer.callback_failed", topic=self.topic)
+
+    def _finish(self, result: RecordMetadata | None, error: BaseException | None) -> None:
+        if self._event.is_set():
+            return
+        self._result, self._error = result, error
+        self._event.set()
+        for fn in self._callbacks:
+            self._call(fn)
+        self._callbacks.clear()
+
+
+def _acks(value: int | str) -> int:
+    if value in ("all", -1, "-1"):
+        return -1
+    if value in (0, 1, "0", "1"):
+        return int(value)
+    raise ValueError(f"acks must be 0, 1, -1 or 'all', got {value!r}")
+
+
+class AsyncProducer:
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "raftka-producer",
+        acks: int | str = 1,
+        batch_size: int = 16384,
+        linger_ms: float = 5,
+        compression_type: str | None = None,
+        retries: int = 2147483647,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 30000,
+        delivery_timeout_ms: int = 120000,
+        metadata_timeout_ms: int = 60000,
+        enable_idempotence: bool = False,
+        max_in_flight_requests_per_connection: int = 5,
+        partitioner: Callable[[str, bytes | None, Sequence[int], Sequence[int]], int] | None = None,
+    ) -> None:
+        self.acks = _acks(acks)
+        if enable_idempotence and self.acks != -1:
+            raise ValueError(f"enable_idempotence needs acks='all', got acks={acks!r}")
+        if enable_idempotence and max_in_flight_requests_per_connection > 5:
+            raise ValueError(
+                "enable_idempotence allows at most 5 in-flight requests per connection, "
+                f"got {max_in_flight_requests_per_connection}")
+        if max_in_flight_requests_per_connection < 1:
+            raise ValueError("max_in_flight_requests_per_connection must be >= 1, got "
+                             f"{max_in_flight_requests_per_connection}")
+        self.compression = Compression.from_name(compression_type or "none")
+        self._bootstrap = bootstrap_servers
+        self._client_id = client_id
+        self.retries = retries
+        self.retry_backoff_ms = retry_backoff_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.metadata_timeout_ms = metadata_timeout_ms
+        self.enable_idempotence = enable_idempotence
+        self.max_in_flight = max_in_flight_requests_per_connection
+        self._accumulator = RecordAccumulator(batch_size, linger_ms)
+        self._sticky = StickyPartitioner()
+        self._partitioner = partitioner or self._sticky.partition
+        self._sequences = SequenceNumbers()
+        # Records whose topic metadata is not known yet: (topic, partition, record, future, deadline)
+        self._unpartitioned: list[tuple[str, int | None, Record, DeliveryFuture, float]] = []
+        self._limits: dict[int, trio.Semaphore] = {}
+        self._wake = trio.Event()
+        self._progress = trio.Event()  # set whenever a batch finishes
+        self._nursery_manager: Any = None
+        self._nursery: trio.Nursery | None = None
+        self._cluster: Cluster | None = None
+        self._closed = False
+
+    # --- lifecycle -------------------------------------------------------
+    async def start(self) -> None:
+        """Open the producer. `start` and `close` must run in the same task
+        (`async with` does that)."""
+        if self._nursery is not None:
+            return
+        self._nursery_manager = trio.open_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
+        self._cluster = Cluster(
+            self._bootstrap, self._nursery, client_id=self._client_id,
+            request_timeout_ms=self.request_timeout_ms, retry_backoff_ms=self.retry_backoff_ms,
+            allow_auto_topic_creation=True)
+        try:
+            await self._cluster.refresh_metadata()
+        except BaseException:
+            await self._abort_start()
+            raise
+        self._nursery.start_soon(self._sender)
+
+    async def _abort_start(self) -> None:
+        assert self._nursery is not None and self._cluster is not None
+        self._nursery.cancel_scope.cancel()
+        await self._cluster.aclose()
+        await self._nursery_manager.__aexit__(None, None, None)
+        self._nursery = None
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered (waiting at most `timeout` s; None = the
+        delivery timeout), then stop. Records still undelivered fail with
+        KafkaTimeoutError."""
+        if self._nursery is None or self._closed:
+            return
+        self._closed = True
+        with trio.move_on_after(self.delivery_timeout_ms / 1000 if timeout is None else timeout):
+            await self.flush()
+        for batch in self._accumulator.abort_all():
+            self._fail_batch(batch, KafkaTimeoutError("producer closed before delivery"),
+                             muted=False)
+        for _, _, _, fut, _ in self._unpartitioned:
+            fut._finish(None, KafkaTimeoutError("producer closed before the topic was known"))
+        self._unpartitioned.clear()
+        self._nursery.cancel_scope.cancel()
+        assert self._cluster is not None
+        await self._cluster.aclose()
+        await self._nursery_manager.__aexit__(None, None, None)
+        self._nursery = None
+
+    # --- sending ---------------------------------------------------------
+    def send_nowait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                    headers: Sequence[tuple[str, bytes | None]] | None = None,
+                    partition: int | None = None, timestamp_ms: int | None = None,
+                    ) -> DeliveryFuture:
+        """Queue one record and return its DeliveryFuture at once."""
+        if self._nursery is None or self._closed:
+            raise IllegalStateError("the producer is not started or already closed")
+        if value is not None and not isinstance(value, bytes | bytearray | memoryview):
+            raise TypeError(f"value must be bytes or None, got {type(value).__name__}")
+        if key is not None and not isinstance(key, bytes | bytearray | memoryview):
+            raise TypeError(f"key must be bytes or None, got {type(key).__name__}")
+        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        record = Record(key=None if key is None else bytes(key),
+                        value=None if value is None else bytes(value),
+                        headers=tuple((str(k), None if v is None else bytes(v))
+                                      for k, v in (headers or ())),
+                        timestamp=ts)
+        fut = DeliveryFuture(topic, ts)
+        if not self._place(topic, partition, record, fut):
+            deadline = _now_ms() + self.metadata_timeout_ms
+            self._unpartitioned.append((topic, partition, record, fut, deadline))
+            assert self._cluster is not None
+            self._cluster.topics.add(topic)
+            self._wake.set()
+        return fut
+
+    async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                   headers: Sequence[tuple[str, bytes | None]] | None = None,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   ) -> RecordMetadata:
+        """Send one record and wait until it is acknowledged (per `acks`)."""
+        return await self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+
+    async def flush(self) -> None:
+        """Wait until every record sent so far is delivered or failed."""
+        self._accumulator.begin_flush()
+        try:
+            self._wake.set()
+            while self._unpartitioned or self._accumulator.has_unsent() \
+                    or self._accumulator.in_flight():
+                self._progress = trio.Event()
+                self._wake.set()
+                with trio.move_on_after(0.05):
+                    await self._progress.wait()
+        finally:
+            self._accumulator.end_flush()
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        assert self._cluster is not None
+        return await self._cluster.wait_for_partitions(topic, self.metadata_timeout_ms / 1000)
+
+    def _place(self, topic: str, partition: int | None, record: Record,
+               fut: DeliveryFuture) -> bool:
+        """Append to the accumulator if the topic's partitions are known."""
+        assert self._cluster is not None
+        meta = self._cluster.metadata
+        parts = meta.partitions_for(topic)
+        if not parts:
+            return False
+        if partition is None:
+            partition = self._partitioner(topic, record.key, parts,
+                                          meta.available_partitions_for(topic))
+        elif partition not in parts:
+            fut._finish(None, error_for_code(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"partition {partition} of topic {topic!r} does not exist "
+                f"(partitions: 0..{len(parts) - 1})"))
+            return True
+        tp = TopicPartition(topic, partition)
+        size = estimate_record_size(record.key, record.value, record.headers)
+        result = self._accumulator.append(tp, record, fut, _now_ms(), size)
+        if result.batch_full:
+            self._sticky.batch_completed(topic, partition, meta.available_partitions_for(topic))
+        if result.batch_full or result.new_batch:
+            # A new batch sets a linger deadline the sender must learn about.
+            self._wake.set()
+        return True
+
+    # --- the sender task -------------------------------------------------
+    async def _sender(self) -> None:
+        assert self._cluster is not None
+        while True:
+            self._wake = trio.Event()
+            if self._unpartitioned:
+                await self._resolve_unpartitioned()
+            if self.enable_idempotence and not self._sequences.initialized \
+                    and self._accumulator.has_unsent():
+                await self._init_producer_id()
+            now = _now_ms()
+            ready, next_ms = self._accumulator.ready(now)
+            by_node: dict[int, list[ProducerBatch]] = {}
+            need_refresh = False
+            for tp in ready:
+                leader = self._cluster.metadata.leader_for(tp)
+                if leader is None:
+                    need_refresh = True
+                    continue
+                batch = self._accumulator.drain(tp)
+                self._sticky.batch_completed(
+                    tp.topic, tp.partition, self._cluster.metadata.available_partitions_for(tp.topic))
+                by_node.setdefault(leader, []).append(batch)
+            for node_id, batches in by_node.items():
+                limit = self._limits.setdefault(node_id, trio.Semaphore(self.max_in_flight))
+                await limit.acquire()
+                assert self._nursery is not None
+                self._nursery.start_soon(self._send_batches, node_id, batches, limit)
+            if need_refresh:
+                await self._refresh_quietly()
+                next_ms = min(math.inf if next_ms is None else next_ms, _now_ms() + self.retry_backoff_ms)
+            self._expire(now)
+            if ready and not need_refresh:
+                continue
+            timeout = None if next_ms is None else max(0.0, (next_ms - _now_ms()) / 1000)
+            if self._unpartitioned:
+                timeout = min(timeout if timeout is not None else 1e9,
+                              self.retry_backoff_ms / 1000)
+            with trio.move_on_after(1e9 if timeout is None else timeout):
+                await self._wake.wait()
+
+    async def _refresh_quietly(self) -> None:
+        assert self._cluster is not None
+        try:
+            await self._cluster.refresh_metadata()
+        except KafkaError as exc:
+            log.info("producer.metadata_refresh_failed", error=str(exc))
+
+    async def _resolve_unpartitioned(self) -> None:
+        await self._refresh_quietly()
+        waiting, self._unpartitioned = self._unpartitioned, []
+        now = _now_ms()
+        for topic, partition, record, fut, deadline in waiting:
+            if self._place(topic, partition, record, fut):
+                continue
+            if now >= deadline:
+                assert self._cluster is not None
+                code = self._cluster.metadata.topic_errors.get(topic)
+                why = f"topic {topic!r} not in metadata after {self.metadata_timeout_ms} ms"
+                fut._finish(None, error_for_code(code, why) if code else KafkaTimeoutError(why))
+            else:
+                self._unpartitioned.append((topic, partition, record, fut, deadline))
+        self._progress.set()
+
+    async def _init_producer_id(self) -> None:
+        assert self._cluster is not None
+        while True:
+            try:
+                response = await self._cluster.send_any(
+                    ApiKey.INIT_PRODUCER_ID,
+                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1))
+                if response.error_code == 0:
+                    self._sequences.set_producer(response.producer_id, response.producer_epoch)
+                    for batch in self._accumulator.pending_batches():
+                        batch.base_sequence, batch.encoded = -1, None
+                    log.debug("producer.init_producer_id", producer_id=response.producer_id,
+                              epoch=response.producer_epoch)
+                    return
+                error: KafkaError = error_for_code(response.error_code, "InitProducerId")
+            except KafkaError as exc:
+                error = exc
+            if not error.retriable:
+                for batch in self._accumulator.abort_all():
+                    self._fail_batch(batch, error, muted=False)
+                return
+            log.info("producer.init_producer_id_retry", error=str(error))
+            await trio.sleep(self.retry_backoff_ms / 1000)
+
+    def _expire(self, now: float) -> None:
+        """Fail queued batches older than the delivery timeout."""
+        cutoff = now - self.delivery_timeout_ms
+        for batch in self._accumulator.expire_older_than(cutoff):
+            self._fail_batch(batch, KafkaTimeoutError(
+                f"{len(batch)} record(s) for {batch.tp.topic}/{batch.tp.partition} expired "
+                f"after {self.delivery_timeout_ms} ms waiting to be sent"), muted=False)
+
+    def _encode(self, batch: ProducerBatch) -> bytes:
+        if batch.encoded is None:
+            if self.enable_idempotence:
+                self._sequences.assign(batch)
+            batch.encoded = encode_batch(
+                batch.records,
+                compression=int(self.compression),
+                producer_id=self._sequences.producer_id if self.enable_idempotence else -1,
+                producer_epoch=self._sequences.producer_epoch if self.enable_idempotence else -1,
+                base_sequence=batch.base_sequence if self.enable_idempotence else -1,
+            )
+        return batch.encoded
+
+    async def _send_batches(self, node_id: int, batches: list[ProducerBatch],
+                            limit: trio.Semaphore) -> None:
+        assert self._cluster is not None
+        try:
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for batch in list(batches):
+                batch.attempts += 1
+                try:
+                    records = self._encode(batch)
+                except ValueError as exc:  # e.g. a header the format cannot hold
+                    self._fail_batch(batch, exc)
+                    batches.remove(batch)
+                    continue
+                topics.setdefault(batch.tp.topic, []).append(
+                    {"index": batch.tp.partition, "records": records})
+            if not batches:
+                return
+            request = ProduceRequest(
+                transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                topic_data=[{"name": t, "partition_data": p} for t, p in topics.items()])
+            try:
+                conn = await self._cluster.connection(node_id)
+                version = conn.version(ApiKey.PRODUCE)
+                if self.compression == Compression.ZSTD:
+                    version = min_version_check(conn.versions, ApiKey.PRODUCE, 7, "zstd")
+                response = await conn.request(ApiKey.PRODUCE, request, version=version,
+                                              expect_response=self.acks != 0)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                for batch in batches:
+                    self._retry_or_fail(batch, exc, refresh=True)
+                await self._refresh_quietly()
+                return
+            except (KafkaError, ValueError) as exc:
+                # Not retriable: an unsupported version, or a record the codec
+                # cannot encode (EncodeError is a ValueError).
+                for batch in batches:
+                    self._fail_batch(batch, exc)
+                return
+            if response is None:  # acks=0
+                for batch in batches:
+                    self._complete_batch(batch, -1, -1)
+                return
+            answers = {(t.name, p.index): p for t in response.responses
+                       for p in t.partition_responses}
+            refresh = False
+            for batch in batches:
+                answer = answers.get((batch.tp.topic, batch.tp.partition))
+                if answer is None:
+                    self._retry_or_fail(batch, KafkaConnectionError(
+                        f"the produce response has no entry for {batch.tp}"), refresh=False)
+                    continue
+                code = answer.error_code
+                if code in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                    self._complete_batch(batch, answer.base_offset, answer.log_append_time_ms)
+                    continue
+                error = error_for_code(code, f"producing to {batch.tp.topic}/{batch.tp.partition}"
+                                       + (f": {answer.error_message}"
+                                          if getattr(answer, "error_message", None) else ""))
+                if error.invalid_metadata:
+                    refresh = True
+                    self._cluster.mark_leader_unknown([batch.tp])
+                if code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+                    # The broker lost or disagrees with our sequence state: start a
+                    # new producer id; this batch fails (it may or may not be written).
+                    self._sequences.reset()
+                self._retry_or_fail(batch, error, refresh=error.invalid_metadata)
+            if refresh:
+                await self._refresh_quietly()
+        finally:
+            limit.release()
+            self._progress.set()
+            self._wake.set()
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError, *, refresh: bool) -> None:
+        now = _now_ms()
+        expired = now - batch.created_ms > self.delivery_timeout_ms
+        if error.retriable and batch.attempts <= self.retries and not expired:
+            log.info("producer.retry", topic=batch.tp.topic, partition=batch.tp.partition,
+                     attempt=batch.attempts, error=str(error))
+            self._accumulator.reenqueue(batch, now + self.retry_backoff_ms)
+            return
+        if expired and error.retriable:
+            error = KafkaTimeoutError(
+                f"{len(batch)} record(s) for {batch.tp.topic}/{batch.tp.partition} expired after "
+                f"{self.delivery_timeout_ms} ms (last error: {error})")
+        self._fail_batch(batch, error)
+
+    def _complete_batch(self, batch: ProducerBatch, base_offset: int,
+                        log_append_time: int) -> None:
+        self._accumulator.complete(batch.tp)
+        for i, (record, fut) in enumerate(zip(batch.records, batch.futures, strict=True)):
+            offset = base_offset + i if base_offset >= 0 else -1
+            ts = log_append_time if log_append_time >= 0 else record.timestamp
+            fut._finish(RecordMetadata(batch.tp.topic, batch.tp.partition, offset, ts), None)
+
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException, *,
+                    muted: bool = True) -> None:
+        if muted:
+            self._accumulator.complete(batch.tp)
+        for fut in batch.futures:
+            fut._finish(None, error)

@@ -1,0 +1,36 @@
+"""The small value types the SDK hands to and gets from its users."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# Kafka's timestamp types, as in a batch's attributes bit 3.
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed. `offset` is -1 for acks=0 (no answer);
+    `timestamp` is the broker's LogAppendTime when the topic uses it, else the
+    record's create time."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int  # CREATE_TIME or LOG_APPEND_TIME
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]

@@ -1,0 +1,66 @@
+"""Which version of each API the SDK speaks to a given broker (pure).
+
+The SDK can speak what the codec declares, except ApiVersions v3 (flexible,
+which raftka never advertises) and Produce v0-2 (advertised by raftka only
+to keep librdkafka compressing, never served). After ApiVersions, each API
+gets the highest version inside both ranges; an API with no overlap is
+simply absent, and using it raises UnsupportedVersionError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from client.errors import UnsupportedVersionError
+from client.protocol import SERVED_VERSIONS, ApiKey
+
+# What this SDK can encode and decode, per API.
+CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    **SERVED_VERSIONS,
+    ApiKey.API_VERSIONS: (0, 2),
+}
+
+# The first ApiVersions request; a broker that cannot parse it answers with
+# error 35 in the v0 layout and we ask again with v0.
+API_VERSIONS_FIRST_TRY = 2
+
+
+def choose_versions(
+    broker: Mapping[int, tuple[int, int]],
+    client: Mapping[ApiKey, tuple[int, int]] = CLIENT_VERSIONS,
+) -> dict[ApiKey, int]:
+    """For every API both sides know, the highest version both support."""
+    chosen: dict[ApiKey, int] = {}
+    for key, (client_low, client_high) in client.items():
+        theirs = broker.get(int(key))
+        if theirs is None:
+            continue
+        low, high = max(client_low, theirs[0]), min(client_high, theirs[1])
+        if low <= high:
+            chosen[key] = high
+    return chosen
+
+
+def version_for(chosen: Mapping[ApiKey, int], api_key: ApiKey) -> int:
+    """The negotiated version of `api_key`, or UnsupportedVersionError naming both ranges."""
+    try:
+        return chosen[api_key]
+    except KeyError:
+        low, high = CLIENT_VERSIONS.get(api_key, (None, None))
+        raise UnsupportedVersionError(
+            f"the broker supports no version of {api_key.name} that this client speaks "
+            f"(client speaks {low}..{high})"
+        ) from None
+
+
+def min_version_check(chosen: Mapping[ApiKey, int], api_key: ApiKey, minimum: int,
+                      why: str) -> int:
+    """The negotiated version of `api_key`, requiring at least `minimum` (e.g. zstd needs
+    Produce v7)."""
+    version = version_for(chosen, api_key)
+    if version < minimum:
+        raise UnsupportedVersionError(
+            f"{why} needs {api_key.name} v{minimum}+, but the broker only supports up to "
+            f"v{version}"
+        )
+    return version

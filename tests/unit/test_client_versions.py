@@ -1,0 +1,59 @@
+"""Version negotiation choice and the SDK's typed errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.errors import (
+    KafkaError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    error_class,
+    error_for_code,
+    raise_for_code,
+)
+from client.protocol import ADVERTISED_VERSIONS, ApiKey
+from client.versions import CLIENT_VERSIONS, choose_versions, min_version_check, version_for
+
+
+def test_against_raftka_every_api_gets_its_highest_served_version() -> None:
+    chosen = choose_versions({int(k): v for k, v in ADVERTISED_VERSIONS.items()})
+    assert chosen[ApiKey.PRODUCE] == 8 and chosen[ApiKey.FETCH] == 11
+    assert chosen[ApiKey.METADATA] == 8 and chosen[ApiKey.API_VERSIONS] == 2
+    assert set(chosen) == set(CLIENT_VERSIONS)
+
+
+def test_an_older_broker_lowers_the_choice_and_gaps_drop_the_api() -> None:
+    broker = {ApiKey.PRODUCE: (0, 5), ApiKey.FETCH: (0, 3), ApiKey.METADATA: (0, 12),
+              999: (0, 1)}
+    chosen = choose_versions(broker)
+    assert chosen == {ApiKey.PRODUCE: 5, ApiKey.METADATA: 8}
+    with pytest.raises(UnsupportedVersionError, match="no version of FETCH"):
+        version_for(chosen, ApiKey.FETCH)
+    with pytest.raises(UnsupportedVersionError, match="zstd needs PRODUCE v7"):
+        min_version_check(chosen, ApiKey.PRODUCE, 7, "zstd")
+
+
+def test_produce_v0_to_v2_are_never_chosen() -> None:
+    assert choose_versions({ApiKey.PRODUCE: (0, 2)}) == {}
+
+
+def test_typed_errors_carry_code_name_and_retriable() -> None:
+    err = error_for_code(6, "producing to t/0")
+    assert isinstance(err, NotLeaderOrFollowerError) and isinstance(err, KafkaError)
+    assert err.code == 6 and err.retriable and err.invalid_metadata
+    assert "NOT_LEADER_OR_FOLLOWER" in str(err) and "t/0" in str(err)
+    assert error_class(1) is OffsetOutOfRangeError and not OffsetOutOfRangeError.retriable
+    assert TopicAlreadyExistsError.code == 36
+    assert UnknownTopicOrPartitionError.retriable
+    with pytest.raises(TopicAlreadyExistsError):
+        raise_for_code(36, "x")
+    raise_for_code(0)
+
+
+def test_an_unknown_code_is_still_a_kafka_error() -> None:
+    err = error_for_code(9999, "odd")
+    assert type(err) is KafkaError and err.code == 9999 and not err.retriable
