@@ -31,7 +31,7 @@ lint: $(STAMP)
 lock: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[spark,chaos,dev]'
 	( echo '# Locked, transitive pins for Python 3.11 (regenerate: make lock). pyproject.toml holds the direct pins.'; \
-	  $(PY) -m pip freeze --exclude-editable ) > requirements.lock
+	  $(PY) -m pip freeze --all --exclude-editable --exclude pip ) > requirements.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -17,6 +17,7 @@ import structlog
 import trio
 
 from broker.context import BrokerContext
+from broker.control_rpc import ControlRpcServer
 from broker.controller_channel import ControllerChannel
 from broker.kafka_apis import KafkaApis
 from broker.network import serve_listener
@@ -33,6 +34,7 @@ log = structlog.get_logger("broker.node")
 
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 REGISTER_RETRY_S = 0.2
+CONTROLLER_UNREACHABLE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,17 @@ class BrokerNode:
                 loader = MetadataLoader(quorum, cluster_id)
                 loader.add_publisher(replicas.publish)
                 controller = Controller(config, quorum, loader)
-                channel = ControllerChannel(controller, loader)
+                channel = ControllerChannel(config, controller, loader)
+                rpc = ControlRpcServer(controller, loader, config.controller_quorum_secret or "")
                 ctx = BrokerContext(config, cluster_id, loader, replicas, channel,
                                     ProducerIdManager(self._allocate_producer_ids))
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(loader.run)
                     await nursery.start(controller.run)
+                    rpc_host, rpc_port = config.controller_rpc_address(config.node_id)
+                    await nursery.start(rpc.serve, rpc_host, rpc_port)
+                    await nursery.start(replicas.run, self._alter_partition)
                     apis = KafkaApis(ctx)
                     for endpoint in client_endpoints(config):
                         sockets = await nursery.start(
@@ -109,6 +115,7 @@ class BrokerNode:
                     await self.shutdown_requested.wait()
                     log.info("node.stopping", node_id=config.node_id)
                     await self._controlled_shutdown(ctx)
+                    await channel.aclose()
                     nursery.cancel_scope.cancel()
         finally:
             replicas.close()
@@ -117,6 +124,12 @@ class BrokerNode:
     async def _allocate_producer_ids(self) -> tuple[int, int]:
         assert self.ctx is not None
         return await self.ctx.controller.allocate_producer_ids(self.config.node_id, self.ctx.broker_epoch)
+
+    async def _alter_partition(self, partition, new_isr: tuple[int, ...]) -> None:
+        assert self.ctx is not None
+        await self.ctx.controller.alter_partition(
+            self.config.node_id, self.ctx.broker_epoch, partition.topic_id, partition.index,
+            partition.leader_epoch, partition.partition_epoch, new_isr)
 
     async def _register(self, ctx: BrokerContext) -> None:
         incarnation = str(uuid.uuid4())
@@ -161,10 +174,15 @@ class BrokerNode:
                 if reply.fenced and not self.shutdown_requested.is_set():
                     log.warning("broker.fenced", node_id=self.config.node_id)
             except ControllerError as exc:
-                log.debug("broker.heartbeat_failed", reason=exc.message)
+                if exc.name in ("STALE_BROKER_EPOCH", "BROKER_ID_NOT_REGISTERED"):
+                    log.warning("broker.reregistering", node_id=self.config.node_id, reason=exc.message)
+                    await self._register(ctx)
+                else:
+                    log.debug("broker.heartbeat_failed", reason=exc.message)
 
     async def _controlled_shutdown(self, ctx: BrokerContext) -> None:
         ctx.serving = False
+        unreachable_since: float | None = None
         with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_S) as scope:
             while True:
                 try:
@@ -172,8 +190,17 @@ class BrokerNode:
                     if reply.shutdown_ready:
                         log.info("broker.controlled_shutdown_done", node_id=self.config.node_id)
                         return
+                    unreachable_since = None
                 except ControllerError as exc:
                     log.debug("broker.controlled_shutdown_retry", reason=exc.message)
+                    now = trio.current_time()
+                    unreachable_since = unreachable_since or now
+                    if now - unreachable_since > CONTROLLER_UNREACHABLE_S:
+                        # No controller (e.g. the whole cluster is stopping and the quorum is gone):
+                        # nobody could take our leaderships anyway.
+                        log.warning("broker.controlled_shutdown_skipped", node_id=self.config.node_id,
+                                    reason=exc.message)
+                        return
                 await trio.sleep(0.1)  # pacing between shutdown requests
         if scope.cancelled_caught:
             log.warning("broker.controlled_shutdown_timed_out", node_id=self.config.node_id)

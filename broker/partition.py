@@ -2,8 +2,11 @@
 
 The role (leader or follower), leader epoch and ISR come only from the
 metadata image (`apply_image`). As leader, the high watermark is the minimum
-log-end offset over the ISR; consumers read only below it, and acks=all
-produces complete once it passes them.
+log-end offset over the ISR — including replicas whose addition to the ISR
+is still being committed (Kafka's "maximal ISR"), so the HW never runs ahead
+of a replica that may become leader. Consumers read only below it, and
+acks=all produces complete once it passes them. As follower, the high
+watermark is the leader's, capped at the local log end.
 """
 
 from __future__ import annotations
@@ -24,9 +27,6 @@ class PartitionError(Exception):
     """A request this replica cannot serve; `code` is the Kafka error code to answer."""
 
     code = -1
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
 
 
 class NotLeaderOrFollower(PartitionError):
@@ -55,15 +55,18 @@ class RequestTimedOut(PartitionError):
 
 @dataclass(slots=True)
 class ReplicaState:
-    """What the leader knows of a follower replica."""
+    """What the leader knows of a follower replica (times in ms of the caller's clock)."""
 
-    log_end_offset: int = 0
+    log_end_offset: int = -1  # unknown until its first fetch at this leader epoch
     last_caught_up_ms: float = 0.0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: float = 0.0
 
 
 class Partition:
     def __init__(self, topic: str, topic_id: str, index: int, local_id: int, plog: PartitionLog,
-                 on_high_watermark: Callable[[], None] = lambda: None) -> None:
+                 on_high_watermark: Callable[[], None] = lambda: None,
+                 on_append: Callable[[], None] = lambda: None, high_watermark: int = 0) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.index = index
@@ -74,15 +77,22 @@ class Partition:
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
+        self.pending_isr: tuple[int, ...] | None = None  # an AlterPartition in flight
         self.min_insync_replicas = 1
-        self.high_watermark = 0
+        self.high_watermark = min(high_watermark, plog.log_end_offset)
         self.followers: dict[int, ReplicaState] = {}
+        self.became_leader_ms = 0.0
         # Replaced every time the high watermark moves: waiters hold the old one.
         self.hw_changed = trio.Event()
         self._on_high_watermark = on_high_watermark
+        self._on_append = on_append
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.index
 
     @property
     def is_leader(self) -> bool:
@@ -94,23 +104,40 @@ class Partition:
 
     # -- metadata --------------------------------------------------------------
 
-    def apply_image(self, image: PartitionImage, min_insync_replicas: int) -> None:
-        """Take the role, epochs and ISR the metadata says."""
-        was_leader, old_epoch = self.is_leader, self.leader_epoch
+    def apply_image(self, image: PartitionImage, min_insync_replicas: int, now_ms: float) -> tuple[bool, bool]:
+        """Take the role, epochs and ISR the metadata says; returns (became leader, became follower)."""
+        was_leader, old_epoch, old_leader = self.is_leader, self.leader_epoch, self.leader
         self.leader = image.leader
         self.leader_epoch = image.leader_epoch
         self.partition_epoch = image.partition_epoch
         self.replicas = image.replicas
         self.isr = image.isr
+        self.pending_isr = None
         self.min_insync_replicas = min_insync_replicas
-        if self.is_leader and (not was_leader or old_epoch != self.leader_epoch):
-            self.followers = {r: ReplicaState() for r in self.replicas if r != self.local_id}
+        new_term = old_epoch != self.leader_epoch or old_leader != self.leader
+        became_leader = self.is_leader and (not was_leader or new_term)
+        became_follower = not self.is_leader and self.leader >= 0 and (was_leader or new_term)
+        if became_leader:
+            # Followers get a fresh lag clock: a new leader cannot know how far they are.
+            self.followers = {r: ReplicaState(last_caught_up_ms=now_ms) for r in self.replicas if r != self.local_id}
+            self.became_leader_ms = now_ms
+            # The new epoch starts at the current log end, whether or not we append soon.
+            self.log.epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
             log.info("partition.became_leader", topic=self.topic, partition=self.index,
-                     leader_epoch=self.leader_epoch, isr=list(self.isr))
-        elif not self.is_leader:
+                     leader_epoch=self.leader_epoch, isr=list(self.isr), log_end_offset=self.log_end_offset,
+                     high_watermark=self.high_watermark)
+        elif self.is_leader:
+            for r in self.replicas:
+                if r != self.local_id and r not in self.followers:
+                    self.followers[r] = ReplicaState(last_caught_up_ms=now_ms)
+        elif became_follower:
             self.followers = {}
+            log.info("partition.became_follower", topic=self.topic, partition=self.index,
+                     leader=self.leader, leader_epoch=self.leader_epoch)
         if self.is_leader:
             self.maybe_advance_high_watermark()
+        self._signal()  # waiters re-check their conditions (role changes included)
+        return became_leader, became_follower
 
     # -- leader side -------------------------------------------------------------
 
@@ -140,22 +167,71 @@ class Partition:
                 f"min.insync.replicas {self.min_insync_replicas}"
             )
         info = self.log.append(records, self.leader_epoch)
+        if not info.duplicate:
+            self._on_append()  # wake follower fetches waiting for new data
         self.maybe_advance_high_watermark()
         return info
 
+    def _hw_replicas(self) -> set[int]:
+        members = set(self.isr)
+        if self.pending_isr is not None:
+            members |= set(self.pending_isr)
+        return members
+
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = min log-end offset over the ISR; never moves backwards. True if it moved."""
-        ends = [self.log.log_end_offset]
-        for replica in self.isr:
+        """HW = min log-end offset over the (maximal) ISR; never moves backwards. True if it moved."""
+        new_hw = self.log.log_end_offset
+        for replica in self._hw_replicas():
             if replica != self.local_id:
                 state = self.followers.get(replica)
-                ends.append(state.log_end_offset if state is not None else 0)
-        new_hw = min(ends)
+                new_hw = min(new_hw, state.log_end_offset if state is not None else -1)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             self._signal()
             return True
         return False
+
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: float) -> None:
+        """Record a follower's fetch (its log end is `fetch_offset`) and advance the HW."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            raise NotLeaderOrFollower(
+                f"{self.topic}-{self.index}: broker {replica_id} is not a replica (replicas {list(self.replicas)})"
+            )
+        leader_leo = self.log.log_end_offset
+        if fetch_offset > leader_leo:
+            return  # a divergent follower: the read answers OFFSET_OUT_OF_RANGE and it truncates
+        # Caught up now, or caught up to where the leader was at its previous fetch (Kafka's rule).
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = now_ms
+        elif state.last_fetch_leader_leo >= 0 and fetch_offset >= state.last_fetch_leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.last_fetch_leader_leo = leader_leo
+        state.last_fetch_ms = now_ms
+        state.log_end_offset = fetch_offset
+        self.maybe_advance_high_watermark()
+
+    def isr_candidates_to_add(self) -> list[int]:
+        """Followers outside the ISR that have caught up with the HW and the current epoch."""
+        if not self.is_leader or self.pending_isr is not None:
+            return []
+        epoch_start = self._epoch_start_offset()
+        return [r for r, s in self.followers.items()
+                if r not in self.isr and s.log_end_offset >= max(self.high_watermark, epoch_start)]
+
+    def isr_members_lagging(self, now_ms: float, lag_max_ms: int) -> list[int]:
+        """ISR followers that have not caught up within `replica.lag.time.max.ms`."""
+        if not self.is_leader or self.pending_isr is not None:
+            return []
+        return [r for r in self.isr
+                if r != self.local_id and r in self.followers
+                and now_ms - self.followers[r].last_caught_up_ms > lag_max_ms]
+
+    def _epoch_start_offset(self) -> int:
+        for epoch, start in reversed(self.log.epoch_cache.entries()):
+            if epoch == self.leader_epoch:
+                return start
+        return 0
 
     def _signal(self) -> None:
         event, self.hw_changed = self.hw_changed, trio.Event()
@@ -166,11 +242,13 @@ class Partition:
         """Wait until the HW reaches `offset` (acks=all purgatory).
 
         Raises RequestTimedOut after `timeout_s`, NotLeaderOrFollower if this
-        replica stops leading meanwhile.
+        replica stops leading meanwhile, NotEnoughReplicasAfterAppend if the
+        ISR fell below min.insync.replicas before the write was replicated.
         """
+        epoch = self.leader_epoch
         with trio.move_on_after(timeout_s):
             while self.high_watermark < offset:
-                if not self.is_leader:
+                if not self.is_leader or self.leader_epoch != epoch:
                     raise NotLeaderOrFollower(
                         f"{self.topic}-{self.index}: leadership moved while waiting for replication"
                     )
@@ -184,6 +262,21 @@ class Partition:
         raise RequestTimedOut(
             f"{self.topic}-{self.index}: offset {offset} not replicated to the ISR within {timeout_s:.1f}s"
         )
+
+    # -- follower side ---------------------------------------------------------------
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        new_hw = min(leader_high_watermark, self.log.log_end_offset)
+        if new_hw != self.high_watermark:
+            self.high_watermark = new_hw
+            self._signal()
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log.log_end_offset:
+            log.warning("partition.truncated", topic=self.topic, partition=self.index,
+                        from_offset=self.log.log_end_offset, to_offset=offset, leader_epoch=self.leader_epoch)
+            self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
 
     # -- reads ---------------------------------------------------------------------
 

@@ -2,30 +2,47 @@
 
 `publish(delta, image)` is a metadata publisher (synchronous, called after
 every applied record): it opens the logs of partitions assigned to this
-broker, hands each its role and epochs, and deletes the logs of removed
-topics. Handlers find partitions here; the high watermark and acks=all
-waits live on each `Partition`.
+broker, hands each its role and epochs, starts or stops replica fetchers,
+and deletes the logs of removed topics. Handlers find partitions here.
+
+`run()` owns the background work: the replica fetchers, ISR maintenance
+(shrink after `replica.lag.time.max.ms`, expand when a follower catches up,
+both through AlterPartition at the controller) and the high-watermark
+checkpoint (`replication-offset-checkpoint` in every log dir).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import structlog
 import trio
 
 from broker.partition import NotLeaderOrFollower, Partition
+from broker.replica_fetcher import ReplicaFetcherManager
 from broker.topic_config import effective_topic_config
+from log.checkpoint import read_offsets, write_offsets
 from log.partition_log import PartitionLog
+from raft_meta.controller_errors import ControllerError
 from raft_meta.image import MetadataDelta, MetadataImage
 from raft_meta.node_config import NodeConfig
 
 log = structlog.get_logger("broker.replica_manager")
 
+HW_CHECKPOINT = "replication-offset-checkpoint"
+HW_CHECKPOINT_INTERVAL_S = 5.0
+
+AlterPartition = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
+
 
 class UnknownTopicOrPartition(Exception):
     code = 3
+
+
+def _now_ms() -> float:
+    return trio.current_time() * 1000.0
 
 
 class ReplicaManager:
@@ -35,8 +52,14 @@ class ReplicaManager:
         self.log_dirs = [Path(d) for d in config.log_dirs]
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.image = MetadataImage()
-        # Set whenever any partition's high watermark moves (long-poll fetches wait on it).
+        self.fetchers = ReplicaFetcherManager(self)
+        self._alter_partition: AlterPartition | None = None
+        # Set whenever any partition's high watermark or role changes (consumer long-polls).
         self._data_event = trio.Event()
+        # Set whenever a leader appends (follower long-polls).
+        self._append_event = trio.Event()
+        self._isr_wake = trio.Event()
+        self._checkpointed_hw = self._read_hw_checkpoints()
 
     # -- metadata publisher ------------------------------------------------------
 
@@ -51,11 +74,13 @@ class ReplicaManager:
             topic = image.topics.get(topic_id)
             if topic is not None:
                 touched.update((topic_id, p) for p in topic.partitions)
-        if delta.configs:
-            for kind, name in delta.configs:
-                topic = image.topic_by_name(name) if kind == "topic" else None
-                if topic is not None:
-                    touched.update((topic.topic_id, p) for p in topic.partitions)
+        for kind, name in delta.configs:
+            topic = image.topic_by_name(name) if kind == "topic" else None
+            if topic is not None:
+                touched.update((topic.topic_id, p) for p in topic.partitions)
+        if delta.brokers:  # a leader's endpoint may have changed (re-registration)
+            touched.update((p.topic_id, p.index) for p in self.partitions.values()
+                           if p.leader in delta.brokers and not p.is_leader)
         for topic_id, index in sorted(touched):
             self._apply_partition(image, topic_id, index)
 
@@ -64,20 +89,32 @@ class ReplicaManager:
         if topic is None:
             return
         part_image = topic.partitions.get(index)
-        if part_image is None or self.node_id not in part_image.replicas:
-            return
         key = (topic.name, index)
+        if part_image is None or self.node_id not in part_image.replicas:
+            partition = self.partitions.get(key)
+            if partition is not None:  # reassigned away (not produced by the controller yet)
+                self.fetchers.remove(partition)
+            return
         settings = effective_topic_config(self.config, image.configs.get(("topic", topic.name), {}))
         partition = self.partitions.get(key)
         if partition is None:
             plog = PartitionLog.open(self._dir_for(key), topic.name, index, settings.log)
-            partition = Partition(topic.name, topic_id, index, self.node_id, plog, self._wake)
-            # A single-replica leader's HW is its log end; otherwise start from the checkpoint (issue 5).
+            partition = Partition(topic.name, topic_id, index, self.node_id, plog, self._wake,
+                                  on_append=self._wake_append,
+                                  high_watermark=self._checkpointed_hw.get(key, 0))
             self.partitions[key] = partition
         else:
             partition.log.config = settings.log
-        partition.apply_image(part_image, settings.min_insync_replicas)
+        became_leader, became_follower = partition.apply_image(part_image, settings.min_insync_replicas,
+                                                               _now_ms())
+        if partition.is_leader:
+            self.fetchers.remove(partition)
+        elif part_image.leader >= 0:
+            self.fetchers.add(partition, restart=became_follower)
+        else:
+            self.fetchers.remove(partition)
         self._wake()
+        self._wake_append()
 
     def _dir_for(self, key: tuple[str, int]) -> Path:
         """The log dir holding this partition: where it already is, else the least loaded."""
@@ -90,6 +127,7 @@ class ReplicaManager:
     def _remove_topic(self, name: str, indexes: list[int]) -> None:
         for index in indexes:
             partition = self.partitions.pop((name, index))
+            self.fetchers.remove(partition)
             directory = partition.log.dir
             partition.log.close()
             # Kafka renames to `-delete` then deletes asynchronously; a removed topic's data is gone.
@@ -113,22 +151,125 @@ class ReplicaManager:
         partition.check_leader(current_leader_epoch)
         return partition
 
+    def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            return None
+        return broker.listener(self.config.inter_broker_listener_name) or (
+            (broker.listeners[0][1], broker.listeners[0][2]) if broker.listeners else None)
+
+    # -- replication bookkeeping (leader side) -----------------------------------------
+
+    def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        partition.update_follower_fetch(replica_id, fetch_offset, _now_ms())
+        if partition.isr_candidates_to_add():
+            self._isr_wake.set()
+
     # -- waiting for data ------------------------------------------------------------
 
     def _wake(self) -> None:
         event, self._data_event = self._data_event, trio.Event()
         event.set()
 
+    def _wake_append(self) -> None:
+        event, self._append_event = self._append_event, trio.Event()
+        event.set()
+
     def data_event(self) -> trio.Event:
-        """An event set the next time any hosted partition's high watermark or role changes."""
+        """Set the next time any hosted partition's high watermark or role changes."""
         return self._data_event
 
-    def notify_data(self) -> None:
-        self._wake()
+    def append_event(self) -> trio.Event:
+        """Set the next time a leader appends (or any role changes)."""
+        return self._append_event
+
+    def notify_appended(self) -> None:
+        self._wake_append()
+
+    # -- background work -----------------------------------------------------------------
+
+    async def run(self, alter_partition: AlterPartition, *,
+                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._alter_partition = alter_partition
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.fetchers.run)
+            nursery.start_soon(self._isr_loop)
+            nursery.start_soon(self._checkpoint_loop)
+            task_status.started()
+
+    async def _isr_loop(self) -> None:
+        interval = self.config.replica_lag_time_max_ms / 2000.0
+        while True:
+            with trio.move_on_after(interval):
+                await self._isr_wake.wait()
+            self._isr_wake = trio.Event()
+            now = _now_ms()
+            for partition in list(self.partitions.values()):
+                lagging = partition.isr_members_lagging(now, self.config.replica_lag_time_max_ms)
+                adding = partition.isr_candidates_to_add()
+                if not lagging and not adding:
+                    continue
+                new_isr = tuple(sorted((set(partition.isr) - set(lagging)) | set(adding)))
+                if lagging:
+                    log.warning("isr.shrink", topic=partition.topic, partition=partition.index,
+                                removed=lagging, isr=list(new_isr))
+                if adding:
+                    log.info("isr.expand", topic=partition.topic, partition=partition.index,
+                             added=adding, isr=list(new_isr))
+                await self._request_isr(partition, new_isr)
+
+    async def _request_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        assert self._alter_partition is not None
+        partition.pending_isr = new_isr
+        try:
+            await self._alter_partition(partition, new_isr)
+        except ControllerError as exc:
+            log.info("isr.change_refused", topic=partition.topic, partition=partition.index,
+                     error=exc.name, reason=exc.message)
+            if partition.pending_isr == new_isr:
+                partition.pending_isr = None
+        # On success the committed PartitionChange reaches us through `publish`, which
+        # clears `pending_isr` and installs the new ISR.
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await trio.sleep(HW_CHECKPOINT_INTERVAL_S)
+            # Collected on the trio thread (partitions change there), written (fsync) off it.
+            await trio.to_thread.run_sync(self._write_hw_checkpoints, self._collect_high_watermarks())
+
+    def _read_hw_checkpoints(self) -> dict[tuple[str, int], int]:
+        out: dict[tuple[str, int], int] = {}
+        for d in self.log_dirs:
+            path = d / HW_CHECKPOINT
+            if path.exists():
+                try:
+                    out.update(read_offsets(path) or {})
+                except (OSError, ValueError) as exc:
+                    log.warning("hw_checkpoint.unreadable", path=str(path), error=str(exc))
+        return out
+
+    def _collect_high_watermarks(self) -> dict[Path, dict[tuple[str, int], int]]:
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
+        for key, partition in self.partitions.items():
+            by_dir.setdefault(partition.log.dir.parent, {})[key] = partition.high_watermark
+        return by_dir
+
+    @staticmethod
+    def _write_hw_checkpoints(by_dir: dict[Path, dict[tuple[str, int], int]]) -> None:
+        for d, offsets in by_dir.items():
+            if d.is_dir():
+                write_offsets(d / HW_CHECKPOINT, offsets)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._write_hw_checkpoints(self._collect_high_watermarks())
 
     # -- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
+        try:
+            self.checkpoint_high_watermarks()
+        except OSError as exc:
+            log.warning("hw_checkpoint.failed", error=str(exc))
         for partition in self.partitions.values():
             try:
                 partition.log.close()

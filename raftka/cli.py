@@ -103,7 +103,29 @@ def cluster() -> None:
     """Run a whole local cluster on this machine."""
 
 
-_placeholder(cluster, "up", 5, "the multi-broker cluster", "Start N local nodes and print the bootstrap address.")
+@cluster.command(name="up")
+@click.option("--nodes", default=3, show_default=True, type=click.IntRange(1, 9), help="Number of nodes.")
+@click.option("--data-dir", default="cluster-data", show_default=True, type=click.Path(file_okay=False),
+              help="Where each node's config, logs and metadata live; reused by the next `cluster up`.")
+@click.option("--port-base", default=9092, show_default=True, type=int,
+              help="Node i listens on port-base + 100*(i-1) (clients), +1 (quorum), +2 (controller RPC).")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="The nodes' log level.")
+@click.option("--quiet", is_flag=True, help="Do not stream the nodes' logs.")
+def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -> None:
+    """Start N local nodes (broker + quorum voter each) and keep them running until Ctrl-C.
+
+    \b
+    Formats storage on first use (cluster id and quorum secret are kept in
+    DATA_DIR/cluster.properties), starts one `raftka server start` process per
+    node, streams their logs prefixed with [node-i], and prints the bootstrap
+    servers once every broker is registered and unfenced. Topics default to
+    replication factor min(3, N) and min.insync.replicas min(2, N).
+    """
+    from raftka.cmd_cluster import up
+
+    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), quiet))
 
 
 @main.group()
