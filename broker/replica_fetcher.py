@@ -123,8 +123,9 @@ class ReplicaFetcher:
             if endpoint is None:
                 await trio.sleep(BACKOFF_S)
                 continue
-            try:
-                async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as nursery:
+                # Errors are caught inside the nursery: leaving it would wrap them in an ExceptionGroup.
+                try:
                     conn = await BrokerConnection.connect(
                         nursery, endpoint[0], endpoint[1], client_id=f"raftka-replica-{self.node_id}",
                         request_timeout=FETCH_MAX_WAIT_MS / 1000.0 + 10.0, node_id=self.leader_id)
@@ -132,10 +133,10 @@ class ReplicaFetcher:
                         await self._fetch_loop(conn)
                     finally:
                         await conn.aclose()
-                        nursery.cancel_scope.cancel()
-            except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
-                log.info("replica_fetcher.connection_failed", leader=self.leader_id, error=str(exc))
-                await trio.sleep(BACKOFF_S)
+                except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
+                    log.info("replica_fetcher.connection_failed", leader=self.leader_id, error=str(exc))
+                    await trio.sleep(BACKOFF_S)
+                nursery.cancel_scope.cancel()
 
     async def _fetch_loop(self, conn: BrokerConnection) -> None:
         while True:

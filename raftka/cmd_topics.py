@@ -95,8 +95,10 @@ def describe(bootstrap: str, topic: str | None) -> int:
         for p in t.partitions:
             click.echo(f"\tTopic: {t.name}\tPartition: {p.partition}\t"
                        f"Leader: {p.leader if p.leader >= 0 else 'none'}\t"
+                       f"LeaderEpoch: {p.leader_epoch}\t"
                        f"Replicas: {','.join(map(str, p.replicas))}\t"
-                       f"Isr: {','.join(map(str, p.isr))}")
+                       f"Isr: {','.join(map(str, p.isr))}"
+                       + (f"\tOffline: {','.join(map(str, p.offline_replicas))}" if p.offline_replicas else ""))
     return status
 
 

@@ -33,7 +33,7 @@ def test_topics_lifecycle(bootstrap: str) -> None:
     described = raftka("topics", "describe", "--topic", "cli-t", *b)
     assert described.returncode == 0, described.stderr
     assert "PartitionCount: 2" in described.stdout
-    assert "\tTopic: cli-t\tPartition: 1\tLeader: 1\tReplicas: 1\tIsr: 1" in described.stdout
+    assert "\tTopic: cli-t\tPartition: 1\tLeader: 1\tLeaderEpoch: 0\tReplicas: 1\tIsr: 1" in described.stdout
     altered = raftka("topics", "alter", "--topic", "cli-t", "--partitions", "3", *b)
     assert altered.returncode == 0, altered.stderr
     assert "PartitionCount: 3" in raftka("topics", "describe", "--topic", "cli-t", *b).stdout
