@@ -60,6 +60,20 @@ class ReplicaManager:
         self._append_event = trio.Event()
         self._isr_wake = trio.Event()
         self._checkpointed_hw = self._read_hw_checkpoints()
+        self._leadership_listeners: list[Callable[[Partition, bool], None]] = []
+
+    def add_leadership_listener(self, listener: Callable[[Partition, bool], None]) -> None:
+        """`listener(partition, is_leader)` after this broker starts or stops leading a partition
+        (a new leader epoch counts as a new start). Called synchronously from `publish`: keep it quick,
+        hand longer work to a task."""
+        self._leadership_listeners.append(listener)
+
+    def _notify_leadership(self, partition: Partition, is_leader: bool) -> None:
+        for listener in self._leadership_listeners:
+            try:
+                listener(partition, is_leader)
+            except Exception:
+                log.exception("leadership_listener.failed", topic=partition.topic, partition=partition.index)
 
     # -- metadata publisher ------------------------------------------------------
 
@@ -105,8 +119,13 @@ class ReplicaManager:
             self.partitions[key] = partition
         else:
             partition.log.config = settings.log
+        was_leader = partition.is_leader
         became_leader, became_follower = partition.apply_image(part_image, settings.min_insync_replicas,
                                                                _now_ms())
+        if became_leader:
+            self._notify_leadership(partition, True)
+        elif was_leader and not partition.is_leader:
+            self._notify_leadership(partition, False)
         if partition.is_leader:
             self.fetchers.remove(partition)
         elif part_image.leader >= 0:
@@ -128,6 +147,8 @@ class ReplicaManager:
         for index in indexes:
             partition = self.partitions.pop((name, index))
             self.fetchers.remove(partition)
+            if partition.is_leader:
+                self._notify_leadership(partition, False)
             directory = partition.log.dir
             partition.log.close()
             # Kafka renames to `-delete` then deletes asynchronously; a removed topic's data is gone.
