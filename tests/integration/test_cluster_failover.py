@@ -160,3 +160,28 @@ def test_controller_crash_then_broker_crash_still_handled(tmp_path):
                            partition=p, exclude={victim}, what=f"ctl-{p} moved off the crashed broker")
         with Admin(bootstrap_of(cluster, {victim})) as admin:
             assert admin.describe_cluster().controller_id == successor
+
+
+def test_sdk_producer_and_consumer_survive_a_leader_crash(tmp_path):
+    from client.blocking import Consumer, Producer
+    from client.records import TopicPartition
+
+    with running_cluster(tmp_path) as cluster:
+        create_topic(cluster, "sdk-ha", 1, 3, {"min.insync.replicas": "2"})
+        leader = partition_info(cluster, "sdk-ha").leader
+        with Producer(cluster.bootstrap_servers, acks="all", enable_idempotence=True,
+                      linger_ms=2) as producer:
+            futures = [producer.send("sdk-ha", str(i).encode()) for i in range(500)]
+            cluster.kill(leader)
+            futures += [producer.send("sdk-ha", str(i).encode()) for i in range(500, 1000)]
+            producer.flush(60)
+            offsets = [f.result(timeout=60).offset for f in futures]
+        assert offsets == sorted(offsets) and len(set(offsets)) == 1000, "acks out of order or duplicated"
+        with Consumer(bootstrap_of(cluster, {leader}), auto_offset_reset="earliest") as consumer:
+            consumer.assign([TopicPartition("sdk-ha", 0)])
+            values: list[int] = []
+            deadline = time.monotonic() + 30
+            while len(values) < 1000 and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    values.extend(int(r.value) for r in records)
+        assert values == list(range(1000))
