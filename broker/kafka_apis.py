@@ -14,6 +14,7 @@ import structlog
 from broker.handlers import (
     api_versions,
     describe_configs,
+    describe_quorum,
     fetch,
     groups_unavailable,
     init_producer_id,
@@ -62,7 +63,11 @@ HANDLERS = {
     ApiKey.DESCRIBE_GROUPS: groups_unavailable.handle,
     ApiKey.LIST_GROUPS: groups_unavailable.handle,
     ApiKey.DELETE_GROUPS: groups_unavailable.handle,
+    ApiKey.DESCRIBE_QUORUM: describe_quorum.handle,
 }
+
+# Served although not advertised in ApiVersions (see handlers/describe_quorum.py).
+SERVED_UNADVERTISED = frozenset({ApiKey.DESCRIBE_QUORUM})
 
 
 class KafkaApis:
@@ -82,7 +87,7 @@ class KafkaApis:
         except UnknownApi as exc:
             raise CloseConnection(f"{exc} (client {header.client_id!r})") from None
         key = ApiKey(header.api_key)
-        if not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE:
+        if not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE and key not in SERVED_UNADVERTISED:
             raise CloseConnection(
                 f"{key.name} v{header.api_version} is not advertised by this broker (client {header.client_id!r})"
             )

@@ -72,6 +72,9 @@ async def serve_connection(
         log.warning("connection.closed", reason="handler", peer=info.peer, error=str(exc))
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass  # the client went away: nothing to answer
+    except Exception:
+        # A bug met while serving one connection closes that connection, never the broker.
+        log.exception("connection.closed", reason="internal_error", peer=info.peer)
 
 
 async def serve_listener(

@@ -134,13 +134,26 @@ def quorum() -> None:
 
 
 @quorum.command(name="status")
-@click.option("--config", "-c", "config_path", required=True, type=click.Path(exists=True, dir_okay=False), help="A server.properties naming the voters and the secret.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON list of voter statuses.")
-@click.option("--timeout", default=3.0, show_default=True, help="Seconds to wait for each voter.")
-def quorum_status(config_path: str, as_json: bool, timeout: float) -> None:
-    """Show leader, term, commit index and voters."""
-    from raftka.cmd_quorum import quorum_status as run
+@click.option("--bootstrap-server", "bootstrap", default=None,
+              help="Ask a running cluster over the Kafka protocol (DescribeQuorum), like kafka-metadata-quorum.")
+@click.option("--config", "-c", "config_path", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Or ask every voter directly, with a server.properties naming the voters and the secret.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--timeout", default=3.0, show_default=True, help="Seconds to wait for each voter / the cluster.")
+def quorum_status(bootstrap: str | None, config_path: str | None, as_json: bool, timeout: float) -> None:
+    """Show the metadata quorum: leader id, leader epoch (Raft term), commit index, voters and their lag.
 
+    \b
+    Give exactly one of --bootstrap-server (any broker; the active controller is
+    asked) or --config (each voter is asked over its raft port, with the secret).
+    """
+    from raftka.cmd_quorum import quorum_status as run
+    from raftka.cmd_quorum import quorum_status_via_broker
+
+    if (bootstrap is None) == (config_path is None):
+        raise click.UsageError("give exactly one of --bootstrap-server or --config")
+    if bootstrap is not None:
+        sys.exit(quorum_status_via_broker(bootstrap, as_json, timeout))
     sys.exit(run(config_path, as_json, timeout))
 
 

@@ -34,6 +34,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    DESCRIBE_QUORUM = 55
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -71,6 +72,9 @@ SERVED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ADVERTISED_VERSIONS,
     ApiKey.API_VERSIONS: (0, 3),
+    # Flexible-only, so never advertised (kafka-python would infer a newer broker from it);
+    # served for `raftka quorum status --bootstrap-server`, like kafka-metadata-quorum.
+    ApiKey.DESCRIBE_QUORUM: (0, 1),
 }
 
 # The first version of each API that uses compact strings/arrays and tagged
@@ -97,6 +101,7 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.CREATE_PARTITIONS: 2,
     ApiKey.DELETE_GROUPS: 2,
+    ApiKey.DESCRIBE_QUORUM: 0,
 }
 
 
@@ -112,6 +117,6 @@ def is_advertised(api_key: int, api_version: int) -> bool:
     """True if the broker advertises (api_key, api_version) in ApiVersions."""
     try:
         low, high = ADVERTISED_VERSIONS[ApiKey(api_key)]
-    except ValueError:
+    except (ValueError, KeyError):  # not an API we know, or one we serve without advertising
         return False
     return low <= api_version <= high

@@ -146,15 +146,20 @@ def _field_default(field: Field, classes: dict[str, type[Message]]):
 def _build_classes(schema: MessageSchema) -> dict[str, type[Message]]:
     """One class per struct, keyed by Kafka's struct type name (message: its name)."""
     classes: dict[str, type[Message]] = {}
+    shapes: dict[str, tuple[Field, ...]] = {}
 
     def build(name: str, fields: tuple[Field, ...]) -> type[Message]:
         for field in fields:
             if field.is_struct:
                 if field.element_type in classes:
-                    raise ValueError(
-                        f"{schema.name}: struct name {field.element_type!r} declared twice; "
-                        "expected unique struct names within a message"
-                    )
+                    # Kafka's "commonStructs" are used by several fields: one class, if identical.
+                    if shapes[field.element_type] != field.fields:
+                        raise ValueError(
+                            f"{schema.name}: struct name {field.element_type!r} declared twice with "
+                            "different fields; expected unique struct names within a message"
+                        )
+                    continue
+                shapes[field.element_type] = field.fields
                 build(field.element_type, field.fields)
         cls = type(
             name,

@@ -57,6 +57,7 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
     ApiKey.DELETE_GROUPS: "DeleteGroups",
+    ApiKey.DESCRIBE_QUORUM: "DescribeQuorum",
 }
 
 

@@ -625,6 +625,47 @@ DELETE_GROUPS_RESPONSE = MessageSchema(
     ),
 )
 
+DESCRIBE_QUORUM_REQUEST = MessageSchema(
+    'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
+    fields=(
+        F('topics', '[]TopicData', '0+', fields=(
+            F('topic_name', 'string', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_QUORUM_RESPONSE = MessageSchema(
+    'DescribeQuorumResponse', 55, 'response', '0-1', flexible='0+',
+    fields=(
+        F('error_code', 'int16', '0+'),
+        F('topics', '[]TopicData', '0+', fields=(
+            F('topic_name', 'string', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('leader_id', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+                F('high_watermark', 'int64', '0+'),
+                F('current_voters', '[]ReplicaState', '0+', fields=(
+                    F('replica_id', 'int32', '0+'),
+                    F('log_end_offset', 'int64', '0+'),
+                    F('last_fetch_timestamp', 'int64', '1+', default=-1),
+                    F('last_caught_up_timestamp', 'int64', '1+', default=-1),
+                )),
+                F('observers', '[]ReplicaState', '0+', fields=(
+                    F('replica_id', 'int32', '0+'),
+                    F('log_end_offset', 'int64', '0+'),
+                    F('last_fetch_timestamp', 'int64', '1+', default=-1),
+                    F('last_caught_up_timestamp', 'int64', '1+', default=-1),
+                )),
+            )),
+        )),
+    ),
+)
+
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -668,4 +709,6 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     CREATE_PARTITIONS_RESPONSE,
     DELETE_GROUPS_REQUEST,
     DELETE_GROUPS_RESPONSE,
+    DESCRIBE_QUORUM_REQUEST,
+    DESCRIBE_QUORUM_RESPONSE,
 )

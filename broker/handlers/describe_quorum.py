@@ -1,0 +1,35 @@
+"""DescribeQuorum (key 55): the metadata quorum as `kafka-metadata-quorum` shows it.
+
+Served but never advertised (its only versions are flexible, and advertising
+it would make kafka-python assume a newer broker). Only the Raft leader knows
+how far each voter has replicated; another node answers NOT_LEADER_OR_FOLLOWER
+so the caller asks the leader (the active controller) instead.
+"""
+
+from __future__ import annotations
+
+from client.protocol import ErrorCode, response_class
+from client.protocol.api_keys import ApiKey
+
+METADATA_TOPIC = "__cluster_metadata"
+
+DescribeQuorumResponse = response_class(ApiKey.DESCRIBE_QUORUM)
+
+
+async def handle(ctx, header, request, conn=None):
+    status = ctx.loader.quorum.status()
+    code = 0 if status.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+    voters = []
+    for node_id in sorted(status.voters):
+        if node_id == status.node_id:
+            end = status.commit_index
+        else:
+            end = status.match_index.get(node_id, -1)
+        voters.append({"replica_id": node_id, "log_end_offset": end})
+    partition = {
+        "partition_index": 0, "error_code": code,
+        "leader_id": -1 if status.leader_id is None else status.leader_id,
+        "leader_epoch": status.term, "high_watermark": status.commit_index,
+        "current_voters": voters if status.is_leader else [], "observers": [],
+    }
+    return DescribeQuorumResponse(error_code=0, topics=[{"topic_name": METADATA_TOPIC, "partitions": [partition]}])

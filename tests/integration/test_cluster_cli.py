@@ -1,0 +1,102 @@
+"""`raftka cluster up`, `quorum status --bootstrap-server` and `topics describe` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster_support import free_port_base
+from tests.support import wait_until
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def _raftka(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raftka", *args], env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class ClusterUp:
+    def __init__(self, data_dir: Path, port_base: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "raftka", "cluster", "up", "--nodes", "3", "--data-dir", str(data_dir),
+             "--port-base", str(port_base), "--quiet"],
+            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_ready(self) -> None:
+        wait_until(lambda: any("raftka cluster ready" in line for line in self.lines) or self.proc.poll() is not None,
+                   timeout=90, what="cluster up to print its ready line")
+        assert self.proc.poll() is None, self.proc.stderr.read()
+
+    def interrupt(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout=60)
+
+
+def _node_pids(data_dir: Path) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", f"--config {data_dir}"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_cluster_up_serves_reports_and_stops_cleanly(tmp_path):
+    base = free_port_base(3)
+    bootstrap = f"127.0.0.1:{base}"
+    up = ClusterUp(tmp_path, base)
+    try:
+        up.wait_ready()
+        assert f"bootstrap servers 127.0.0.1:{base},127.0.0.1:{base + 100},127.0.0.1:{base + 200}" in "".join(up.lines)
+        created = _raftka("topics", "create", "--topic", "cli-demo", "--partitions", "2",
+                          "--replication-factor", "3", "--bootstrap-server", bootstrap)
+        assert created.returncode == 0, created.stderr
+        described = _raftka("topics", "describe", "--topic", "cli-demo", "--bootstrap-server", bootstrap)
+        assert described.returncode == 0, described.stderr
+        assert "Partition: 0\tLeader: " in described.stdout and "LeaderEpoch: 0" in described.stdout
+        assert "Replicas: " in described.stdout and "Isr: " in described.stdout
+        status = _raftka("quorum", "status", "--bootstrap-server", bootstrap, "--json")
+        assert status.returncode == 0, status.stderr
+        quorum = json.loads(status.stdout)
+        assert quorum["leader_id"] in (1, 2, 3) and quorum["leader_id"] == quorum["controller_id"]
+        assert sorted(v["node_id"] for v in quorum["voters"]) == [1, 2, 3]
+        assert quorum["high_watermark"] > 0
+        assert up.interrupt() == 0
+    finally:
+        if up.proc.poll() is None:
+            up.proc.kill()
+    wait_until(lambda: not _node_pids(tmp_path), timeout=30, what="every node process to exit")
+
+    # A second `cluster up` on the same data dir finds the topic again.
+    up = ClusterUp(tmp_path, base)
+    try:
+        up.wait_ready()
+        listed = _raftka("topics", "list", "--bootstrap-server", bootstrap)
+        assert "cli-demo" in listed.stdout.split()
+        assert up.interrupt() == 0
+    finally:
+        if up.proc.poll() is None:
+            up.proc.kill()
+    wait_until(lambda: not _node_pids(tmp_path), timeout=30, what="every node process to exit")
+
+
+def test_quorum_status_needs_exactly_one_source():
+    result = _raftka("quorum", "status")
+    assert result.returncode == 2
+    assert "exactly one of --bootstrap-server or --config" in result.stderr
