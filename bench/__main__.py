@@ -1,11 +1,12 @@
-"""`make bench`: run every benchmark and print its table."""
+"""`make bench`: run every benchmark and print its table (figures as measured, never asserted)."""
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 
-from bench import log_bench
+from bench import cluster_bench, log_bench
 
 
 def main() -> None:
@@ -13,9 +14,13 @@ def main() -> None:
 
     configure_logging(level="WARNING")
     print(f"# raftka benchmarks — {platform.node()}, Python {sys.version.split()[0]}, "
-          f"{platform.machine()}")
+          f"{platform.machine()}, {os.cpu_count()} CPUs")
     print("\n## log/: partition-log append and read (1 KiB records, no fsync)\n")
     print(log_bench.format_table(log_bench.run()))
+    print("\n## Brokers: throughput, latency, failover (1 KiB records, real processes on loopback)\n")
+    print(cluster_bench.format_table(cluster_bench.run()))
+    print("\nMetadata quorum commit latency and controller failover: "
+          ".venv/bin/python bench/quorum_bench.py (see its docstring).")
 
 
 if __name__ == "__main__":

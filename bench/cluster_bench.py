@@ -1,0 +1,217 @@
+"""Broker throughput, latency and failover, with real clients against real processes.
+
+1. one broker, acks=1: produce with confluent-kafka and with the SDK, consume likewise;
+2. three brokers, RF=3, acks=all: confluent-kafka produce throughput, produce-to-ack
+   latency p50/p99 at a fixed 10 MB/s, and failover time (kill -9 of the partition
+   leader → first successful acks=all produce), median of 5.
+Every server is started and stopped here; nothing is left running.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+
+import confluent_kafka
+
+from client.admin import NewTopic
+from client.blocking import Admin, Consumer, Producer
+from client.records import TopicPartition
+from raftka.local_cluster import LocalCluster
+
+RECORD = 1024
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    value: str
+    detail: str = ""
+
+
+def _free_base(nodes: int) -> int:
+    from tests.integration.cluster_support import free_port_base
+
+    return free_port_base(nodes)
+
+
+def _cluster(tmp: str, nodes: int) -> LocalCluster:
+    cluster = LocalCluster(tmp, nodes, port_base=_free_base(nodes), log_level="WARNING",
+                           extra_config={"broker.session.timeout.ms": "3000",
+                                         "broker.heartbeat.interval.ms": "500"})
+    cluster.start()
+    cluster.wait_ready(90)
+    return cluster
+
+
+def _create(cluster: LocalCluster, topic: str, partitions: int, rf: int, min_isr: int = 1) -> None:
+    with Admin(cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, partitions, rf, {"min.insync.replicas": str(min_isr)})])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with Admin(cluster.bootstrap_servers) as admin:
+            (desc,) = admin.describe_topics([topic])
+        if all(p.leader >= 0 and len(p.isr) == rf for p in desc.partitions):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{topic} has no full ISR")
+
+
+def _confluent_produce(bootstrap: str, topic: str, count: int, acks: str) -> float:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                                        "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000,
+                                        "queue.buffering.max.kbytes": 1 << 21, "log_level": 0})
+    value = b"x" * RECORD
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return time.perf_counter() - start
+
+
+def _sdk_produce(bootstrap: str, topic: str, count: int, acks) -> float:
+    value = b"x" * RECORD
+    with Producer(bootstrap, acks=acks, linger_ms=5, batch_size=1 << 20) as producer:
+        start = time.perf_counter()
+        futures = [producer.send(topic, value) for _ in range(count)]
+        producer.flush(120)
+        elapsed = time.perf_counter() - start
+        futures[-1].result(timeout=10)
+    return elapsed
+
+
+def _confluent_consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                                        "enable.auto.commit": False, "fetch.max.bytes": 50 * 1024 * 1024,
+                                        "log_level": 0})
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    start = time.perf_counter()
+    while got < count:
+        batch = consumer.consume(10000, 1.0)
+        got += sum(1 for m in batch if not m.error())
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return elapsed
+
+
+def _sdk_consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
+    with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_bytes=50 * 1024 * 1024) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        got = 0
+        start = time.perf_counter()
+        while got < count:
+            got += sum(len(v) for v in consumer.poll(timeout_ms=1000, max_records=100000).values())
+        return time.perf_counter() - start
+
+
+def _rate(count: int, seconds: float) -> str:
+    return f"{count * RECORD / MB / seconds:.1f} MB/s, {count / seconds:,.0f} rec/s"
+
+
+def _latency_at_fixed_rate(bootstrap: str, topic: str, mb_per_s: float = 10.0, seconds: float = 5.0):
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1,
+                                        "log_level": 0})
+    latencies: list[float] = []
+    per_second = int(mb_per_s * MB / RECORD)
+    value = b"x" * RECORD
+    total = int(per_second * seconds)
+    start = time.perf_counter()
+    for i in range(total):
+        sent = time.perf_counter()
+        producer.produce(topic, value=value,
+                         on_delivery=lambda err, msg, t=sent: latencies.append(time.perf_counter() - t))
+        target = start + (i + 1) / per_second
+        while time.perf_counter() < target:  # pace the offered load, serving callbacks meanwhile
+            producer.poll(0)
+    producer.flush(60)
+    latencies.sort()
+    return latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+
+
+def _failover_times(cluster: LocalCluster, topic: str, rounds: int = 5) -> list[float]:
+    times = []
+    for _ in range(rounds):
+        with Admin(cluster.bootstrap_servers) as admin:
+            (desc,) = admin.describe_topics([topic])
+        leader = desc.partitions[0].leader
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                                            "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 200,
+                                            "retry.backoff.ms": 20, "retry.backoff.max.ms": 100, "log_level": 0})
+        producer.produce(topic, b"warm", partition=0)
+        producer.flush(30)
+        cluster.kill(leader)
+        killed = time.perf_counter()
+        done: list[float] = []
+        producer.produce(topic, b"after", partition=0,
+                         on_delivery=lambda err, msg: done.append(time.perf_counter()) if err is None else None)
+        producer.flush(60)
+        if done:
+            times.append(done[0] - killed)
+        cluster.start_node(leader)
+        cluster.wait_ready(60, nodes=[leader])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the restarted broker must be back in the ISR
+            with Admin(cluster.bootstrap_servers) as admin:
+                (desc,) = admin.describe_topics([topic])
+            if len(desc.partitions[0].isr) == 3:
+                break
+            time.sleep(0.2)
+    return times
+
+
+def run(records: int = 100_000) -> list[Row]:
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="raftka-bench-1-") as tmp:
+        cluster = _cluster(tmp, 1)
+        try:
+            _create(cluster, "b1", 1, 1)
+            t = _confluent_produce(cluster.bootstrap_servers, "b1", records, "1")
+            rows.append(Row("1 broker, acks=1, produce, confluent-kafka", _rate(records, t)))
+            t = _sdk_produce(cluster.bootstrap_servers, "b1", records // 2, 1)
+            rows.append(Row("1 broker, acks=1, produce, raftka SDK", _rate(records // 2, t)))
+            total = records + records // 2
+            t = _confluent_consume(cluster.bootstrap_servers, "b1", 1, total)
+            rows.append(Row("1 broker, consume, confluent-kafka", _rate(total, t)))
+            t = _sdk_consume(cluster.bootstrap_servers, "b1", 1, total)
+            rows.append(Row("1 broker, consume, raftka SDK", _rate(total, t)))
+        finally:
+            cluster.stop()
+    with tempfile.TemporaryDirectory(prefix="raftka-bench-3-") as tmp:
+        cluster = _cluster(tmp, 3)
+        try:
+            _create(cluster, "b3", 1, 3, min_isr=2)
+            t = _confluent_produce(cluster.bootstrap_servers, "b3", records, "all")
+            rows.append(Row("3 brokers RF=3, acks=all, produce, confluent-kafka", _rate(records, t)))
+            p50, p99 = _latency_at_fixed_rate(cluster.bootstrap_servers, "b3")
+            rows.append(Row("3 brokers RF=3, acks=all, latency at 10 MB/s", f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"))
+            times = _failover_times(cluster, "b3")
+            rows.append(Row("failover: kill -9 leader -> first acks=all ack",
+                            f"median {statistics.median(times):.2f} s" if times else "no successful produce",
+                            "runs: " + ", ".join(f"{x:.2f}" for x in times) + " s (session timeout 3 s)"))
+        finally:
+            cluster.stop()
+    return rows
+
+
+def format_table(rows: list[Row]) -> str:
+    lines = ["| case | result | detail |", "|---|---|---|"]
+    lines += [f"| {r.case} | {r.value} | {r.detail} |" for r in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    from raftka.logging_setup import configure_logging
+
+    configure_logging(level="WARNING")
+    print(format_table(run()))
