@@ -154,7 +154,8 @@ def _failover_times(cluster: LocalCluster, topic: str, rounds: int = 5) -> list[
         killed = time.perf_counter()
         done: list[float] = []
         producer.produce(topic, b"after", partition=0,
-                         on_delivery=lambda err, msg: done.append(time.perf_counter()) if err is None else None)
+                         on_delivery=lambda err, msg, done=done: done.append(time.perf_counter())
+                         if err is None else None)
         producer.flush(60)
         if done:
             times.append(done[0] - killed)
