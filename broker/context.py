@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.controller_channel import ControllerChannel
+from broker.group_coordinator import GroupCoordinator
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from raft_meta.image import MetadataImage
@@ -20,6 +21,7 @@ class BrokerContext:
     replicas: ReplicaManager
     controller: ControllerChannel
     producer_ids: ProducerIdManager
+    groups: GroupCoordinator | None = None
     broker_epoch: int = -1
     # Set once the node is registered and unfenced; False again during shutdown.
     serving: bool = field(default=False)

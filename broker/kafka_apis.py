@@ -16,7 +16,7 @@ from broker.handlers import (
     describe_configs,
     describe_quorum,
     fetch,
-    groups_unavailable,
+    groups,
     init_producer_id,
     list_offsets,
     metadata,
@@ -24,7 +24,7 @@ from broker.handlers import (
     produce,
     topics_admin,
 )
-from broker.network import CloseConnection, ConnectionInfo
+from broker.network import CloseConnection, ConnectionInfo, Deferred
 from client.protocol import (
     ApiKey,
     ProtocolError,
@@ -53,16 +53,16 @@ HANDLERS = {
     ApiKey.DELETE_TOPICS: topics_admin.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: topics_admin.handle_create_partitions,
     ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
-    ApiKey.FIND_COORDINATOR: groups_unavailable.handle,
-    ApiKey.JOIN_GROUP: groups_unavailable.handle,
-    ApiKey.SYNC_GROUP: groups_unavailable.handle,
-    ApiKey.HEARTBEAT: groups_unavailable.handle,
-    ApiKey.LEAVE_GROUP: groups_unavailable.handle,
-    ApiKey.OFFSET_COMMIT: groups_unavailable.handle,
-    ApiKey.OFFSET_FETCH: groups_unavailable.handle,
-    ApiKey.DESCRIBE_GROUPS: groups_unavailable.handle,
-    ApiKey.LIST_GROUPS: groups_unavailable.handle,
-    ApiKey.DELETE_GROUPS: groups_unavailable.handle,
+    ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,
+    ApiKey.JOIN_GROUP: groups.handle_join_group,
+    ApiKey.SYNC_GROUP: groups.handle_sync_group,
+    ApiKey.HEARTBEAT: groups.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+    ApiKey.OFFSET_COMMIT: groups.handle_offset_commit,
+    ApiKey.OFFSET_FETCH: groups.handle_offset_fetch,
+    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    ApiKey.LIST_GROUPS: groups.handle_list_groups,
+    ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.DESCRIBE_QUORUM: describe_quorum.handle,
 }
 
@@ -74,7 +74,7 @@ class KafkaApis:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
 
-    async def handle(self, frame, conn: ConnectionInfo) -> bytes | None:
+    async def handle(self, frame, conn: ConnectionInfo) -> bytes | Deferred | None:
         header = peek_request_header(frame)
         if needs_api_versions_fallback(header):
             return api_versions_fallback_response(header.correlation_id)
@@ -101,6 +101,12 @@ class KafkaApis:
         except Exception as exc:
             log.exception("request.failed", api=key.name, version=header.api_version, peer=conn.peer)
             raise CloseConnection(f"{key.name} handler failed: {exc!r}") from exc
+        if isinstance(response, produce.ReplicationWait):  # acks=all: answer once replicated
+
+            async def finish() -> bytes:
+                return encode_response(header, key, header.api_version, await response.finish())
+
+            return Deferred(finish)
         if not expects_response(header, request):
             return None
         return encode_response(header, key, header.api_version, response)

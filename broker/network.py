@@ -1,8 +1,13 @@
 """The Kafka listener: accept connections, frame requests, answer in order.
 
-Like Kafka's SocketServer, each connection handles one request at a time:
-pipelined requests are read ahead and buffered by the frame decoder, then
-answered strictly in request order. A connection that sends garbage or an
+Requests on one connection are *processed* strictly in order, as Kafka does:
+a request's handler runs to completion before the next one starts, so every
+state change (appends, commits, joins) happens in request order. A handler
+may hand back a `Deferred` for the part that only waits — an acks=all produce
+waiting for the ISR — and the next requests are then processed while it
+waits; responses still go back strictly in request order (librdkafka
+pipelines up to 5 requests, so acks=all throughput is not bound by one
+replication round trip per request). A connection that sends garbage or an
 oversize frame is logged and closed; every other connection is unaffected.
 """
 
@@ -35,7 +40,19 @@ class CloseConnection(Exception):
     """Raised by a handler to close the offending connection after logging why."""
 
 
-RequestHandler = Callable[[bytes | bytearray | memoryview, ConnectionInfo], Awaitable[bytes | None]]
+class Deferred:
+    """A response still being computed after the request's ordered part is done."""
+
+    __slots__ = ("finish",)
+
+    def __init__(self, finish: Callable[[], Awaitable[bytes | None]]) -> None:
+        self.finish = finish
+
+
+RequestHandler = Callable[[bytes | bytearray | memoryview, ConnectionInfo], Awaitable["bytes | Deferred | None"]]
+
+# Responses a connection may owe at once; the next request waits beyond this (backpressure).
+MAX_IN_FLIGHT = 16
 
 _connection_ids = itertools.count(1)
 
@@ -48,33 +65,94 @@ def _peer(stream: trio.SocketStream) -> str:
         return "?"
 
 
+class _Slot:
+    """One response owed, in request order."""
+
+    __slots__ = ("done", "response", "error")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.response: bytes | None = None
+        self.error: BaseException | None = None
+
+    def set(self, response: bytes | None = None, error: BaseException | None = None) -> None:
+        self.response, self.error = response, error
+        self.done.set()
+
+
+async def _complete(slot: _Slot, deferred: Deferred) -> None:
+    try:
+        slot.set(await deferred.finish())
+    except Exception as exc:  # reported (and the connection closed) by the writer, in order
+        slot.set(error=exc)
+
+
+async def _write_responses(stream: trio.SocketStream, slots: trio.MemoryReceiveChannel[_Slot]) -> None:
+    async with slots:
+        async for slot in slots:
+            await slot.done.wait()
+            if slot.error is not None:
+                raise slot.error
+            if slot.response is not None:
+                await stream.send_all(slot.response)
+
+
+async def _read_requests(stream: trio.SocketStream, handler: RequestHandler, info: ConnectionInfo,
+                         decoder: FrameDecoder, slots: trio.MemorySendChannel[_Slot],
+                         nursery: trio.Nursery) -> None:
+    async with slots:
+        while True:
+            data = await stream.receive_some(RECEIVE_CHUNK)
+            if not data:
+                return
+            for frame in decoder.feed(data):
+                result = await handler(frame, info)
+                slot = _Slot()
+                if isinstance(result, Deferred):
+                    nursery.start_soon(_complete, slot, result)
+                else:
+                    slot.set(result)
+                await slots.send(slot)
+
+
+async def _serve(stream: trio.SocketStream, handler: RequestHandler, info: ConnectionInfo,
+                 max_request_bytes: int) -> None:
+    decoder = FrameDecoder(max_frame_size=max_request_bytes)
+    send_slots, receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_write_responses, stream, receive_slots)
+        # When the client half-closes, the writer still sends what is owed, then both end.
+        await _read_requests(stream, handler, info, decoder, send_slots, nursery)
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The exception that ended a connection (trio nurseries wrap them in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 async def serve_connection(
     stream: trio.SocketStream, handler: RequestHandler, listener: str, max_request_bytes: int
 ) -> None:
-    """Serve one client connection until it closes or misbehaves."""
+    """Serve one client connection until it closes or misbehaves; never raises."""
     info = ConnectionInfo(next(_connection_ids), listener, _peer(stream))
-    decoder = FrameDecoder(max_frame_size=max_request_bytes)
     try:
         async with stream:
-            while True:
-                data = await stream.receive_some(RECEIVE_CHUNK)
-                if not data:
-                    return
-                for frame in decoder.feed(data):
-                    response = await handler(frame, info)
-                    if response is not None:
-                        await stream.send_all(response)
-    except FrameTooLarge as exc:
-        log.warning("connection.closed", reason="request_too_large", peer=info.peer, error=str(exc))
-    except ProtocolError as exc:
-        log.warning("connection.closed", reason="malformed_request", peer=info.peer, error=str(exc))
-    except CloseConnection as exc:
-        log.warning("connection.closed", reason="handler", peer=info.peer, error=str(exc))
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-        pass  # the client went away: nothing to answer
-    except Exception:
-        # A bug met while serving one connection closes that connection, never the broker.
-        log.exception("connection.closed", reason="internal_error", peer=info.peer)
+            await _serve(stream, handler, info, max_request_bytes)
+    except Exception as group:
+        exc = _first_error(group)
+        if isinstance(exc, FrameTooLarge):
+            log.warning("connection.closed", reason="request_too_large", peer=info.peer, error=str(exc))
+        elif isinstance(exc, ProtocolError):
+            log.warning("connection.closed", reason="malformed_request", peer=info.peer, error=str(exc))
+        elif isinstance(exc, CloseConnection):
+            log.warning("connection.closed", reason="handler", peer=info.peer, error=str(exc))
+        elif isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)):
+            pass  # the client went away: nothing to answer
+        else:
+            # A bug met while serving one connection closes that connection, never the broker.
+            log.error("connection.closed", reason="internal_error", peer=info.peer, exc_info=exc)
 
 
 async def serve_listener(

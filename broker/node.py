@@ -19,6 +19,7 @@ import trio
 from broker.context import BrokerContext
 from broker.control_rpc import ControlRpcServer
 from broker.controller_channel import ControllerChannel
+from broker.group_coordinator import GroupCoordinator
 from broker.kafka_apis import KafkaApis
 from broker.network import serve_listener
 from broker.producer_ids import ProducerIdManager
@@ -78,6 +79,8 @@ class BrokerNode:
         cluster_id = verify_storage(config)
         log.info("node.starting", node_id=config.node_id, cluster_id=cluster_id)
         replicas = ReplicaManager(config)
+        groups = GroupCoordinator(config, replicas, self._create_offsets_topic)
+        replicas.add_leadership_listener(groups.on_leadership)
         try:
             async with open_quorum_from_config(config) as quorum:
                 loader = MetadataLoader(quorum, cluster_id)
@@ -86,9 +89,10 @@ class BrokerNode:
                 channel = ControllerChannel(config, controller, loader)
                 rpc = ControlRpcServer(controller, loader, config.controller_quorum_secret or "")
                 ctx = BrokerContext(config, cluster_id, loader, replicas, channel,
-                                    ProducerIdManager(self._allocate_producer_ids))
+                                    ProducerIdManager(self._allocate_producer_ids), groups=groups)
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
+                    await nursery.start(groups.run)
                     await nursery.start(loader.run)
                     await nursery.start(controller.run)
                     rpc_host, rpc_port = config.controller_rpc_address(config.node_id)
@@ -124,6 +128,11 @@ class BrokerNode:
     async def _allocate_producer_ids(self) -> tuple[int, int]:
         assert self.ctx is not None
         return await self.ctx.controller.allocate_producer_ids(self.config.node_id, self.ctx.broker_epoch)
+
+    async def _create_offsets_topic(self, partitions: int, replication_factor: int) -> None:
+        assert self.ctx is not None
+        await self.ctx.controller.create_topic("__consumer_offsets", partitions, replication_factor,
+                                               {"cleanup.policy": "compact"})
 
     async def _alter_partition(self, partition, new_isr: tuple[int, ...]) -> None:
         assert self.ctx is not None

@@ -9,14 +9,27 @@ parallel; the first answer that brings records ends the round (the others
 are abandoned; their positions did not move, so nothing is lost). Records
 fetched but not yet returned wait in a per-partition buffer.
 
-Consumer groups (`subscribe`, commits) arrive with a later issue: `group_id`
-is accepted and kept for them, unused for now.
+Consumer groups: with a `group_id`, `subscribe(topics or pattern)` joins the
+group (client/group_membership.py); `poll()` (re)joins whenever a rebalance is
+needed, revoking the old partitions (`on_partitions_revoked`, after an
+auto-commit) and starting the new ones from their committed offsets
+(`on_partitions_assigned`). Rebalances are eager (range / roundrobin).
+Heartbeats run in the consumer's nursery. `commit()`, `committed()` and
+auto-commit (subscribe mode, every `auto_commit_interval_ms`, at close and
+before a revoke) store offsets at the group coordinator.
+
+    async with AsyncConsumer(bootstrap, group_id="billing", auto_offset_reset="earliest") as c:
+        c.subscribe(["events"])
+        while True:
+            batches = await c.poll(timeout_ms=1000)
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
@@ -32,6 +45,7 @@ from client.errors import (
     error_for_code,
 )
 from client.fetched_records import decode_fetched
+from client.group_membership import CommitFailedError, GroupMembership, OffsetAndMetadata
 from client.lifecycle import OwnedNursery
 from client.protocol import ApiKey, ErrorCode, FetchRequest, ListOffsetsRequest
 from client.records import ConsumerRecord, TopicPartition
@@ -73,6 +87,13 @@ class AsyncConsumer:
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         check_crcs: bool = True,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: Iterable[str] = ("range", "roundrobin"),
+        metadata_max_age_ms: int = 5000,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError(
@@ -96,6 +117,21 @@ class AsyncConsumer:
         self._owner = OwnedNursery()
         self._cluster: Cluster | None = None
         self._state: dict[TopicPartition, _PartitionState] = {}
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.partition_assignment_strategy = tuple(partition_assignment_strategy)
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self._paused: set[TopicPartition] = set()
+        self._group: GroupMembership | None = None
+        self._subscription: tuple[str, ...] = ()
+        self._pattern: re.Pattern[str] | None = None
+        self._on_assigned: Callable | None = None
+        self._on_revoked: Callable | None = None
+        self._next_auto_commit = 0.0
+        self._next_pattern_check = 0.0
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> None:
@@ -114,6 +150,13 @@ class AsyncConsumer:
             raise
 
     async def close(self) -> None:
+        """Commit (with auto-commit), leave the group, close every connection."""
+        if self._group is not None and self._cluster is not None:
+            with trio.move_on_after(self.request_timeout_ms / 1000):
+                if self.enable_auto_commit and self._group.generation_id >= 0:
+                    await self._commit_quietly()
+                await self._group.leave()
+            self._group = None
         if self._cluster is not None:
             await self._cluster.aclose()
             self._cluster = None
@@ -275,6 +318,8 @@ class AsyncConsumer:
         cluster = self._require_cluster()
         deadline = trio.current_time() + timeout_ms / 1000
         while True:
+            if self._group is not None:
+                await self._group_maintenance()
             ready = self._drain_buffers(max_records)
             if ready:
                 return ready
@@ -302,7 +347,7 @@ class AsyncConsumer:
         for tp, state in self._state.items():
             if budget <= 0:
                 break
-            if not state.buffer:
+            if not state.buffer or tp in self._paused:
                 continue
             taken: list[ConsumerRecord] = []
             while state.buffer and budget > 0:
@@ -314,7 +359,7 @@ class AsyncConsumer:
     async def _fetch_round(self, max_wait_ms: int) -> bool:
         """One parallel fetch to every leader; True if any records arrived."""
         fetchable = [tp for tp, s in self._state.items()
-                     if s.position is not None and not s.buffer]
+                     if s.position is not None and not s.buffer and tp not in self._paused]
         by_node = await self._group_by_leader(fetchable)
         if not by_node:
             await trio.sleep(min(self.retry_backoff_ms, max_wait_ms) / 1000)
@@ -403,3 +448,184 @@ class AsyncConsumer:
         log.info("consumer.offset_reset", topic=tp.topic, partition=tp.partition,
                  out_of_range=offset, reset=self.auto_offset_reset)
         state.position, state.reset_to = None, target
+
+    # --- pause / resume --------------------------------------------------
+    def pause(self, *tps: TopicPartition) -> None:
+        """Stop fetching and returning records of these assigned partitions (positions kept)."""
+        for tp in tps:
+            self._partition_state(TopicPartition(*tp))
+            self._paused.add(TopicPartition(*tp))
+
+    def resume(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._paused.discard(TopicPartition(*tp))
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
+
+    # --- consumer groups -------------------------------------------------
+    def subscribe(self, topics: Iterable[str] = (), *, pattern: str | None = None,
+                  on_partitions_assigned: Callable | None = None,
+                  on_partitions_revoked: Callable | None = None) -> None:
+        """Consume `topics` (or every topic matching the regex `pattern`) as a member of
+        `group_id`. The partitions arrive at the next `poll()`. Callbacks get a set of
+        TopicPartition and may be plain functions or coroutines."""
+        if not self.group_id:
+            raise IllegalStateError("subscribe() needs a group_id; use assign() without one")
+        topics = tuple(sorted(set([topics] if isinstance(topics, str) else topics)))
+        if bool(topics) == bool(pattern):
+            raise ValueError(f"subscribe() takes topics or a pattern, got topics={topics!r} "
+                             f"pattern={pattern!r}")
+        cluster = self._require_cluster()
+        self._subscription = topics
+        self._pattern = re.compile(pattern) if pattern else None
+        self._on_assigned, self._on_revoked = on_partitions_assigned, on_partitions_revoked
+        cluster.topics.update(topics)
+        if self._group is None:
+            self._group = GroupMembership(
+                cluster, self.group_id, session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.max_poll_interval_ms,
+                heartbeat_interval_ms=self.heartbeat_interval_ms,
+                assignors=self.partition_assignment_strategy,
+                retry_backoff_ms=self.retry_backoff_ms, request_timeout_ms=self.request_timeout_ms)
+            assert self._owner.nursery is not None
+            self._owner.nursery.start_soon(self._group.heartbeat_loop)
+        self._group.request_rejoin("subscription changed")
+        self._next_pattern_check = 0.0
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription)
+
+    async def unsubscribe(self) -> None:
+        """Leave the group and drop every partition."""
+        if self._group is not None:
+            await self._revoke()
+            await self._group.leave()
+            self._group.needs_rejoin = False
+        self._subscription, self._pattern = (), None
+        self._state = {}
+
+    def _require_group(self) -> GroupMembership:
+        if self._group is None:
+            if not self.group_id:
+                raise IllegalStateError("offsets are stored per group: set group_id")
+            self._group = GroupMembership(self._require_cluster(), self.group_id,
+                                          retry_backoff_ms=self.retry_backoff_ms,
+                                          request_timeout_ms=self.request_timeout_ms)
+            self._group.needs_rejoin = False  # an assign() consumer commits without joining
+        return self._group
+
+    async def _group_maintenance(self) -> None:
+        group = self._group
+        assert group is not None
+        now = trio.current_time()
+        if self._pattern is not None and now >= self._next_pattern_check:
+            self._next_pattern_check = now + self.metadata_max_age_ms / 1000
+            matched = await self._pattern_topics()
+            if matched != self._subscription:
+                self._subscription = matched
+                group.request_rejoin("topics matching the pattern changed")
+        if group.needs_rejoin and (self._subscription or self._pattern is not None):
+            await self._rejoin()
+        if self.enable_auto_commit and now >= self._next_auto_commit and group.generation_id >= 0:
+            self._next_auto_commit = now + self.auto_commit_interval_ms / 1000
+            await self._commit_quietly()
+
+    async def _pattern_topics(self) -> tuple[str, ...]:
+        cluster = self._require_cluster()
+        assert self._pattern is not None
+        metadata = await cluster.refresh_metadata(all_topics=True)
+        return tuple(sorted(t for t in metadata.topics
+                            if self._pattern.fullmatch(t) and not t.startswith("__")))
+
+    async def _rejoin(self) -> None:
+        group = self._group
+        assert group is not None
+        await self._revoke()
+        assigned = await group.ensure_active(self._subscription, self._partition_counts)
+        old = self._state
+        self._state = {tp: old.get(tp) or _PartitionState() for tp in assigned}
+        self._paused &= set(assigned)
+        self._require_cluster().topics.update(tp.topic for tp in assigned)
+        fresh = [tp for tp in assigned if tp not in old or old[tp].position is None]
+        if fresh:
+            committed = await group.fetch_offsets(fresh)
+            for tp, om in committed.items():
+                if om is not None:
+                    self._state[tp].position, self._state[tp].reset_to = om.offset, None
+        self._next_auto_commit = trio.current_time() + self.auto_commit_interval_ms / 1000
+        await self._callback(self._on_assigned, set(assigned))
+
+    async def _revoke(self) -> None:
+        if not self._state:
+            return
+        group = self._group
+        if self.enable_auto_commit and group is not None and group.generation_id >= 0:
+            await self._commit_quietly()
+        await self._callback(self._on_revoked, set(self._state))
+
+    @staticmethod
+    async def _callback(callback: Callable | None, tps: set[TopicPartition]) -> None:
+        if callback is None:
+            return
+        result = callback(tps)
+        if inspect.isawaitable(result):
+            await result
+
+    async def _partition_counts(self, topics: list[str]) -> dict[str, int]:
+        cluster = self._require_cluster()
+        await cluster.refresh_metadata(topics)
+        return {t: len(cluster.metadata.partitions_for(t) or []) for t in topics}
+
+    def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        out = {}
+        for tp, state in self._state.items():
+            if state.position is not None:
+                out[tp] = OffsetAndMetadata(state.buffer[0].offset if state.buffer else state.position)
+        return out
+
+    async def _commit_quietly(self) -> None:
+        try:
+            await self.commit()
+        except KafkaError as exc:
+            log.info("consumer.auto_commit_failed", group=self.group_id, error=str(exc))
+
+    async def commit(self, offsets: dict[TopicPartition, int | OffsetAndMetadata] | None = None) -> None:
+        """Store `offsets` (default: the position of every assigned partition, i.e. everything
+        `poll()` returned) as the group's committed offsets. Raises CommitFailedError when the
+        group rebalanced meanwhile (the partitions may be another member's now)."""
+        group = self._require_group()
+        if offsets is None:
+            chosen = self._consumed_offsets()
+        else:
+            chosen = {TopicPartition(*tp): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+                      for tp, o in offsets.items()}
+        await group.commit(chosen, as_member=self._subscription != () or self._pattern is not None)
+
+    def commit_async(self, offsets: dict[TopicPartition, int | OffsetAndMetadata] | None = None,
+                     callback: Callable[[dict, BaseException | None], None] | None = None) -> None:
+        """Start a commit in the background; `callback(offsets, error)` runs when it ends."""
+        snapshot = dict(offsets) if offsets is not None else self._consumed_offsets()
+
+        async def run() -> None:
+            error: BaseException | None = None
+            try:
+                await self.commit(snapshot)
+            except KafkaError as exc:
+                error = exc
+                log.info("consumer.commit_async_failed", group=self.group_id, error=str(exc))
+            if callback is not None:
+                callback(snapshot, error)
+
+        assert self._owner.nursery is not None
+        self._owner.nursery.start_soon(run)
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        """The group's committed offset for `tp` (None if nothing was committed)."""
+        tp = TopicPartition(*tp)
+        result = await self._require_group().fetch_offsets([tp])
+        om = result.get(tp)
+        return om.offset if om is not None else None
+
+
+__all__ = ["AsyncConsumer", "CommitFailedError", "NoOffsetForPartitionError", "OffsetAndMetadata"]

@@ -257,12 +257,33 @@ def groups() -> None:
     """List, describe and delete consumer groups."""
 
 
-for _name, _help in [
-    ("list", "List consumer groups."),
-    ("describe", "Describe a group: members, assignment, committed offsets, lag."),
-    ("delete", "Delete consumer groups."),
-]:
-    _placeholder(groups, _name, 7, "consumer groups", _help)
+@groups.command(name="list")
+@_BOOTSTRAP
+def groups_list(bootstrap: str) -> None:
+    """List consumer groups."""
+    from raftka.cmd_groups import list_cmd
+
+    sys.exit(list_cmd(bootstrap))
+
+
+@groups.command(name="describe")
+@_BOOTSTRAP
+@click.option("--group", "group_id", required=True, help="The group to describe.")
+def groups_describe(bootstrap: str, group_id: str) -> None:
+    """Describe a group: members, assignment, committed offsets, lag."""
+    from raftka.cmd_groups import describe_cmd
+
+    sys.exit(describe_cmd(bootstrap, group_id))
+
+
+@groups.command(name="delete")
+@_BOOTSTRAP
+@click.option("--group", "group_id", required=True, help="The (empty) group to delete.")
+def groups_delete(bootstrap: str, group_id: str) -> None:
+    """Delete consumer groups."""
+    from raftka.cmd_groups import delete_cmd
+
+    sys.exit(delete_cmd(bootstrap, group_id))
 
 
 # --- log -------------------------------------------------------------------

@@ -65,7 +65,13 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
             if acks == -1:
                 waits.append((key, partition, info.last_offset + 1))
     if waits:
-        await _wait_for_replication(results, waits, request.timeout_ms / 1000.0)
+        # The appends are done, in request order; only the wait for the ISR remains, and the
+        # connection may process its next requests meanwhile (see broker/network.py).
+        return ReplicationWait(results, waits, request.timeout_ms / 1000.0)
+    return _response(results)
+
+
+def _response(results: dict[tuple[str, int], dict]) -> ProduceResponse:
     responses: dict[str, list[dict]] = {}
     for (name, _index), result in results.items():
         responses.setdefault(name, []).append(result)
@@ -73,6 +79,17 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
         responses=[{"name": name, "partition_responses": parts} for name, parts in responses.items()],
         throttle_time_ms=0,
     )
+
+
+class ReplicationWait:
+    """An acks=all produce whose batches are appended and now wait for the high watermark."""
+
+    def __init__(self, results: dict, waits: list, timeout_s: float) -> None:
+        self.results, self.waits, self.timeout_s = results, waits, timeout_s
+
+    async def finish(self) -> ProduceResponse:
+        await _wait_for_replication(self.results, self.waits, self.timeout_s)
+        return _response(self.results)
 
 
 async def _wait_for_replication(results: dict, waits: list, timeout_s: float) -> None:

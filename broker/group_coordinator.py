@@ -1,0 +1,427 @@
+"""The group coordinator: the trio shell around GroupState and `__consumer_offsets`.
+
+This broker coordinates the groups whose id hashes (Kafka's rule) to a
+`__consumer_offsets` partition it leads. On becoming leader of one it loads
+that partition (requests for its groups get COORDINATOR_LOAD_IN_PROGRESS
+meanwhile); on losing it, it drops those groups and parked requests get
+NOT_COORDINATOR, so clients look the coordinator up again.
+
+Parked JoinGroup/SyncGroup requests wait on events keyed by
+(group, kind, member); the pure state machine says whom to answer. One task
+ticks every group's timers (sessions, rebalance and sync deadlines).
+Offset commits and group metadata (after each completed rebalance and when a
+group empties) are written with acks=all before they are acknowledged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+
+from broker.group_metadata_manager import OFFSETS_TOPIC, append_and_wait, load_partition
+from broker.group_records import (
+    GroupMetadata,
+    group_key,
+    group_value,
+    offset_key,
+    offset_value,
+    partition_for_group,
+)
+from broker.group_state import (
+    CommittedOffset,
+    GroupPhase,
+    GroupState,
+    JoinResult,
+    Reply,
+    SyncResult,
+)
+from broker.partition import NotLeaderOrFollower, Partition, PartitionError
+from broker.replica_manager import ReplicaManager
+from client.protocol import ErrorCode
+from raft_meta.node_config import NodeConfig
+
+log = structlog.get_logger("broker.group_coordinator")
+
+TICK_S = 0.1
+COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
+
+NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
+LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+NOT_AVAILABLE = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+INVALID_SESSION_TIMEOUT = int(ErrorCode.INVALID_SESSION_TIMEOUT)
+GROUP_ID_NOT_FOUND = int(ErrorCode.GROUP_ID_NOT_FOUND)
+NON_EMPTY_GROUP = int(ErrorCode.NON_EMPTY_GROUP)
+INVALID_GROUP_ID = int(ErrorCode.INVALID_GROUP_ID)
+
+
+class CoordinatorError(Exception):
+    """A group request this broker cannot serve now; `code` is the Kafka error to answer."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _now_ms() -> float:
+    return trio.current_time() * 1000.0
+
+
+def append_error_code(exc: BaseException) -> int:
+    """Kafka's mapping of a failed `__consumer_offsets` append to the error a group client acts on."""
+    if isinstance(exc, NotLeaderOrFollower):
+        return NOT_COORDINATOR
+    if isinstance(exc, PartitionError):
+        return NOT_AVAILABLE  # not enough replicas, timed out: retry, maybe at a new coordinator
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+@dataclass
+class _Waiter:
+    event: trio.Event = field(default_factory=trio.Event)
+    result: JoinResult | SyncResult | None = None
+
+
+@dataclass
+class _Load:
+    token: int
+    loaded: bool = False
+
+
+class GroupCoordinator:
+    def __init__(self, config: NodeConfig, replicas: ReplicaManager,
+                 create_offsets_topic: Callable[[int, int], Awaitable[None]]) -> None:
+        self.config = config
+        self.replicas = replicas
+        self._create_offsets_topic = create_offsets_topic
+        self.groups: dict[str, GroupState] = {}
+        self._loads: dict[int, _Load] = {}
+        self._tokens = 0
+        self._waiters: dict[tuple[str, str, str], _Waiter] = {}
+        self._persisted: dict[str, tuple[int, str]] = {}  # group -> (generation, phase) last written
+        self._load_send, self._load_recv = trio.open_memory_channel[tuple[Partition, int]](math.inf)
+        self._nursery: trio.Nursery | None = None
+
+    # --- leadership of __consumer_offsets partitions ------------------------
+    def on_leadership(self, partition: Partition, is_leader: bool) -> None:
+        """ReplicaManager leadership listener (synchronous): start or drop a load."""
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        self._tokens += 1
+        if is_leader:
+            self._drop_partition(partition.index)
+            self._loads[partition.index] = _Load(self._tokens)
+            self._load_send.send_nowait((partition, self._tokens))
+        else:
+            self._drop_partition(partition.index)
+            self._loads.pop(partition.index, None)
+
+    def _drop_partition(self, index: int) -> None:
+        count = self._partition_count()
+        dropped = [gid for gid in self.groups if count and partition_for_group(gid, count) == index]
+        for gid in dropped:
+            del self.groups[gid]
+            self._persisted.pop(gid, None)
+            for key in [k for k in self._waiters if k[0] == gid]:
+                kind, member = key[1], key[2]
+                result = (JoinResult(NOT_COORDINATOR, member) if kind == "join"
+                          else SyncResult(NOT_COORDINATOR))
+                self._deliver(gid, [Reply(kind, member, result)])
+        if dropped:
+            log.info("group.partition_unloaded", partition=index, groups=len(dropped))
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._tick_loop)
+            task_status.started()
+            async for partition, token in self._load_recv:
+                nursery.start_soon(self._load, partition, token)
+
+    async def _load(self, partition: Partition, token: int) -> None:
+        started = trio.current_time()
+        try:
+            groups = await load_partition(partition, self._new_group, _now_ms())
+        except Exception:
+            log.exception("group.load_failed", partition=partition.index)
+            return
+        load = self._loads.get(partition.index)
+        if load is None or load.token != token:
+            return  # leadership moved while loading
+        for gid, group in groups.items():
+            self.groups[gid] = group
+            self._persisted[gid] = (group.generation_id, group.phase.value)
+        load.loaded = True
+        log.info("group.partition_loaded", partition=partition.index, groups=len(groups),
+                 seconds=round(trio.current_time() - started, 3))
+
+    def _new_group(self, group_id: str) -> GroupState:
+        return GroupState(group_id, initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await trio.sleep(TICK_S)
+            now = _now_ms()
+            for gid, group in list(self.groups.items()):
+                replies, removed = group.tick(now)
+                for member in removed:
+                    log.info("group.member_expired", group=gid, member=member)
+                self._deliver(gid, replies)
+                self._persist_soon(group)
+
+    # --- lookup -----------------------------------------------------------------
+    def _partition_count(self) -> int:
+        topic = self.replicas.image.topic_by_name(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None else 0
+
+    def partition_for(self, group_id: str) -> int:
+        """The `__consumer_offsets` partition of `group_id` (CoordinatorError if the topic is missing)."""
+        count = self._partition_count()
+        if not count:
+            raise CoordinatorError(NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet")
+        return partition_for_group(group_id, count)
+
+    async def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` if missing (the first FindCoordinator does, as in Kafka)."""
+        if self._partition_count():
+            return
+        live = len(self.replicas.image.live_brokers())
+        rf = max(1, min(self.config.offsets_topic_replication_factor, live))
+        await self._create_offsets_topic(self.config.offsets_topic_num_partitions, rf)
+
+    def _partition(self, group_id: str) -> Partition:
+        index = self.partition_for(group_id)
+        load = self._loads.get(index)
+        if load is None:
+            raise CoordinatorError(NOT_COORDINATOR,
+                                   f"broker {self.config.node_id} does not lead {OFFSETS_TOPIC}-{index} "
+                                   f"(group {group_id!r})")
+        if not load.loaded:
+            raise CoordinatorError(LOAD_IN_PROGRESS, f"{OFFSETS_TOPIC}-{index} is still loading")
+        partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
+        if partition is None or not partition.is_leader:
+            raise CoordinatorError(NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{index} is not led here")
+        return partition
+
+    def _group(self, group_id: str, *, create: bool) -> GroupState | None:
+        if not group_id:
+            raise CoordinatorError(INVALID_GROUP_ID, "the group id is empty; expected a non-empty string")
+        self._partition(group_id)
+        group = self.groups.get(group_id)
+        if group is None and create:
+            group = self.groups[group_id] = self._new_group(group_id)
+        return group
+
+    # --- parked requests -------------------------------------------------------------
+    def _deliver(self, group_id: str, replies: list[Reply]) -> None:
+        for reply in replies:
+            waiter = self._waiters.pop((group_id, reply.kind, reply.member_id), None)
+            if waiter is not None:
+                waiter.result = reply.result
+                waiter.event.set()
+
+    async def _await_reply(self, group_id: str, kind: str, member_id: str, replies: list[Reply]):
+        own = None
+        for i in range(len(replies) - 1, -1, -1):
+            if replies[i].kind == kind and replies[i].member_id == member_id:
+                own = replies.pop(i)
+                break
+        self._deliver(group_id, replies)
+        if own is not None:
+            return own.result
+        waiter = _Waiter()
+        self._waiters[(group_id, kind, member_id)] = waiter
+        try:
+            await waiter.event.wait()
+        finally:
+            if self._waiters.get((group_id, kind, member_id)) is waiter:
+                del self._waiters[(group_id, kind, member_id)]
+        return waiter.result
+
+    # --- membership ---------------------------------------------------------------------
+    async def join(self, group_id: str, member_id: str, *, client_id: str, client_host: str,
+                   session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+                   group_instance_id: str | None = None) -> JoinResult:
+        try:
+            if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                    <= self.config.group_max_session_timeout_ms):
+                raise CoordinatorError(
+                    INVALID_SESSION_TIMEOUT,
+                    f"session timeout {session_timeout_ms} ms is outside "
+                    f"[group.min.session.timeout.ms {self.config.group_min_session_timeout_ms}, "
+                    f"group.max.session.timeout.ms {self.config.group_max_session_timeout_ms}]")
+            group = self._group(group_id, create=True)
+        except CoordinatorError as exc:
+            return JoinResult(exc.code, member_id)
+        assert group is not None
+        was_new = member_id == "" or member_id not in group.members
+        member_id, replies = group.join(
+            member_id, client_id=client_id, client_host=client_host, session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type, protocols=protocols,
+            now_ms=_now_ms(), require_known_member_id=require_known_member_id,
+            group_instance_id=group_instance_id)
+        if was_new and member_id in group.members:
+            log.info("group.member_joined", group=group_id, member=member_id, client_id=client_id)
+        result = await self._await_reply(group_id, "join", member_id, replies)
+        if result.error_code == 0 and result.member_id == result.leader:
+            log.info("group.rebalanced", group=group_id, generation=result.generation_id,
+                     protocol=result.protocol_name, members=len(result.members))
+        return result
+
+    async def sync(self, group_id: str, member_id: str, generation_id: int,
+                   assignments: dict[str, bytes]) -> SyncResult:
+        try:
+            group = self._group(group_id, create=False)
+        except CoordinatorError as exc:
+            return SyncResult(exc.code)
+        if group is None:
+            return SyncResult(int(ErrorCode.UNKNOWN_MEMBER_ID))
+        before = group.phase
+        replies = group.sync(member_id, generation_id, assignments, _now_ms())
+        if before is GroupPhase.COMPLETING_REBALANCE and group.phase is GroupPhase.STABLE:
+            code = await self._persist_group(group)
+            if code:
+                # Kafka's answer when the assignment could not be stored: everyone rejoins.
+                replies = [Reply(r.kind, r.member_id, SyncResult(code)) for r in replies]
+        return await self._await_reply(group_id, "sync", member_id, replies)
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
+        try:
+            group = self._group(group_id, create=False)
+        except CoordinatorError as exc:
+            return exc.code
+        if group is None:
+            return int(ErrorCode.UNKNOWN_MEMBER_ID)
+        return group.heartbeat(member_id, generation_id, _now_ms())
+
+    def leave(self, group_id: str, member_ids: list[str]) -> tuple[int, list[int]]:
+        """(error for the whole request, error per member)."""
+        try:
+            group = self._group(group_id, create=False)
+        except CoordinatorError as exc:
+            return exc.code, [exc.code] * len(member_ids)
+        if group is None:
+            code = int(ErrorCode.UNKNOWN_MEMBER_ID)
+            return code, [code] * len(member_ids)
+        codes = []
+        for member_id in member_ids:
+            code, replies = group.leave(member_id, _now_ms())
+            if code == 0:
+                log.info("group.member_left", group=group_id, member=member_id)
+            self._deliver(group_id, replies)
+            codes.append(code)
+        self._persist_soon(group)
+        top = codes[0] if len(codes) == 1 else 0
+        return top, codes
+
+    # --- persistence of membership -------------------------------------------------------
+    def _persist_soon(self, group: GroupState) -> None:
+        """Write the group's metadata when it reached a new generation or emptied since last time."""
+        if group.phase not in (GroupPhase.STABLE, GroupPhase.EMPTY):
+            return
+        mark = (group.generation_id, group.phase.value)
+        if self._persisted.get(group.group_id, (0, GroupPhase.EMPTY.value)) == mark:
+            return
+        if self._nursery is not None:
+            self._persisted[group.group_id] = mark
+            self._nursery.start_soon(self._persist_group, group)
+
+    async def _persist_group(self, group: GroupState) -> int:
+        self._persisted[group.group_id] = (group.generation_id, group.phase.value)
+        meta = GroupMetadata(group.protocol_type or "", group.generation_id, group.protocol_name,
+                             group.leader_id, int(_now_ms()), tuple(group.members.values()))
+        try:
+            partition = self._partition(group.group_id)
+            await append_and_wait(partition, [(group_key(group.group_id), group_value(meta))],
+                                  COMMIT_TIMEOUT_S)
+            return 0
+        except CoordinatorError as exc:
+            return exc.code
+        except Exception as exc:
+            log.warning("group.persist_failed", group=group.group_id, error=str(exc))
+            return append_error_code(exc)
+
+    # --- offsets ------------------------------------------------------------------------
+    async def commit(self, group_id: str, member_id: str, generation_id: int,
+                     offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], int]:
+        def everyone(code: int) -> dict[tuple[str, int], int]:
+            return dict.fromkeys(offsets, code)
+
+        try:
+            group = self._group(group_id, create=generation_id < 0)
+            partition = self._partition(group_id)
+        except CoordinatorError as exc:
+            return everyone(exc.code)
+        if group is None:
+            return everyone(int(ErrorCode.UNKNOWN_MEMBER_ID) if member_id else int(ErrorCode.ILLEGAL_GENERATION))
+        code = group.validate_commit(member_id, generation_id, _now_ms())
+        if code or not offsets:
+            return everyone(code)
+        records = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S)
+        except Exception as exc:
+            log.info("group.commit_failed", group=group_id, error=str(exc))
+            return everyone(append_error_code(exc))
+        current = self.groups.get(group_id)
+        if current is not None:  # the group may have been deleted or unloaded meanwhile
+            current.offsets.update(offsets)
+        return everyone(0)
+
+    def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None,
+                      ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:
+        """(error, committed offset per partition — None where nothing is committed).
+        `tps` None means every partition the group has committed."""
+        try:
+            group = self._group(group_id, create=False)
+        except CoordinatorError as exc:
+            return exc.code, dict.fromkeys(tps or [])
+        stored = group.offsets if group is not None else {}
+        if tps is None:
+            return 0, dict(stored)
+        return 0, {tp: stored.get(tp) for tp in tps}
+
+    # --- admin --------------------------------------------------------------------------
+    def describe(self, group_id: str) -> tuple[int, GroupState | None]:
+        try:
+            return 0, self._group(group_id, create=False)
+        except CoordinatorError as exc:
+            return exc.code, None
+
+    def list_groups(self) -> list[GroupState]:
+        return [g for gid, g in self.groups.items() if self._is_served(gid)]
+
+    def _is_served(self, group_id: str) -> bool:
+        try:
+            self._partition(group_id)
+            return True
+        except CoordinatorError:
+            return False
+
+    async def delete_group(self, group_id: str) -> int:
+        try:
+            group = self._group(group_id, create=False)
+            partition = self._partition(group_id)
+        except CoordinatorError as exc:
+            return exc.code
+        if group is None:
+            return GROUP_ID_NOT_FOUND
+        if group.members:
+            return NON_EMPTY_GROUP
+        records: list[tuple[bytes, bytes | None]] = [
+            (offset_key(group_id, t, p), None) for (t, p) in group.offsets]
+        records.append((group_key(group_id), None))
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S)
+        except Exception as exc:
+            return append_error_code(exc)
+        group.mark_dead()
+        if self.groups.get(group_id) is group:
+            del self.groups[group_id]
+        self._persisted.pop(group_id, None)
+        log.info("group.deleted", group=group_id)
+        return 0

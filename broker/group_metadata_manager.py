@@ -1,0 +1,94 @@
+"""Reading and writing the `__consumer_offsets` partitions a coordinator leads.
+
+`load_partition` replays a partition from its log start to its log end into
+GroupStates (offset commits, group metadata and their tombstones, last record
+wins — the same answer compaction would keep). `append_and_wait` writes
+records with acks=all and waits until the ISR has them, so a commit that was
+answered survives a coordinator failover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import structlog
+import trio
+
+from broker.group_records import (
+    GroupKey,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
+from broker.group_state import GroupState
+from broker.partition import Partition
+from log.record_batch import Record, encode_batch, iter_batches
+
+log = structlog.get_logger("broker.group_metadata")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_READ_BYTES = 1 << 20
+
+
+async def load_partition(partition: Partition, new_group: Callable[[str], GroupState],
+                         now_ms: float) -> dict[str, GroupState]:
+    """Every group stored in `partition`, rebuilt from its records. Yields to the event loop
+    between reads so a big partition does not stall other requests."""
+    groups: dict[str, GroupState] = {}
+    metadata: dict[str, bytes | None] = {}
+    offset = partition.log.log_start_offset
+    end = partition.log_end_offset
+    while offset < end:
+        info = partition.read(offset, LOAD_READ_BYTES, committed_only=False)
+        data = info.read_bytes()
+        if not data or info.next_offset <= offset:
+            break
+        for batch in iter_batches(data):
+            if batch.header.attributes & 0x20:  # control batches carry no group data
+                continue
+            for record in batch.records:
+                _apply_record(groups, metadata, new_group, record)
+        offset = info.next_offset
+        await trio.sleep(0)
+    for group_id, value in metadata.items():
+        group = groups.get(group_id)
+        if value is None or group is None:
+            continue
+        meta = decode_group_value(value)
+        group.restore(protocol_type=meta.protocol_type, generation_id=meta.generation_id,
+                      protocol_name=meta.protocol_name, leader_id=meta.leader_id, members=meta.members,
+                      now_ms=now_ms)
+    # A group that was deleted (tombstones only) or emptied of everything is not kept.
+    return {gid: g for gid, g in groups.items() if g.offsets or g.members or metadata.get(gid)}
+
+
+def _apply_record(groups: dict[str, GroupState], metadata: dict[str, bytes | None],
+                  new_group: Callable[[str], GroupState], record: Record) -> None:
+    if record.key is None:
+        return
+    try:
+        key = decode_key(record.key)
+        if isinstance(key, OffsetKey):
+            group = groups.get(key.group_id) or groups.setdefault(key.group_id, new_group(key.group_id))
+            tp = (key.topic, key.partition)
+            if record.value is None:
+                group.offsets.pop(tp, None)
+            else:
+                group.offsets[tp] = decode_offset_value(record.value)
+        elif isinstance(key, GroupKey):
+            groups.setdefault(key.group_id, new_group(key.group_id))
+            metadata[key.group_id] = record.value
+            if record.value is None:  # DeleteGroups: its offsets were tombstoned before this
+                groups[key.group_id].offsets.clear()
+    except ValueError as exc:
+        log.warning("group_metadata.bad_record", offset=record.offset, error=str(exc))
+
+
+async def append_and_wait(partition: Partition, records: Sequence[tuple[bytes, bytes | None]],
+                          timeout_s: float) -> None:
+    """Append (key, value) records as one batch with acks=all and wait for the high watermark.
+    Raises the partition's errors (NotLeaderOrFollower, NotEnoughReplicas, RequestTimedOut...)."""
+    batch = encode_batch([Record(key, value) for key, value in records])
+    info = partition.append_as_leader(batch, -1)
+    await partition.wait_for_high_watermark(info.last_offset + 1, timeout_s)

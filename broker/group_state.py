@@ -1,0 +1,435 @@
+"""One consumer group's membership, as a pure state machine (Kafka's classic protocol).
+
+Driven by requests (`join`, `sync`, `heartbeat`, `leave`, `validate_commit`)
+and timer ticks (`tick(now_ms)`); it never reads a clock, never sleeps and
+does no I/O. JoinGroup and SyncGroup answers are often delayed until other
+members act, so the methods return `Reply` values: answers owed to members
+whose requests are parked in the caller (the coordinator shell), keyed by
+member id and kind ("join" / "sync").
+
+States (Kafka's names, shown by DescribeGroups)::
+
+    Empty --join--> PreparingRebalance --all joined / rebalance timeout--> CompletingRebalance
+    CompletingRebalance --leader's SyncGroup--> Stable --join/leave/expiry--> PreparingRebalance
+    PreparingRebalance --everyone gone--> Empty;  DeleteGroups: Empty --> Dead
+
+Simplifications, documented: static membership (`group.instance.id`) is
+accepted and shown but members are always identified by member id.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from client.protocol import ErrorCode
+
+NONE = 0
+UNKNOWN_MEMBER_ID = int(ErrorCode.UNKNOWN_MEMBER_ID)
+ILLEGAL_GENERATION = int(ErrorCode.ILLEGAL_GENERATION)
+REBALANCE_IN_PROGRESS = int(ErrorCode.REBALANCE_IN_PROGRESS)
+MEMBER_ID_REQUIRED = int(ErrorCode.MEMBER_ID_REQUIRED)
+INCONSISTENT_GROUP_PROTOCOL = int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+COORDINATOR_NOT_AVAILABLE = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+class GroupPhase(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    group_instance_id: str | None = None
+    assignment: bytes = b""
+    deadline_ms: float = 0.0
+    awaiting_join: bool = False  # a JoinGroup is parked until the join phase completes
+    awaiting_sync: bool = False  # a SyncGroup is parked until the leader's assignment arrives
+    synced: bool = False  # sent SyncGroup in this generation
+
+    def metadata_for(self, protocol: str | None) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        return b""
+
+
+@dataclass(frozen=True)
+class JoinMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    error_code: int
+    member_id: str
+    generation_id: int = -1
+    protocol_name: str | None = None
+    leader: str = ""
+    members: tuple[JoinMember, ...] = ()
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    error_code: int
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer owed to the parked `kind` request ("join" or "sync") of `member_id`."""
+
+    kind: str
+    member_id: str
+    result: JoinResult | SyncResult
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+
+
+def _new_member_id(client_id: str) -> str:
+    return f"{client_id}-{uuid.uuid4()}"
+
+
+@dataclass
+class GroupState:
+    group_id: str
+    initial_rebalance_delay_ms: int = 0
+    new_member_id: Callable[[str], str] = _new_member_id
+    phase: GroupPhase = GroupPhase.EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    # Member ids handed out with MEMBER_ID_REQUIRED, not yet joined, and when they lapse.
+    pending_members: dict[str, float] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    join_deadline_ms: float = 0.0  # the rebalance timeout of the current join phase
+    initial_delay_until_ms: float = 0.0  # an empty group waits this long for more members
+    rebalance_started_ms: float = 0.0
+    sync_deadline_ms: float = 0.0
+
+    # --- queries -----------------------------------------------------------
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def describe_phase(self) -> str:
+        return self.phase.value
+
+    def _supported_protocols(self) -> set[str] | None:
+        if not self.members:
+            return None
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets)
+
+    def _accepts(self, protocol_type: str, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        if not protocols or not protocol_type:
+            return False
+        if not self.members:
+            return True
+        if protocol_type != self.protocol_type:
+            return False
+        supported = self._supported_protocols() or set()
+        return any(name in supported for name, _ in protocols)
+
+    def _select_protocol(self) -> str | None:
+        """Each member votes for its first preference among the protocols all support (Kafka's rule)."""
+        supported = self._supported_protocols()
+        if not supported:
+            return None
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            choice = next(name for name, _ in member.protocols if name in supported)
+            votes[choice] = votes.get(choice, 0) + 1
+        first = next(iter(self.members.values()))
+        order = [name for name, _ in first.protocols]
+        return max(votes, key=lambda name: (votes[name], -order.index(name) if name in order else 0))
+
+    # --- JoinGroup -----------------------------------------------------------
+    def join(self, member_id: str, *, client_id: str, client_host: str, session_timeout_ms: int,
+             rebalance_timeout_ms: int, protocol_type: str, protocols: Iterable[tuple[str, bytes]],
+             now_ms: float, require_known_member_id: bool = False,
+             group_instance_id: str | None = None) -> tuple[str, list[Reply]]:
+        """Handle a JoinGroup. Returns the member id whose "join" reply the caller waits for
+        (it may already be among the replies) and every reply now owed."""
+        protocols = tuple((name, bytes(meta)) for name, meta in protocols)
+        if rebalance_timeout_ms < 0:  # JoinGroup v0 has no rebalance timeout
+            rebalance_timeout_ms = session_timeout_ms
+        if self.phase is GroupPhase.DEAD:
+            return member_id, [Reply("join", member_id, JoinResult(COORDINATOR_NOT_AVAILABLE, member_id))]
+        if not self._accepts(protocol_type, protocols):
+            return member_id, [Reply("join", member_id, JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id))]
+        if not member_id:
+            new_id = self.new_member_id(client_id)
+            if require_known_member_id:
+                self.pending_members[new_id] = now_ms + session_timeout_ms
+                return new_id, [Reply("join", new_id, JoinResult(MEMBER_ID_REQUIRED, new_id))]
+            member_id = new_id
+        elif member_id in self.pending_members:
+            del self.pending_members[member_id]
+        elif member_id not in self.members:
+            return member_id, [Reply("join", member_id, JoinResult(UNKNOWN_MEMBER_ID, member_id))]
+
+        replies: list[Reply] = []
+        member = self.members.get(member_id)
+        if member is None:
+            member = Member(member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                            protocol_type, protocols, group_instance_id)
+            if not self.members:
+                self.protocol_type = protocol_type
+            self.members[member_id] = member
+            if self.leader_id is None:
+                self.leader_id = member_id
+            member.awaiting_join = True
+            member.deadline_ms = now_ms + session_timeout_ms
+            if self.phase is GroupPhase.PREPARING_REBALANCE:
+                self._extend_initial_delay(now_ms)
+            else:
+                replies += self._prepare_rebalance(now_ms)
+            replies += self._maybe_complete_join(now_ms)
+            return member_id, replies
+
+        if member.awaiting_join:  # a retried JoinGroup replaces the parked one
+            replies.append(Reply("join", member_id, JoinResult(REBALANCE_IN_PROGRESS, member_id)))
+        changed = member.protocols != protocols
+        member.protocols = protocols
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.deadline_ms = now_ms + session_timeout_ms
+        if self.phase is GroupPhase.PREPARING_REBALANCE:
+            member.awaiting_join = True
+            replies += self._maybe_complete_join(now_ms)
+        elif (self.phase is GroupPhase.COMPLETING_REBALANCE and not changed) or (
+                self.phase is GroupPhase.STABLE and not changed and member_id != self.leader_id):
+            # A member that lost our JoinGroup answer: give it the current generation again.
+            replies.append(Reply("join", member_id, self._join_result(member_id)))
+        else:
+            member.awaiting_join = True
+            replies += self._prepare_rebalance(now_ms)
+            replies += self._maybe_complete_join(now_ms)
+        return member_id, replies
+
+    def _extend_initial_delay(self, now_ms: float) -> None:
+        if self.initial_delay_until_ms > now_ms:
+            limit = self.rebalance_started_ms + self._max_rebalance_timeout()
+            self.initial_delay_until_ms = min(now_ms + self.initial_rebalance_delay_ms, limit)
+
+    def _max_rebalance_timeout(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def _prepare_rebalance(self, now_ms: float) -> list[Reply]:
+        replies: list[Reply] = []
+        if self.phase is GroupPhase.COMPLETING_REBALANCE:
+            # Members waiting for an assignment that will never come: rejoin.
+            for member in self.members.values():
+                if member.awaiting_sync:
+                    member.awaiting_sync = False
+                    replies.append(Reply("sync", member.member_id, SyncResult(REBALANCE_IN_PROGRESS)))
+        was_empty = self.phase is GroupPhase.EMPTY
+        self.phase = GroupPhase.PREPARING_REBALANCE
+        self.rebalance_started_ms = now_ms
+        self.join_deadline_ms = now_ms + self._max_rebalance_timeout()
+        self.initial_delay_until_ms = now_ms + self.initial_rebalance_delay_ms if was_empty else now_ms
+        return replies
+
+    def _all_joined(self) -> bool:
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+
+    def _maybe_complete_join(self, now_ms: float) -> list[Reply]:
+        if self.phase is not GroupPhase.PREPARING_REBALANCE:
+            return []
+        if not self.members:
+            return self._complete_join(now_ms)
+        if self._all_joined() and now_ms >= self.initial_delay_until_ms:
+            return self._complete_join(now_ms)
+        return []
+
+    def _complete_join(self, now_ms: float) -> list[Reply]:
+        replies: list[Reply] = []
+        for member in [m for m in self.members.values() if not m.awaiting_join]:
+            replies += self._remove_member(member.member_id)
+        self.pending_members.clear()
+        self.generation_id += 1
+        if not self.members:
+            self.phase = GroupPhase.EMPTY
+            self.protocol_name = None
+            self.leader_id = None
+            return replies
+        if self.leader_id not in self.members:
+            self.leader_id = next(iter(self.members))
+        self.protocol_name = self._select_protocol()
+        self.phase = GroupPhase.COMPLETING_REBALANCE
+        self.sync_deadline_ms = now_ms + self._max_rebalance_timeout()
+        for member in self.members.values():
+            member.awaiting_join = False
+            member.synced = False
+            member.assignment = b""
+            member.deadline_ms = now_ms + member.session_timeout_ms
+        for member_id in self.members:
+            replies.append(Reply("join", member_id, self._join_result(member_id)))
+        return replies
+
+    def _join_result(self, member_id: str) -> JoinResult:
+        members: tuple[JoinMember, ...] = ()
+        if member_id == self.leader_id:
+            members = tuple(JoinMember(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
+                            for m in self.members.values())
+        return JoinResult(NONE, member_id, self.generation_id, self.protocol_name, self.leader_id or "",
+                          members)
+
+    # --- SyncGroup ------------------------------------------------------------
+    def sync(self, member_id: str, generation_id: int, assignments: dict[str, bytes],
+             now_ms: float) -> list[Reply]:
+        """Handle a SyncGroup; the caller waits for the ("sync", member_id) reply."""
+        member = self.members.get(member_id)
+        if member is None or self.phase in (GroupPhase.EMPTY, GroupPhase.DEAD):
+            return [Reply("sync", member_id, SyncResult(UNKNOWN_MEMBER_ID))]
+        if generation_id != self.generation_id:
+            return [Reply("sync", member_id, SyncResult(ILLEGAL_GENERATION))]
+        if self.phase is GroupPhase.PREPARING_REBALANCE:
+            return [Reply("sync", member_id, SyncResult(REBALANCE_IN_PROGRESS))]
+        member.deadline_ms = now_ms + member.session_timeout_ms
+        member.synced = True
+        if self.phase is GroupPhase.STABLE:
+            return [Reply("sync", member_id, SyncResult(NONE, member.assignment))]
+        replies: list[Reply] = []
+        if member.awaiting_sync:
+            replies.append(Reply("sync", member_id, SyncResult(REBALANCE_IN_PROGRESS)))
+        member.awaiting_sync = True
+        if member_id == self.leader_id:
+            for m in self.members.values():
+                m.assignment = bytes(assignments.get(m.member_id, b""))
+            self.phase = GroupPhase.STABLE
+            for m in self.members.values():
+                if m.awaiting_sync:
+                    m.awaiting_sync = False
+                    replies.append(Reply("sync", m.member_id, SyncResult(NONE, m.assignment)))
+        return replies
+
+    # --- Heartbeat / LeaveGroup ---------------------------------------------------
+    def heartbeat(self, member_id: str, generation_id: int, now_ms: float) -> int:
+        member = self.members.get(member_id)
+        if member is None or self.phase in (GroupPhase.EMPTY, GroupPhase.DEAD):
+            return UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return ILLEGAL_GENERATION
+        member.deadline_ms = now_ms + member.session_timeout_ms
+        if self.phase is GroupPhase.PREPARING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
+        return NONE
+
+    def leave(self, member_id: str, now_ms: float) -> tuple[int, list[Reply]]:
+        if member_id not in self.members:
+            return UNKNOWN_MEMBER_ID, []
+        replies = self._remove_member(member_id)
+        replies += self._after_departure(now_ms)
+        return NONE, replies
+
+    def _remove_member(self, member_id: str) -> list[Reply]:
+        member = self.members.pop(member_id)
+        replies: list[Reply] = []
+        if member.awaiting_join:
+            replies.append(Reply("join", member_id, JoinResult(UNKNOWN_MEMBER_ID, member_id)))
+        if member.awaiting_sync:
+            replies.append(Reply("sync", member_id, SyncResult(UNKNOWN_MEMBER_ID)))
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return replies
+
+    def _after_departure(self, now_ms: float) -> list[Reply]:
+        if self.phase in (GroupPhase.STABLE, GroupPhase.COMPLETING_REBALANCE):
+            replies = self._prepare_rebalance(now_ms)
+            return replies + self._maybe_complete_join(now_ms)
+        if self.phase is GroupPhase.PREPARING_REBALANCE:
+            return self._maybe_complete_join(now_ms)
+        return []
+
+    # --- timers -------------------------------------------------------------------
+    def tick(self, now_ms: float) -> tuple[list[Reply], list[str]]:
+        """Expire sessions and phase deadlines. Returns the replies owed and the ids of the
+        members removed (session expiry or a missed rebalance)."""
+        replies: list[Reply] = []
+        before = set(self.members)
+        for member_id, deadline in list(self.pending_members.items()):
+            if now_ms >= deadline:
+                del self.pending_members[member_id]
+        for member in list(self.members.values()):
+            # A parked JoinGroup keeps a member alive; the rebalance timeout bounds it instead.
+            if not member.awaiting_join and now_ms >= member.deadline_ms:
+                replies += self._remove_member(member.member_id)
+                replies += self._after_departure(now_ms)
+        if self.phase is GroupPhase.PREPARING_REBALANCE and now_ms >= self.join_deadline_ms:
+            replies += self._complete_join(now_ms)
+        elif self.phase is GroupPhase.COMPLETING_REBALANCE and now_ms >= self.sync_deadline_ms:
+            for member in [m for m in self.members.values() if not m.synced]:
+                replies += self._remove_member(member.member_id)
+            replies += self._prepare_rebalance(now_ms)
+            replies += self._maybe_complete_join(now_ms)
+        else:
+            replies += self._maybe_complete_join(now_ms)
+        return replies, sorted(before - set(self.members))
+
+    # --- offsets ------------------------------------------------------------------
+    def validate_commit(self, member_id: str, generation_id: int, now_ms: float) -> int:
+        """The error for an OffsetCommit from this member and generation (NONE to accept).
+
+        generation -1 with no member id is a "simple" commit (assign() consumers, admin
+        tools): allowed only while the group has no members.
+        """
+        if self.phase is GroupPhase.DEAD:
+            return COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and not member_id:
+            return NONE if not self.members else ILLEGAL_GENERATION
+        member = self.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return ILLEGAL_GENERATION
+        if self.phase is GroupPhase.COMPLETING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
+        member.deadline_ms = now_ms + member.session_timeout_ms
+        return NONE
+
+    # --- failover -----------------------------------------------------------------
+    def restore(self, *, protocol_type: str | None, generation_id: int, protocol_name: str | None,
+                leader_id: str | None, members: Iterable[Member], now_ms: float) -> None:
+        """Install the group as last persisted (a new coordinator loading it): Stable with its
+        members, whose sessions start now, or Empty."""
+        self.protocol_type = protocol_type or None
+        self.generation_id = generation_id
+        self.protocol_name = protocol_name
+        self.members = {}
+        for member in members:
+            member.deadline_ms = now_ms + member.session_timeout_ms
+            member.synced = True
+            self.members[member.member_id] = member
+        self.leader_id = leader_id if leader_id in self.members else next(iter(self.members), None)
+        self.phase = GroupPhase.STABLE if self.members else GroupPhase.EMPTY
+
+    def mark_dead(self) -> list[Reply]:
+        replies: list[Reply] = []
+        for member_id in list(self.members):
+            replies += self._remove_member(member_id)
+        self.phase = GroupPhase.DEAD
+        return replies

@@ -1,0 +1,130 @@
+"""Consumer-group administration over a Cluster: list, describe (with committed offsets and
+lag, like kafka-consumer-groups.sh --describe) and delete. Used by `raftka groups`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from client.cluster import Cluster
+from client.errors import KafkaConnectionError, error_for_code
+from client.group_membership import GroupMembership
+from client.group_protocol import decode_assignment
+from client.protocol import (
+    ApiKey,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    ListOffsetsRequest,
+)
+from client.records import TopicPartition
+
+
+@dataclass(frozen=True)
+class GroupMemberView:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    tp: TopicPartition
+    committed: int | None
+    log_end: int | None
+    member_id: str | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.log_end is None:
+            return None
+        return max(0, self.log_end - self.committed)
+
+
+@dataclass(frozen=True)
+class GroupView:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMemberView, ...]
+    partitions: tuple[PartitionLag, ...]
+
+
+async def list_groups(cluster: Cluster) -> list[tuple[str, str]]:
+    """(group id, protocol type) of every group on every broker (each answers for its own)."""
+    metadata = await cluster.refresh_metadata()
+    out: dict[str, str] = {}
+    for node_id in metadata.brokers:
+        try:
+            response = await cluster.send_to(node_id, ApiKey.LIST_GROUPS, ListGroupsRequest())
+        except KafkaConnectionError:
+            continue
+        for g in response.groups:
+            out[g.group_id] = g.protocol_type
+    return sorted(out.items())
+
+
+async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
+    membership = GroupMembership(cluster, group_id, request_timeout_ms=int(cluster.request_timeout * 1000))
+    response = await membership._send(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(
+        groups=[group_id], include_authorized_operations=False))
+    (g,) = response.groups
+    if g.error_code:
+        raise error_for_code(g.error_code, f"DescribeGroups {group_id!r}")
+    members = []
+    owner: dict[TopicPartition, str] = {}
+    for m in g.members:
+        assigned = decode_assignment(bytes(m.member_assignment)).partitions if g.protocol_type == "consumer" else ()
+        members.append(GroupMemberView(m.member_id, m.client_id, m.client_host, tuple(assigned)))
+        owner.update(dict.fromkeys(assigned, m.member_id))
+    committed = await _all_committed(membership)
+    tps = sorted(set(committed) | set(owner))
+    ends = await _log_end_offsets(cluster, tps)
+    partitions = tuple(PartitionLag(tp, committed.get(tp), ends.get(tp), owner.get(tp)) for tp in tps)
+    return GroupView(group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members), partitions)
+
+
+async def _all_committed(membership: GroupMembership) -> dict[TopicPartition, int]:
+    from client.protocol import OffsetFetchRequest
+
+    response = await membership._send(ApiKey.OFFSET_FETCH, OffsetFetchRequest(
+        group_id=membership.group_id, topics=None))
+    if response.error_code:
+        raise error_for_code(response.error_code, f"OffsetFetch {membership.group_id!r}")
+    return {TopicPartition(t.name, p.partition_index): p.committed_offset
+            for t in response.topics for p in t.partitions if p.committed_offset >= 0}
+
+
+async def _log_end_offsets(cluster: Cluster, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    await cluster.refresh_metadata({tp.topic for tp in tps})
+    by_leader: dict[int, list[TopicPartition]] = {}
+    for tp in tps:
+        leader = cluster.metadata.leader_for(tp)
+        if leader is not None:
+            by_leader.setdefault(leader, []).append(tp)
+    out: dict[TopicPartition, int] = {}
+    for node_id, group in by_leader.items():
+        topics: dict[str, list[dict]] = {}
+        for tp in group:
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": -1})
+        try:
+            response = await cluster.send_to(node_id, ApiKey.LIST_OFFSETS, ListOffsetsRequest(
+                replica_id=-1, isolation_level=0,
+                topics=[{"name": t, "partitions": p} for t, p in topics.items()]))
+        except KafkaConnectionError:
+            continue
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code == 0:
+                    out[TopicPartition(t.name, p.partition_index)] = p.offset
+    return out
+
+
+async def delete_group(cluster: Cluster, group_id: str) -> None:
+    """Delete an empty group and its committed offsets (NonEmptyGroupError while it has members)."""
+    membership = GroupMembership(cluster, group_id, request_timeout_ms=int(cluster.request_timeout * 1000))
+    response = await membership._send(ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=[group_id]))
+    (result,) = response.results
+    if result.error_code:
+        raise error_for_code(result.error_code, f"DeleteGroups {group_id!r}")
