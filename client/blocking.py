@@ -207,6 +207,39 @@ class Consumer(_Facade):
     def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._portal.call(self._consumer.end_offsets, list(tps))
 
+    # -- consumer groups (need group_id) --------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] = (), *, pattern: str | None = None,
+                  on_partitions_assigned: Callable[[set[TopicPartition]], Any] | None = None,
+                  on_partitions_revoked: Callable[[set[TopicPartition]], Any] | None = None) -> None:
+        """Join the consumer's group for `topics` (or a regex `pattern`). The callbacks run on the
+        consumer's own thread, during poll()."""
+        self._portal.call_sync(functools.partial(
+            self._consumer.subscribe, list(topics), pattern=pattern,
+            on_partitions_assigned=on_partitions_assigned, on_partitions_revoked=on_partitions_revoked))
+
+    def subscription(self) -> set[str]:
+        return self._portal.call_sync(self._consumer.subscription)
+
+    def unsubscribe(self) -> None:
+        self._portal.call(self._consumer.unsubscribe)
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit `offsets` (default: the current positions) and wait for the coordinator."""
+        self._portal.call(self._consumer.commit, None if offsets is None else dict(offsets))
+
+    def committed(self, tp: TopicPartition) -> int | None:
+        return self._portal.call(self._consumer.committed, tp)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self._portal.call_sync(self._consumer.pause, *tps)
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self._portal.call_sync(self._consumer.resume, *tps)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._portal.call_sync(self._consumer.paused)
+
 
 class Admin(_Facade):
     """Blocking AsyncAdmin; takes the same keyword options."""

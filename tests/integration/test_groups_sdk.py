@@ -164,3 +164,38 @@ async def _cli(*args: str) -> str:
         [*RAFTKA, *args], env=raftka_env(), capture_output=True, text=True, timeout=60))
     assert result.returncode == 0, f"raftka {' '.join(args)} failed: {result.stderr}"
     return result.stdout
+
+
+def test_blocking_consumer_subscribes_commits_and_resumes(bootstrap):
+    from client.admin import NewTopic
+    from client.blocking import Admin, Consumer
+
+    topic = "blocking-group"
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 2, 1)])
+    produce(bootstrap, topic, 0, 40, 2)
+    assigned: list[set] = []
+    options = {"group_id": "blocking", "auto_offset_reset": "earliest", "enable_auto_commit": False}
+    with Consumer(bootstrap, **options) as consumer:
+        consumer.subscribe([topic], on_partitions_assigned=assigned.append)
+        assert consumer.subscription() == {topic}
+        seen: list[int] = []
+        for _ in range(200):
+            for records in consumer.poll(timeout_ms=200).values():
+                seen.extend(int(r.value) for r in records)
+            if len(seen) >= 20:
+                break
+        assert assigned and assigned[0] == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+        consumer.commit()
+        committed = {tp: consumer.committed(tp) for tp in assigned[0]}
+        assert sum(committed.values()) == len(seen)
+    produce(bootstrap, topic, 40, 10, 2)
+    with Consumer(bootstrap, **options) as consumer:
+        consumer.subscribe([topic])
+        rest: list[int] = []
+        for _ in range(200):
+            for records in consumer.poll(timeout_ms=200).values():
+                rest.extend(int(r.value) for r in records)
+            if len(seen) + len(rest) >= 50:
+                break
+    assert sorted(seen + rest) == list(range(50)), "a restarted member skipped or re-read committed data"
