@@ -25,6 +25,7 @@ from broker.handlers import (
     topics_admin,
 )
 from broker.network import CloseConnection, ConnectionInfo, Deferred
+from broker.zero_copy import ChunkedResponse
 from client.protocol import (
     ApiKey,
     ProtocolError,
@@ -33,6 +34,7 @@ from client.protocol import (
     api_versions_fallback_response,
     decode_request,
     encode_response,
+    encode_response_chunks,
     expects_response,
     is_advertised,
     needs_api_versions_fallback,
@@ -74,7 +76,7 @@ class KafkaApis:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
 
-    async def handle(self, frame, conn: ConnectionInfo) -> bytes | Deferred | None:
+    async def handle(self, frame, conn: ConnectionInfo) -> bytes | ChunkedResponse | Deferred | None:
         header = peek_request_header(frame)
         if needs_api_versions_fallback(header):
             return api_versions_fallback_response(header.correlation_id)
@@ -109,4 +111,6 @@ class KafkaApis:
             return Deferred(finish)
         if not expects_response(header, request):
             return None
+        if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/zero_copy.py)
+            return ChunkedResponse(encode_response_chunks(header, key, header.api_version, response))
         return encode_response(header, key, header.api_version, response)

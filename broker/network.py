@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
+from broker.zero_copy import send_response
 from client.protocol import FrameDecoder, FrameTooLarge, ProtocolError
 
 log = structlog.get_logger("broker.network")
@@ -94,7 +95,7 @@ async def _write_responses(stream: trio.SocketStream, slots: trio.MemoryReceiveC
             if slot.error is not None:
                 raise slot.error
             if slot.response is not None:
-                await stream.send_all(slot.response)
+                await send_response(stream, slot.response)
 
 
 async def _read_requests(stream: trio.SocketStream, handler: RequestHandler, info: ConnectionInfo,
@@ -119,10 +120,17 @@ async def _serve(stream: trio.SocketStream, handler: RequestHandler, info: Conne
                  max_request_bytes: int) -> None:
     decoder = FrameDecoder(max_frame_size=max_request_bytes)
     send_slots, receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
+    error: Exception | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_write_responses, stream, receive_slots)
-        # When the client half-closes, the writer still sends what is owed, then both end.
-        await _read_requests(stream, handler, info, decoder, send_slots, nursery)
+        # When the client half-closes, or sends garbage after good requests, the writer
+        # still sends every answer owed (as Kafka would have) before the connection ends.
+        try:
+            await _read_requests(stream, handler, info, decoder, send_slots, nursery)
+        except Exception as exc:
+            error = exc
+    if error is not None:
+        raise error
 
 
 def _first_error(exc: BaseException) -> BaseException:

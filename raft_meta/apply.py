@@ -29,12 +29,14 @@ from raft_meta.records import (
     Partition,
     PartitionChange,
     ProducerIds,
+    RecordBatch,
     RegisterBroker,
     RemoveTopic,
     Topic,
     UndecodableRecord,
     UnfenceBroker,
     UnregisterBroker,
+    decode_record,
 )
 
 CONFIG_RESOURCE_TYPES = ("topic", "broker", "cluster")
@@ -44,10 +46,33 @@ class _Reject(Exception):
     """A record that must not change the image; the message is the delta's reason."""
 
 
-def apply(
+def apply_entry(
     image: MetadataImage, record: MetadataRecord | UndecodableRecord, offset: int
-) -> tuple[MetadataImage, MetadataDelta]:
+) -> tuple[MetadataImage, list[MetadataDelta]]:
+    """Apply one committed Raft entry: a record, or a `RecordBatch` whose records all apply
+    at the entry's offset, in order, before anyone sees the image (atomic)."""
+    if not isinstance(record, RecordBatch):
+        image, delta = apply(image, record, offset)
+        return image, [delta]
     if offset <= image.offset:
+        return image, [MetadataDelta(offset, record, False,
+                                     f"offset {offset} is not after the image offset {image.offset}")]
+    deltas = []
+    first = True
+    for raw in record.records:
+        image, delta = apply(image, decode_record(raw), offset, continuation=not first)
+        deltas.append(delta)
+        first = False
+    if first:  # an empty batch still moves the image to its offset
+        image = dataclasses.replace(image, offset=offset)
+    return image, deltas
+
+
+def apply(
+    image: MetadataImage, record: MetadataRecord | UndecodableRecord, offset: int, *, continuation: bool = False
+) -> tuple[MetadataImage, MetadataDelta]:
+    """Apply one record. `continuation`: a later record of the same RecordBatch entry (same offset)."""
+    if offset < image.offset or (offset == image.offset and not continuation):
         return image, MetadataDelta(
             offset, record, False, f"offset {offset} is not after the image offset {image.offset}"
         )
@@ -272,5 +297,5 @@ def replay(records: list[tuple[int, MetadataRecord | UndecodableRecord]], image:
     """Apply `(offset, record)` pairs in order (tests, tools, snapshot reloads)."""
     image = image or MetadataImage()
     for offset, record in records:
-        image, _ = apply(image, record, offset)
+        image, _ = apply_entry(image, record, offset)
     return image

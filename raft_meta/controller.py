@@ -26,6 +26,7 @@ from raft_meta.image import MetadataImage
 from raft_meta.metadata_loader import MetadataLoader
 from raft_meta.node_config import NodeConfig
 from raft_meta.quorum import Quorum, SubmitError
+from raft_meta.records import RecordBatch, encode_record
 
 log = structlog.get_logger("raft_meta.controller")
 
@@ -59,15 +60,19 @@ class Controller:
     async def _commit(self, decision: decide.Decision, epoch: int) -> MetadataImage:
         for event, fields in decision.warnings:
             log.warning(event, **fields)
-        last = 0
-        for record in decision.records:
-            if self.loader.active_controller_epoch() != epoch:
-                raise ControllerError("NOT_CONTROLLER", f"lost the controller role (epoch {epoch}) mid-decision")
-            try:
-                last = await self.quorum.submit(record)
-            except SubmitError as exc:
-                raise ControllerError("NOT_CONTROLLER", f"could not commit {type(record).__name__}: {exc.reason}") from None
-        return await self.loader.wait_for_offset(last) if last else self.image
+        if not decision.records:
+            return self.image
+        if self.loader.active_controller_epoch() != epoch:
+            raise ControllerError("NOT_CONTROLLER", f"lost the controller role (epoch {epoch}) before committing")
+        # One decision = one Raft entry: all of its records apply together, or none do.
+        records = decision.records
+        entry = records[0] if len(records) == 1 else RecordBatch(tuple(encode_record(r) for r in records))
+        try:
+            offset = await self.quorum.submit(entry)
+        except SubmitError as exc:
+            raise ControllerError("NOT_CONTROLLER", f"could not commit {type(records[0]).__name__}"
+                                  f"{'' if len(records) == 1 else f' and {len(records) - 1} more'}: {exc.reason}") from None
+        return await self.loader.wait_for_offset(offset)
 
     async def _decide_and_commit(self, make_decision) -> MetadataImage:
         async with self._lock:

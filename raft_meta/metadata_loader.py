@@ -13,7 +13,7 @@ from collections.abc import Callable
 import structlog
 import trio
 
-from raft_meta.apply import apply
+from raft_meta.apply import apply_entry
 from raft_meta.image import MetadataDelta, MetadataImage
 from raft_meta.quorum import Quorum, SubmitError
 from raft_meta.records import ControllerClaim
@@ -82,9 +82,10 @@ class MetadataLoader:
 
     async def _follow(self, failure: list[ClusterIdMismatch], scope: trio.CancelScope) -> None:
         async for committed in self.quorum.feed(self.image.offset + 1):
-            image, delta = apply(self.image, committed.decode(), committed.offset)
-            if not delta.accepted:
-                log.warning("metadata.record_skipped", offset=committed.offset, reason=delta.reason)
+            image, deltas = apply_entry(self.image, committed.decode(), committed.offset)
+            for delta in deltas:
+                if not delta.accepted:
+                    log.warning("metadata.record_skipped", offset=committed.offset, reason=delta.reason)
             self.image = image
             if image.cluster_id is not None and image.cluster_id != self.cluster_id:
                 failure.append(ClusterIdMismatch(
@@ -95,11 +96,12 @@ class MetadataLoader:
                 log.error("metadata.cluster_id_mismatch", ours=self.cluster_id, quorum=image.cluster_id)
                 scope.cancel()
                 return
-            for publisher in self._publishers:
-                try:
-                    publisher(delta, image)
-                except Exception:
-                    log.exception("metadata.publisher_failed", offset=committed.offset)
+            for delta in deltas:
+                for publisher in self._publishers:
+                    try:
+                        publisher(delta, image)
+                    except Exception:
+                        log.exception("metadata.publisher_failed", offset=committed.offset)
             event, self._applied = self._applied, trio.Event()
             event.set()
 

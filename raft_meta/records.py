@@ -158,6 +158,18 @@ class ControllerClaim:
 
 
 @dataclass(frozen=True)
+class RecordBatch:
+    """Several encoded records committed as ONE Raft entry, so every node applies all of them
+    together (KRaft's atomic record batches): a topic and all its partitions appear at once,
+    never half-created after a controller failover or a timed-out commit."""
+
+    TYPE: ClassVar[str] = "RecordBatch"
+    VERSION: ClassVar[int] = 0
+    records: tuple[bytes, ...]
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
 class UndecodableRecord:
     """Bytes that are not a record this code understands; `apply` skips them."""
 
@@ -178,6 +190,7 @@ MetadataRecord = (
     | Config
     | ProducerIds
     | ControllerClaim
+    | RecordBatch
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -194,6 +207,7 @@ RECORD_TYPES: dict[str, type] = {
         Config,
         ProducerIds,
         ControllerClaim,
+        RecordBatch,
     )
 }
 

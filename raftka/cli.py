@@ -325,7 +325,38 @@ def chaos() -> None:
     """Jepsen-style fault injection with a checker of the committed-message guarantees."""
 
 
-_placeholder(chaos, "run", 6, "the chaos harness", "Run a workload under faults and check the history.")
+@chaos.command(name="run")
+@click.option("--nodes", default=5, show_default=True, type=click.IntRange(1, 9), help="Nodes in the cluster the harness starts.")
+@click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload under faults.")
+@click.option("--nemesis", default="kill,pause,partition", show_default=True,
+              help="Comma list: kill, pause, partition, leader-kill, controller-kill, isolate-leader-then-kill, none.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Seconds each fault lasts (and half of it healthy between faults).")
+@click.option("--rate", default=50.0, show_default=True, type=float, help="Sends per second, all producers together.")
+@click.option("--topics", default=1, show_default=True, type=int, help="Topics (1 for now).")
+@click.option("--partitions", default=3, show_default=True, type=int, help="Partitions of the topic.")
+@click.option("--replication-factor", default=3, show_default=True, type=int)
+@click.option("--min-insync", default=2, show_default=True, type=int, help="The topic's min.insync.replicas.")
+@click.option("--acks", default="all", show_default=True, type=click.Choice(["all", "1", "0"]))
+@click.option("--idempotence/--no-idempotence", default=False, show_default=True, help="Idempotent producers (duplicates become forbidden).")
+@click.option("--seed", default=None, type=int, help="Seed of the fault schedule and the workload (random if unset; printed).")
+@click.option("--out", default="chaos-runs", show_default=True, type=click.Path(file_okay=False), help="Reports go to OUT/<timestamp>/.")
+@click.option("--against", default=None, metavar="BOOTSTRAP", help="Drive an already running cluster (no faults: --nemesis none).")
+@click.option("--partition-mode", default="cut", show_default=True, type=click.Choice(["cut", "blackhole"]),
+              help="cut: links are closed; blackhole: links stall until the heal.")
+@click.option("--unclean", is_flag=True, help="Start nodes with unclean.leader.election.enable=true (to see the harness fail).")
+def chaos_run(**options) -> None:
+    """Run a queue workload under faults, then heal, drain and check the history.
+
+    \b
+    Starts --nodes raftka processes behind fault-injecting proxies, sends unique
+    values with acks=all and reads them back while the nemesis kills, pauses and
+    partitions nodes; writes history.jsonl, results.json, plots and node logs to
+    OUT/<timestamp>/ and prints a summary. Exit status 0 when the history is
+    valid, 1 when the checker found a forbidden anomaly.
+    """
+    from raftka.cmd_chaos import run
+
+    sys.exit(run(**options))
 
 
 if __name__ == "__main__":

@@ -1,1 +1,21 @@
-"""raftka spark_source layer (see DESIGN.md)."""
+"""raftka's PySpark Python Data Source (batch + streaming), see data_source.py.
+
+    from spark_source import RaftkaDataSource
+    spark.dataSource.register(RaftkaDataSource)
+
+Importing this package does not import pyspark; `RaftkaDataSource` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RaftkaDataSource"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RaftkaDataSource":
+        from spark_source.data_source import RaftkaDataSource
+
+        return RaftkaDataSource
+    raise AttributeError(f"module 'spark_source' has no attribute {name!r}")

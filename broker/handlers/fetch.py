@@ -14,6 +14,7 @@ from __future__ import annotations
 import trio
 
 from broker.errors import error_code_for
+from broker.zero_copy import FileRegion
 from client.protocol import ErrorCode, FetchResponse
 
 
@@ -42,8 +43,9 @@ def _build(ctx, request, record_follower: bool) -> tuple[list[dict], int, bool]:
                     # The first partition with data may exceed max_bytes by one batch (Kafka's rule).
                     limit = min(fpart.partition_max_bytes, remaining)
                     info = partition.read(fpart.fetch_offset, limit, committed_only=not follower)
-                    if info.size:
-                        entry["records"] = info.read_bytes()
+                    # Only the first partition with data may go over the limit (one whole batch).
+                    if info.size and (total == 0 or info.size <= limit):
+                        entry["records"] = FileRegion(info.slices)  # sent with sendfile
                         remaining -= info.size
                         total += info.size
                 elif not (partition.log.log_start_offset <= fpart.fetch_offset <= partition.log_end_offset):

@@ -170,6 +170,33 @@ def encode_response(
     return _frame(chunks)
 
 
+def encode_response_chunks(
+    header_or_correlation: RequestHeader | int,
+    api_key: int,
+    api_version: int,
+    body: Any,
+) -> list:
+    """`encode_response`, unjoined: the size prefix, then the encoded pieces in order.
+
+    A `records` value may be any object with `len()` (e.g. a file region the
+    transport sends with sendfile): it is passed through untouched, so a Fetch
+    response never has to copy its record bytes into one buffer.
+    """
+    correlation_id = (
+        header_or_correlation.correlation_id
+        if isinstance(header_or_correlation, RequestHeader)
+        else header_or_correlation
+    )
+    key = ApiKey(api_key)
+    chunks: list = [
+        b"",
+        encode_response_header(correlation_id, response_header_version(key, api_version)),
+    ]
+    RESPONSE_CODECS[key].encode_into(body, api_version, chunks)
+    chunks[0] = _SIZE.pack(sum(map(len, chunks)))
+    return chunks
+
+
 def peek_correlation_id(frame: Buffer) -> int:
     """The correlation id of a response frame (every response header starts with it)."""
     buf = _memoryview(frame)

@@ -1,0 +1,184 @@
+"""Nemeses: a reproducible fault schedule (pure, from a seed) and the code that carries it out.
+
+The schedule alternates healthy gaps and faults of `interval` seconds each:
+each fault starts, holds for `interval`, then is undone (restart, resume, heal)
+before the next one. Targets that only exist at run time (the partition leader,
+the controller) are resolved when the fault starts; everything else is drawn
+from the seed, so the same seed gives the same schedule.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import structlog
+import trio
+
+from chaos.cluster import ProxiedCluster
+from chaos.proxy import CLIENT
+from chaos.proxy import KINDS as PROXY_KINDS
+from chaos.workload import Recorder
+from client.admin import AsyncAdmin
+
+log = structlog.get_logger("chaos.nemesis")
+
+KINDS = ("kill", "pause", "partition", "leader-kill", "controller-kill", "isolate-leader-then-kill")
+PROCESS_FREE = frozenset({"none"})  # faults an --against run can inject (no process control)
+
+
+@dataclass(frozen=True)
+class Fault:
+    id: int
+    kind: str
+    start: float  # seconds into the fault window
+    duration: float
+    nodes: tuple[int, ...] = ()  # for kill / pause / partition: the victims (one side of a partition)
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    for k in kinds:
+        if k not in (*KINDS, "none"):
+            raise ValueError(f"nemesis {k!r}; expected a comma list of {', '.join((*KINDS, 'none'))}")
+    return tuple(k for k in kinds if k != "none")
+
+
+def make_schedule(seed: int, kinds: tuple[str, ...], time_limit: float, interval: float,
+                  nodes: int) -> list[Fault]:
+    """Faults in order, cycling through a seeded shuffle of `kinds`."""
+    if not kinds or interval <= 0:
+        return []
+    rng = random.Random(seed)
+    out: list[Fault] = []
+    t = interval / 2
+    order: list[str] = []
+    while t + interval <= time_limit:
+        if not order:
+            order = list(kinds)
+            rng.shuffle(order)
+        kind = order.pop()
+        ids = list(range(1, nodes + 1))
+        if kind == "partition":
+            minority = rng.randint(1, max(1, (nodes - 1) // 2))
+            victims = tuple(sorted(rng.sample(ids, minority)))
+        else:
+            victims = (rng.choice(ids),)
+        out.append(Fault(len(out), kind, round(t, 3), interval, victims))
+        t += interval * 1.5
+    return out
+
+
+class Nemesis:
+    """Carries out a schedule against a ProxiedCluster, recording every step in the history."""
+
+    def __init__(self, cluster: ProxiedCluster, recorder: Recorder, topic: str, partition_mode: str = "cut") -> None:
+        self.cluster = cluster
+        self.rec = recorder
+        self.topic = topic
+        self.partition_mode = partition_mode
+        self.killed: set[int] = set()
+        self.paused: set[int] = set()
+
+    async def run(self, schedule: list[Fault], t0: float) -> None:
+        for fault in schedule:
+            await trio.sleep_until(t0 + fault.start)
+            try:
+                undo = await self._start(fault)
+            except Exception as exc:  # a fault that cannot start is recorded, not fatal
+                self.rec.record("nemesis", "info", fault.kind, {"id": fault.id, "phase": "error", "error": repr(exc)})
+                continue
+            await trio.sleep_until(t0 + fault.start + fault.duration)
+            with trio.CancelScope(shield=True):
+                await undo()
+
+    async def _describe(self) -> tuple[int, int]:
+        """(leader of partition 0 of the topic, active controller) as the cluster reports them."""
+        async with AsyncAdmin(self.cluster.bootstrap_servers, request_timeout_ms=3000) as admin:
+            (desc,) = await admin.describe_topics([self.topic])
+            leader = next(p.leader for p in desc.partitions if p.partition == 0)
+            controller = (await admin.describe_cluster()).controller_id
+        return leader, controller
+
+    def _note(self, fault: Fault, phase: str, **extra) -> None:
+        self.rec.record("nemesis", "info", fault.kind, {"id": fault.id, "phase": phase, **extra})
+
+    async def _start(self, fault: Fault):
+        kind = fault.kind
+        if kind in ("kill", "leader-kill", "controller-kill"):
+            if kind == "kill":
+                victim = fault.nodes[0]
+            else:
+                with trio.fail_after(5):
+                    leader, controller = await self._describe()
+                victim = leader if kind == "leader-kill" else controller
+            await trio.to_thread.run_sync(self.cluster.kill, victim)
+            self.killed.add(victim)
+            self._note(fault, "start", nodes=[victim])
+
+            async def restart() -> None:
+                await trio.to_thread.run_sync(self.cluster.start_node, victim)
+                self.killed.discard(victim)
+                self._note(fault, "stop", nodes=[victim])
+            return restart
+        if kind == "pause":
+            victim = fault.nodes[0]
+            self.cluster.pause(victim)
+            self.paused.add(victim)
+            self._note(fault, "start", nodes=[victim])
+
+            async def resume() -> None:
+                self.cluster.resume(victim)
+                self.paused.discard(victim)
+                self._note(fault, "stop", nodes=[victim])
+            return resume
+        if kind == "partition":
+            await self._partition(set(fault.nodes))
+            self._note(fault, "start", nodes=list(fault.nodes), mode=self.partition_mode)
+
+            async def heal() -> None:
+                await trio.to_thread.run_sync(self.cluster.proxies.heal)
+                self._note(fault, "stop")
+            return heal
+        if kind == "isolate-leader-then-kill":
+            return await self._isolate_leader_then_kill(fault)
+        raise ValueError(f"nemesis kind {kind!r}; expected one of {KINDS}")
+
+    async def _partition(self, side: set[int], cut_clients: bool = False,
+                         kinds: frozenset[str] = frozenset(PROXY_KINDS)) -> None:
+        others = set(self.cluster.nodes) - side
+        pairs = {frozenset((a, b)) for a in side for b in others}
+        if cut_clients:
+            pairs |= {frozenset((a, CLIENT)) for a in side}
+        await trio.to_thread.run_sync(self.cluster.proxies.partition, pairs, self.partition_mode, kinds)
+
+    async def _isolate_leader_then_kill(self, fault: Fault):
+        """Kafka 0.8's loss: cut the leader's data path to its followers (clients still reach it,
+        and the quorum path stays up so the ISR shrink reaches it) so its ISR shrinks to itself
+        and, with min.insync.replicas=1, it acknowledges alone; then kill it and heal, so a
+        follower without those writes becomes leader (needs unclean leader election)."""
+        with trio.fail_after(5):
+            leader, _ = await self._describe()
+        await self._partition({leader}, kinds=frozenset({"data"}))
+        self._note(fault, "start", nodes=[leader], step="isolate")
+
+        async def kill_then_heal() -> None:
+            await trio.to_thread.run_sync(self.cluster.kill, leader)
+            self._note(fault, "kill", nodes=[leader])
+            await trio.to_thread.run_sync(self.cluster.proxies.heal)
+            await trio.sleep(fault.duration / 2)  # let a survivor take over before the old leader returns
+            await trio.to_thread.run_sync(self.cluster.start_node, leader)
+            self._note(fault, "stop", nodes=[leader])
+        return kill_then_heal
+
+    async def heal_all(self) -> None:
+        """Undo everything still in effect: heal links, resume and restart nodes."""
+        await trio.to_thread.run_sync(self.cluster.proxies.heal)
+        for node_id, node in self.cluster.nodes.items():
+            if node.running:
+                self.cluster.resume(node_id)
+            else:
+                await trio.to_thread.run_sync(self.cluster.start_node, node_id)
+        self.killed.clear()
+        self.paused.clear()
+        self.rec.record("nemesis", "info", "heal-all", {"phase": "final"})

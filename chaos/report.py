@@ -1,0 +1,121 @@
+"""The run report: results.json, latency/throughput plots with fault windows shaded, a summary table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from chaos.checker import ANOMALIES, CheckResult
+from chaos.history import Op, nemesis_windows
+
+COLORS = {"kill": "tab:red", "leader-kill": "tab:red", "controller-kill": "tab:purple", "pause": "tab:orange",
+          "partition": "tab:blue", "isolate-leader-then-kill": "tab:brown"}
+
+
+def send_latencies(ops: Sequence[Op]) -> list[tuple[float, float, str]]:
+    """(invoke time, latency s, outcome) per completed send."""
+    started: dict[Any, float] = {}
+    out = []
+    for o in ops:
+        if o.f != "send":
+            continue
+        if o.type == "invoke":
+            started[o.value] = o.time
+        elif o.value in started:
+            out.append((started[o.value], o.time - started.pop(o.value), o.type))
+    return out
+
+
+def write_report(directory: Path, result: CheckResult, ops: Sequence[Op], config: Any) -> dict[str, Any]:
+    summary = result.to_json()
+    summary["faults"] = [{"fault": f, "start": s, "end": e} for f, s, e in nemesis_windows(ops)]
+    (directory / "results.json").write_text(json.dumps(summary, indent=1, default=str))
+    try:
+        plot(directory, ops)
+    except Exception as exc:  # a plot failure must not hide the verdict
+        summary["plot_error"] = repr(exc)
+    return summary
+
+
+def plot(directory: Path, ops: Sequence[Op]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lat = send_latencies(ops)
+    windows = list(nemesis_windows(ops))
+    end = max((o.time for o in ops), default=1.0)
+
+    def shade(ax) -> None:
+        seen = set()
+        for fault, start, stop in windows:
+            label = fault if fault not in seen else None
+            seen.add(fault)
+            ax.axvspan(start, stop if stop is not None else end, color=COLORS.get(fault, "grey"), alpha=0.15,
+                       label=label)
+
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for outcome, color in (("ok", "tab:green"), ("fail", "tab:red"), ("info", "tab:orange")):
+        pts = [(t, 1000 * d) for t, d, o in lat if o == outcome]
+        if pts:
+            ax.scatter(*zip(*pts, strict=True), s=4, color=color, label=f"send {outcome}")
+    shade(ax)
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("send latency (ms)")
+    ax.legend(loc="upper right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(directory / "latency.png", dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(11, 4))
+    buckets: dict[str, dict[int, int]] = {"send ok": {}, "polled": {}}
+    for o in ops:
+        if o.f == "send" and o.type == "ok":
+            buckets["send ok"][int(o.time)] = buckets["send ok"].get(int(o.time), 0) + 1
+        elif o.f == "poll" and o.type == "ok" and o.value:
+            buckets["polled"][int(o.time)] = buckets["polled"].get(int(o.time), 0) + len(o.value)
+    for name, counts in buckets.items():
+        xs = list(range(int(end) + 1))
+        ax.plot(xs, [counts.get(x, 0) for x in xs], label=f"{name} / s")
+    shade(ax)
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("messages per second")
+    ax.legend(loc="upper right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(directory / "throughput.png", dpi=100)
+    plt.close(fig)
+
+
+def summary_rows(result: CheckResult) -> list[tuple[str, str]]:
+    s = result.stats
+    counts = result.counts()
+    rows = [("valid", str(result.valid)), ("sends", str(s["sends"])), ("acknowledged", str(s["acknowledged"])),
+            ("failed", str(s["failed"])), ("indeterminate", str(s["indeterminate"])),
+            ("values polled", str(s["values_polled"]))]
+    for name in ANOMALIES:
+        mark = " (forbidden)" if name in result.forbidden and counts.get(name) else ""
+        rows.append((name, f"{counts.get(name, 0)}{mark}"))
+    rows += [("worst lag (s)", str(s["worst_lag_s"])),
+             ("longest unavailability (s)", f"{s['longest_unavailability_s']} {s['unavailability_window'] or ''}")]
+    return rows
+
+
+def print_summary(result: CheckResult, directory: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"chaos run {directory.name}: {'VALID' if result.valid else 'INVALID'}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, value in summary_rows(result):
+        style = "bold red" if "forbidden" in value or value == "False" else None
+        table.add_row(name, value, style=style)
+    console = Console()
+    console.print(table)
+    for name in result.failed():
+        console.print(f"[red]{name}[/red] e.g. {json.dumps(result.anomalies[name][:3], default=str)}")
+    console.print(f"report: {directory}")

@@ -1,0 +1,168 @@
+"""One chaos run: cluster up, workload under the nemesis schedule, heal, drain, check, report.
+
+The run directory (`<out>/<timestamp>/`) gets history.jsonl, schedule.json,
+results.json, the plots and `cluster/node-<i>/server.log` (each node's log).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import structlog
+import trio
+
+from chaos.checker import CheckResult, check
+from chaos.cluster import ProxiedCluster, find_port_base
+from chaos.history import HistoryWriter, Op, read_history
+from chaos.nemesis import Fault, Nemesis, make_schedule
+from chaos.workload import Recorder, Workload, WorkloadConfig, drain
+from client.admin import AsyncAdmin, NewTopic
+from client.errors import TopicAlreadyExistsError
+
+log = structlog.get_logger("chaos.run")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    out: Path
+    nodes: int = 5
+    time_limit: float = 60.0
+    nemeses: tuple[str, ...] = ("kill", "pause", "partition")
+    interval: float = 10.0
+    rate: float = 50.0
+    topic: str = "chaos"
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync: int = 2
+    acks: str = "all"
+    idempotence: bool = False
+    seed: int = 0
+    against: str | None = None
+    producers: int = 3
+    consumers: int = 2
+    partition_mode: str = "cut"
+    extra_config: dict[str, str] = field(default_factory=dict)
+    settle: float = 3.0  # seconds consumers keep reading after the heal, before the drain
+    whole_timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    directory: Path
+    check: CheckResult
+    schedule: list[Fault]
+    drained: bool
+
+
+def run_directory(out: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = out / stamp
+    n = 1
+    while path.exists():
+        n += 1
+        path = out / f"{stamp}-{n}"
+    path.mkdir(parents=True)
+    return path
+
+
+async def _create_topic(config: RunConfig, bootstrap: str, timeout: float = 30.0) -> None:
+    deadline = trio.current_time() + timeout
+    async with AsyncAdmin(bootstrap) as admin:
+        try:
+            await admin.create_topics([NewTopic(config.topic, config.partitions, config.replication_factor,
+                                                {"min.insync.replicas": str(config.min_insync)})])
+        except TopicAlreadyExistsError:
+            pass
+        while True:  # every partition led with a full ISR
+            try:
+                (desc,) = await admin.describe_topics([config.topic])
+                if len(desc.partitions) == config.partitions and all(
+                        p.leader >= 0 and len(p.isr) == config.replication_factor for p in desc.partitions):
+                    return
+            except Exception:  # metadata still propagating
+                pass
+            if trio.current_time() > deadline:
+                raise TimeoutError(f"topic {config.topic} has no leader and full ISR on every partition "
+                                   f"after {timeout}s")
+            await trio.sleep(0.2)
+
+
+async def _wait_whole(cluster: ProxiedCluster | None, config: RunConfig, bootstrap: str) -> None:
+    if cluster is not None:
+        await trio.to_thread.run_sync(cluster.wait_ready, config.whole_timeout)
+    await _create_topic(config, bootstrap, config.whole_timeout)
+
+
+def run(config: RunConfig, on_op: Callable[[Op], None] | None = None,
+        on_phase: Callable[[str], None] | None = None) -> RunResult:
+    """Run everything; the cluster is always stopped, even on error."""
+    directory = run_directory(config.out)
+    phase = on_phase or (lambda text: log.info("chaos.phase", phase=text))
+    kinds = () if config.against else config.nemeses
+    schedule = make_schedule(config.seed, kinds, config.time_limit, config.interval, config.nodes)
+    (directory / "schedule.json").write_text(json.dumps([asdict(f) for f in schedule], indent=1))
+    (directory / "config.json").write_text(json.dumps({**asdict(config), "out": str(config.out)}, indent=1))
+    cluster: ProxiedCluster | None = None
+    writer = HistoryWriter(directory / "history.jsonl")
+    drained = False
+    try:
+        if config.against:
+            bootstrap = config.against
+        else:
+            phase(f"starting {config.nodes} nodes")
+            extra = {"min.insync.replicas": str(config.min_insync), **config.extra_config}
+            cluster = ProxiedCluster(directory / "cluster", config.nodes,
+                                     port_base=find_port_base(config.nodes, random.Random()), extra_config=extra)
+            cluster.start()
+            cluster.wait_ready(config.whole_timeout)
+            bootstrap = cluster.bootstrap_servers
+        drained = trio.run(_main, config, cluster, bootstrap, schedule, Recorder(writer, on_op), phase)
+    finally:
+        writer.close()
+        if cluster is not None:
+            phase("stopping the cluster")
+            cluster.stop(timeout=15)
+    phase("checking")
+    result = check(read_history(directory / "history.jsonl"), idempotent=config.idempotence)
+    from chaos.report import write_report
+
+    write_report(directory, result, read_history(directory / "history.jsonl"), config)
+    return RunResult(directory, result, schedule, drained)
+
+
+async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: str, schedule: list[Fault],
+                rec: Recorder, phase: Callable[[str], None]) -> bool:
+    rec.record("harness", "info", "config", {"idempotence": config.idempotence, "acks": config.acks,
+                                            "seed": config.seed, "nodes": config.nodes,
+                                            "nemeses": list(config.nemeses), "partitions": config.partitions})
+    await _create_topic(config, bootstrap)
+    wl_config = WorkloadConfig(bootstrap, config.topic, config.partitions, config.producers, config.consumers,
+                               config.rate, config.acks, config.idempotence, config.seed)
+    workload = Workload(wl_config, rec)
+    nemesis = Nemesis(cluster, rec, config.topic, config.partition_mode) if cluster is not None else None
+    async with trio.open_nursery() as nursery:
+        await workload.run(nursery)
+        phase(f"faults for {config.time_limit:.0f}s ({len(schedule)} scheduled)")
+        t0 = trio.current_time()
+        if nemesis is not None and schedule:
+            with trio.move_on_after(config.time_limit + 10 * config.interval):
+                await nemesis.run(schedule, t0)
+        await trio.sleep_until(t0 + config.time_limit)
+        phase("healing")
+        if nemesis is not None:
+            await nemesis.heal_all()
+        workload.stop_producing.set()
+        phase("waiting for the cluster to be whole")
+        try:
+            await _wait_whole(cluster, config, bootstrap)
+        except Exception as exc:  # still drain what we can; the checker reports the rest as unseen
+            rec.record("harness", "info", "whole", {"error": repr(exc)})
+        await trio.sleep(config.settle)
+        workload.stop_consuming.set()
+    phase("draining every partition")
+    return await drain(wl_config, rec, timeout=max(30.0, config.whole_timeout))

@@ -1,0 +1,58 @@
+"""One local SparkSession for the whole tests/spark package, and one raftka node.
+
+The session is the expensive part (~10 s): it is created once and shared.
+The node (one broker, retention checked every 500 ms so the failOnDataLoss
+tests see segments deleted quickly) is shared too; tests use their own
+topic names.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from raftka.local_cluster import LocalCluster  # noqa: E402
+from tests.integration.cluster_support import running_cluster  # noqa: E402
+
+RETENTION_CHECK = {"log.retention.check.interval.ms": "500"}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator:
+    from pyspark.sql import SparkSession
+
+    from spark_source import RaftkaDataSource
+
+    # Python workers must import our packages with this same interpreter.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (SparkSession.builder.master("local[2]").appName("raftka-spark-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", "2g")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(RaftkaDataSource)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with running_cluster(tmp_path_factory.mktemp("raftka-node"), nodes=1,
+                         extra=RETENTION_CHECK) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def bootstrap(node: LocalCluster) -> str:
+    return node.bootstrap_servers

@@ -1,0 +1,45 @@
+"""Helpers for the Spark tests: topics and produced records on a real raftka node."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from client.admin import NewTopic
+from client.blocking import Admin, Producer
+from tests.support import wait_until
+
+BASE_TS = 1_700_000_000_000
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 3,
+                 configs: Mapping[str, str] | None = None) -> None:
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name, partitions, 1, dict(configs or {}))])
+        wait_until(lambda: all(p.leader >= 0 for p in admin.describe_topics([name])[0].partitions),
+                   timeout=30, what=f"{name} to have leaders")
+
+
+def produce(bootstrap: str, topic: str, count: int, *, partitions: int = 3, start: int = 0,
+            headers: bool = True, value_size: int = 20) -> list[dict]:
+    """`count` records numbered from `start`, record i to partition i % partitions
+    with timestamp BASE_TS + i*1000; returns them as rows (with their offsets)."""
+    rows: list[dict] = []
+    with Producer(bootstrap, acks="all") as producer:
+        futures = []
+        for i in range(start, start + count):
+            key = f"key-{i}".encode()
+            value = (f"value-{i}-".encode() * value_size)[:value_size]
+            hdrs = [("i", str(i).encode()), ("none", None)] if headers else None
+            futures.append((i, key, value, hdrs, producer.send(
+                topic, value, key=key, headers=hdrs, partition=i % partitions,
+                timestamp_ms=BASE_TS + i * 1000)))
+        for i, key, value, hdrs, future in futures:
+            meta = future.result(timeout=30)
+            rows.append({"key": key, "value": value, "topic": topic, "partition": meta.partition,
+                         "offset": meta.offset, "ts_ms": BASE_TS + i * 1000, "i": i,
+                         "headers": [{"key": k, "value": v} for k, v in hdrs] if hdrs else None})
+    return rows
+
+
+def row_key(row) -> tuple[int, int]:
+    return (row["partition"], row["offset"])
