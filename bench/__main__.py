@@ -6,7 +6,7 @@ import os
 import platform
 import sys
 
-from bench import cluster_bench, log_bench
+from bench import cluster_bench, log_bench, spark_bench
 
 
 def main() -> None:
@@ -19,6 +19,8 @@ def main() -> None:
     print(log_bench.format_table(log_bench.run()))
     print("\n## Brokers: throughput, latency, failover (1 KiB records, real processes on loopback)\n")
     print(cluster_bench.format_table(cluster_bench.run()))
+    print("\n## Spark: batch read of 1 M 100-byte messages from 3 partitions into a noop sink\n")
+    print(spark_bench.format_table(spark_bench.run()))
     print("\nMetadata quorum commit latency and controller failover: "
           ".venv/bin/python bench/quorum_bench.py (see its docstring).")
 
