@@ -70,6 +70,11 @@ def _now_ms() -> float:
     return trio.current_time() * 1000.0
 
 
+def _persist_mark(group: GroupState) -> tuple[int, str, int]:
+    """What a stored group metadata record reflects; a new mark means write again."""
+    return group.generation_id, group.phase.value, group.revision
+
+
 def append_error_code(exc: BaseException) -> int:
     """Kafka's mapping of a failed `__consumer_offsets` append to the error a group client acts on."""
     if isinstance(exc, NotLeaderOrFollower):
@@ -101,7 +106,8 @@ class GroupCoordinator:
         self._loads: dict[int, _Load] = {}
         self._tokens = 0
         self._waiters: dict[tuple[str, str, str], _Waiter] = {}
-        self._persisted: dict[str, tuple[int, str]] = {}  # group -> (generation, phase) last written
+        # group -> (generation, phase, revision) last written
+        self._persisted: dict[str, tuple[int, str, int]] = {}
         self._load_send, self._load_recv = trio.open_memory_channel[tuple[Partition, int]](math.inf)
         self._nursery: trio.Nursery | None = None
 
@@ -153,7 +159,7 @@ class GroupCoordinator:
             return  # leadership moved while loading
         for gid, group in groups.items():
             self.groups[gid] = group
-            self._persisted[gid] = (group.generation_id, group.phase.value)
+            self._persisted[gid] = _persist_mark(group)
         load.loaded = True
         log.info("group.partition_loaded", partition=partition.index, groups=len(groups),
                  seconds=round(trio.current_time() - started, 3))
@@ -259,13 +265,26 @@ class GroupCoordinator:
             return JoinResult(exc.code, member_id)
         assert group is not None
         was_new = member_id == "" or member_id not in group.members
+        replaced = group.static_member_id(group_instance_id) if not member_id else None
+        revision = group.revision
         member_id, replies = group.join(
             member_id, client_id=client_id, client_host=client_host, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type, protocols=protocols,
             now_ms=_now_ms(), require_known_member_id=require_known_member_id,
             group_instance_id=group_instance_id)
-        if was_new and member_id in group.members:
-            log.info("group.member_joined", group=group_id, member=member_id, client_id=client_id)
+        if replaced is not None and member_id in group.members:
+            log.info("group.static_member_replaced", group=group_id, instance=group_instance_id,
+                     old_member=replaced, member=member_id, phase=group.phase.value)
+        elif was_new and member_id in group.members:
+            log.info("group.member_joined", group=group_id, member=member_id, client_id=client_id,
+                     instance=group_instance_id)
+        if group.revision != revision and group.phase is GroupPhase.STABLE:
+            # A static member took over without a rebalance: store the new member id before
+            # answering, so a coordinator failover does not fence the process that now owns it.
+            code = await self._persist_group(group)
+            if code:
+                replies = [Reply(r.kind, r.member_id, JoinResult(code, r.member_id))
+                           if (r.kind, r.member_id) == ("join", member_id) else r for r in replies]
         result = await self._await_reply(group_id, "join", member_id, replies)
         if result.error_code == 0 and result.member_id == result.leader:
             log.info("group.rebalanced", group=group_id, generation=result.generation_id,
@@ -273,7 +292,7 @@ class GroupCoordinator:
         return result
 
     async def sync(self, group_id: str, member_id: str, generation_id: int,
-                   assignments: dict[str, bytes]) -> SyncResult:
+                   assignments: dict[str, bytes], group_instance_id: str | None = None) -> SyncResult:
         try:
             group = self._group(group_id, create=False)
         except CoordinatorError as exc:
@@ -281,7 +300,7 @@ class GroupCoordinator:
         if group is None:
             return SyncResult(int(ErrorCode.UNKNOWN_MEMBER_ID))
         before = group.phase
-        replies = group.sync(member_id, generation_id, assignments, _now_ms())
+        replies = group.sync(member_id, generation_id, assignments, _now_ms(), group_instance_id)
         if before is GroupPhase.COMPLETING_REBALANCE and group.phase is GroupPhase.STABLE:
             code = await self._persist_group(group)
             if code:
@@ -289,29 +308,31 @@ class GroupCoordinator:
                 replies = [Reply(r.kind, r.member_id, SyncResult(code)) for r in replies]
         return await self._await_reply(group_id, "sync", member_id, replies)
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                  group_instance_id: str | None = None) -> int:
         try:
             group = self._group(group_id, create=False)
         except CoordinatorError as exc:
             return exc.code
         if group is None:
             return int(ErrorCode.UNKNOWN_MEMBER_ID)
-        return group.heartbeat(member_id, generation_id, _now_ms())
+        return group.heartbeat(member_id, generation_id, _now_ms(), group_instance_id)
 
-    def leave(self, group_id: str, member_ids: list[str]) -> tuple[int, list[int]]:
-        """(error for the whole request, error per member)."""
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """Remove (member id, group instance id) pairs. Returns (error for the whole request,
+        error per member)."""
         try:
             group = self._group(group_id, create=False)
         except CoordinatorError as exc:
-            return exc.code, [exc.code] * len(member_ids)
+            return exc.code, [exc.code] * len(members)
         if group is None:
             code = int(ErrorCode.UNKNOWN_MEMBER_ID)
-            return code, [code] * len(member_ids)
+            return code, [code] * len(members)
         codes = []
-        for member_id in member_ids:
-            code, replies = group.leave(member_id, _now_ms())
+        for member_id, instance_id in members:
+            code, replies = group.leave(member_id, _now_ms(), instance_id)
             if code == 0:
-                log.info("group.member_left", group=group_id, member=member_id)
+                log.info("group.member_left", group=group_id, member=member_id, instance=instance_id)
             self._deliver(group_id, replies)
             codes.append(code)
         self._persist_soon(group)
@@ -323,15 +344,15 @@ class GroupCoordinator:
         """Write the group's metadata when it reached a new generation or emptied since last time."""
         if group.phase not in (GroupPhase.STABLE, GroupPhase.EMPTY):
             return
-        mark = (group.generation_id, group.phase.value)
-        if self._persisted.get(group.group_id, (0, GroupPhase.EMPTY.value)) == mark:
+        mark = _persist_mark(group)
+        if self._persisted.get(group.group_id, (0, GroupPhase.EMPTY.value, 0)) == mark:
             return
         if self._nursery is not None:
             self._persisted[group.group_id] = mark
             self._nursery.start_soon(self._persist_group, group)
 
     async def _persist_group(self, group: GroupState) -> int:
-        self._persisted[group.group_id] = (group.generation_id, group.phase.value)
+        self._persisted[group.group_id] = _persist_mark(group)
         meta = GroupMetadata(group.protocol_type or "", group.generation_id, group.protocol_name,
                              group.leader_id, int(_now_ms()), tuple(group.members.values()))
         try:
@@ -347,7 +368,8 @@ class GroupCoordinator:
 
     # --- offsets ------------------------------------------------------------------------
     async def commit(self, group_id: str, member_id: str, generation_id: int,
-                     offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], int]:
+                     offsets: dict[tuple[str, int], CommittedOffset],
+                     group_instance_id: str | None = None) -> dict[tuple[str, int], int]:
         def everyone(code: int) -> dict[tuple[str, int], int]:
             return dict.fromkeys(offsets, code)
 
@@ -358,7 +380,7 @@ class GroupCoordinator:
             return everyone(exc.code)
         if group is None:
             return everyone(int(ErrorCode.UNKNOWN_MEMBER_ID) if member_id else int(ErrorCode.ILLEGAL_GENERATION))
-        code = group.validate_commit(member_id, generation_id, _now_ms())
+        code = group.validate_commit(member_id, generation_id, _now_ms(), group_instance_id)
         if code or not offsets:
             return everyone(code)
         records = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]

@@ -13,17 +13,27 @@ States (Kafka's names, shown by DescribeGroups)::
     CompletingRebalance --leader's SyncGroup--> Stable --join/leave/expiry--> PreparingRebalance
     PreparingRebalance --everyone gone--> Empty;  DeleteGroups: Empty --> Dead
 
-Simplifications, documented: static membership (`group.instance.id`) is
-accepted and shown but members are always identified by member id.
+Static membership (KIP-345): a member joining with a `group.instance.id` skips
+MEMBER_ID_REQUIRED. When a known instance id joins again with no member id (a
+restarted process), it takes over the old member's place under a new member id
+— in a Stable group without a rebalance if its subscription is unchanged (it
+gets its previous assignment back from SyncGroup) — and the old member id is
+fenced: any request carrying the instance id with another member id gets
+FENCED_INSTANCE_ID. Static members send no LeaveGroup on shutdown, so they leave
+by session timeout; a rebalance does not drop a static member that has not
+rejoined yet (its session timeout or the sync deadline does). LeaveGroup v3 may
+name a static member by instance id alone (admin removal).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from client.group_protocol import PROTOCOL_TYPE, decode_subscription
 from client.protocol import ErrorCode
 
 NONE = 0
@@ -33,6 +43,7 @@ REBALANCE_IN_PROGRESS = int(ErrorCode.REBALANCE_IN_PROGRESS)
 MEMBER_ID_REQUIRED = int(ErrorCode.MEMBER_ID_REQUIRED)
 INCONSISTENT_GROUP_PROTOCOL = int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
 COORDINATOR_NOT_AVAILABLE = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+FENCED_INSTANCE_ID = int(ErrorCode.FENCED_INSTANCE_ID)
 
 
 class GroupPhase(enum.Enum):
@@ -110,6 +121,27 @@ def _new_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
+def _subscribed_topics(protocol_type: str | None, metadata: bytes) -> object:
+    """What a protocol's metadata subscribes to, for deciding whether a restarted static member
+    changed anything. For the "consumer" protocol that is the topic set: owned partitions and
+    generation (cooperative-sticky, Subscription v1+) naturally differ after a restart."""
+    if protocol_type == PROTOCOL_TYPE:
+        try:
+            return frozenset(decode_subscription(metadata).topics)
+        except ValueError:
+            pass
+    return metadata
+
+
+def same_subscription(protocol_type: str | None, old: tuple[tuple[str, bytes], ...],
+                      new: tuple[tuple[str, bytes], ...]) -> bool:
+    """True when `new` offers the same protocols, in the same order, subscribing to the same things."""
+    if [name for name, _ in old] != [name for name, _ in new]:
+        return False
+    return all(_subscribed_topics(protocol_type, a) == _subscribed_topics(protocol_type, b)
+               for (_, a), (_, b) in zip(old, new, strict=True))
+
+
 @dataclass
 class GroupState:
     group_id: str
@@ -128,6 +160,9 @@ class GroupState:
     initial_delay_until_ms: float = 0.0  # an empty group waits this long for more members
     rebalance_started_ms: float = 0.0
     sync_deadline_ms: float = 0.0
+    # Bumped when membership changes without a new generation (a static member replaced in a
+    # Stable group), so the coordinator knows to persist it.
+    revision: int = 0
 
     # --- queries -----------------------------------------------------------
     @property
@@ -136,6 +171,21 @@ class GroupState:
 
     def describe_phase(self) -> str:
         return self.phase.value
+
+    def static_member_id(self, group_instance_id: str | None) -> str | None:
+        """The member id currently registered for `group_instance_id` (None if unknown)."""
+        if group_instance_id is None:
+            return None
+        for member in self.members.values():
+            if member.group_instance_id == group_instance_id:
+                return member.member_id
+        return None
+
+    def _fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """A request naming a static instance under another member id comes from a fenced
+        (replaced) process: KIP-345 tells it to shut down instead of rejoining."""
+        current = self.static_member_id(group_instance_id)
+        return current is not None and current != member_id
 
     def _supported_protocols(self) -> set[str] | None:
         if not self.members:
@@ -181,14 +231,26 @@ class GroupState:
         if not self._accepts(protocol_type, protocols):
             return member_id, [Reply("join", member_id, JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id))]
         if not member_id:
-            new_id = self.new_member_id(client_id)
-            if require_known_member_id:
+            new_id = self.new_member_id(group_instance_id or client_id)
+            if group_instance_id is not None:
+                old_id = self.static_member_id(group_instance_id)
+                if old_id is not None:
+                    return new_id, self._replace_static_member(
+                        old_id, new_id, client_id=client_id, client_host=client_host,
+                        session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+                        protocols=protocols, now_ms=now_ms)
+                # A static member is known by its instance id: no MEMBER_ID_REQUIRED round trip.
+            elif require_known_member_id:
                 self.pending_members[new_id] = now_ms + session_timeout_ms
                 return new_id, [Reply("join", new_id, JoinResult(MEMBER_ID_REQUIRED, new_id))]
             member_id = new_id
-        elif member_id in self.pending_members:
+        elif self._fenced(member_id, group_instance_id):
+            return member_id, [Reply("join", member_id, JoinResult(FENCED_INSTANCE_ID, member_id))]
+        elif member_id in self.pending_members and group_instance_id is None:
             del self.pending_members[member_id]
-        elif member_id not in self.members:
+        elif member_id not in self.members or (
+                group_instance_id is not None and self.static_member_id(group_instance_id) is None):
+            # An unknown id, or a static member whose instance was removed meanwhile: start afresh.
             return member_id, [Reply("join", member_id, JoinResult(UNKNOWN_MEMBER_ID, member_id))]
 
         replies: list[Reply] = []
@@ -230,6 +292,40 @@ class GroupState:
             replies += self._maybe_complete_join(now_ms)
         return member_id, replies
 
+    def _replace_static_member(self, old_id: str, new_id: str, *, client_id: str, client_host: str,
+                               session_timeout_ms: int, rebalance_timeout_ms: int,
+                               protocols: tuple[tuple[str, bytes], ...], now_ms: float) -> list[Reply]:
+        """A known static instance joined again without a member id (its process restarted):
+        the new member id takes the old one's place, keeping its assignment."""
+        old = self.members.pop(old_id)
+        replies: list[Reply] = []
+        # Fence the old process at once if it has a request parked here.
+        if old.awaiting_join:
+            replies.append(Reply("join", old_id, JoinResult(FENCED_INSTANCE_ID, old_id)))
+        if old.awaiting_sync:
+            replies.append(Reply("sync", old_id, SyncResult(FENCED_INSTANCE_ID)))
+        unchanged = same_subscription(self.protocol_type, old.protocols, protocols)
+        member = dataclasses.replace(
+            old, member_id=new_id, client_id=client_id, client_host=client_host,
+            session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+            protocols=protocols, deadline_ms=now_ms + session_timeout_ms, awaiting_join=False,
+            awaiting_sync=False)
+        self.members[new_id] = member
+        previous_leader = self.leader_id
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        self.revision += 1
+        if self.phase is GroupPhase.STABLE and unchanged:
+            # No rebalance: the member syncs and gets its old assignment back. The answer names
+            # the previous leader id so that a replaced leader does not compute an assignment
+            # that a Stable group would never hand out (Kafka does the same).
+            return replies + [Reply("join", new_id, JoinResult(
+                NONE, new_id, self.generation_id, self.protocol_name, previous_leader or "", ()))]
+        member.awaiting_join = True
+        if self.phase is not GroupPhase.PREPARING_REBALANCE:
+            replies += self._prepare_rebalance(now_ms)
+        return replies + self._maybe_complete_join(now_ms)
+
     def _extend_initial_delay(self, now_ms: float) -> None:
         if self.initial_delay_until_ms > now_ms:
             limit = self.rebalance_started_ms + self._max_rebalance_timeout()
@@ -267,17 +363,26 @@ class GroupState:
 
     def _complete_join(self, now_ms: float) -> list[Reply]:
         replies: list[Reply] = []
-        for member in [m for m in self.members.values() if not m.awaiting_join]:
+        # Dynamic members that did not rejoin are gone; static ones stay until their session
+        # expires (KIP-345: a restarting static member must not cost a rebalance).
+        for member in [m for m in self.members.values()
+                       if not m.awaiting_join and m.group_instance_id is None]:
             replies += self._remove_member(member.member_id)
         self.pending_members.clear()
+        if self.members and not any(m.awaiting_join for m in self.members.values()):
+            # Only absent static members are left: nobody could lead. Wait for them to
+            # rejoin or for their sessions to expire.
+            self.join_deadline_ms = now_ms + max(m.session_timeout_ms for m in self.members.values())
+            return replies
         self.generation_id += 1
         if not self.members:
             self.phase = GroupPhase.EMPTY
             self.protocol_name = None
             self.leader_id = None
             return replies
-        if self.leader_id not in self.members:
-            self.leader_id = next(iter(self.members))
+        leader = self.members.get(self.leader_id or "")
+        if leader is None or not leader.awaiting_join:
+            self.leader_id = next(m.member_id for m in self.members.values() if m.awaiting_join)
         self.protocol_name = self._select_protocol()
         self.phase = GroupPhase.COMPLETING_REBALANCE
         self.sync_deadline_ms = now_ms + self._max_rebalance_timeout()
@@ -300,8 +405,10 @@ class GroupState:
 
     # --- SyncGroup ------------------------------------------------------------
     def sync(self, member_id: str, generation_id: int, assignments: dict[str, bytes],
-             now_ms: float) -> list[Reply]:
+             now_ms: float, group_instance_id: str | None = None) -> list[Reply]:
         """Handle a SyncGroup; the caller waits for the ("sync", member_id) reply."""
+        if self._fenced(member_id, group_instance_id):
+            return [Reply("sync", member_id, SyncResult(FENCED_INSTANCE_ID))]
         member = self.members.get(member_id)
         if member is None or self.phase in (GroupPhase.EMPTY, GroupPhase.DEAD):
             return [Reply("sync", member_id, SyncResult(UNKNOWN_MEMBER_ID))]
@@ -328,7 +435,10 @@ class GroupState:
         return replies
 
     # --- Heartbeat / LeaveGroup ---------------------------------------------------
-    def heartbeat(self, member_id: str, generation_id: int, now_ms: float) -> int:
+    def heartbeat(self, member_id: str, generation_id: int, now_ms: float,
+                  group_instance_id: str | None = None) -> int:
+        if self._fenced(member_id, group_instance_id):
+            return FENCED_INSTANCE_ID
         member = self.members.get(member_id)
         if member is None or self.phase in (GroupPhase.EMPTY, GroupPhase.DEAD):
             return UNKNOWN_MEMBER_ID
@@ -339,7 +449,20 @@ class GroupState:
             return REBALANCE_IN_PROGRESS
         return NONE
 
-    def leave(self, member_id: str, now_ms: float) -> tuple[int, list[Reply]]:
+    def leave(self, member_id: str, now_ms: float,
+              group_instance_id: str | None = None) -> tuple[int, list[Reply]]:
+        """LeaveGroup for one member. A static member may be named by its instance id alone
+        (LeaveGroup v3, as admin tools do); naming it with a stale member id is fenced."""
+        if group_instance_id is not None:
+            current = self.static_member_id(group_instance_id)
+            if current is None:
+                return UNKNOWN_MEMBER_ID, []
+            if member_id and member_id != current:
+                return FENCED_INSTANCE_ID, []
+            member_id = current
+        elif member_id in self.pending_members:
+            del self.pending_members[member_id]
+            return NONE, self._maybe_complete_join(now_ms)
         if member_id not in self.members:
             return UNKNOWN_MEMBER_ID, []
         replies = self._remove_member(member_id)
@@ -391,7 +514,8 @@ class GroupState:
         return replies, sorted(before - set(self.members))
 
     # --- offsets ------------------------------------------------------------------
-    def validate_commit(self, member_id: str, generation_id: int, now_ms: float) -> int:
+    def validate_commit(self, member_id: str, generation_id: int, now_ms: float,
+                        group_instance_id: str | None = None) -> int:
         """The error for an OffsetCommit from this member and generation (NONE to accept).
 
         generation -1 with no member id is a "simple" commit (assign() consumers, admin
@@ -401,6 +525,8 @@ class GroupState:
             return COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and not member_id:
             return NONE if not self.members else ILLEGAL_GENERATION
+        if self._fenced(member_id, group_instance_id):
+            return FENCED_INSTANCE_ID
         member = self.members.get(member_id)
         if member is None:
             return UNKNOWN_MEMBER_ID

@@ -95,7 +95,7 @@ class BrokerNode:
                     await nursery.start(groups.run)
                     await nursery.start(loader.run)
                     await nursery.start(controller.run)
-                    rpc_host, rpc_port = config.controller_rpc_address(config.node_id)
+                    rpc_host, rpc_port = config.controller_rpc_bind_address()
                     await nursery.start(rpc.serve, rpc_host, rpc_port)
                     await nursery.start(replicas.run, self._alter_partition)
                     apis = KafkaApis(ctx)

@@ -3,18 +3,17 @@
 Node i (1-based, port base P, stride 100) as the cluster sees it:
     client   127.0.0.1:C          C = P + 100*(i-1)   (advertised; a proxy)
     quorum   127.0.0.1:C+1        (controller.quorum.voters; a proxy)
-    ctl RPC  127.0.0.1:C+2        (quorum port + 1; NOT proxied, see below)
+    ctl RPC  127.0.0.1:C+2        (quorum port + 1, where peers dial it; a proxy)
 and where the node really listens:
     client   127.0.0.1:C+50       (listeners PLAINTEXT)
     quorum   127.0.0.2:C+1        (listeners CONTROLLER: same port as the voter entry, as
                                    NodeConfig requires, on another loopback address)
+    ctl RPC  127.0.0.2:C+2        (NodeConfig.controller_rpc_bind_address: the CONTROLLER host)
 
 pysyncobj knows each peer by its voter address string, so every node must use
 the same voter list; the proxies tell the nodes apart by asking the kernel who
-dialled (chaos/socket_owner.py). The controller RPC binds the voter host itself
-(NodeConfig.controller_rpc_address), so it cannot sit behind a proxy until
-raftka can bind it on the CONTROLLER listener's host; partitions therefore cut
-the data path and the quorum path, not broker->controller heartbeats.
+dialled (chaos/socket_owner.py). A partition therefore cuts the data path, the
+quorum path and broker->controller calls (heartbeats, AlterPartition) alike.
 """
 
 from __future__ import annotations
@@ -51,7 +50,8 @@ def _free(host: str, port: int) -> bool:
 def ports_free(base: int, nodes: int) -> bool:
     for i in range(nodes):
         c = base + PORT_STRIDE * i
-        wanted = [(HOST, c), (HOST, c + 1), (HOST, c + 2), (HOST, c + REAL_CLIENT_OFFSET), (QUORUM_BIND_HOST, c + 1)]
+        wanted = [(HOST, c), (HOST, c + 1), (HOST, c + 2), (HOST, c + REAL_CLIENT_OFFSET),
+                  (QUORUM_BIND_HOST, c + 1), (QUORUM_BIND_HOST, c + 2)]
         if not all(_free(h, p) for h, p in wanted):
             return False
     return True
@@ -78,38 +78,18 @@ class ProxiedCluster(LocalCluster):
                                    (HOST, node.client_port + REAL_CLIENT_OFFSET)))
             self.proxies.add(Route(f"n{node.node_id}.raft", node.node_id, "raft", (HOST, node.quorum_port),
                                    (QUORUM_BIND_HOST, node.quorum_port)))
+            # The controller RPC belongs to the control plane: cut with the quorum path.
+            self.proxies.add(Route(f"n{node.node_id}.rpc", node.node_id, "raft", (HOST, node.quorum_port + 1),
+                                   (QUORUM_BIND_HOST, node.quorum_port + 1)))
 
     def _pids(self) -> dict[int, int]:
         return {n.process.pid: i for i, n in self.nodes.items() if n.process is not None}
 
-    def prepare(self) -> None:
-        cluster_id, secret = self._identity()
-        voters = ",".join(f"{n.node_id}@{HOST}:{n.quorum_port}" for n in self.nodes.values())
-        rf = min(3, len(self.nodes))
-        for node in self.nodes.values():
-            node.directory.mkdir(parents=True, exist_ok=True)
-            lines = {
-                "node.id": str(node.node_id),
-                "process.roles": "broker,controller",
-                "listeners": f"PLAINTEXT://{HOST}:{node.client_port + REAL_CLIENT_OFFSET},"
-                             f"CONTROLLER://{QUORUM_BIND_HOST}:{node.quorum_port}",
-                "advertised.listeners": f"PLAINTEXT://{HOST}:{node.client_port}",
-                "controller.listener.names": "CONTROLLER",
-                "controller.quorum.voters": voters,
-                "controller.quorum.secret": secret,
-                "log.dirs": str(node.directory / "data"),
-                "metadata.log.dir": str(node.directory / "meta"),
-                "default.replication.factor": str(rf),
-                "offsets.topic.replication.factor": str(rf),
-                "min.insync.replicas": str(min(2, rf)),
-                **FAST_DETECTION,
-            }
-            lines.update(self.extra_config)
-            node.config_path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-            node.config_path.chmod(0o600)
-            if not (node.directory / "meta" / "meta.properties").exists():
-                self._cli("storage", "format", "--config", str(node.config_path), "--cluster-id", cluster_id,
-                          "--ignore-formatted")
+    def node_properties(self, node, voters: str, secret: str) -> dict[str, str]:
+        props = super().node_properties(node, voters, secret)
+        props["listeners"] = (f"PLAINTEXT://{HOST}:{node.client_port + REAL_CLIENT_OFFSET},"
+                              f"CONTROLLER://{QUORUM_BIND_HOST}:{node.quorum_port}")
+        return {**props, **FAST_DETECTION}
 
     def start(self) -> None:
         self.proxies.start()

@@ -1,4 +1,5 @@
-"""Partition assignors run by the group leader: Kafka's `range` and `roundrobin`.
+"""Partition assignors run by the group leader: Kafka's `range`, `roundrobin` and
+`cooperative-sticky` (client/sticky_assignor.py).
 
 Both are deterministic functions of (members' subscriptions, partition counts),
 computed exactly as the Java client and librdkafka do, so a raftka member and a
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 
 from client.group_protocol import Subscription
 from client.records import TopicPartition
+from client.sticky_assignor import cooperative_sticky_assign
 
 Assignments = dict[str, list[TopicPartition]]
 
@@ -55,7 +57,17 @@ def roundrobin_assign(subscriptions: Mapping[str, Subscription], partitions: Map
     return out
 
 
-ASSIGNORS = {"range": range_assign, "roundrobin": roundrobin_assign}
+ASSIGNORS = {"range": range_assign, "roundrobin": roundrobin_assign,
+             "cooperative-sticky": cooperative_sticky_assign}
+# Assignors whose plans follow KIP-429 (never hand a partition straight from one member to
+# another), so members keep what they own while rejoining. A consumer rebalances
+# cooperatively only when every assignor it offers is one of these (Kafka's rule).
+COOPERATIVE = frozenset({"cooperative-sticky"})
+
+
+def is_cooperative(names) -> bool:
+    names = list(names)
+    return bool(names) and all(name in COOPERATIVE for name in names)
 
 
 def assignor(name: str):

@@ -13,10 +13,18 @@ Consumer groups: with a `group_id`, `subscribe(topics or pattern)` joins the
 group (client/group_membership.py); `poll()` (re)joins whenever a rebalance is
 needed, revoking the old partitions (`on_partitions_revoked`, after an
 auto-commit) and starting the new ones from their committed offsets
-(`on_partitions_assigned`). Rebalances are eager (range / roundrobin).
-Heartbeats run in the consumer's nursery. `commit()`, `committed()` and
-auto-commit (subscribe mode, every `auto_commit_interval_ms`, at close and
-before a revoke) store offsets at the group coordinator.
+(`on_partitions_assigned`). With range / roundrobin rebalances are eager: every
+partition is revoked before rejoining. With only "cooperative-sticky" they are
+cooperative (KIP-429): the join runs in the background while `poll()` keeps
+fetching the partitions owned now; when it ends, only the partitions that move
+away are revoked (`on_partitions_revoked` gets just those, `on_partitions_assigned`
+just the new ones), and a member that gave some up rejoins so the next round can
+hand them over. `group_instance_id` makes the member static (KIP-345): close()
+does not leave the group, so a restart within the session timeout gets the same
+partitions back without a rebalance. Heartbeats run in the consumer's nursery.
+`commit()`, `committed()` and auto-commit (subscribe mode, every
+`auto_commit_interval_ms`, at close and before a revoke) store offsets at the
+group coordinator.
 
     async with AsyncConsumer(bootstrap, group_id="billing", auto_offset_reset="earliest") as c:
         c.subscribe(["events"])
@@ -94,6 +102,7 @@ class AsyncConsumer:
         max_poll_interval_ms: int = 300000,
         partition_assignment_strategy: Iterable[str] = ("range", "roundrobin"),
         metadata_max_age_ms: int = 5000,
+        group_instance_id: str | None = None,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError(
@@ -132,6 +141,11 @@ class AsyncConsumer:
         self._on_revoked: Callable | None = None
         self._next_auto_commit = 0.0
         self._next_pattern_check = 0.0
+        self.group_instance_id = group_instance_id
+        # A cooperative join running in the background, and what it ended with.
+        self._join_scope: trio.CancelScope | None = None
+        self._join_outcome: list[TopicPartition] | BaseException | None = None
+        self._applying = False  # a new assignment is being applied (callbacks included)
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> None:
@@ -151,6 +165,7 @@ class AsyncConsumer:
 
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, close every connection."""
+        self._cancel_background_join()
         if self._group is not None and self._cluster is not None:
             with trio.move_on_after(self.request_timeout_ms / 1000):
                 if self.enable_auto_commit and self._group.generation_id >= 0:
@@ -324,8 +339,14 @@ class AsyncConsumer:
             if ready:
                 return ready
             if not self._state:
-                await trio.sleep_until(deadline)
-                return {}
+                if self._group is None:
+                    await trio.sleep_until(deadline)
+                    return {}
+                # Waiting for an assignment: look again soon (a rejoin may be due or done).
+                if trio.current_time() >= deadline:
+                    return {}
+                await trio.sleep(min(0.05, max(0.0, deadline - trio.current_time())))
+                continue
             unset = [tp for tp, s in self._state.items() if s.position is None]
             if unset:
                 await self._reset_positions(unset)
@@ -487,7 +508,8 @@ class AsyncConsumer:
                 rebalance_timeout_ms=self.max_poll_interval_ms,
                 heartbeat_interval_ms=self.heartbeat_interval_ms,
                 assignors=self.partition_assignment_strategy,
-                retry_backoff_ms=self.retry_backoff_ms, request_timeout_ms=self.request_timeout_ms)
+                retry_backoff_ms=self.retry_backoff_ms, request_timeout_ms=self.request_timeout_ms,
+                group_instance_id=self.group_instance_id)
             assert self._owner.nursery is not None
             self._owner.nursery.start_soon(self._group.heartbeat_loop)
         self._group.request_rejoin("subscription changed")
@@ -496,8 +518,17 @@ class AsyncConsumer:
     def subscription(self) -> set[str]:
         return set(self._subscription)
 
+    @property
+    def rebalance_in_progress(self) -> bool:
+        """True while this member is (re)joining its group. A cooperative member keeps
+        consuming what it owns meanwhile; an eager one owns nothing until the join ends."""
+        group = self._group
+        return group is not None and (group.joining or group.needs_rejoin or self._join_scope is not None
+                                      or self._join_outcome is not None or self._applying)
+
     async def unsubscribe(self) -> None:
         """Leave the group and drop every partition."""
+        self._cancel_background_join()
         if self._group is not None:
             await self._revoke()
             await self._group.leave()
@@ -525,9 +556,14 @@ class AsyncConsumer:
             if matched != self._subscription:
                 self._subscription = matched
                 group.request_rejoin("topics matching the pattern changed")
-        if group.needs_rejoin and (self._subscription or self._pattern is not None):
+        if group.fatal is not None:
+            raise group.fatal
+        if group.cooperative:
+            await self._cooperative_maintenance(group)
+        elif group.needs_rejoin and (self._subscription or self._pattern is not None):
             await self._rejoin()
-        if self.enable_auto_commit and now >= self._next_auto_commit and group.generation_id >= 0:
+        if (self.enable_auto_commit and now >= self._next_auto_commit and group.generation_id >= 0
+                and not group.joining):
             self._next_auto_commit = now + self.auto_commit_interval_ms / 1000
             await self._commit_quietly()
 
@@ -539,9 +575,18 @@ class AsyncConsumer:
                             if self._pattern.fullmatch(t) and not t.startswith("__")))
 
     async def _rejoin(self) -> None:
+        """An eager rebalance: revoke everything, then join and wait for the new assignment."""
         group = self._group
         assert group is not None
+        self._applying = True
+        try:
+            await self._eager_rejoin(group)
+        finally:
+            self._applying = False
+
+    async def _eager_rejoin(self, group: GroupMembership) -> None:
         await self._revoke()
+        group.ownership_lost = False  # everything was revoked anyway
         assigned = await group.ensure_active(self._subscription, self._partition_counts)
         old = self._state
         self._state = {tp: old.get(tp) or _PartitionState() for tp in assigned}
@@ -555,6 +600,85 @@ class AsyncConsumer:
                     self._state[tp].position, self._state[tp].reset_to = om.offset, None
         self._next_auto_commit = trio.current_time() + self.auto_commit_interval_ms / 1000
         await self._callback(self._on_assigned, set(assigned))
+
+    # --- cooperative rebalancing (KIP-429) -------------------------------------------
+    async def _cooperative_maintenance(self, group: GroupMembership) -> None:
+        if group.ownership_lost:
+            await self._lose_partitions(group)
+        if self._join_outcome is not None:
+            outcome, self._join_outcome = self._join_outcome, None
+            if isinstance(outcome, BaseException):
+                raise outcome
+            self._applying = True
+            try:
+                await self._apply_cooperative(group, outcome)
+            finally:
+                self._applying = False
+        if group.needs_rejoin and self._join_scope is None and (self._subscription or self._pattern is not None):
+            assert self._owner.nursery is not None
+            self._join_scope = trio.CancelScope()
+            self._owner.nursery.start_soon(self._background_join, group, self._join_scope)
+
+    async def _background_join(self, group: GroupMembership, scope: trio.CancelScope) -> None:
+        outcome: list[TopicPartition] | BaseException
+        with scope:
+            try:
+                outcome = await group.ensure_active(self._subscription, self._partition_counts,
+                                                    owned=lambda: tuple(self._state))
+            except Exception as exc:  # handed to poll(), which raises it to the application
+                outcome = exc
+            if self._join_scope is scope:
+                self._join_outcome = outcome
+        if self._join_scope is scope:
+            self._join_scope = None
+
+    def _cancel_background_join(self) -> None:
+        if self._join_scope is not None:
+            self._join_scope.cancel()
+            self._join_scope = None
+        self._join_outcome = None
+
+    async def _lose_partitions(self, group: GroupMembership) -> None:
+        """The group went on without us: what we hold may be another member's already, so it
+        is given up without a commit (Kafka's onPartitionsLost; ours calls on_partitions_revoked)."""
+        group.ownership_lost = False
+        if self._state:
+            lost = set(self._state)
+            log.info("consumer.partitions_lost", group=self.group_id, partitions=len(lost))
+            self._state = {}
+            self._paused.clear()
+            await self._callback(self._on_revoked, lost)
+
+    async def _apply_cooperative(self, group: GroupMembership, assigned: list[TopicPartition]) -> None:
+        if group.ownership_lost:  # reset during the join: nothing held before is ours any more
+            await self._lose_partitions(group)
+        old = self._state
+        keep = set(assigned)
+        revoked = set(old) - keep
+        added = [tp for tp in assigned if tp not in old]
+        if revoked:
+            if self.enable_auto_commit and group.generation_id >= 0:
+                consumed = self._consumed_offsets()
+                try:
+                    await self.commit({tp: consumed[tp] for tp in revoked if tp in consumed})
+                except KafkaError as exc:
+                    log.info("consumer.auto_commit_failed", group=self.group_id, error=str(exc))
+            await self._callback(self._on_revoked, revoked)
+        self._state = {tp: old.get(tp) or _PartitionState() for tp in assigned}
+        self._paused &= keep
+        self._require_cluster().topics.update(tp.topic for tp in assigned)
+        fresh = [tp for tp in assigned if self._state[tp].position is None]
+        if fresh:
+            committed = await group.fetch_offsets(fresh)
+            for tp, om in committed.items():
+                if om is not None and tp in self._state:
+                    self._state[tp].position, self._state[tp].reset_to = om.offset, None
+        log.info("consumer.cooperative_assignment", group=self.group_id, generation=group.generation_id,
+                 kept=len(keep) - len(added), added=len(added), revoked=len(revoked))
+        await self._callback(self._on_assigned, set(added))
+        if revoked:
+            # KIP-429's second round: now that they are released, the leader can hand them over.
+            group.request_rejoin(f"revoked {len(revoked)} partition(s) that move to other members")
 
     async def _revoke(self) -> None:
         if not self._state:

@@ -25,6 +25,7 @@ class GroupMemberView:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...]
+    group_instance_id: str | None = None  # set for a static member (KIP-345)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
     owner: dict[TopicPartition, str] = {}
     for m in g.members:
         assigned = decode_assignment(bytes(m.member_assignment)).partitions if g.protocol_type == "consumer" else ()
-        members.append(GroupMemberView(m.member_id, m.client_id, m.client_host, tuple(assigned)))
+        members.append(GroupMemberView(m.member_id, m.client_id, m.client_host, tuple(assigned),
+                                       m.group_instance_id))
         owner.update(dict.fromkeys(assigned, m.member_id))
     committed = await _all_committed(membership)
     tps = sorted(set(committed) | set(owner))

@@ -7,6 +7,19 @@ generation became stale, the subscription changed) and runs `heartbeat_loop`
 in its nursery. Coordinator errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS, a dead connection) send it back to
 FindCoordinator, then retry.
+
+Static membership (KIP-345): with a `group_instance_id` every request names the
+instance, the first JoinGroup needs no MEMBER_ID_REQUIRED round trip, and
+`leave()` sends no LeaveGroup (a restarted process takes its place without a
+rebalance; a gone one leaves at its session timeout). FENCED_INSTANCE_ID — another
+process took this instance id — is fatal: `fatal` holds it and every later call
+raises it.
+
+Cooperative rebalancing (KIP-429) when every assignor offered is cooperative:
+JoinGroup carries the partitions owned now (Subscription v2: owned partitions and
+their generation) and the consumer keeps them while the join is out.
+`ownership_lost` is set when the member id or generation is reset (the group
+moved on without us): whatever the consumer holds is then no longer its own.
 """
 
 from __future__ import annotations
@@ -17,7 +30,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from client.assignors import assignor
+from client.assignors import assignor, is_cooperative
 from client.cluster import Cluster
 from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
 from client.group_protocol import (
@@ -57,6 +70,9 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
 
 
+FENCED_INSTANCE_ID = int(ErrorCode.FENCED_INSTANCE_ID)
+
+
 class CommitFailedError(KafkaError):
     """The group rebalanced before the commit: the partitions may belong to another member now."""
 
@@ -67,17 +83,23 @@ class GroupMembership:
     def __init__(self, cluster: Cluster, group_id: str, *, session_timeout_ms: int = 45000,
                  rebalance_timeout_ms: int = 300000, heartbeat_interval_ms: int = 3000,
                  assignors: Sequence[str] = ("range", "roundrobin"), retry_backoff_ms: int = 100,
-                 request_timeout_ms: int = 30000) -> None:
+                 request_timeout_ms: int = 30000, group_instance_id: str | None = None) -> None:
         if not group_id:
             raise ValueError("group_id is empty; expected the consumer group's name")
         for name in assignors:
             assignor(name)  # fail early on a typo
+        if group_instance_id is not None and not group_instance_id:
+            raise ValueError("group_instance_id is empty; expected None (dynamic member) or a name")
         self.cluster = cluster
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignors = tuple(assignors)
+        self.cooperative = is_cooperative(self.assignors)
+        self.group_instance_id = group_instance_id
+        self.ownership_lost = False
+        self.fatal: KafkaError | None = None
         self.retry_backoff = retry_backoff_ms / 1000
         self.request_timeout = request_timeout_ms / 1000
         self.member_id = ""
@@ -88,6 +110,23 @@ class GroupMembership:
         self.needs_rejoin = True
         self.wake = trio.Event()  # set when a rebalance is needed, so poll() can return early
         self._joining = False  # heartbeats pause while JoinGroup/SyncGroup are out
+
+    def _reset_generation(self, reason: str) -> None:
+        """The coordinator no longer knows this member/generation: join afresh, owning nothing."""
+        if self.generation_id >= 0 or self.member_id:
+            log.info("group.generation_reset", group=self.group_id, member=self.member_id,
+                     generation=self.generation_id, reason=reason)
+        self.member_id, self.generation_id = "", -1
+        self.ownership_lost = True
+
+    def _fence(self, what: str) -> KafkaError:
+        self.fatal = error_for_code(
+            FENCED_INSTANCE_ID, f"{what} for group {self.group_id!r}: another consumer with "
+            f"group_instance_id {self.group_instance_id!r} replaced this one")
+        log.warning("group.fenced", group=self.group_id, instance=self.group_instance_id,
+                    member=self.member_id)
+        self.wake.set()
+        return self.fatal
 
     def request_rejoin(self, reason: str) -> None:
         if not self.needs_rejoin:
@@ -144,31 +183,51 @@ class GroupMembership:
             await trio.sleep(self.retry_backoff)
 
     # --- join / sync -----------------------------------------------------------
-    async def ensure_active(self, topics: Sequence[str], partition_counts: Callable) -> list[TopicPartition]:
-        """Join and sync until this member has an assignment for the current generation."""
+    @property
+    def joining(self) -> bool:
+        """True while JoinGroup/SyncGroup are out."""
+        return self._joining
+
+    async def ensure_active(self, topics: Sequence[str], partition_counts: Callable,
+                            owned: Callable[[], Sequence[TopicPartition]] = tuple,
+                            ) -> list[TopicPartition]:
+        """Join and sync until this member has an assignment for the current generation.
+        `owned()` is what the member consumes now (sent only when rebalancing cooperatively)."""
+        if self.fatal is not None:
+            raise self.fatal
         self._joining = True
         try:
-            return await self._join_and_sync(topics, partition_counts)
+            return await self._join_and_sync(topics, partition_counts, owned)
         finally:
             self._joining = False
 
-    async def _join_and_sync(self, topics: Sequence[str], partition_counts: Callable) -> list[TopicPartition]:
+    def _subscription(self, topics: Sequence[str], owned: Callable[[], Sequence[TopicPartition]]) -> bytes:
+        if not self.cooperative:
+            return encode_subscription(Subscription(tuple(sorted(topics))))
+        mine = () if self.ownership_lost else tuple(sorted(owned()))
+        return encode_subscription(Subscription(tuple(sorted(topics)), None, mine, self.generation_id),
+                                   version=2)
+
+    async def _join_and_sync(self, topics: Sequence[str], partition_counts: Callable,
+                             owned: Callable[[], Sequence[TopicPartition]]) -> list[TopicPartition]:
         while True:
             self.needs_rejoin = False
             self.wake = trio.Event()
-            subscription = encode_subscription(Subscription(tuple(sorted(topics))))
+            subscription = self._subscription(topics, owned)
             request = JoinGroupRequest(
                 group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
                 rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
-                group_instance_id=None, protocol_type=PROTOCOL_TYPE,
+                group_instance_id=self.group_instance_id, protocol_type=PROTOCOL_TYPE,
                 protocols=[{"name": name, "metadata": subscription} for name in self.assignors])
             response = await self._send(ApiKey.JOIN_GROUP, request)
             code = response.error_code
             if code == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = response.member_id
                 continue
+            if code == FENCED_INSTANCE_ID:
+                raise self._fence("JoinGroup")
             if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-                self.member_id, self.generation_id = "", -1
+                self._reset_generation(ErrorCode(code).name)
                 continue
             if code == ErrorCode.REBALANCE_IN_PROGRESS:
                 continue
@@ -183,11 +242,13 @@ class GroupMembership:
                 assignments = await self._assign(response, partition_counts)
             sync = await self._send(ApiKey.SYNC_GROUP, SyncGroupRequest(
                 group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
-                group_instance_id=None,
+                group_instance_id=self.group_instance_id,
                 assignments=[{"member_id": m, "assignment": a} for m, a in assignments.items()]))
+            if sync.error_code == FENCED_INSTANCE_ID:
+                raise self._fence("SyncGroup")
             if sync.error_code in REJOIN_ERRORS:
                 if sync.error_code != ErrorCode.REBALANCE_IN_PROGRESS:
-                    self.member_id, self.generation_id = "", -1
+                    self._reset_generation(ErrorCode(sync.error_code).name)
                 continue
             if sync.error_code:
                 raise error_for_code(sync.error_code, f"SyncGroup for group {self.group_id!r}")
@@ -211,13 +272,13 @@ class GroupMembership:
     async def heartbeat_once(self) -> None:
         # Heartbeats continue while a rejoin is pending (they keep the session alive until
         # the rebalance timeout, as in Kafka) but pause while JoinGroup/SyncGroup are out.
-        if self.generation_id < 0 or self._joining:
+        if self.generation_id < 0 or self._joining or self.fatal is not None:
             return
         try:
             node = await self.coordinator()
             response = await self.cluster.send_to(node, ApiKey.HEARTBEAT, HeartbeatRequest(
                 group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
-                group_instance_id=None))
+                group_instance_id=self.group_instance_id))
         except KafkaConnectionError as exc:
             self.coordinator_dead(str(exc))
             return
@@ -225,10 +286,14 @@ class GroupMembership:
             log.info("group.heartbeat_failed", group=self.group_id, error=str(exc))
             return
         code = response.error_code
+        if self._joining:
+            return  # a join started while this heartbeat was out; its answer is stale
         if code in COORDINATOR_ERRORS:
             self.coordinator_dead(ErrorCode(code).name)
+        elif code == FENCED_INSTANCE_ID:
+            self._fence("Heartbeat")
         elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-            self.member_id, self.generation_id = "", -1
+            self._reset_generation(ErrorCode(code).name)
             self.request_rejoin(ErrorCode(code).name)
         elif code == ErrorCode.REBALANCE_IN_PROGRESS:
             self.request_rejoin("REBALANCE_IN_PROGRESS")
@@ -239,7 +304,15 @@ class GroupMembership:
             await self.heartbeat_once()
 
     async def leave(self) -> None:
+        """Leave the group (LeaveGroup). A static member only forgets its member id: Kafka's
+        clients never send LeaveGroup for one, so a restart within the session timeout costs
+        the group no rebalance."""
         if not self.member_id:
+            return
+        if self.group_instance_id is not None:
+            log.info("group.static_member_stopped", group=self.group_id, member=self.member_id,
+                     instance=self.group_instance_id)
+            self.member_id, self.generation_id = "", -1
             return
         try:
             node = await self.coordinator()
@@ -264,16 +337,18 @@ class GroupMembership:
         generation, member = (self.generation_id, self.member_id) if as_member else (-1, "")
         request = OffsetCommitRequest(
             group_id=self.group_id, generation_id_or_member_epoch=generation, member_id=member,
-            group_instance_id=None, retention_time_ms=-1,
+            group_instance_id=self.group_instance_id if as_member else None, retention_time_ms=-1,
             topics=[{"name": t, "partitions": p} for t, p in topics.items()])
         response = await self._send(ApiKey.OFFSET_COMMIT, request)
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code == 0:
                     continue
+                if p.error_code == FENCED_INSTANCE_ID:
+                    raise self._fence("OffsetCommit")
                 if p.error_code in REJOIN_ERRORS:
                     if p.error_code != ErrorCode.REBALANCE_IN_PROGRESS:
-                        self.member_id, self.generation_id = "", -1
+                        self._reset_generation(ErrorCode(p.error_code).name)
                     self.request_rejoin(ErrorCode(p.error_code).name)
                     raise CommitFailedError(
                         f"commit for group {self.group_id!r} refused ({ErrorCode(p.error_code).name}): "

@@ -4,8 +4,11 @@ Kafka's ConsumerProtocolSubscription / ConsumerProtocolAssignment, which every
 client puts inside JoinGroup and SyncGroup, so raftka's SDK can share a group
 with librdkafka, kafka-python and the Java client:
 
-- Subscription v0: version i16, topics [string], user_data bytes? (v1 adds owned
-  partitions [topic string, partitions [i32]], which we read and write when asked)
+- Subscription v0: version i16, topics [string], user_data bytes?; v1 adds owned
+  partitions [topic string, partitions [i32]] (KIP-429: what the member consumes
+  while it rejoins), v2 generation_id i32 (the generation those were owned in),
+  v3 rack_id string?. Decoding reads every version; a newer one's extra fields are
+  ignored, as Kafka's readers do.
 - Assignment v0: version i16, assigned [topic string, partitions [i32]], user_data bytes?
 
 Decoding raises ValueError naming what was malformed.
@@ -27,6 +30,8 @@ class Subscription:
     topics: tuple[str, ...]
     user_data: bytes | None = None
     owned_partitions: tuple[TopicPartition, ...] = ()
+    generation_id: int = -1
+    rack_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,10 @@ class _Reader:
             raise ValueError(f"{self.what}: null string at position {self.pos}")
         return self.take(n).decode()
 
+    def nullable_string(self) -> str | None:
+        n = self.int(">h")
+        return None if n < 0 else self.take(n).decode()
+
     def nullable_bytes(self) -> bytes | None:
         n = self.int(">i")
         return None if n < 0 else self.take(n)
@@ -91,10 +100,16 @@ class _Reader:
 
 
 def encode_subscription(sub: Subscription, version: int = 0) -> bytes:
+    if not 0 <= version <= 3:
+        raise ValueError(f"consumer subscription version {version}; expected 0 to 3")
     out = struct.pack(">hi", version, len(sub.topics)) + b"".join(_string(t) for t in sub.topics)
     out += _nullable_bytes(sub.user_data)
     if version >= 1:
         out += _topic_partitions(sub.owned_partitions)
+    if version >= 2:
+        out += struct.pack(">i", sub.generation_id)
+    if version >= 3:
+        out += struct.pack(">h", -1) if sub.rack_id is None else _string(sub.rack_id)
     return out
 
 
@@ -104,9 +119,14 @@ def decode_subscription(data: bytes) -> Subscription:
     topics = tuple(reader.string() for _ in range(reader.int(">i")))
     user_data = reader.nullable_bytes()
     owned: list[TopicPartition] = []
+    generation, rack = -1, None
     if version >= 1 and not reader.done:
         owned = reader.topic_partitions()
-    return Subscription(topics, user_data, tuple(owned))
+    if version >= 2 and not reader.done:
+        generation = reader.int(">i")
+    if version >= 3 and not reader.done:
+        rack = reader.nullable_string()
+    return Subscription(topics, user_data, tuple(owned), generation, rack)
 
 
 def encode_assignment(assignment: Assignment) -> bytes:

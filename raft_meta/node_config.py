@@ -317,6 +317,14 @@ class NodeConfig:
         voter = self.voter(node_id)
         return voter.host, voter.port + self.controller_rpc_port_offset
 
+    def controller_rpc_bind_address(self) -> tuple[str, int]:
+        """Where THIS node's controller RPC binds: the CONTROLLER listener's host (else the
+        voter's host), at the voter port + offset. Peers dial `controller_rpc_address(id)`;
+        the two differ only when the voter addresses point at a proxy (the chaos harness)."""
+        endpoint = self.controller_listener()
+        host, port = self.controller_rpc_address(self.node_id)
+        return (endpoint.host or host) if endpoint is not None else host, port
+
     def broker_listeners(self) -> tuple[Endpoint, ...]:
         return tuple(e for e in self.listeners if e.name not in self.controller_listener_names)
 

@@ -49,15 +49,23 @@ def describe_cmd(bootstrap: str, group_id: str) -> int:
         return status
     click.echo(f"GROUP {view.group_id}  STATE {view.state}  PROTOCOL {view.protocol or '-'}  "
                f"MEMBERS {len(view.members)}")
-    rows = [("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")]
+    # Static members (group.instance.id) get Kafka's GROUP-INSTANCE-ID column; dynamic groups
+    # keep kafka-consumer-groups' usual layout.
+    static = any(m.group_instance_id for m in view.members)
+    header = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+    rows = [header + (("GROUP-INSTANCE-ID",) if static else ())]
     members = {m.member_id: m for m in view.members}
+
+    def instance(m) -> tuple[str, ...]:
+        return ((m.group_instance_id or "-") if m else "-",) if static else ()
+
     for p in view.partitions:
         m = members.get(p.member_id or "")
         rows.append((p.tp.topic, str(p.tp.partition), _dash(p.committed), _dash(p.log_end), _dash(p.lag),
-                     p.member_id or "-", m.host if m else "-", m.client_id if m else "-"))
+                     p.member_id or "-", m.host if m else "-", m.client_id if m else "-") + instance(m))
     for m in view.members:
         if not m.assignment:
-            rows.append(("-", "-", "-", "-", "-", m.member_id, m.host, m.client_id))
+            rows.append(("-", "-", "-", "-", "-", m.member_id, m.host, m.client_id) + instance(m))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())

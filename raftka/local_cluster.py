@@ -105,29 +105,33 @@ class LocalCluster:
         """Write every node's server.properties and format its storage if needed."""
         cluster_id, secret = self._identity()
         voters = ",".join(f"{n.node_id}@{self.host}:{n.quorum_port}" for n in self.nodes.values())
-        rf = min(3, len(self.nodes))
         for node in self.nodes.values():
             node.directory.mkdir(parents=True, exist_ok=True)
-            lines = {
-                "node.id": str(node.node_id),
-                "process.roles": "broker,controller",
-                "listeners": f"PLAINTEXT://{self.host}:{node.client_port},CONTROLLER://{self.host}:{node.quorum_port}",
-                "advertised.listeners": f"PLAINTEXT://{self.host}:{node.client_port}",
-                "controller.listener.names": "CONTROLLER",
-                "controller.quorum.voters": voters,
-                "controller.quorum.secret": secret,
-                "log.dirs": str(node.directory / "data"),
-                "metadata.log.dir": str(node.directory / "meta"),
-                "default.replication.factor": str(rf),
-                "offsets.topic.replication.factor": str(rf),
-                "min.insync.replicas": str(min(2, rf)),
-            }
+            lines = self.node_properties(node, voters, secret)
             lines.update(self.extra_config)
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
             node.config_path.chmod(0o600)
             if not (node.directory / "meta" / "meta.properties").exists():
                 self._cli("storage", "format", "--config", str(node.config_path), "--cluster-id", cluster_id,
                           "--ignore-formatted")
+
+    def node_properties(self, node: Node, voters: str, secret: str) -> dict[str, str]:
+        """One node's server.properties (before `extra_config`); subclasses move its listeners."""
+        rf = min(3, len(self.nodes))
+        return {
+            "node.id": str(node.node_id),
+            "process.roles": "broker,controller",
+            "listeners": f"PLAINTEXT://{self.host}:{node.client_port},CONTROLLER://{self.host}:{node.quorum_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{node.client_port}",
+            "controller.listener.names": "CONTROLLER",
+            "controller.quorum.voters": voters,
+            "controller.quorum.secret": secret,
+            "log.dirs": str(node.directory / "data"),
+            "metadata.log.dir": str(node.directory / "meta"),
+            "default.replication.factor": str(rf),
+            "offsets.topic.replication.factor": str(rf),
+            "min.insync.replicas": str(min(2, rf)),
+        }
 
     def _cli(self, *args: str) -> None:
         result = subprocess.run([sys.executable, "-m", "raftka", *args], env=_repo_env("WARNING"),

@@ -90,12 +90,14 @@ async def handle_join_group(ctx, header, request, conn=None) -> JoinGroupRespons
 
 async def handle_sync_group(ctx, header, request, conn=None) -> SyncGroupResponse:
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
-    result = await ctx.groups.sync(request.group_id, request.member_id, request.generation_id, assignments)
+    result = await ctx.groups.sync(request.group_id, request.member_id, request.generation_id, assignments,
+                                   request.group_instance_id)
     return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code, assignment=result.assignment)
 
 
 async def handle_heartbeat(ctx, header, request, conn=None) -> HeartbeatResponse:
-    code = ctx.groups.heartbeat(request.group_id, request.member_id, request.generation_id)
+    code = ctx.groups.heartbeat(request.group_id, request.member_id, request.generation_id,
+                                request.group_instance_id)
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
@@ -104,7 +106,7 @@ async def handle_leave_group(ctx, header, request, conn=None) -> LeaveGroupRespo
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    top, codes = ctx.groups.leave(request.group_id, [m for m, _ in members])
+    top, codes = ctx.groups.leave(request.group_id, members)
     if header.api_version >= 3:
         top = top if top in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                              ErrorCode.COORDINATOR_NOT_AVAILABLE) else 0
@@ -120,7 +122,7 @@ async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitR
             offsets[(t.name, p.partition_index)] = CommittedOffset(
                 p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now)
     codes = await ctx.groups.commit(request.group_id, request.member_id,
-                                    request.generation_id_or_member_epoch, offsets)
+                                    request.generation_id_or_member_epoch, offsets, request.group_instance_id)
     topics: dict[str, list[dict]] = {}
     for (name, index), code in codes.items():
         topics.setdefault(name, []).append({"partition_index": index, "error_code": code})

@@ -37,12 +37,18 @@ def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int)
 
 
 class ThreadMember:
-    """A librdkafka group member polling in its own thread; commits what it consumed after each poll."""
+    """A librdkafka group member polling in its own thread; commits what it consumed after each poll.
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.consumer = Consumer(consumer_config(bootstrap, group))
+    `assignment` follows the rebalance callbacks incrementally, so it is right for eager
+    strategies (revoke all, assign all) and cooperative-sticky (revoke/assign only what
+    moves) alike; `assigned_calls` / `revoked_calls` record each callback's partitions."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **config) -> None:
+        self.consumer = Consumer(consumer_config(bootstrap, group, **config))
         self.values: list[int] = []
         self.assignment: set[int] = set()
+        self.assigned_calls: list[set[int]] = []
+        self.revoked_calls: list[set[int]] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -52,11 +58,13 @@ class ThreadMember:
 
     def _assigned(self, consumer, partitions) -> None:
         with self._lock:
-            self.assignment = {p.partition for p in partitions}
+            self.assigned_calls.append({p.partition for p in partitions})
+            self.assignment = self.assignment | {p.partition for p in partitions}
 
     def _revoked(self, consumer, partitions) -> None:
         with self._lock:
-            self.assignment = set()
+            self.revoked_calls.append({p.partition for p in partitions})
+            self.assignment = self.assignment - {p.partition for p in partitions}
 
     def _run(self) -> None:
         try:
