@@ -203,9 +203,17 @@ class PartitionLog:
 
     @classmethod
     def open(
-        cls, directory: Path, topic: str, partition: int, config: LogConfig, *, now_ms: int | None = None
+        cls, directory: Path, topic: str, partition: int, config: LogConfig, *, now_ms: int | None = None,
+        verify_flushed: bool = True,
     ) -> PartitionLog:
-        """Open (or create) `<directory>/<topic>-<partition>/`, recovering from a crash if needed."""
+        """Open (or create) `<directory>/<topic>-<partition>/`, recovering from a crash if needed.
+
+        Segments after the recovery point are recovered (torn tail cut, indexes rebuilt).
+        With `verify_flushed`, the CRC of every batch below it is checked too: a corrupt
+        batch in an already-flushed segment is reported loudly (`log.corrupt_batch`) and the
+        log is cut there, so it is never served — a replica refetches the rest from its
+        leader, exactly as after a torn write.
+        """
         now = _now(now_ms)
         part_dir = Path(directory) / f"{topic}-{partition}"
         part_dir.mkdir(parents=True, exist_ok=True)
@@ -235,7 +243,9 @@ class PartitionLog:
                 try:
                     segment.load()
                     if segment.next_offset <= recovery_point:
-                        continue
+                        if not verify_flushed or _crc_valid(segment, topic, partition):
+                            continue
+                        recovering = True  # cut this flushed segment at its first bad batch
                 except (CorruptIndex, LogError) as exc:
                     _log.info("log.index.rebuild", segment=segment.log_path.name, reason=str(exc))
                 else:
@@ -905,6 +915,18 @@ class PartitionLog:
             segment.close_and_delete()
         else:
             self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+
+
+def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:
+    """Every batch of a flushed segment passes its CRC check (a failure is logged as an error)."""
+    try:
+        for _ in segment.iter_headers(verify=True):
+            pass
+    except CorruptRecord as exc:
+        _log.error("log.corrupt_batch", topic=topic, partition=partition, segment=segment.log_path.name,
+                   error=str(exc), action="log cut at the corrupt batch; replicas refetch the rest")
+        return False
+    return True
 
 
 def _read_offset(path: Path, key: tuple[str, int], default: int) -> int:

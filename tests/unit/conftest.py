@@ -53,8 +53,10 @@ def open_log(tmp_path: Path) -> Iterator[Callable[..., PartitionLog]]:
     """Factory: open_log(now_ms=..., **config fields) -> PartitionLog in tmp_path; closed at teardown."""
     opened: list[PartitionLog] = []
 
-    def factory(*, now_ms: int | None = 0, config: LogConfig | None = None, **fields: object) -> PartitionLog:
-        log = PartitionLog.open(tmp_path, TOPIC, PARTITION, config or LogConfig(**fields), now_ms=now_ms)
+    def factory(*, now_ms: int | None = 0, config: LogConfig | None = None, verify_flushed: bool = True,
+                **fields: object) -> PartitionLog:
+        log = PartitionLog.open(tmp_path, TOPIC, PARTITION, config or LogConfig(**fields), now_ms=now_ms,
+                                verify_flushed=verify_flushed)
         opened.append(log)
         return log
 
