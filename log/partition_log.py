@@ -52,6 +52,7 @@ Other documented choices:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from bisect import bisect_right
@@ -103,6 +104,9 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 
 _log = structlog.get_logger(__name__)
+
+# baseOffset .. magic: the bytes a leader rewrites (offset, leader epoch) ahead of the CRC.
+_REWRITTEN_PREFIX = 17
 
 
 class OffsetsNotContiguous(InvalidRecord):
@@ -367,29 +371,18 @@ class PartitionLog:
         """
         self._check_open()
         now = _now(now_ms)
-        buf = bytearray(batch_bytes)
-        headers = self._validate(buf, from_client=True)
-        headers, duplicate = self._dedupe(buf, headers)
+        view = memoryview(batch_bytes).cast("B")
+        headers = self._validate(view, from_client=True)
+        headers, duplicate = self._dedupe(view, headers)
         if not headers:
             assert duplicate is not None
             return AppendInfo(duplicate[0], duplicate[1], -1, self._log_start_offset, True, -1)
-        if duplicate is not None:  # some batches were retries: write only the others
-            buf = bytearray(b"".join(buf[h.position : h.position + h.size] for h in headers))
         first_offset = self.log_end_offset
-        offset = first_offset
-        position = 0
-        for header in headers:
-            set_base_offset(buf, position, offset)
-            set_partition_leader_epoch(buf, position, leader_epoch)
-            if self.config.log_append_time:
-                attributes = int.from_bytes(buf[position + 21 : position + 23], "big", signed=True)
-                buf[position + 21 : position + 23] = (attributes | ATTR_TIMESTAMP_TYPE).to_bytes(
-                    2, "big", signed=True
-                )
-                set_max_timestamp_and_crc(buf, position, now)
-            offset += header.last_offset_delta + 1
-            position += header.size
-        written = self._write(buf, now)
+        if self.config.log_append_time:
+            written = self._write(self._rewrite_for_log_append_time(view, headers, first_offset, leader_epoch, now),
+                                  now)
+        else:
+            written = self._write_rewritten(view, headers, first_offset, leader_epoch, now)
         if leader_epoch >= 0 and leader_epoch > self.epoch_cache.latest_epoch:
             self.epoch_cache.assign(leader_epoch, first_offset)
         for header in written:
@@ -445,7 +438,45 @@ class PartitionLog:
             max_timestamp=max(h.max_timestamp for h in written),
         )
 
-    def _validate(self, buf: bytes | bytearray, *, from_client: bool) -> list[BatchHeader]:
+    def _write_rewritten(self, view: memoryview, headers: list[BatchHeader], first_offset: int,
+                         leader_epoch: int, now: int) -> list[BatchHeader]:
+        """Write the batches with baseOffset and partitionLeaderEpoch rewritten, without copying
+        their records: each batch is a fresh 17-byte prefix plus a view of the rest (both
+        fields lie outside the CRC, so nothing else changes)."""
+        pieces: list[bytes | bytearray | memoryview] = []
+        final: list[BatchHeader] = []
+        offset = first_offset
+        position = 0
+        for header in headers:
+            start = header.position
+            prefix = bytearray(view[start : start + _REWRITTEN_PREFIX])
+            set_base_offset(prefix, 0, offset)
+            set_partition_leader_epoch(prefix, 0, leader_epoch)
+            pieces.append(prefix)
+            pieces.append(view[start + _REWRITTEN_PREFIX : start + header.size])
+            final.append(dataclasses.replace(header, base_offset=offset, partition_leader_epoch=leader_epoch,
+                                             position=position))
+            offset += header.last_offset_delta + 1
+            position += header.size
+        return self._write_pieces(pieces, final, position, now)
+
+    def _rewrite_for_log_append_time(self, view: memoryview, headers: list[BatchHeader], first_offset: int,
+                                     leader_epoch: int, now: int) -> bytearray:
+        """LogAppendTime changes maxTimestamp, inside the CRC: copy, rewrite, recompute the CRC."""
+        buf = bytearray(b"".join(view[h.position : h.position + h.size] for h in headers))
+        offset = first_offset
+        position = 0
+        for header in headers:
+            set_base_offset(buf, position, offset)
+            set_partition_leader_epoch(buf, position, leader_epoch)
+            attributes = int.from_bytes(buf[position + 21 : position + 23], "big", signed=True)
+            buf[position + 21 : position + 23] = (attributes | ATTR_TIMESTAMP_TYPE).to_bytes(2, "big", signed=True)
+            set_max_timestamp_and_crc(buf, position, now)
+            offset += header.last_offset_delta + 1
+            position += header.size
+        return buf
+
+    def _validate(self, buf: bytes | bytearray | memoryview, *, from_client: bool) -> list[BatchHeader]:
         if not buf:
             raise InvalidRecord(f"{self.topic}-{self.partition}: append of 0 bytes, expected at least one batch")
         headers = []
@@ -475,7 +506,7 @@ class PartitionLog:
         return headers
 
     def _dedupe(
-        self, buf: bytearray, headers: list[BatchHeader]
+        self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader]
     ) -> tuple[list[BatchHeader], tuple[int, int] | None]:
         """Drop batches the producer state says are retries; check sequences first (no side effects).
 
@@ -515,17 +546,21 @@ class PartitionLog:
             header = parse_header(buf, position)
             headers.append(header)
             position += header.size
+        return self._write_pieces([buf], headers, len(buf), now)
+
+    def _write_pieces(self, pieces: list, headers: list[BatchHeader], length: int, now: int) -> list[BatchHeader]:
+        """Roll if needed, write `length` bytes of whole batches (final offsets) to the active segment."""
         segment = self.active_segment
         assert segment.index is not None and segment.time_index is not None
         if segment.size > 0 and (
-            segment.size + len(buf) > self.config.segment_bytes
+            segment.size + length > self.config.segment_bytes
             or (segment.rolling_base_ms is not None and now - segment.rolling_base_ms > self.config.segment_ms)
             or segment.index.is_full
             or segment.time_index.is_full
             or headers[-1].last_offset - segment.base_offset > MAX_RELATIVE_OFFSET
         ):
             segment = self.roll(now_ms=now, first_offset=headers[0].base_offset)
-        segment.append(buf, headers, now)
+        segment.append_pieces(pieces, headers, length, now)
         return headers
 
     def _maybe_flush(self, now: int) -> None:

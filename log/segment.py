@@ -76,6 +76,9 @@ class SegmentRead:
     stopped: bool  # True if max_bytes or max_offset stopped the read inside this segment
 
 
+_IOV_MAX = 1024  # the kernel's limit on buffers per writev
+
+
 class LogSegment:
     """A segment's files and the state derived from them. Not thread-safe."""
 
@@ -196,18 +199,32 @@ class LogSegment:
 
         `headers` are the batches' headers with positions relative to `data`.
         """
+        self.append_pieces([data], headers, len(data), now_ms)
+
+    def append_pieces(self, pieces: Sequence[bytes | bytearray | memoryview], headers: Sequence[BatchHeader],
+                      length: int, now_ms: int) -> None:
+        """Write `pieces` back to back (`length` bytes of whole batches) with vectored writes,
+        so a producer's record bytes are never copied into one buffer first.
+
+        `headers` are the batches' headers with positions relative to the start of the pieces.
+        """
         if not headers:
             return
         start = self.size
-        view = memoryview(data)
+        views = [memoryview(p).cast("B") for p in pieces if len(p)]
         written = 0
-        while written < len(view):
-            written += os.pwrite(self.file.fileno(), view[written:], start + written)
-        view.release()
+        while views:
+            n = os.pwritev(self.file.fileno(), views[:_IOV_MAX], start + written)
+            written += n
+            while views and n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            if views and n:
+                views[0] = views[0][n:]
         for header in headers:
             self._index_batch(header, start + header.position)
             self._track(header)
-        self.size = start + len(data)
+        self.size = start + length
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
 
