@@ -90,7 +90,8 @@ class AsyncAdmin:
 
     async def close(self) -> None:
         if self._cluster is not None:
-            await self._cluster.aclose()
+            with trio.CancelScope(shield=True):  # completes even while the caller is cancelled
+                await self._cluster.aclose()
             self._cluster = None
         await self._owner.exit()
 

@@ -166,16 +166,20 @@ class AsyncConsumer:
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, close every connection."""
         self._cancel_background_join()
-        if self._group is not None and self._cluster is not None:
-            with trio.move_on_after(self.request_timeout_ms / 1000):
-                if self.enable_auto_commit and self._group.generation_id >= 0:
-                    await self._commit_quietly()
-                await self._group.leave()
+        try:
+            if self._group is not None and self._cluster is not None:
+                with trio.move_on_after(self.request_timeout_ms / 1000):
+                    if self.enable_auto_commit and self._group.generation_id >= 0:
+                        await self._commit_quietly()
+                    await self._group.leave()
+        finally:
+            # Runs even when the caller is being cancelled: the nursery must be exited here.
             self._group = None
-        if self._cluster is not None:
-            await self._cluster.aclose()
-            self._cluster = None
-        await self._owner.exit()
+            if self._cluster is not None:
+                with trio.CancelScope(shield=True):
+                    await self._cluster.aclose()
+                self._cluster = None
+            await self._owner.exit()
 
     async def __aenter__(self) -> AsyncConsumer:
         await self.start()

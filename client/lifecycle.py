@@ -26,9 +26,16 @@ class OwnedNursery:
         return self.nursery
 
     async def exit(self) -> None:
-        """Cancel every task in the nursery and wait for them to end."""
+        """Cancel every task in the nursery and wait for them to end.
+
+        Shielded: it must complete even while the caller is being cancelled, or trio's
+        nursery stack is left corrupted (the nursery was entered in this task).
+        """
         if self.nursery is None:
             return
+        # Shield the nursery's own scope (not a new one: the nursery's exit must not happen
+        # inside a child scope): its children are cancelled by it, outer cancellation waits.
         self.nursery.cancel_scope.cancel()
+        self.nursery.cancel_scope.shield = True
         manager, self._manager, self.nursery = self._manager, None, None
         await manager.__aexit__(None, None, None)
