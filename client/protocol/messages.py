@@ -156,18 +156,7 @@ def encode_response(
     Pass the request's header (or just its correlation id). `body` is the
     response message object or a dict; missing fields take their defaults.
     """
-    correlation_id = (
-        header_or_correlation.correlation_id
-        if isinstance(header_or_correlation, RequestHeader)
-        else header_or_correlation
-    )
-    key = ApiKey(api_key)
-    chunks: list = [
-        b"",
-        encode_response_header(correlation_id, response_header_version(key, api_version)),
-    ]
-    RESPONSE_CODECS[key].encode_into(body, api_version, chunks)
-    return _frame(chunks)
+    return b"".join(encode_response_chunks(header_or_correlation, api_key, api_version, body))
 
 
 def encode_response_chunks(
