@@ -4,7 +4,9 @@ No clocks, no I/O: everything it knows comes from the ops (see chaos/history.py)
 Each anomaly is a list of cases (plain dicts, JSON-ready) so a report can show
 examples; `valid` is false as soon as a *forbidden* anomaly has a case.
 Duplicates are only forbidden for idempotent producers (Kafka promises
-nothing about retried non-idempotent sends).
+nothing about retried non-idempotent sends). Besides the queue anomalies,
+`undetected-corruption` lists segment corruptions (the `corrupt` nemesis)
+that the corrupted node never reported detecting on restart.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from chaos.history import NEMESIS, Op
 ANOMALIES = (
     "lost-write", "unseen", "duplicate", "inconsistent-offsets", "G1a", "nonmonotonic-send",
     "nonmonotonic-poll", "poll-skip", "unexpected", "lost-prefix", "lost-middle", "lost-postfix",
+    "undetected-corruption",
 )
 # lost-prefix/middle/postfix classify lost-write cases; they add no verdict of their own.
 ALWAYS_FORBIDDEN = frozenset({
     "lost-write", "unseen", "inconsistent-offsets", "G1a", "nonmonotonic-send", "nonmonotonic-poll",
-    "poll-skip", "unexpected",
+    "poll-skip", "unexpected", "undetected-corruption",
 })
 EXAMPLES = 8  # cases kept per anomaly in the summary (all are counted)
 
@@ -152,38 +155,13 @@ def check(history: Iterable[Op], *, idempotent: bool | None = None) -> CheckResu
                 "next": {"offset": send.offset, "value": value}})
         last_sent[key] = (send.offset, value)
 
-    # nonmonotonic-poll and poll-skip, per consumer and partition, reset by an assign
+    # nonmonotonic-poll and poll-skip, per consumer and partition, within one assignment
     known_offsets: dict[int, list[int]] = defaultdict(list)
     for partition, offset in at_offset:
         known_offsets[partition].append(offset)
     for partition in known_offsets:
         known_offsets[partition].sort()
-    last_polled: dict[tuple[Any, int], int] = {}
-    for o in ops:
-        if o.process == NEMESIS:
-            continue
-        if o.f == "assign" and o.type == "ok":
-            for key in [k for k in last_polled if k[0] == o.process]:
-                del last_polled[key]
-            continue
-        if o.f not in ("poll", "drain") or o.type != "ok" or not o.value:
-            continue
-        for partition, offset, value in o.value:
-            key = (o.process, partition)
-            prev = last_polled.get(key)
-            if prev is not None:
-                if offset <= prev:
-                    anomalies["nonmonotonic-poll"].append({
-                        "process": o.process, "partition": partition, "previous": prev,
-                        "offset": offset, "value": value, "time": o.time})
-                elif offset > prev + 1:
-                    skipped = _between(known_offsets[partition], prev, offset)
-                    if skipped:
-                        anomalies["poll-skip"].append({
-                            "process": o.process, "partition": partition, "previous": prev,
-                            "offset": offset, "skipped": skipped[:10], "skipped_count": len(skipped),
-                            "time": o.time})
-            last_polled[key] = offset
+    _check_poll_order(ops, known_offsets, anomalies)
 
     # lost-write / unseen, and where the losses sit. A completed drain read its partition to
     # the end after the heal, so it is the final word: an acked value it lacks is lost even
@@ -219,9 +197,80 @@ def check(history: Iterable[Op], *, idempotent: bool | None = None) -> CheckResu
             where = "lost-prefix" if i < first else "lost-postfix" if i > last else "lost-middle"
             anomalies[where].append({"value": value, "partition": partition, "offset": offset})
 
+    anomalies["undetected-corruption"] = _undetected_corruptions(ops)
     stats = _stats(ops, sends, acked_order, first_seen)
     valid = not any(anomalies[name] for name in forbidden)
     return CheckResult(valid, anomalies, frozenset(forbidden), stats)
+
+
+def _assignment_epochs(ops: Sequence[Op]) -> dict[tuple[Any, int], list[int]]:
+    """(consumer, partition) -> the assignment epochs at which it was newly assigned, from the
+    group-mode assign ops ({"partitions": [...], "epoch": e})."""
+    out: dict[tuple[Any, int], list[int]] = defaultdict(list)
+    for o in ops:
+        if o.f == "assign" and o.type == "ok" and isinstance(o.value, dict) and o.value.get("epoch") is not None:
+            for partition in o.value.get("partitions", ()):
+                out[(o.process, partition)].append(o.value["epoch"])
+    for epochs in out.values():
+        epochs.sort()
+    return out
+
+
+def _check_poll_order(ops: Sequence[Op], known_offsets: dict[int, list[int]],
+                      anomalies: dict[str, list[dict[str, Any]]]) -> None:
+    """A consumer reads each partition in log order, without gaps, for as long as it holds it.
+
+    Going back or skipping ahead is allowed only across a new assignment of that partition to
+    that consumer: an assign op naming it (assign mode: in history order), or in group mode a
+    poll whose assignment epoch differs from the previous poll's. The assignment epoch of a
+    group poll for a partition is the latest epoch <= the poll's `epoch` at which the consumer
+    was newly given the partition; a partition it kept across a rebalance keeps its epoch, so
+    a rebalance alone excuses nothing.
+    """
+    group_epochs = _assignment_epochs(ops)
+    order_epoch: dict[tuple[Any, int], int] = defaultdict(int)  # assign-mode resets seen so far
+    last_polled: dict[tuple[Any, int], tuple[Any, int]] = {}  # -> (assignment, offset)
+    for o in ops:
+        if o.process == NEMESIS:
+            continue
+        if o.f == "assign" and o.type == "ok" and not isinstance(o.value, dict):
+            for partition in o.value or ():
+                order_epoch[(o.process, partition)] += 1
+            continue
+        if o.f not in ("poll", "drain") or o.type != "ok" or not o.value:
+            continue
+        for partition, offset, value in o.value:
+            key = (o.process, partition)
+            if o.epoch is not None:
+                given = [e for e in group_epochs.get(key, ()) if e <= o.epoch]
+                assignment: Any = ("group", given[-1] if given else None)
+            else:
+                assignment = ("order", order_epoch[key])
+            prev = last_polled.get(key)
+            if prev is not None and prev[0] == assignment:
+                before = prev[1]
+                where = {"process": o.process, "partition": partition, "previous": before, "offset": offset,
+                         "value": value, "time": o.time}
+                if o.epoch is not None:
+                    where["epoch"] = o.epoch
+                if offset <= before:
+                    anomalies["nonmonotonic-poll"].append(where)
+                elif offset > before + 1:
+                    skipped = _between(known_offsets[partition], before, offset)
+                    if skipped:
+                        anomalies["poll-skip"].append({**where, "skipped": skipped[:10],
+                                                       "skipped_count": len(skipped)})
+            last_polled[key] = (assignment, offset)
+
+
+def _undetected_corruptions(ops: Sequence[Op]) -> list[dict[str, Any]]:
+    """Segment corruptions (nemesis `corrupt`) the corrupted node never reported."""
+    out = []
+    for o in ops:
+        if (o.process == NEMESIS and o.f == "corrupt" and isinstance(o.value, dict)
+                and o.value.get("phase") == "checked" and not o.value.get("detected")):
+            out.append({k: v for k, v in o.value.items() if k != "phase"})
+    return out
 
 
 def _between(sorted_offsets: list[int], low: int, high: int) -> list[int]:

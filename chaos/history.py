@@ -8,13 +8,17 @@ Fields
     process   int for clients (a client whose op ended in `info` is retired and
               continues under a new process id), "nemesis" for faults
     type      invoke | ok | fail | info
-    f         send | poll | assign | drain | nemesis verbs (kill, restart, ...)
+    f         send | poll | assign | revoke | drain | nemesis verbs (kill, corrupt, ...)
     value     send: the unique int sent; poll: list of [partition, offset, value];
-              assign: list of partitions (a consumer restarted its positions)
+              assign: the partitions newly assigned to the consumer, either a list
+              (assign mode: the consumer restarted its positions) or, in group mode,
+              {"partitions": [...], "epoch": e, "generation": g}
     partition, offset   where a send went (offset known only on ok)
     time      seconds since the run started (monotonic clock)
     wall      Unix time, for humans
     error     why a send failed or is unknown
+    epoch     group mode: the consumer's assignment epoch (a counter of the assignments
+              it received) when a poll returned; an assign op carries the epoch it starts
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Op:
     time: float = 0.0
     wall: float = 0.0
     error: str | None = None
+    epoch: int | None = None
 
     def __post_init__(self) -> None:
         if self.type not in OP_TYPES:
@@ -58,9 +63,10 @@ class Op:
 
 
 def op(process: int | str, type: str, f: str, value: Any = None, partition: int | None = None,
-       offset: int | None = None, time: float = 0.0, error: str | None = None) -> Op:
+       offset: int | None = None, time: float = 0.0, error: str | None = None,
+       epoch: int | None = None) -> Op:
     """Shorthand for building histories by hand (tests, examples)."""
-    return Op(process, type, f, value, partition, offset, time, 0.0, error)
+    return Op(process, type, f, value, partition, offset, time, 0.0, error, epoch)
 
 
 class HistoryWriter:

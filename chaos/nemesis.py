@@ -16,6 +16,7 @@ import structlog
 import trio
 
 from chaos.cluster import ProxiedCluster
+from chaos.corruption import Corruption, corrupt_segment, detection_in_log
 from chaos.proxy import CLIENT
 from chaos.proxy import KINDS as PROXY_KINDS
 from chaos.workload import Recorder
@@ -23,7 +24,10 @@ from client.admin import AsyncAdmin
 
 log = structlog.get_logger("chaos.nemesis")
 
-KINDS = ("kill", "pause", "partition", "leader-kill", "controller-kill", "isolate-leader-then-kill")
+KINDS = ("kill", "pause", "partition", "leader-kill", "controller-kill", "isolate-leader-then-kill", "corrupt")
+# How the corrupt nemesis damages a closed segment, and how it stops the node first.
+CORRUPTIONS = ("flip", "truncate")
+STOPS = ("term", "kill")
 PROCESS_FREE = frozenset({"none"})  # faults an --against run can inject (no process control)
 
 
@@ -34,6 +38,8 @@ class Fault:
     start: float  # seconds into the fault window
     duration: float
     nodes: tuple[int, ...] = ()  # for kill / pause / partition: the victims (one side of a partition)
+    variant: str = ""  # corrupt: "<flip|truncate>/<term|kill>"
+    seed: int = 0  # corrupt: picks the partition, segment, batch and bit
 
 
 def parse_kinds(text: str) -> tuple[str, ...]:
@@ -64,7 +70,11 @@ def make_schedule(seed: int, kinds: tuple[str, ...], time_limit: float, interval
             victims = tuple(sorted(rng.sample(ids, minority)))
         else:
             victims = (rng.choice(ids),)
-        out.append(Fault(len(out), kind, round(t, 3), interval, victims))
+        variant, fault_seed = "", 0
+        if kind == "corrupt":
+            variant = f"{rng.choice(CORRUPTIONS)}/{rng.choice(STOPS)}"
+            fault_seed = rng.randrange(1 << 31)
+        out.append(Fault(len(out), kind, round(t, 3), interval, victims, variant, fault_seed))
         t += interval * 1.5
     return out
 
@@ -79,6 +89,7 @@ class Nemesis:
         self.partition_mode = partition_mode
         self.killed: set[int] = set()
         self.paused: set[int] = set()
+        self.corruptions: list[tuple[Fault, Corruption, int]] = []  # (fault, damage, server.log size)
 
     async def run(self, schedule: list[Fault], t0: float) -> None:
         for fault in schedule:
@@ -142,6 +153,8 @@ class Nemesis:
             return heal
         if kind == "isolate-leader-then-kill":
             return await self._isolate_leader_then_kill(fault)
+        if kind == "corrupt":
+            return await self._corrupt(fault)
         raise ValueError(f"nemesis kind {kind!r}; expected one of {KINDS}")
 
     async def _partition(self, side: set[int], cut_clients: bool = False,
@@ -170,6 +183,56 @@ class Nemesis:
             await trio.to_thread.run_sync(self.cluster.start_node, leader)
             self._note(fault, "stop", nodes=[leader])
         return kill_then_heal
+
+    async def _corrupt(self, fault: Fault):
+        """Stop the node, damage one closed segment of a partition it hosts, restart it at the undo.
+
+        raftka CRC-checks flushed segments on open: the node must log the damage
+        (`log.corrupt_batch`, or `log.recovery.truncated` when the segment lay past its
+        recovery point), cut its log there and refetch from the leader. `check_corruptions`
+        reads the node's server.log for that once the cluster is whole again."""
+        victim = fault.nodes[0]
+        damage, stop = fault.variant.split("/")
+        if stop == "kill":
+            await trio.to_thread.run_sync(self.cluster.kill, victim)
+        else:
+            await trio.to_thread.run_sync(self.cluster.stop_node, victim)
+        self.killed.add(victim)
+        node = self.cluster.nodes[victim]
+        log_path = node.directory / "server.log"
+        log_size = log_path.stat().st_size if log_path.exists() else 0
+        done = corrupt_segment(node.directory / "data", self.topic, damage, random.Random(fault.seed))
+        if done is None:
+            self._note(fault, "start", nodes=[victim], variant=fault.variant, error="no closed segment to damage")
+        else:
+            self.corruptions.append((fault, done, log_size))
+            self._note(fault, "start", nodes=[victim], variant=fault.variant, **done.describe())
+
+        async def restart() -> None:
+            await trio.to_thread.run_sync(self.cluster.start_node, victim)
+            self.killed.discard(victim)
+            self._note(fault, "stop", nodes=[victim])
+        return restart
+
+    async def check_corruptions(self, timeout: float = 30.0) -> list[dict]:
+        """Record, for each corruption, whether its node logged detecting it after the restart."""
+        deadline = trio.current_time() + timeout
+        results = []
+        for fault, done, log_size in self.corruptions:
+            node = self.cluster.nodes[fault.nodes[0]]
+            while True:
+                found = detection_in_log(node.directory / "server.log", log_size, self.topic, done.partition)
+                if found is not None or trio.current_time() > deadline:
+                    break
+                await trio.sleep(0.2)
+            outcome = {"id": fault.id, "phase": "checked", "node": fault.nodes[0], "detected": found is not None,
+                       **done.describe()}
+            if found is not None:
+                outcome["event"] = {k: found.get(k) for k in ("event", "level", "segment", "error", "bytes",
+                                                              "valid_bytes", "timestamp") if k in found}
+            self.rec.record("nemesis", "info", "corrupt", outcome)
+            results.append(outcome)
+        return results
 
     async def heal_all(self) -> None:
         """Undo everything still in effect: heal links, resume and restart nodes."""

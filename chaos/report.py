@@ -11,7 +11,8 @@ from chaos.checker import ANOMALIES, CheckResult
 from chaos.history import Op, nemesis_windows
 
 COLORS = {"kill": "tab:red", "leader-kill": "tab:red", "controller-kill": "tab:purple", "pause": "tab:orange",
-          "partition": "tab:blue", "isolate-leader-then-kill": "tab:brown"}
+          "partition": "tab:blue", "isolate-leader-then-kill": "tab:brown",
+          "corrupt": "tab:olive"}
 
 
 def send_latencies(ops: Sequence[Op]) -> list[tuple[float, float, str]]:
@@ -31,6 +32,7 @@ def send_latencies(ops: Sequence[Op]) -> list[tuple[float, float, str]]:
 def write_report(directory: Path, result: CheckResult, ops: Sequence[Op], config: Any) -> dict[str, Any]:
     summary = result.to_json()
     summary["faults"] = [{"fault": f, "start": s, "end": e} for f, s, e in nemesis_windows(ops)]
+    summary["corruptions"] = corruption_checks(ops)
     (directory / "results.json").write_text(json.dumps(summary, indent=1, default=str))
     try:
         plot(directory, ops)
@@ -90,7 +92,13 @@ def plot(directory: Path, ops: Sequence[Op]) -> None:
     plt.close(fig)
 
 
-def summary_rows(result: CheckResult) -> list[tuple[str, str]]:
+def corruption_checks(ops: Sequence[Op]) -> list[dict[str, Any]]:
+    """The corrupt nemesis's verdicts: what was damaged and whether the node reported it."""
+    return [o.value for o in ops if o.process == "nemesis" and o.f == "corrupt" and isinstance(o.value, dict)
+            and o.value.get("phase") == "checked"]
+
+
+def summary_rows(result: CheckResult, ops: Sequence[Op] = ()) -> list[tuple[str, str]]:
     s = result.stats
     counts = result.counts()
     rows = [("valid", str(result.valid)), ("sends", str(s["sends"])), ("acknowledged", str(s["acknowledged"])),
@@ -99,19 +107,22 @@ def summary_rows(result: CheckResult) -> list[tuple[str, str]]:
     for name in ANOMALIES:
         mark = " (forbidden)" if name in result.forbidden and counts.get(name) else ""
         rows.append((name, f"{counts.get(name, 0)}{mark}"))
+    checks = corruption_checks(ops)
+    if checks:
+        rows.append(("corruptions detected", f"{sum(1 for c in checks if c.get('detected'))}/{len(checks)}"))
     rows += [("worst lag (s)", str(s["worst_lag_s"])),
              ("longest unavailability (s)", f"{s['longest_unavailability_s']} {s['unavailability_window'] or ''}")]
     return rows
 
 
-def print_summary(result: CheckResult, directory: Path) -> None:
+def print_summary(result: CheckResult, directory: Path, ops: Sequence[Op] = ()) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"chaos run {directory.name}: {'VALID' if result.valid else 'INVALID'}")
     table.add_column("measure")
     table.add_column("value", justify="right")
-    for name, value in summary_rows(result):
+    for name, value in summary_rows(result, ops):
         style = "bold red" if "forbidden" in value or value == "False" else None
         table.add_row(name, value, style=style)
     console = Console()

@@ -48,6 +48,10 @@ class RunConfig:
     partition_mode: str = "cut"
     extra_config: dict[str, str] = field(default_factory=dict)
     settle: float = 3.0  # seconds consumers keep reading after the heal, before the drain
+    consumer_mode: str = "assign"  # assign | group
+    # The chaos topic's segment.bytes: small, so segments roll and the corrupt nemesis finds
+    # closed ones (a 3-partition topic at 50 sends/s rolls about every 15 s at 16 KiB).
+    segment_bytes: int | None = 16384
     whole_timeout: float = 60.0
 
 
@@ -70,12 +74,19 @@ def run_directory(out: Path) -> Path:
     return path
 
 
+def topic_config(config: RunConfig) -> dict[str, str]:
+    out = {"min.insync.replicas": str(config.min_insync)}
+    if config.segment_bytes is not None:
+        out["segment.bytes"] = str(config.segment_bytes)
+    return out
+
+
 async def _create_topic(config: RunConfig, bootstrap: str, timeout: float = 30.0) -> None:
     deadline = trio.current_time() + timeout
     async with AsyncAdmin(bootstrap) as admin:
         try:
             await admin.create_topics([NewTopic(config.topic, config.partitions, config.replication_factor,
-                                                {"min.insync.replicas": str(config.min_insync)})])
+                                                topic_config(config))])
         except TopicAlreadyExistsError:
             pass
         while True:  # every partition led with a full ISR
@@ -139,10 +150,13 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
                 rec: Recorder, phase: Callable[[str], None]) -> bool:
     rec.record("harness", "info", "config", {"idempotence": config.idempotence, "acks": config.acks,
                                             "seed": config.seed, "nodes": config.nodes,
-                                            "nemeses": list(config.nemeses), "partitions": config.partitions})
+                                            "nemeses": list(config.nemeses), "partitions": config.partitions,
+                                            "consumer_mode": config.consumer_mode,
+                                            "segment_bytes": config.segment_bytes})
     await _create_topic(config, bootstrap)
     wl_config = WorkloadConfig(bootstrap, config.topic, config.partitions, config.producers, config.consumers,
-                               config.rate, config.acks, config.idempotence, config.seed)
+                               config.rate, config.acks, config.idempotence, config.seed,
+                               consumer_mode=config.consumer_mode, group_id=f"chaos-{config.seed}")
     workload = Workload(wl_config, rec)
     nemesis = Nemesis(cluster, rec, config.topic, config.partition_mode) if cluster is not None else None
     async with trio.open_nursery() as nursery:
@@ -162,6 +176,9 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
             await _wait_whole(cluster, config, bootstrap)
         except Exception as exc:  # still drain what we can; the checker reports the rest as unseen
             rec.record("harness", "info", "whole", {"error": repr(exc)})
+        if nemesis is not None and nemesis.corruptions:
+            phase("checking that corrupted nodes reported the damage")
+            await nemesis.check_corruptions()
         await trio.sleep(config.settle)
         workload.stop_consuming.set()
     phase("draining every partition")

@@ -1,4 +1,4 @@
-"""The queue workload (Jepsen's kafka queue): sequential producers and assign-based consumers.
+"""The queue workload (Jepsen's kafka queue): sequential producers and assign- or group-based consumers.
 
 Each producer *process* sends one unique int at a time to a seeded-random
 partition with acks=all and records invoke then ok/fail/info. A send whose
@@ -6,6 +6,14 @@ outcome is unknown retires the process: it goes on under a new process id with
 a fresh producer, so one process's sends are never concurrent (which is what
 makes nonmonotonic-send meaningful). Consumers are assigned every partition,
 remember their own positions across reconnects, and record every non-empty poll.
+
+Group mode: the consumers subscribe as members of one consumer group and
+commit after every non-empty poll. Each consumer process counts the
+assignments it receives (its assignment epoch), records every one as an
+`assign` op naming the newly assigned partitions, and stamps its polls with
+the epoch, so the checker excuses going back or skipping ahead only where a
+partition was newly assigned (chaos/checker.py). A consumer whose client
+fails starts a new member; what it held is then, by definition, reassigned.
 """
 
 from __future__ import annotations
@@ -47,6 +55,12 @@ class WorkloadConfig:
     seed: int = 0
     request_timeout_ms: int = 4000
     delivery_timeout_ms: int = 10000
+    consumer_mode: str = "assign"  # or "group"
+    group_id: str = "chaos"
+    session_timeout_ms: int = 6000  # the broker's group.min.session.timeout.ms is Kafka's 6 s
+    # Group mode: each member leaves and a new one joins after about this many seconds, so
+    # rebalances happen even when no fault happens to force one (None: never).
+    rejoin_interval: float | None = 8.0
 
 
 class Recorder:
@@ -61,8 +75,9 @@ class Recorder:
         return round(time.monotonic() - self.t0, 6)
 
     def record(self, process, type: str, f: str, value=None, partition=None, offset=None,
-               error: str | None = None) -> Op:
-        o = self.writer.append(Op(process, type, f, value, partition, offset, self.now(), round(time.time(), 3), error))
+               error: str | None = None, epoch: int | None = None) -> Op:
+        o = self.writer.append(Op(process, type, f, value, partition, offset, self.now(), round(time.time(), 3),
+                                  error, epoch))
         if self.on_op is not None:
             self.on_op(o)
         return o
@@ -95,8 +110,9 @@ class Workload:
     async def run(self, nursery: trio.Nursery) -> None:
         for i in range(self.config.producers):
             nursery.start_soon(self._producer, i)
+        consumer = self._group_consumer if self.config.consumer_mode == "group" else self._consumer
         for i in range(self.config.consumers):
-            nursery.start_soon(self._consumer, self.config.producers + i)
+            nursery.start_soon(consumer, self.config.producers + i)
 
     # --- producers -------------------------------------------------------------
     def _producer_client(self) -> AsyncProducer:
@@ -179,6 +195,59 @@ class Workload:
             except (KafkaError, trio.TooSlowError, OSError) as exc:
                 log.info("chaos.consumer_error", process=process, error=f"{type(exc).__name__}: {exc}")
                 await trio.sleep(0.3)
+
+
+    async def _group_consumer(self, process: int) -> None:
+        c = self.config
+        epoch = 0
+        rng = random.Random(c.seed * 1009 + process)
+        while not self.stop_consuming.is_set():
+            leave_at = (trio.current_time() + c.rejoin_interval * rng.uniform(0.5, 1.5)
+                        if c.rejoin_interval else float("inf"))
+            try:
+                async with AsyncConsumer(c.bootstrap, client_id=f"chaos-member-{process}", group_id=c.group_id,
+                                         auto_offset_reset="earliest", enable_auto_commit=False,
+                                         session_timeout_ms=c.session_timeout_ms,
+                                         max_poll_interval_ms=max(c.session_timeout_ms, 15000),
+                                         heartbeat_interval_ms=max(200, c.session_timeout_ms // 6),
+                                         fetch_max_wait_ms=300, request_timeout_ms=c.request_timeout_ms) as consumer:
+
+                    def assigned(tps: set[TopicPartition], consumer: AsyncConsumer = consumer) -> None:
+                        nonlocal epoch
+                        epoch += 1
+                        self.rec.record(process, "invoke", "assign")
+                        self.rec.record(process, "ok", "assign", {
+                            "partitions": sorted(tp.partition for tp in tps), "epoch": epoch,
+                            "generation": _generation(consumer)})
+
+                    def revoked(tps: set[TopicPartition]) -> None:
+                        self.rec.record(process, "invoke", "revoke")
+                        self.rec.record(process, "ok", "revoke",
+                                        {"partitions": sorted(tp.partition for tp in tps), "epoch": epoch})
+
+                    consumer.subscribe([c.topic], on_partitions_assigned=assigned, on_partitions_revoked=revoked)
+                    while not self.stop_consuming.is_set() and trio.current_time() < leave_at:
+                        with trio.fail_after(c.request_timeout_ms / 1000 + c.session_timeout_ms / 1000 + 5):
+                            batch = await consumer.poll(timeout_ms=300)
+                        records = [(r.partition, r.offset, int(r.value)) for rs in batch.values() for r in rs
+                                   if r.value is not None]
+                        if records:
+                            self.rec.record(process, "invoke", "poll", epoch=epoch)
+                            self.rec.record(process, "ok", "poll", records, epoch=epoch)
+                            try:
+                                await consumer.commit()
+                            except KafkaError as exc:  # rebalanced meanwhile: the next owner rereads
+                                log.info("chaos.commit_failed", process=process, error=str(exc))
+            except (KafkaError, trio.TooSlowError, OSError) as exc:
+                log.info("chaos.consumer_error", process=process, error=f"{type(exc).__name__}: {exc}")
+                await trio.sleep(0.3)
+
+
+def _generation(consumer: AsyncConsumer) -> int | None:
+    """The member's group generation, for the reader of the history. The SDK keeps it on its
+    (private) membership object; the checker relies on the harness's own epoch instead."""
+    group = getattr(consumer, "_group", None)
+    return getattr(group, "generation_id", None)
 
 
 async def drain(config: WorkloadConfig, recorder: Recorder, timeout: float = 60.0) -> bool:

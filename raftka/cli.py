@@ -329,7 +329,8 @@ def chaos() -> None:
 @click.option("--nodes", default=5, show_default=True, type=click.IntRange(1, 9), help="Nodes in the cluster the harness starts.")
 @click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload under faults.")
 @click.option("--nemesis", default="kill,pause,partition", show_default=True,
-              help="Comma list: kill, pause, partition, leader-kill, controller-kill, isolate-leader-then-kill, none.")
+              help="Comma list: kill, pause, partition, leader-kill, controller-kill, isolate-leader-then-kill, "
+                   "corrupt (stop a node, flip a bit in or truncate a closed segment, restart it), none.")
 @click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Seconds each fault lasts (and half of it healthy between faults).")
 @click.option("--rate", default=50.0, show_default=True, type=float, help="Sends per second, all producers together.")
 @click.option("--topics", default=1, show_default=True, type=int, help="Topics (1 for now).")
@@ -344,6 +345,10 @@ def chaos() -> None:
 @click.option("--partition-mode", default="cut", show_default=True, type=click.Choice(["cut", "blackhole"]),
               help="cut: links are closed; blackhole: links stall until the heal.")
 @click.option("--unclean", is_flag=True, help="Start nodes with unclean.leader.election.enable=true (to see the harness fail).")
+@click.option("--consumer-mode", default="assign", show_default=True, type=click.Choice(["assign", "group"]),
+              help="assign: consumers assign every partition; group: they share it as one consumer group.")
+@click.option("--segment-bytes", default=16384, show_default=True, type=click.IntRange(1024),
+              help="The chaos topic's segment.bytes (small, so closed segments exist for --nemesis corrupt).")
 def chaos_run(**options) -> None:
     """Run a queue workload under faults, then heal, drain and check the history.
 

@@ -15,7 +15,7 @@ from chaos.history import Op
 def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float, rate: float, topics: int,
         partitions: int, replication_factor: int, min_insync: int, acks: str, idempotence: bool,
         seed: int | None, out: str, against: str | None, partition_mode: str, unclean: bool,
-        progress: bool = True) -> int:
+        consumer_mode: str = "assign", segment_bytes: int | None = 16384, progress: bool = True) -> int:
     from rich.console import Console
 
     from chaos.nemesis import parse_kinds
@@ -43,7 +43,8 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
     config = RunConfig(out=Path(out), nodes=nodes, time_limit=time_limit, nemeses=kinds, interval=nemesis_interval,
                        rate=rate, partitions=partitions, replication_factor=min(replication_factor, nodes),
                        min_insync=min_insync, acks=acks, idempotence=idempotence, seed=seed, against=against,
-                       partition_mode=partition_mode, extra_config=extra)
+                       partition_mode=partition_mode, extra_config=extra, consumer_mode=consumer_mode,
+                       segment_bytes=segment_bytes)
     counts = {"sends": 0, "ok": 0, "info": 0, "fail": 0, "polled": 0, "faults": 0}
     started = time.monotonic()
     phase_text = ["starting"]
@@ -62,7 +63,7 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
                 f"info {c['info']} fail {c['fail']} polled {c['polled']} faults {c['faults']}")
 
     console.print(f"chaos run: seed {seed}, {nodes} nodes, nemesis {','.join(kinds) or 'none'}, "
-                  f"{time_limit:.0f}s of faults every {nemesis_interval:.0f}s")
+                  f"{time_limit:.0f}s of faults every {nemesis_interval:.0f}s, {consumer_mode} consumers")
     if progress and console.is_terminal:
         with console.status(status()) as live:
             def on_phase(text: str) -> None:
@@ -86,5 +87,7 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
             phase_text[0] = text
             console.print(status())
         result = run_chaos(config, on_op=on_op, on_phase=on_phase)
-    print_summary(result.check, result.directory)
+    from chaos.history import read_history
+
+    print_summary(result.check, result.directory, read_history(result.directory / "history.jsonl"))
     return 0 if result.check.valid else 1

@@ -202,3 +202,89 @@ def test_property_missing_acknowledged_write_is_never_valid(run, data):
     result = check(mutated)
     assert not result.valid
     assert {"lost-write", "unseen"} & set(result.failed())
+
+
+# --- group mode: going back or skipping ahead only across a new assignment ------------------
+
+
+def assign(process: int, partitions: list[int], epoch: int, t: float) -> list[Op]:
+    return [op(process, "invoke", "assign", time=t),
+            op(process, "ok", "assign", {"partitions": partitions, "epoch": epoch, "generation": epoch + 10}, time=t)]
+
+
+def gpoll(process: int, records: list[tuple[int, int, int]], epoch: int, t: float) -> list[Op]:
+    return [op(process, "invoke", "poll", time=t, epoch=epoch),
+            op(process, "ok", "poll", records, time=t + 0.01, epoch=epoch)]
+
+
+def four_sends() -> list[Op]:
+    return [*send(0, 1, 0, 0), *send(0, 2, 0, 1), *send(0, 3, 0, 2), *send(0, 4, 0, 3), *send(0, 5, 1, 0)]
+
+
+def final_drain() -> list[Op]:
+    """The heal-and-drain that read both partitions to their end."""
+    logs = {0: [(0, 0, 1), (0, 1, 2), (0, 2, 3), (0, 3, 4)], 1: [(1, 0, 5)]}
+    return [o for p, records in logs.items() for o in (op("drain", "invoke", "drain", partition=p, time=9.0),
+                                                        op("drain", "ok", "drain", records, p, len(records), 9.1))]
+
+
+# (name, history after four_sends(), the anomaly expected or None for a valid history)
+GROUP_CASES = [
+    ("skip across a new assignment of the partition",
+     [*assign(9, [0, 1], 1, 1.0), *gpoll(9, [(0, 0, 1)], 1, 1.1), *assign(9, [0], 2, 2.0),
+      *gpoll(9, [(0, 3, 4)], 2, 2.1)], None),
+    ("going back across a new assignment of the partition (rereading after a rebalance)",
+     [*assign(9, [0], 1, 1.0), *gpoll(9, [(0, 0, 1), (0, 1, 2), (0, 2, 3)], 1, 1.1), *assign(9, [0], 2, 2.0),
+      *gpoll(9, [(0, 1, 2)], 2, 2.1)], None),
+    ("skip within one assignment",
+     [*assign(9, [0], 1, 1.0), *gpoll(9, [(0, 0, 1)], 1, 1.1), *gpoll(9, [(0, 2, 3)], 1, 2.1)], "poll-skip"),
+    ("going back within one assignment",
+     [*assign(9, [0], 1, 1.0), *gpoll(9, [(0, 0, 1), (0, 1, 2)], 1, 1.1), *gpoll(9, [(0, 0, 1)], 1, 2.1)],
+     "nonmonotonic-poll"),
+    # partition 0 was kept when partition 1 was newly assigned: the rebalance excuses nothing on 0
+    ("skip on a partition kept across a rebalance",
+     [*assign(9, [0], 1, 1.0), *gpoll(9, [(0, 0, 1)], 1, 1.1), *assign(9, [1], 2, 2.0),
+      *gpoll(9, [(0, 3, 4), (1, 0, 5)], 2, 2.1)], "poll-skip"),
+    ("going back on a partition kept across a rebalance",
+     [*assign(9, [0], 1, 1.0), *gpoll(9, [(0, 0, 1), (0, 1, 2)], 1, 1.1), *assign(9, [1], 2, 2.0),
+      *gpoll(9, [(0, 1, 2)], 2, 2.1)], "nonmonotonic-poll"),
+    # another member's assignment is not this one's
+    ("skip excused only for the consumer that was assigned",
+     [*assign(9, [0], 1, 1.0), *assign(8, [1], 1, 1.0), *gpoll(9, [(0, 0, 1)], 1, 1.1),
+      *assign(8, [0], 2, 2.0), *gpoll(9, [(0, 3, 4)], 1, 2.1)], "poll-skip"),
+    # the assignment epoch is the poll's own: records of epoch 1 that arrive after the epoch-2
+    # assign op are still judged within assignment 1
+    ("a poll stamped with an older epoch is judged within that epoch",
+     [*assign(9, [0], 1, 1.0), *gpoll(9, [(0, 0, 1)], 1, 1.1), *assign(9, [0], 2, 2.0),
+      *gpoll(9, [(0, 2, 3)], 1, 2.1)], "poll-skip"),
+    ("two members sharing the work in turns, each reading on from the committed offset",
+     [*assign(9, [0, 1], 1, 1.0), *gpoll(9, [(0, 0, 1), (0, 1, 2), (1, 0, 5)], 1, 1.1),
+      *assign(8, [0], 1, 2.0), *assign(9, [1], 2, 2.0), *gpoll(8, [(0, 2, 3), (0, 3, 4)], 1, 2.1)], None),
+]
+
+
+@pytest.mark.parametrize("name,history,expected", GROUP_CASES, ids=[c[0] for c in GROUP_CASES])
+def test_group_polls_may_jump_only_across_a_new_assignment(name, history, expected):
+    result = check([*four_sends(), *history, *final_drain()])
+    if expected is None:
+        assert result.valid, result.to_json()
+    else:
+        assert result.failed() == [expected], result.to_json()
+        assert all(case["epoch"] is not None for case in result.anomalies[expected])
+
+
+def test_assign_mode_assign_resets_only_the_partitions_it_names():
+    h = [*four_sends(), *poll(9, [(0, 0, 1), (1, 0, 5)]), op(9, "invoke", "assign", [1]),
+         op(9, "ok", "assign", [1]), *poll(9, [(0, 2, 3)], t=3.0), *final_drain()]
+    assert check(h).failed() == ["poll-skip"]
+
+
+def test_undetected_corruption_is_forbidden_and_a_detected_one_is_not():
+    base = [*send(0, 1, 0, 0), *poll(9, [(0, 0, 1)])]
+    damage = {"id": 0, "node": 2, "kind": "flip", "partition": 0, "segment": "00000000000000000000.log"}
+    seen = op("nemesis", "info", "corrupt", {**damage, "phase": "checked", "detected": True}, time=5.0)
+    missed = op("nemesis", "info", "corrupt", {**damage, "phase": "checked", "detected": False}, time=5.0)
+    assert check([*base, seen]).valid
+    result = check([*base, missed])
+    assert result.failed() == ["undetected-corruption"]
+    assert result.anomalies["undetected-corruption"][0]["node"] == 2
