@@ -244,10 +244,9 @@ class Workload:
 
 
 def _generation(consumer: AsyncConsumer) -> int | None:
-    """The member's group generation, for the reader of the history. The SDK keeps it on its
-    (private) membership object; the checker relies on the harness's own epoch instead."""
-    group = getattr(consumer, "_group", None)
-    return getattr(group, "generation_id", None)
+    """The member's group generation, for the reader of the history (the checker relies on
+    the harness's own epoch instead)."""
+    return consumer.generation
 
 
 async def drain(config: WorkloadConfig, recorder: Recorder, timeout: float = 60.0) -> bool:

@@ -523,6 +523,13 @@ class AsyncConsumer:
         return set(self._subscription)
 
     @property
+    def generation(self) -> int | None:
+        """The group generation this member last joined (None outside a group or before a join)."""
+        if self._group is None or self._group.generation_id < 0:
+            return None
+        return self._group.generation_id
+
+    @property
     def rebalance_in_progress(self) -> bool:
         """True while this member is (re)joining its group. A cooperative member keeps
         consuming what it owns meanwhile; an eager one owns nothing until the join ends."""

@@ -199,3 +199,26 @@ def test_blocking_consumer_subscribes_commits_and_resumes(bootstrap):
             if len(seen) + len(rest) >= 50:
                 break
     assert sorted(seen + rest) == list(range(50)), "a restarted member skipped or re-read committed data"
+
+
+async def test_generation_is_public_and_moves_with_rebalances(bootstrap):
+    options = {"group_id": "generations", "auto_offset_reset": "earliest", "session_timeout_ms": 6000}
+
+    async def keep_polling(consumer: AsyncConsumer, stop: trio.Event) -> None:
+        while not stop.is_set():  # each member polls in its own task, as an application would
+            await consumer.poll(timeout_ms=100)
+
+    async with AsyncConsumer(bootstrap, **options) as first, AsyncConsumer(bootstrap, **options) as second:
+        assert first.generation is None  # not a member yet
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            first.subscribe([TOPIC])
+            nursery.start_soon(keep_polling, first, stop)
+            await wait_for(lambda: first.generation is not None, 30, "the first member to join")
+            joined = first.generation
+            second.subscribe([TOPIC])
+            nursery.start_soon(keep_polling, second, stop)
+            await wait_for(lambda: second.generation is not None and first.generation != joined
+                           and second.generation == first.generation, 30, "a rebalance including both")
+            stop.set()
+        assert first.generation > joined
