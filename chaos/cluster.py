@@ -23,19 +23,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from chaos.proxy import ProxyNet, Route
-from raftka.local_cluster import PORT_STRIDE, LocalCluster
+from raftka.local_cluster import FAST_FAILURE_DETECTION, PORT_STRIDE, LocalCluster
 
 REAL_CLIENT_OFFSET = 50
 QUORUM_BIND_HOST = "127.0.0.2"
 HOST = "127.0.0.1"
 
-# Fast failure detection so a short run sees faults handled; Kafka's defaults are minutes.
-FAST_DETECTION = {
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "replica.lag.time.max.ms": "4000",
-    "leader.imbalance.check.interval.seconds": "3600",
-}
 
 
 def _free(host: str, port: int) -> bool:
@@ -89,7 +82,7 @@ class ProxiedCluster(LocalCluster):
         props = super().node_properties(node, voters, secret)
         props["listeners"] = (f"PLAINTEXT://{HOST}:{node.client_port + REAL_CLIENT_OFFSET},"
                               f"CONTROLLER://{QUORUM_BIND_HOST}:{node.quorum_port}")
-        return {**props, **FAST_DETECTION}
+        return {**props, **FAST_FAILURE_DETECTION}
 
     def start(self) -> None:
         self.proxies.start()

@@ -28,6 +28,15 @@ from pathlib import Path
 READY_MARKER = "raftka node ready"
 PORT_STRIDE = 100
 
+# Failure detection in seconds rather than Kafka's defaults (9 s sessions, 30 s lag), for
+# tests and fault-injection runs that must see faults handled quickly.
+FAST_FAILURE_DETECTION = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "4000",
+    "leader.imbalance.check.interval.seconds": "3600",
+}
+
 
 def _repo_env(log_level: str) -> dict[str, str]:
     env = dict(os.environ)

@@ -10,16 +10,8 @@ from pathlib import Path
 
 from client.blocking import Admin
 from client.metadata import PartitionInfo
-from raftka.local_cluster import PORT_STRIDE, LocalCluster
+from raftka.local_cluster import FAST_FAILURE_DETECTION, PORT_STRIDE, LocalCluster
 from tests.support import wait_until
-
-# Fast failure detection for tests; production defaults are Kafka's.
-FAST = {
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "replica.lag.time.max.ms": "4000",
-    "leader.imbalance.check.interval.seconds": "3600",
-}
 
 
 def _ports_free(base: int, nodes: int) -> bool:
@@ -46,7 +38,7 @@ def free_port_base(nodes: int) -> int:
 def running_cluster(directory: Path, nodes: int = 3, extra: Mapping[str, str] | None = None,
                     timeout: float = 60.0) -> Iterator[LocalCluster]:
     cluster = LocalCluster(directory, nodes, port_base=free_port_base(nodes),
-                           extra_config={**FAST, **(extra or {})}, log_level="INFO")
+                           extra_config={**FAST_FAILURE_DETECTION, **(extra or {})}, log_level="INFO")
     try:
         cluster.start()
         cluster.wait_ready(timeout)
