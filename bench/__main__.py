@@ -6,7 +6,7 @@ import os
 import platform
 import sys
 
-from bench import cluster_bench, log_bench, spark_bench
+from bench import cluster_bench, limits_bench, log_bench, peer_bench, spark_bench
 
 
 def main() -> None:
@@ -15,10 +15,14 @@ def main() -> None:
     configure_logging(level="WARNING")
     print(f"# raftka benchmarks — {platform.node()}, Python {sys.version.split()[0]}, "
           f"{platform.machine()}, {os.cpu_count()} CPUs")
+    print("\n## Physical limits of this machine\n")
+    print(limits_bench.format_table(limits_bench.run()))
     print("\n## log/: partition-log append and read (1 KiB records, no fsync)\n")
     print(log_bench.format_table(log_bench.run()))
     print("\n## Brokers: throughput, latency, failover (1 KiB records, real processes on loopback)\n")
     print(cluster_bench.format_table(cluster_bench.run()))
+    print("\n## A peer: NATS JetStream vs raftka, both driven by Python clients (1 KiB messages)\n")
+    print(peer_bench.format_table(peer_bench.run()))
     print("\n## Spark: batch read of 1 M 100-byte messages from 3 partitions into a noop sink\n")
     print(spark_bench.format_table(spark_bench.run()))
     print("\nMetadata quorum commit latency and controller failover: "

@@ -20,7 +20,7 @@ from typing import Any
 
 from client.partitioner import partition_for_key
 from client.records import TopicPartition
-from log.record_batch import Record
+from log.record_batch import RecordLike
 
 BATCH_OVERHEAD = 61  # RecordBatch v2 header
 RECORD_OVERHEAD = 21  # worst-case varints + attributes per record, roughly
@@ -41,7 +41,7 @@ class ProducerBatch:
 
     tp: TopicPartition
     created_ms: float
-    records: list[Record] = field(default_factory=list)
+    records: list[RecordLike] = field(default_factory=list)
     futures: list[Any] = field(default_factory=list)
     size: int = BATCH_OVERHEAD
     closed: bool = False  # no more appends (full, or drained)
@@ -74,7 +74,7 @@ class RecordAccumulator:
         self._flushing = 0
 
     # --- appending -------------------------------------------------------
-    def append(self, tp: TopicPartition, record: Record, future: Any, now_ms: float,
+    def append(self, tp: TopicPartition, record: RecordLike, future: Any, now_ms: float,
                size: int | None = None) -> AppendResult:
         """Add a record to `tp`'s open batch, opening one if needed."""
         if size is None:
@@ -154,14 +154,15 @@ class RecordAccumulator:
         return [b for q in self._queues.values() for b in q]
 
     def expire_older_than(self, cutoff_ms: float) -> list[ProducerBatch]:
-        """Remove and return queued batches created before `cutoff_ms`."""
+        """Remove and return queued batches created before `cutoff_ms`.
+
+        A queue is in creation order (new batches go to the back; a retried
+        batch, older than all, to the front), so only its head needs a look:
+        the sender calls this every round, with thousands of batches queued."""
         expired: list[ProducerBatch] = []
         for queue in self._queues.values():
-            keep = [b for b in queue if b.created_ms >= cutoff_ms]
-            if len(keep) != len(queue):
-                expired += [b for b in queue if b.created_ms < cutoff_ms]
-                queue.clear()
-                queue.extend(keep)
+            while queue and queue[0].created_ms < cutoff_ms:
+                expired.append(queue.popleft())
         return expired
 
     def abort_all(self) -> list[ProducerBatch]:

@@ -44,15 +44,36 @@ from client.errors import (
     KafkaTimeoutError,
     error_for_code,
 )
+from client.lifecycle import OwnedNursery
 from client.protocol import ApiKey, ErrorCode, InitProducerIdRequest, ProduceRequest
 from client.records import RecordMetadata, TopicPartition
 from client.versions import min_version_check
 from log.compression import Compression
-from log.record_batch import Record, encode_batch
+from log.record_batch import encode_batch
 
 log = structlog.get_logger("raftka.client.producer")
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
+
+
+# A tuple, not `bytes | bytearray | memoryview`: that builds a new union object per call.
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+class OutgoingRecord:
+    """A record waiting in the producer: the fields `encode_batch` reads. A plain
+    slotted class, not log's frozen Record: one is made per record sent, and a
+    frozen dataclass pays an object.__setattr__ per field."""
+
+    __slots__ = ("key", "value", "headers", "timestamp")
+    offset = None  # always base_offset + index
+
+    def __init__(self, key: bytes | None, value: bytes | None,
+                 headers: tuple[tuple[str, bytes | None], ...], timestamp: int) -> None:
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestamp = timestamp
 
 
 def _now_ms() -> float:
@@ -64,23 +85,27 @@ class DeliveryFuture:
     returns RecordMetadata or raises the delivery error; `add_callback(fn)`
     calls `fn(metadata, exception)` once it is known (immediately if it is)."""
 
-    __slots__ = ("_event", "_result", "_error", "_callbacks", "topic", "record_timestamp")
+    __slots__ = ("_done", "_event", "_result", "_error", "_callbacks", "topic",
+                 "record_timestamp")
 
     def __init__(self, topic: str, record_timestamp: int) -> None:
-        self._event = trio.Event()
+        # One future per record: the trio.Event and the callback list are made
+        # only when somebody waits or registers, which most records never see.
+        self._done = False
+        self._event: trio.Event | None = None
         self._result: RecordMetadata | None = None
         self._error: BaseException | None = None
-        self._callbacks: list[Callback] = []
+        self._callbacks: list[Callback] | None = None
         self.topic = topic
         self.record_timestamp = record_timestamp
 
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     def result(self) -> RecordMetadata:
         """The metadata if delivered; raises the error if failed, or
         IllegalStateError when not done yet."""
-        if not self._event.is_set():
+        if not self._done:
             raise IllegalStateError("the record is not delivered yet")
         if self._error is not None:
             raise self._error
@@ -91,15 +116,20 @@ class DeliveryFuture:
         return self._error
 
     async def wait(self) -> RecordMetadata:
-        await self._event.wait()
+        if not self._done:
+            if self._event is None:
+                self._event = trio.Event()
+            await self._event.wait()
         return self.result()
 
     def __await__(self) -> Any:
         return self.wait().__await__()
 
     def add_callback(self, fn: Callback) -> None:
-        if self._event.is_set():
+        if self._done:
             self._call(fn)
+        elif self._callbacks is None:
+            self._callbacks = [fn]
         else:
             self._callbacks.append(fn)
 
@@ -110,13 +140,16 @@ class DeliveryFuture:
             log.exception("producer.callback_failed", topic=self.topic)
 
     def _finish(self, result: RecordMetadata | None, error: BaseException | None) -> None:
-        if self._event.is_set():
+        if self._done:
             return
         self._result, self._error = result, error
-        self._event.set()
-        for fn in self._callbacks:
-            self._call(fn)
-        self._callbacks.clear()
+        self._done = True
+        if self._event is not None:
+            self._event.set()
+        if self._callbacks is not None:
+            for fn in self._callbacks:
+                self._call(fn)
+            self._callbacks = None
 
 
 def _acks(value: int | str) -> int:
@@ -171,14 +204,16 @@ class AsyncProducer:
         self._partitioner = partitioner or self._sticky.partition
         self._sequences = SequenceNumbers()
         # Records whose topic metadata is not known yet: (topic, partition, record, future, deadline)
-        self._unpartitioned: list[tuple[str, int | None, Record, DeliveryFuture, float]] = []
+        self._unpartitioned: list[tuple[str, int | None, OutgoingRecord, DeliveryFuture, float]] = []
         self._limits: dict[int, trio.Semaphore] = {}
         self._wake = trio.Event()
         self._progress = trio.Event()  # set whenever a batch finishes
-        self._nursery_manager: Any = None
+        self._owner = OwnedNursery()
         self._nursery: trio.Nursery | None = None
         self._cluster: Cluster | None = None
         self._closed = False
+        self._partitions_meta: Any = None  # the metadata snapshot _partitions_cache is for
+        self._partitions_cache: dict[str, tuple[list[int], list[int], dict[int, TopicPartition]]] = {}
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> None:
@@ -186,8 +221,7 @@ class AsyncProducer:
         (`async with` does that)."""
         if self._nursery is not None:
             return
-        self._nursery_manager = trio.open_nursery()
-        self._nursery = await self._nursery_manager.__aenter__()
+        self._nursery = await self._owner.enter()
         self._cluster = Cluster(
             self._bootstrap, self._nursery, client_id=self._client_id,
             request_timeout_ms=self.request_timeout_ms, retry_backoff_ms=self.retry_backoff_ms,
@@ -201,9 +235,15 @@ class AsyncProducer:
 
     async def _abort_start(self) -> None:
         assert self._nursery is not None and self._cluster is not None
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        """Close the connections and the nursery; completes even under cancellation."""
+        assert self._nursery is not None and self._cluster is not None
         self._nursery.cancel_scope.cancel()
-        await self._cluster.aclose()
-        await self._nursery_manager.__aexit__(None, None, None)
+        with trio.CancelScope(shield=True):
+            await self._cluster.aclose()
+        await self._owner.exit()
         self._nursery = None
 
     async def __aenter__(self) -> AsyncProducer:
@@ -220,19 +260,17 @@ class AsyncProducer:
         if self._nursery is None or self._closed:
             return
         self._closed = True
-        with trio.move_on_after(self.delivery_timeout_ms / 1000 if timeout is None else timeout):
-            await self.flush()
-        for batch in self._accumulator.abort_all():
-            self._fail_batch(batch, KafkaTimeoutError("producer closed before delivery"),
-                             muted=False)
-        for _, _, _, fut, _ in self._unpartitioned:
-            fut._finish(None, KafkaTimeoutError("producer closed before the topic was known"))
-        self._unpartitioned.clear()
-        self._nursery.cancel_scope.cancel()
-        assert self._cluster is not None
-        await self._cluster.aclose()
-        await self._nursery_manager.__aexit__(None, None, None)
-        self._nursery = None
+        try:
+            with trio.move_on_after(self.delivery_timeout_ms / 1000 if timeout is None else timeout):
+                await self.flush()
+        finally:
+            for batch in self._accumulator.abort_all():
+                self._fail_batch(batch, KafkaTimeoutError("producer closed before delivery"),
+                                 muted=False)
+            for _, _, _, fut, _ in self._unpartitioned:
+                fut._finish(None, KafkaTimeoutError("producer closed before the topic was known"))
+            self._unpartitioned.clear()
+            await self._shutdown()
 
     # --- sending ---------------------------------------------------------
     def send_nowait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
@@ -242,16 +280,17 @@ class AsyncProducer:
         """Queue one record and return its DeliveryFuture at once."""
         if self._nursery is None or self._closed:
             raise IllegalStateError("the producer is not started or already closed")
-        if value is not None and not isinstance(value, bytes | bytearray | memoryview):
-            raise TypeError(f"value must be bytes or None, got {type(value).__name__}")
-        if key is not None and not isinstance(key, bytes | bytearray | memoryview):
-            raise TypeError(f"key must be bytes or None, got {type(key).__name__}")
+        if value is not None and type(value) is not bytes:
+            if not isinstance(value, _BYTES_LIKE):
+                raise TypeError(f"value must be bytes or None, got {type(value).__name__}")
+            value = bytes(value)
+        if key is not None and type(key) is not bytes:
+            if not isinstance(key, _BYTES_LIKE):
+                raise TypeError(f"key must be bytes or None, got {type(key).__name__}")
+            key = bytes(key)
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        record = Record(key=None if key is None else bytes(key),
-                        value=None if value is None else bytes(value),
-                        headers=tuple((str(k), None if v is None else bytes(v))
-                                      for k, v in (headers or ())),
-                        timestamp=ts)
+        record = OutgoingRecord(key, value, () if not headers else tuple(
+            (str(k), None if v is None else bytes(v)) for k, v in headers), ts)
         fut = DeliveryFuture(topic, ts)
         if not self._place(topic, partition, record, fut):
             deadline = _now_ms() + self.metadata_timeout_ms
@@ -286,32 +325,52 @@ class AsyncProducer:
         assert self._cluster is not None
         return await self._cluster.wait_for_partitions(topic, self.metadata_timeout_ms / 1000)
 
-    def _place(self, topic: str, partition: int | None, record: Record,
+    def _place(self, topic: str, partition: int | None, record: OutgoingRecord,
                fut: DeliveryFuture) -> bool:
         """Append to the accumulator if the topic's partitions are known."""
-        assert self._cluster is not None
-        meta = self._cluster.metadata
-        parts = meta.partitions_for(topic)
-        if not parts:
+        known = self._partitions(topic)
+        if known is None:
             return False
+        parts, available, tps = known
         if partition is None:
-            partition = self._partitioner(topic, record.key, parts,
-                                          meta.available_partitions_for(topic))
+            partition = self._partitioner(topic, record.key, parts, available)
         elif partition not in parts:
             fut._finish(None, error_for_code(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"partition {partition} of topic {topic!r} does not exist "
                 f"(partitions: 0..{len(parts) - 1})"))
             return True
-        tp = TopicPartition(topic, partition)
+        tp = tps.get(partition) or TopicPartition(topic, partition)
         size = estimate_record_size(record.key, record.value, record.headers)
         result = self._accumulator.append(tp, record, fut, _now_ms(), size)
         if result.batch_full:
-            self._sticky.batch_completed(topic, partition, meta.available_partitions_for(topic))
+            self._sticky.batch_completed(topic, partition, available)
         if result.batch_full or result.new_batch:
             # A new batch sets a linger deadline the sender must learn about.
             self._wake.set()
         return True
+
+    def _partitions(self, topic: str
+                    ) -> tuple[list[int], list[int], dict[int, TopicPartition]] | None:
+        """(all, available) partitions of `topic` and a TopicPartition for each,
+        or None while the topic is unknown.
+
+        Computed once per metadata snapshot (an immutable object replaced on
+        each refresh), not once per record: both lists are sorted copies."""
+        assert self._cluster is not None
+        meta = self._cluster.metadata
+        if meta is not self._partitions_meta:
+            self._partitions_meta = meta
+            self._partitions_cache = {}
+        known = self._partitions_cache.get(topic)
+        if known is None:
+            parts = meta.partitions_for(topic)
+            if not parts:
+                return None
+            known = self._partitions_cache[topic] = (
+                parts, meta.available_partitions_for(topic),
+                {p: TopicPartition(topic, p) for p in parts})
+        return known
 
     # --- the sender task -------------------------------------------------
     async def _sender(self) -> None:

@@ -21,19 +21,22 @@ import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+from crc32c import crc32c
 
 from log.batch_header import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
+    CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
     pack_header,
     parse_header,
-    update_crc,
 )
 from log.batch_header import verify_crc as check_crc
 from log.compression import Compression, compress, decompress
@@ -41,6 +44,10 @@ from log.errors import CorruptRecord
 from log.varint import INT32_MAX, decode_varint, decode_varlong, encode_varint, encode_varlong
 
 NO_TIMESTAMP = -1
+_CRC = struct.Struct(">I")
+# Zigzag varints of 0.._CACHED-1: record lengths, offset and timestamp deltas mostly fit.
+_CACHED = 1 << 14
+_NON_NEGATIVE = tuple(encode_varint(n) for n in range(_CACHED))
 # attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount: a byte each
 _MIN_RECORD_SIZE = 6
 
@@ -60,6 +67,22 @@ class Record:
     offset: int | None = None
 
 
+class RecordLike(Protocol):
+    """What `encode_batch` reads from a record: Record, or a producer's own
+    lighter object with the same attributes."""
+
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
+    @property
+    def timestamp(self) -> int | None: ...
+    @property
+    def offset(self) -> int | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DecodedBatch:
     header: BatchHeader
@@ -67,7 +90,7 @@ class DecodedBatch:
 
 
 def encode_batch(
-    records: Sequence[Record],
+    records: Sequence[RecordLike],
     *,
     base_offset: int = 0,
     compression: int = 0,
@@ -107,7 +130,8 @@ def encode_batch(
     else:
         first_ts = max_ts = NO_TIMESTAMP if base_timestamp is None else base_timestamp
 
-    body = bytearray()
+    # Pieces joined once at the end: a record's value is copied exactly once.
+    pieces: list[bytes] = []
     previous_delta = -1
     for index, record in enumerate(records):
         offset = base_offset + index if record.offset is None else record.offset
@@ -119,7 +143,8 @@ def encode_batch(
                 f"(base offset {base_offset}, previous offset delta {previous_delta})"
             )
         previous_delta = delta
-        body += _encode_record(record, index, timestamps[index] - first_ts, delta)
+        _encode_record(pieces, record, index, timestamps[index] - first_ts, delta)
+    body = b"".join(pieces)
 
     if last_offset_delta is None:
         last_offset_delta = previous_delta
@@ -153,32 +178,49 @@ def encode_batch(
         record_count=len(records),
     )
     try:
-        out = bytearray(pack_header(header))
+        head = bytearray(pack_header(header))
     except struct.error as exc:
         raise ValueError(f"a batch header field is out of range ({exc}): {header}") from None
-    out += payload
-    update_crc(out)
-    return bytes(out)
+    # The CRC runs over the header's tail and the payload in two steps, so the
+    # payload is copied once (into the result) rather than into a scratch buffer too.
+    crc = crc32c(payload, value=crc32c(memoryview(head)[CRC_START:]))
+    _CRC.pack_into(head, CRC_START - 4, crc)
+    return bytes(head + payload) if isinstance(payload, bytearray) else bytes(head) + payload
 
 
-def _encode_record(record: Record, index: int, timestamp_delta: int, offset_delta: int) -> bytes:
-    rec = bytearray(b"\x00")  # attributes: unused by every Kafka version so far
-    rec += encode_varlong(timestamp_delta)
-    rec += encode_varint(offset_delta)
+def _varint(n: int) -> bytes:
+    """encode_varint with the common non-negative values looked up, not computed."""
+    return _NON_NEGATIVE[n] if 0 <= n < _CACHED else encode_varint(n)
+
+
+def _encode_record(pieces: list[bytes], record: RecordLike, index: int, timestamp_delta: int,
+                   offset_delta: int) -> None:
+    """Append one record's encoding to `pieces` (its value as its own piece, uncopied).
+
+    This runs once per record in the SDK producer: lookups instead of varint
+    arithmetic, and no intermediate buffer holding the value."""
     key = record.key
-    if key is None:
-        rec += b"\x01"  # zigzag(-1)
-    else:
-        rec += encode_varint(len(key))
-        rec += key
+    head = (b"\x00"  # attributes: unused by every Kafka version so far
+            + (_NON_NEGATIVE[timestamp_delta] if 0 <= timestamp_delta < _CACHED
+               else encode_varlong(timestamp_delta))
+            + _varint(offset_delta)
+            + (b"\x01" if key is None else _varint(len(key)) + key))  # zigzag(-1) = null
     value = record.value
     if value is None:
-        rec += b"\x01"
+        value_length, value = b"\x01", b""
     else:
-        rec += encode_varint(len(value))
-        rec += value
+        value_length = _varint(len(value))
     headers = record.headers
-    rec += encode_varint(len(headers))
+    tail = _encode_headers(headers, index) if headers else b"\x00"
+    pieces.append(_varint(len(head) + len(value_length) + len(value) + len(tail)))
+    pieces.append(head)
+    pieces.append(value_length)
+    pieces.append(value)
+    pieces.append(tail)
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]], index: int) -> bytes:
+    out = bytearray(_varint(len(headers)))
     for header_key, header_value in headers:
         if not isinstance(header_key, str):
             raise TypeError(
@@ -186,14 +228,14 @@ def _encode_record(record: Record, index: int, timestamp_delta: int, offset_delt
                 f"expected str"
             )
         encoded = header_key.encode("utf-8")
-        rec += encode_varint(len(encoded))
-        rec += encoded
+        out += _varint(len(encoded))
+        out += encoded
         if header_value is None:
-            rec += b"\x01"
+            out += b"\x01"
         else:
-            rec += encode_varint(len(header_value))
-            rec += header_value
-    return encode_varint(len(rec)) + rec
+            out += _varint(len(header_value))
+            out += header_value
+    return bytes(out)
 
 
 def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> DecodedBatch:

@@ -316,8 +316,62 @@ def perf() -> None:
     """Load generators modelled on kafka-producer/consumer-perf-test."""
 
 
-_placeholder(perf, "produce", 9, "the producer perf tool", "Measure produce throughput and latency.")
-_placeholder(perf, "consume", 9, "the consumer perf tool", "Measure consume throughput.")
+@perf.command(name="produce")
+@_BOOTSTRAP
+@click.option("--topic", required=True, help="The topic to write to (it must exist).")
+@click.option("--num-records", required=True, type=click.IntRange(0), help="Records to send (all producers together).")
+@click.option("--record-size", default=1024, show_default=True, type=click.IntRange(0), help="Bytes per record value.")
+@click.option("--throughput", default=-1.0, show_default=True, type=float, help="Records/s to aim at, all producers together; -1 = unthrottled.")
+@click.option("--acks", type=click.Choice(["0", "1", "-1", "all"]), default="1", show_default=True)
+@click.option("--batch-size", default=16384, show_default=True, type=click.IntRange(1), help="The producer's batch.size in bytes.")
+@click.option("--linger-ms", default=5.0, show_default=True, type=click.FloatRange(0), help="The producer's linger.ms.")
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), default=None)
+@click.option("--producers", default=1, show_default=True, type=click.IntRange(1, 64), help="Producer processes side by side.")
+@click.option("--reporting-interval", default=5000, show_default=True, type=click.IntRange(1), help="Milliseconds between periodic lines.")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per interval, then a \"type\": \"result\" object.")
+@click.option("--worker", is_flag=True, hidden=True, help="Internal: one of --producers' processes.")
+def perf_produce(bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float,
+                 acks: str, batch_size: int, linger_ms: float, compression: str | None, producers: int,
+                 reporting_interval: int, as_json: bool, worker: bool) -> None:
+    """Measure produce throughput and latency, like kafka-producer-perf-test.
+
+    \b
+    Prints a line every --reporting-interval (records/s, MB/s, avg and max
+    latency), then a final line adding the 50th/95th/99th/99.9th percentile
+    latencies (send -> acknowledgement). MB = 2^20 bytes, as Kafka's tools.
+    """
+    from raftka.cmd_perf import produce, produce_config
+
+    config = produce_config(bootstrap=bootstrap, topic=topic, num_records=num_records,
+                            record_size=record_size, throughput=throughput, acks=acks,
+                            batch_size=batch_size, linger_ms=linger_ms,
+                            compression=None if compression == "none" else compression,
+                            report_interval_s=reporting_interval / 1000)
+    sys.exit(produce(config, producers=producers, as_json=as_json, worker=worker))
+
+
+@perf.command(name="consume")
+@_BOOTSTRAP
+@click.option("--topic", required=True, help="The topic to read (every partition, from the beginning).")
+@click.option("--num-records", "--messages", "num_records", required=True, type=click.IntRange(0), help="Stop after this many records.")
+@click.option("--timeout", "timeout_ms", default=10000, show_default=True, type=click.IntRange(1), help="Stop when no record arrives for this many ms.")
+@click.option("--fetch-max-bytes", default=50 * 1024 * 1024, show_default=True, type=click.IntRange(1))
+@click.option("--reporting-interval", default=5000, show_default=True, type=click.IntRange(1), help="Milliseconds between periodic lines.")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per interval, then a \"type\": \"result\" object.")
+def perf_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: int, fetch_max_bytes: int,
+                 reporting_interval: int, as_json: bool) -> None:
+    """Measure consume throughput, like kafka-consumer-perf-test.
+
+    \b
+    Exit status 1 when fewer than --num-records arrived before --timeout of quiet.
+    """
+    from client.perf import ConsumePerfConfig
+    from raftka.cmd_perf import consume
+
+    config = ConsumePerfConfig(bootstrap=bootstrap, topic=topic, num_records=num_records,
+                               timeout_ms=timeout_ms, fetch_max_bytes=fetch_max_bytes,
+                               report_interval_s=reporting_interval / 1000)
+    sys.exit(consume(config, as_json=as_json))
 
 
 @main.group()
