@@ -182,6 +182,29 @@ def _failover_times(cluster: LocalCluster, topic: str, rounds: int = 5) -> list[
     return times
 
 
+def _rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def _rss_with_many_partitions(cluster: LocalCluster, partitions: int = 1000) -> Row:
+    """Broker resident memory hosting `partitions` partitions, each with a little data."""
+    pid = cluster.nodes[1].process.pid
+    before = _rss_mb(pid)
+    _create(cluster, "many", partitions, 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 20,
+                                        "log_level": 0})
+    for p in range(partitions):
+        for _ in range(10):
+            producer.produce("many", b"x" * RECORD, partition=p)
+        producer.poll(0)
+    producer.flush(120)
+    return Row(f"broker RSS with {partitions} partitions (10 KiB each)", f"{_rss_mb(pid):.0f} MB",
+               f"{before:.0f} MB before creating them")
+
+
 def run(records: int = 100_000) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="raftka-bench-1-") as tmp:
@@ -197,6 +220,7 @@ def run(records: int = 100_000) -> list[Row]:
             rows.append(Row("1 broker, consume, confluent-kafka", _rate(total, t)))
             t = _sdk_consume(cluster.bootstrap_servers, "b1", 1, total)
             rows.append(Row("1 broker, consume, raftka SDK", _rate(total, t)))
+            rows.append(_rss_with_many_partitions(cluster))
         finally:
             cluster.stop()
     with tempfile.TemporaryDirectory(prefix="raftka-bench-3-") as tmp:
