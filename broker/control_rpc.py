@@ -159,6 +159,9 @@ class ControlRpcClient:
                     await self._stream.send_all(encode_frame(self.secret, {"id": call_id, "method": method,
                                                                              "args": args}))
                     reply = await read_frame(self._stream, self._buffer, self.secret)
+            except trio.Cancelled:
+                await self.aclose()  # a reply may be half read: never reuse this stream
+                raise
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                     RpcProtocolError) as exc:
                 await self.aclose()

@@ -176,10 +176,17 @@ class BrokerNode:
 
     async def _heartbeat_loop(self, ctx: BrokerContext) -> None:
         interval = self.config.broker_heartbeat_interval_ms / 1000.0
+        # A heartbeat stuck at a controller that lost its role must not outlive our session:
+        # give up in time to send the next one to whoever is controller by then.
+        patience = max(interval, self.config.broker_session_timeout_ms / 3000.0)
         while True:
             await trio.sleep(interval)
             try:
-                reply = await self._heartbeat_once(ctx)
+                with trio.move_on_after(patience) as scope:
+                    reply = await self._heartbeat_once(ctx)
+                if scope.cancelled_caught:
+                    log.info("broker.heartbeat_timed_out", node_id=self.config.node_id, seconds=patience)
+                    continue
                 if reply.fenced and not self.shutdown_requested.is_set():
                     log.warning("broker.fenced", node_id=self.config.node_id)
             except ControllerError as exc:

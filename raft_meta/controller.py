@@ -109,9 +109,14 @@ class Controller:
                 p.leader == broker_id for t in image.topics.values() for p in t.partitions.values()
             )
             return HeartbeatReply(fenced=True, shutdown_ready=not leads)
-        image = await self._decide_and_commit(
-            lambda img: decide.broker_heartbeat(img, broker_id, broker_epoch, metadata_offset >= broker_epoch, unclean)
-        )
+        def decision(img: MetadataImage) -> decide.Decision:
+            return decide.broker_heartbeat(img, broker_id, broker_epoch, metadata_offset >= broker_epoch, unclean)
+
+        # Most heartbeats change nothing: answer those at once instead of queueing behind
+        # commits under the lock (a slow commit must not make live brokers miss their session).
+        if not decision(self.image).records:
+            return HeartbeatReply(fenced=self.image.brokers[broker_id].fenced, shutdown_ready=False)
+        image = await self._decide_and_commit(decision)
         return HeartbeatReply(fenced=image.brokers[broker_id].fenced, shutdown_ready=False)
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: str, partition: int,
