@@ -61,7 +61,7 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -
         f"  .venv/bin/raftka consume --topic demo --from-beginning --max-messages 5 "
         f"--bootstrap-server {cluster.nodes[1].bootstrap}\n"
         f"  .venv/bin/raftka topics describe --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-        f"  .venv/bin/raftka quorum status --config {cluster.nodes[1].config_path}\n"
+        f"  .venv/bin/raftka quorum status --bootstrap-server {cluster.nodes[1].bootstrap}\n"
         "Any Kafka client works too, e.g. confluent-kafka with bootstrap.servers="
         f"{bootstrap}\nCtrl-C stops every node cleanly; data stays in {cluster.data_dir}."
     )
