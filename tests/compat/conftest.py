@@ -31,7 +31,6 @@ def bootstrap(server: ServerProcess) -> str:
 def kafka_python_codecs() -> Iterator[None]:
     """kafka-python's snappy and lz4 codecs, which need packages raftka does not install,
     backed by pyarrow's reference C libraries for the whole module (see tests/unit)."""
-    pytest.importorskip("pyarrow")
     from tests.unit.kafka_python_codecs import pyarrow_backed_kafka_codecs
 
     with pyarrow_backed_kafka_codecs():

@@ -14,10 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark")
-
-from raftka.local_cluster import LocalCluster  # noqa: E402
-from tests.integration.cluster_support import running_cluster  # noqa: E402
+from raftka.local_cluster import LocalCluster
+from tests.integration.cluster_support import running_cluster
 
 RETENTION_CHECK = {"log.retention.check.interval.ms": "500"}
 

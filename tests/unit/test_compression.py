@@ -38,7 +38,6 @@ BIG = (b"raftka record batch payload " * 5000) + bytes(range(256)) * 300  # > 2 
 @pytest.fixture(scope="module")
 def oracle():
     """kafka-python's codec module with working snappy and lz4 (pyarrow-backed)."""
-    pytest.importorskip("pyarrow")
     from tests.unit.kafka_python_codecs import pyarrow_backed_kafka_codecs
 
     with pyarrow_backed_kafka_codecs():
@@ -47,7 +46,6 @@ def oracle():
 
 @pytest.fixture(scope="module")
 def pyarrow_codecs():
-    pytest.importorskip("pyarrow")
     from tests.unit import kafka_python_codecs
 
     return kafka_python_codecs

@@ -70,7 +70,6 @@ def _kafka_python_records(buf: bytes) -> tuple[DefaultRecordBatch, list[Record]]
 @pytest.fixture(scope="module")
 def kafka_codecs():
     """Make kafka-python's snappy and lz4 work (pyarrow-backed) for the oracle tests."""
-    pytest.importorskip("pyarrow")
     from tests.unit.kafka_python_codecs import pyarrow_backed_kafka_codecs
 
     with pyarrow_backed_kafka_codecs():
