@@ -29,6 +29,11 @@ from chaos.socket_owner import connection_owner
 log = structlog.get_logger("chaos.proxy")
 
 CLIENT = "client"
+# A connection whose dialler could not be identified. Treating it as a client let a
+# follower's fetches cross a cut (seen: an isolated leader's writes reached a follower).
+UNKNOWN = "unknown"
+OWNER_LOOKUPS = 20
+OWNER_RETRY_S = 0.005
 Source = int | str
 MODES = ("cut", "blackhole")
 KINDS = ("data", "raft")
@@ -151,16 +156,24 @@ class ProxyNet:
         log.info("chaos.partition", blocked=[sorted(map(str, p)) for p in blocked], mode=mode, kinds=sorted(kinds))
 
     def _is_blocked(self, link: _Link) -> bool:
-        return link.kind in self._kinds and frozenset((link.source, link.dest)) in self._blocked
+        if link.kind not in self._kinds:
+            return False
+        if link.source == UNKNOWN:  # fail closed: it may be a node on the other side of a cut
+            return any(link.dest in pair for pair in self._blocked)
+        return frozenset((link.source, link.dest)) in self._blocked
 
-    def _source_of(self, stream: trio.SocketStream) -> Source:
+    async def _source_of(self, stream: trio.SocketStream) -> Source:
+        """The node that dialled (CLIENT for the harness or any other process); UNKNOWN when
+        /proc does not show the connection's owner even after a few tries."""
         peer = stream.socket.getpeername()[:2]
         us = stream.socket.getsockname()[:2]
-        nodes = self._pid_to_node()
-        pid = connection_owner(peer, us, [*nodes, os.getpid()])
-        if pid is None or pid not in nodes:
-            return CLIENT
-        return nodes[pid]
+        for _ in range(OWNER_LOOKUPS):
+            nodes = self._pid_to_node()
+            pid = connection_owner(peer, us, [*nodes, os.getpid()])
+            if pid is not None:
+                return nodes.get(pid, CLIENT)
+            await trio.sleep(OWNER_RETRY_S)  # the dialler's fd may not be visible in /proc yet
+        return UNKNOWN
 
     async def _accept_loop(self, listener: trio.SocketListener, route: Route) -> None:
         async with trio.open_nursery() as nursery:
@@ -169,7 +182,7 @@ class ProxyNet:
                 nursery.start_soon(self._serve, stream, route)
 
     async def _serve(self, inbound: trio.SocketStream, route: Route) -> None:
-        link = _Link(self._source_of(inbound), route.node_id, route.kind)
+        link = _Link(await self._source_of(inbound), route.node_id, route.kind)
         self.connections += 1
         try:
             with link.scope:
