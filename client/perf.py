@@ -71,15 +71,10 @@ def rates(records: int, nbytes: int, seconds: float) -> tuple[float, float]:
     return records / seconds, nbytes / MB / seconds
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceWindow:
-    """One periodic report: what was acknowledged during `elapsed_s`."""
+class _Rates:
+    """records/s and MB/s of a report with `records`, `bytes` and `elapsed_s`."""
 
-    records: int
-    bytes: int
-    elapsed_s: float
-    avg_latency_ms: float
-    max_latency_ms: float
+    __slots__ = ()
 
     @property
     def records_per_s(self) -> float:
@@ -88,6 +83,17 @@ class ProduceWindow:
     @property
     def mb_per_s(self) -> float:
         return rates(self.records, self.bytes, self.elapsed_s)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceWindow(_Rates):
+    """One periodic report: what was acknowledged during `elapsed_s`."""
+
+    records: int
+    bytes: int
+    elapsed_s: float
+    avg_latency_ms: float
+    max_latency_ms: float
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "window", "records": self.records, "bytes": self.bytes,
@@ -97,7 +103,7 @@ class ProduceWindow:
 
 
 @dataclass(frozen=True, slots=True)
-class ProduceResult:
+class ProduceResult(_Rates):
     """The final report. `latency` summarizes the kept samples (all of them
     up to MAX_LATENCY_SAMPLES records); `errors` counts failed deliveries."""
 
@@ -107,14 +113,6 @@ class ProduceResult:
     errors: int
     latency: LatencySummary
     first_error: str | None = None
-
-    @property
-    def records_per_s(self) -> float:
-        return rates(self.records, self.bytes, self.elapsed_s)[0]
-
-    @property
-    def mb_per_s(self) -> float:
-        return rates(self.records, self.bytes, self.elapsed_s)[1]
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "result", "records": self.records, "bytes": self.bytes,
@@ -355,21 +353,13 @@ class ConsumePerfConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumeReport:
+class ConsumeReport(_Rates):
     """Records and bytes (keys + values) consumed in `elapsed_s`."""
 
     records: int
     bytes: int
     elapsed_s: float
     final: bool
-
-    @property
-    def records_per_s(self) -> float:
-        return rates(self.records, self.bytes, self.elapsed_s)[0]
-
-    @property
-    def mb_per_s(self) -> float:
-        return rates(self.records, self.bytes, self.elapsed_s)[1]
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "result" if self.final else "window", "records": self.records,
