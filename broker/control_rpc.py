@@ -10,6 +10,12 @@ Request payload `{"id": n, "method": name, "args": {...}}`; reply
 Every node listens (on its quorum port + `controller.rpc.port.offset`); a node
 that is not the active controller answers NOT_CONTROLLER, naming the one it
 knows, so the caller can go there instead.
+
+A broker keeps one connection to the controller and reuses it, so when a
+connection that carried a broker's registration or heartbeats ends (EOF,
+reset, a bad frame), the controller hears of it (`Controller.connection_lost`)
+and probes whether that broker's process is gone: a kill -9 is noticed at once
+instead of after a whole session timeout.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ _LEN = struct.Struct(">I")
 MAC_SIZE = 32
 MAX_FRAME = 1 << 20
 CALL_TIMEOUT_S = 10.0
+# Calls that name the broker a connection speaks for (its session).
+SESSION_METHODS = frozenset({"register_broker", "heartbeat"})
 
 # Method name -> how to turn the controller's result into CBOR-able data.
 METHODS: dict[str, Callable[[Any], Any]] = {
@@ -104,15 +112,22 @@ class ControlRpcServer:
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         buffer = bytearray()
-        async with stream:
-            try:
-                while (message := await read_frame(stream, buffer, self.secret)) is not None:
-                    reply = await self._answer(message)
-                    await stream.send_all(encode_frame(self.secret, reply))
-            except RpcProtocolError as exc:
-                log.warning("control_rpc.connection_closed", error=str(exc))
-            except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-                pass
+        broker_id: int | None = None  # the broker whose session this connection carries, once known
+        try:
+            async with stream:
+                try:
+                    while (message := await read_frame(stream, buffer, self.secret)) is not None:
+                        broker_id = _session_broker(message, broker_id)
+                        reply = await self._answer(message)
+                        await stream.send_all(encode_frame(self.secret, reply))
+                except RpcProtocolError as exc:
+                    log.warning("control_rpc.connection_closed", error=str(exc), broker_id=broker_id)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+                    pass
+        finally:
+            # Any end counts (even our own cancellation): the hint only triggers a probe.
+            if broker_id is not None:
+                self.controller.connection_lost(broker_id)
 
     async def _answer(self, message: dict) -> dict:
         call_id = message.get("id")
@@ -135,6 +150,16 @@ class ControlRpcServer:
             return {"id": call_id, "error": [exc.name, exc.message]}
         except TypeError as exc:
             return {"id": call_id, "error": ["INVALID_REQUEST", f"bad arguments for {method}: {exc}"]}
+
+
+def _session_broker(message: dict, current: int | None) -> int | None:
+    """The broker id a register/heartbeat call names, else `current`."""
+    args = message.get("args")
+    if message.get("method") in SESSION_METHODS and isinstance(args, dict):
+        broker_id = args.get("broker_id")
+        if isinstance(broker_id, int) and not isinstance(broker_id, bool):
+            return broker_id
+    return current
 
 
 class ControlRpcClient:

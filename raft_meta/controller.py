@@ -10,6 +10,15 @@ other; anything that still goes stale is rejected by `apply`.
 
 Broker sessions live in memory (as in Kafka): a new active controller gives
 every live broker a fresh session.
+
+Liveness probes (`broker.liveness.probe.enable`) speed up the detection of a
+crashed broker without replacing the session rule: when a broker's control
+connection ends (`connection_lost`), or it has been quiet for 1.5 heartbeat
+intervals (or has not reached a new controller yet), the controller connects
+to the broker's advertised listeners. Only "connection refused" everywhere
+proves the process gone and fences it at once (`broker.process_gone`); a hung,
+paused or partitioned broker still answers or times out, and waits for its
+session to expire as before.
 """
 
 from __future__ import annotations
@@ -23,12 +32,24 @@ import trio
 from raft_meta import controller_decisions as decide
 from raft_meta.controller_errors import ControllerError
 from raft_meta.image import MetadataImage
+from raft_meta.liveness_probe import Reachability, probe_listeners
 from raft_meta.metadata_loader import MetadataLoader
 from raft_meta.node_config import NodeConfig
 from raft_meta.quorum import Quorum, SubmitError
 from raft_meta.records import RecordBatch, encode_record
 
 log = structlog.get_logger("raft_meta.controller")
+
+PROBE_TIMEOUT_S = 0.5  # per listener; a slower answer proves nothing anyway
+PROBE_MIN_GAP_S = 0.1  # between two probes of one broker
+# Probes per lost connection. A process killed with SIGKILL closes its sockets one by one as
+# it exits: its control connection often ends a few ms before its listeners close (seen in
+# about half of the bench's kills), so the first probe may still find the port open.
+# Follow-ups PROBE_MIN_GAP_S apart catch it.
+PROBES_PER_HINT = 4
+# Quiet brokers are probed after 1.5 heartbeat intervals, but not more eagerly than this: a
+# short interval on a busy machine must not turn every late heartbeat into a probe.
+PROBE_QUIET_FLOOR_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -46,6 +67,13 @@ class Controller:
         self._last_heartbeat: dict[int, float] = {}
         self._epoch: int | None = None
         self._heard_from: set[int] = set()
+        # Liveness probing (reset when this node becomes the active controller).
+        self._heard_at: dict[int, float] = {}  # broker -> when this controller last heard from it
+        self._hints: dict[int, int] = {}  # broker whose control connection ended -> probes still owed
+        self._last_probe: dict[int, float] = {}
+        self._probing: set[int] = set()
+        self._probe_wakeup = trio.Event()
+        self.probes: dict[str, int] = {r.value: 0 for r in Reachability}  # outcomes, for tests and status
 
     @property
     def image(self) -> MetadataImage:
@@ -92,13 +120,13 @@ class Controller:
         image = await self._decide_and_commit(
             lambda img: decide.register_broker(img, broker_id, incarnation_id, listeners, rack, alive)
         )
-        self._last_heartbeat[broker_id] = trio.current_time()
+        self._last_heartbeat[broker_id] = self._heard_at[broker_id] = trio.current_time()
         return image.brokers[broker_id].epoch
 
     async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_shutdown: bool = False) -> HeartbeatReply:
         """`metadata_offset`: the last metadata offset the broker has applied."""
         self._require_active()
-        self._last_heartbeat[broker_id] = trio.current_time()
+        self._last_heartbeat[broker_id] = self._heard_at[broker_id] = trio.current_time()
         self._heard_from.add(broker_id)
         unclean = self.config.unclean_leader_election_enable
         if want_shutdown:
@@ -156,26 +184,47 @@ class Controller:
         image = await self._decide_and_commit(lambda img: decide.allocate_producer_ids(img, broker_id, broker_epoch))
         return image.producer_id_blocks[broker_id]
 
+    def connection_lost(self, broker_id: int) -> None:
+        """A control connection that carried `broker_id`'s registration or heartbeats ended.
+
+        Only a hint: the broker is probed soon, and fenced only if the probe proves its
+        process gone. Safe to call from any trio task, active controller or not.
+        """
+        if self.loader.active_controller_epoch() is None or not self.config.broker_liveness_probe_enable:
+            return
+        self._hints[broker_id] = PROBES_PER_HINT
+        self._probe_wakeup.set()
+
     # --- the background loop ---
     @property
     def _session_s(self) -> float:
         return self.config.broker_session_timeout_ms / 1000.0
 
+    @property
+    def _quiet_after_s(self) -> float:
+        return max(1.5 * self.config.broker_heartbeat_interval_ms / 1000.0, PROBE_QUIET_FLOOR_S)
+
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Forever: wait to become active, then police sessions and leader balance."""
-        task_status.started()
-        while True:
-            epoch = await self.loader.wait_active_controller()
-            if epoch != self._epoch:
-                self._epoch = epoch
-                now = trio.current_time()
-                self._last_heartbeat = {b.broker_id: now for b in self.image.live_brokers()}
-                self._heard_from = set()
-                log.info("controller.active", node_id=self.quorum.node_id, epoch=epoch)
-            try:
-                await self._police(epoch)
-            except ControllerError as exc:
-                log.info("controller.inactive", epoch=epoch, reason=exc.message)
+        """Forever: wait to become active, then police sessions and leader balance
+        (and probe the liveness of brokers, if enabled)."""
+        async with trio.open_nursery() as nursery:
+            if self.config.broker_liveness_probe_enable:
+                nursery.start_soon(self._probe_loop)
+            task_status.started()
+            while True:
+                epoch = await self.loader.wait_active_controller()
+                if epoch != self._epoch:
+                    now = trio.current_time()
+                    self._last_heartbeat = {b.broker_id: now for b in self.image.live_brokers()}
+                    self._heard_from = set()
+                    self._heard_at, self._hints, self._last_probe = {}, {}, {}
+                    self._epoch = epoch  # last: the probe loop acts only once the state above is fresh
+                    self._probe_wakeup.set()
+                    log.info("controller.active", node_id=self.quorum.node_id, epoch=epoch)
+                try:
+                    await self._police(epoch)
+                except ControllerError as exc:
+                    log.info("controller.inactive", epoch=epoch, reason=exc.message)
 
     async def _police(self, epoch: int) -> None:
         tick = min(self.config.broker_heartbeat_interval_ms / 1000.0, self._session_s / 4)
@@ -191,3 +240,54 @@ class Controller:
                 await self._decide_and_commit(decide.preferred_leader_elections)
             with trio.move_on_after(tick):
                 await self.quorum.wait_state_change()
+
+    async def _probe_loop(self) -> None:
+        """Start the probes `decide.brokers_to_probe` asks for, on a hint or every gap."""
+        async with trio.open_nursery() as probes:
+            while True:
+                with trio.move_on_after(PROBE_MIN_GAP_S):
+                    await self._probe_wakeup.wait()
+                self._probe_wakeup = trio.Event()
+                epoch = self.loader.active_controller_epoch()
+                if epoch is None:
+                    self._hints.clear()
+                    await self.loader.wait_active_controller()
+                    continue
+                if epoch != self._epoch:
+                    continue  # `run` has not reset the per-controller state yet; it wakes us when it has
+                now = trio.current_time()
+                for broker_id in [b for b in self._hints if not self.image.is_live(b)]:
+                    del self._hints[broker_id]  # fenced meanwhile: nothing left to find out
+                for broker_id in decide.brokers_to_probe(self.image, self._heard_at, self._hints, self._last_probe,
+                                                         self._probing, now, self._quiet_after_s, PROBE_MIN_GAP_S):
+                    if self._hints.get(broker_id, 0) > 1:
+                        self._hints[broker_id] -= 1
+                    else:
+                        self._hints.pop(broker_id, None)
+                    self._last_probe[broker_id] = now
+                    self._probing.add(broker_id)
+                    probes.start_soon(self._probe, broker_id, epoch)
+
+    async def _probe(self, broker_id: int, epoch: int) -> None:
+        try:
+            broker = self.image.brokers.get(broker_id)
+            if broker is None:
+                return
+            result = await probe_listeners(broker.listeners, PROBE_TIMEOUT_S)
+            self.probes[result.value] += 1
+            log.info("broker.liveness_probe", broker_id=broker_id, broker_epoch=broker.epoch, result=result.value)
+            if result is not Reachability.REFUSED or self.loader.active_controller_epoch() != epoch:
+                return
+            unclean = self.config.unclean_leader_election_enable
+
+            def decision(img: MetadataImage) -> decide.Decision:
+                return decide.fence_gone_broker(img, broker_id, broker.epoch, unclean)
+
+            if decision(self.image).records:
+                log.warning("broker.process_gone", broker_id=broker_id, broker_epoch=broker.epoch,
+                            listeners=[f"{name}://{host}:{port}" for name, host, port in broker.listeners])
+                await self._decide_and_commit(decision)
+        except ControllerError as exc:
+            log.info("broker.liveness_probe_abandoned", broker_id=broker_id, reason=exc.message)
+        finally:
+            self._probing.discard(broker_id)

@@ -13,7 +13,7 @@ Structured log events the caller should emit are returned, not logged
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from raft_meta.controller_errors import ControllerError
@@ -316,6 +316,49 @@ def expired_brokers(image: MetadataImage, last_heartbeat: Mapping[int, float], n
         b.broker_id for b in image.live_brokers()
         if now - last_heartbeat.get(b.broker_id, float("-inf")) > limit
     ]
+
+
+def brokers_to_probe(
+    image: MetadataImage,
+    last_heard: Mapping[int, float],
+    hinted: Collection[int],
+    last_probe: Mapping[int, float],
+    in_flight: Collection[int],
+    now: float,
+    quiet_after_s: float,
+    min_gap_s: float,
+) -> list[int]:
+    """Unfenced brokers whose process the controller should probe now (see `liveness_probe`).
+
+    A broker qualifies when its control connection ended (`hinted`), or when this controller
+    has not heard from it for `quiet_after_s` (missing from `last_heard` = never: a new
+    controller probes at once the brokers that have not reached it yet, so one that died
+    with the old controller is found without waiting out a session). Rate limits: never
+    two probes of one broker at a time, hinted probes at least `min_gap_s` apart, and a
+    quiet broker (e.g. a paused one whose port still accepts) once per `quiet_after_s`.
+    """
+    due = []
+    for broker in image.live_brokers():
+        b = broker.broker_id
+        if b in in_flight:
+            continue
+        since_probe = now - last_probe.get(b, float("-inf"))
+        if b in hinted:
+            if since_probe >= min_gap_s:
+                due.append(b)
+        elif now - last_heard.get(b, float("-inf")) > quiet_after_s and since_probe > max(quiet_after_s, min_gap_s):
+            due.append(b)
+    return due
+
+
+def fence_gone_broker(image: MetadataImage, broker_id: int, broker_epoch: int, unclean_default: bool) -> Decision:
+    """A probe proved the process of registration `broker_epoch` gone: fence it as a session
+    expiry would. Nothing if that registration was replaced (a restarted incarnation must not
+    be fenced by a probe of its predecessor), is already fenced, or is unknown."""
+    broker = image.brokers.get(broker_id)
+    if broker is None or broker.epoch != broker_epoch or broker.fenced:
+        return Decision()
+    return fence_broker(image, broker_id, unclean_default)
 
 
 def alter_partition(

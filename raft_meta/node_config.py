@@ -186,6 +186,9 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "min.insync.replicas": ("min_insync_replicas", _positive_int, "1"),
     "broker.session.timeout.ms": ("broker_session_timeout_ms", _positive_int, "9000"),
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _positive_int, "2000"),
+    # raftka's own: the controller fences a broker at once when a TCP probe of its advertised
+    # listeners is refused (its process is gone); see raft_meta/liveness_probe.py.
+    "broker.liveness.probe.enable": ("broker_liveness_probe_enable", _bool, "true"),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _positive_int, "30000"),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, "false"),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool, "true"),
@@ -255,6 +258,7 @@ class NodeConfig:
     min_insync_replicas: int
     broker_session_timeout_ms: int
     broker_heartbeat_interval_ms: int
+    broker_liveness_probe_enable: bool
     replica_lag_time_max_ms: int
     unclean_leader_election_enable: bool
     auto_leader_rebalance_enable: bool
