@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.zero_copy import send_response
+from broker.zero_copy import ChunkedResponse, send_response
 from client.protocol import FrameDecoder, FrameTooLarge, ProtocolError
 
 log = structlog.get_logger("broker.network")
@@ -66,67 +66,43 @@ def _peer(stream: trio.SocketStream) -> str:
         return "?"
 
 
-class _Slot:
-    """One response owed, in request order."""
-
-    __slots__ = ("done", "response", "error")
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.response: bytes | None = None
-        self.error: BaseException | None = None
-
-    def set(self, response: bytes | None = None, error: BaseException | None = None) -> None:
-        self.response, self.error = response, error
-        self.done.set()
-
-
-async def _complete(slot: _Slot, deferred: Deferred) -> None:
-    try:
-        slot.set(await deferred.finish())
-    except Exception as exc:  # reported (and the connection closed) by the writer, in order
-        slot.set(error=exc)
-
-
-async def _write_responses(stream: trio.SocketStream, slots: trio.MemoryReceiveChannel[_Slot]) -> None:
-    async with slots:
-        async for slot in slots:
-            await slot.done.wait()
-            if slot.error is not None:
-                raise slot.error
-            if slot.response is not None:
-                await send_response(stream, slot.response)
+async def _write_responses(stream: trio.SocketStream,
+                           responses: trio.MemoryReceiveChannel[bytes | ChunkedResponse | Deferred | None]) -> None:
+    """Send responses in request order. A Deferred is awaited here, in its turn: it only
+    waits (for replication), so nothing is gained by running it in a task of its own, and
+    the requests after it keep being processed meanwhile by the reader."""
+    async with responses:
+        async for response in responses:
+            if isinstance(response, Deferred):
+                response = await response.finish()  # an error ends the connection, in order
+            if response is not None:
+                await send_response(stream, response)
 
 
 async def _read_requests(stream: trio.SocketStream, handler: RequestHandler, info: ConnectionInfo,
-                         decoder: FrameDecoder, slots: trio.MemorySendChannel[_Slot],
-                         nursery: trio.Nursery) -> None:
-    async with slots:
+                         decoder: FrameDecoder,
+                         responses: trio.MemorySendChannel[bytes | ChunkedResponse | Deferred | None]) -> None:
+    async with responses:
         while True:
             data = await stream.receive_some(RECEIVE_CHUNK)
             if not data:
                 return
             for frame in decoder.feed(data):
-                result = await handler(frame, info)
-                slot = _Slot()
-                if isinstance(result, Deferred):
-                    nursery.start_soon(_complete, slot, result)
-                else:
-                    slot.set(result)
-                await slots.send(slot)
+                await responses.send(await handler(frame, info))
 
 
 async def _serve(stream: trio.SocketStream, handler: RequestHandler, info: ConnectionInfo,
                  max_request_bytes: int) -> None:
     decoder = FrameDecoder(max_frame_size=max_request_bytes)
-    send_slots, receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
+    send_responses, receive_responses = trio.open_memory_channel[bytes | ChunkedResponse | Deferred | None](
+        MAX_IN_FLIGHT)
     error: Exception | None = None
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_write_responses, stream, receive_slots)
+        nursery.start_soon(_write_responses, stream, receive_responses)
         # When the client half-closes, or sends garbage after good requests, the writer
         # still sends every answer owed (as Kafka would have) before the connection ends.
         try:
-            await _read_requests(stream, handler, info, decoder, send_slots, nursery)
+            await _read_requests(stream, handler, info, decoder, send_responses)
         except Exception as exc:
             error = exc
     if error is not None:

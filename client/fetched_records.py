@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from client.records import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord
-from log.batch_header import LOG_OVERHEAD
+from log.batch_header import LOG_OVERHEAD, parse_header
 from log.record_batch import Buffer, decode_batch
 
 _BATCH_LENGTH = struct.Struct(">i")
@@ -52,23 +52,32 @@ def decode_fetched(topic: str, partition: int, records: Buffer | None, fetch_off
     out: list[ConsumerRecord] = []
     next_offset = fetch_offset
     pos = 0
+    new_record = tuple.__new__
     while pos < end:
-        batch = decode_batch(view, pos, verify_crc=verify_crc)
+        ts_type = LOG_APPEND_TIME if parse_header(view, pos).is_log_append_time else CREATE_TIME
+
+        # Built straight from the decoded fields: one tuple per record, no Record in between.
+        def make(key, value, headers, timestamp, offset, ts_type=ts_type):
+            return new_record(ConsumerRecord, (topic, partition, offset, timestamp, ts_type, key, value, headers))
+
+        batch = decode_batch(view, pos, verify_crc=verify_crc, make_record=make)
         header = batch.header
         pos += header.size
         batch_next = header.base_offset + header.last_offset_delta + 1
         if header.is_control or batch_next <= fetch_offset:
             next_offset = max(next_offset, batch_next)
             continue
-        ts_type = LOG_APPEND_TIME if header.is_log_append_time else CREATE_TIME
-        for record in batch.records:
-            assert record.offset is not None and record.timestamp is not None
-            if record.offset < fetch_offset:
-                continue
-            if max_records is not None and len(out) >= max_records:
-                return FetchedRecords(out, next_offset, partial)
-            out.append(ConsumerRecord(topic, partition, record.offset, record.timestamp,
-                                      ts_type, record.key, record.value, record.headers))
-            next_offset = record.offset + 1
+        decoded = batch.records
+        if decoded and decoded[0].offset < fetch_offset:  # the batch holding fetch_offset
+            decoded = [r for r in decoded if r.offset >= fetch_offset]
+        if max_records is not None and len(decoded) > max_records - len(out):
+            taken = decoded[: max_records - len(out)]
+            out.extend(taken)
+            if taken:
+                next_offset = taken[-1].offset + 1
+            return FetchedRecords(out, next_offset, partial)
+        out.extend(decoded)
+        if decoded:
+            next_offset = decoded[-1].offset + 1
         next_offset = max(next_offset, batch_next)
     return FetchedRecords(out, next_offset, partial)

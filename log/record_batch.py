@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from crc32c import crc32c
 
@@ -86,7 +86,7 @@ class RecordLike(Protocol):
 @dataclass(frozen=True, slots=True)
 class DecodedBatch:
     header: BatchHeader
-    records: list[Record]
+    records: list  # of Record, or of what decode_batch's make_record built
 
 
 def encode_batch(
@@ -238,8 +238,13 @@ def _encode_headers(headers: Sequence[tuple[str, bytes | None]], index: int) -> 
     return bytes(out)
 
 
-def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> DecodedBatch:
+def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True,
+                 make_record: Callable[[bytes | None, bytes | None, tuple, int, int], Any] = Record) -> DecodedBatch:
     """Decode the batch at `buf[pos]` with all its records.
+
+    Each record is built by `make_record(key, value, headers, timestamp, offset)`
+    (absolute timestamp and offset): `Record` by default; a consumer passes its own
+    constructor so a record is built once, not decoded into a Record and copied.
 
     Raises CorruptRecord (bad CRC, truncated or inconsistent bytes, records that
     disagree with their lengths or with the header's count), InvalidRecord (magic
@@ -253,7 +258,7 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
     try:
         # bytes, not a memoryview: slicing bytes yields the key and value directly
         data = decompress(codec, body) if codec else body.tobytes()
-        records = _decode_records(data, header)
+        records = _decode_records(data, header, make_record)
     except (IndexError, ValueError, struct.error, OverflowError) as exc:
         raise CorruptRecord(
             f"batch at offset {header.base_offset} (position {pos}) is malformed: "
@@ -272,7 +277,7 @@ def iter_batches(buf: Buffer, *, verify_crc: bool = True) -> Iterator[DecodedBat
         pos += batch.header.size
 
 
-def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
+def _decode_records(data: bytes, header: BatchHeader, make_record=Record) -> list:
     """Parse `header.record_count` records filling `data` exactly.
 
     One flat loop with the one-byte varint case inlined: this runs per record, and
@@ -297,6 +302,9 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
             b = data[pos]
             if b < 0x80:
                 length, p = (b >> 1) ^ -(b & 1), pos + 1
+            elif pos + 1 < end and data[pos + 1] < 0x80:  # two bytes: records of 64 B .. 8 KiB
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                length, p = (z >> 1) ^ -(z & 1), pos + 2
             else:
                 length, p = varint(data, pos)
             stop = p + length
@@ -336,6 +344,9 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
             b = data[p]
             if b < 0x80:
                 n, p = (b >> 1) ^ -(b & 1), p + 1
+            elif p + 1 < end and data[p + 1] < 0x80:  # two bytes: values of 64 B .. 8 KiB
+                z = (b & 0x7F) | (data[p + 1] << 7)
+                n, p = (z >> 1) ^ -(z & 1), p + 2
             else:
                 n, p = varint(data, p)
             if n >= 0:
@@ -367,7 +378,7 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
                 f"(byte {pos} of the records): {_reason(exc)}"
             ) from None
         append(
-            Record(
+            make_record(
                 key,
                 value,
                 headers,

@@ -48,6 +48,10 @@ DELETED_SUFFIX = ".deleted"
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
 _READ_PREFIX = struct.Struct(">qiibIhi")
 
+# A batch header this close to the end of the segment, past its mapping, is read with
+# pread; one further back renews the mapping (one remap then serves the whole read).
+TAIL_PREAD_BYTES = 64 * 1024
+
 # Relative offsets are stored as u32 in the indexes; Kafka keeps them within an int32.
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
@@ -288,6 +292,7 @@ class LogSegment:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+        self._mm_size = 0
 
     def header_at(self, position: int) -> BatchHeader:
         """The header of the batch at `position` (length and magic checked, not the CRC).
@@ -323,29 +328,52 @@ class LogSegment:
                 return header
         return None
 
+    def _prefix_at(self, position: int) -> tuple[int, int, int, int, int, int, int]:
+        """The fixed prefix of the batch header at `position`, checked for length and magic.
+
+        Bytes below the current mapping come from it (they never change: the log is
+        append-only and truncation unmaps). A follower or a tailing consumer reads the
+        batches appended since its last fetch: those few headers are read with a small
+        pread each, instead of remapping the whole segment on every fetch.
+        """
+        if (self._mm is None or position + HEADER_SIZE > self._mm_size) and self.size - position > TAIL_PREAD_BYTES:
+            self._map()
+        if self._mm is not None and position + HEADER_SIZE <= self._mm_size:
+            fields = _READ_PREFIX.unpack_from(self._mm, position)
+        else:
+            data = os.pread(self.file.fileno(), _READ_PREFIX.size, position)
+            if len(data) < _READ_PREFIX.size or self.size - position < HEADER_SIZE:
+                self.header_at(position)  # raises CorruptRecord
+            fields = _READ_PREFIX.unpack(data)
+        batch_length, magic = fields[1], fields[3]
+        if magic != MAGIC_V2 or batch_length < HEADER_SIZE - LOG_OVERHEAD or position + batch_length + LOG_OVERHEAD > self.size:
+            self.header_at(position)  # raises the precise error
+            raise CorruptRecord(f"{self.log_path.name}: damaged batch header at position {position}")
+        return fields
+
     def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> SegmentRead | None:
         """Whole batches from the one holding `offset`, up to `max_bytes` (at least one if `min_one`),
         stopping before any batch starting at or beyond `max_offset`. None if no batch here qualifies."""
-        first = self.find_batch(offset)
-        if first is None:
-            return None
-        # The hot path: walk the served batches with one small unpack each (offset, length,
-        # magic, lastOffsetDelta) instead of building a BatchHeader per batch; any batch
-        # that fails the length/magic check goes through header_at for a precise error.
-        buf = self._map()
+        assert self.index is not None
         size = self.size
-        position = first.position
+        # The hot path: walk the batches with one small unpack each (offset, length, magic,
+        # lastOffsetDelta) instead of building a BatchHeader per batch; any batch that fails
+        # the length/magic check goes through header_at for a precise error.
+        position = self.index.lookup(offset)[1]
+        while True:  # find the batch holding `offset` (the index entry is at or before it)
+            if position >= size:
+                return None
+            base, batch_length, _epoch, _magic, _crc, _attrs, last_delta = self._prefix_at(position)
+            if base + last_delta >= offset:
+                break
+            position += batch_length + LOG_OVERHEAD
+        first_position, first_base = position, base
         length = 0
-        next_offset = first.base_offset
+        next_offset = first_base
         stopped = False
         while position < size:
-            if size - position < HEADER_SIZE:
-                self.header_at(position)  # raises CorruptRecord
-            base, batch_length, _epoch, magic, _crc, _attrs, last_delta = _READ_PREFIX.unpack_from(buf, position)
+            base, batch_length, _epoch, _magic, _crc, _attrs, last_delta = self._prefix_at(position)
             batch_size = batch_length + LOG_OVERHEAD
-            if magic != MAGIC_V2 or batch_length < HEADER_SIZE - LOG_OVERHEAD or position + batch_size > size:
-                self.header_at(position)
-                raise CorruptRecord(f"{self.log_path.name}: damaged batch header at position {position}")
             if max_offset is not None and base >= max_offset:
                 stopped = True
                 break
@@ -359,8 +387,8 @@ class LogSegment:
                 stopped = position < size
                 break
         if length == 0:
-            return SegmentRead(first.position, 0, first.base_offset, first.base_offset, True)
-        return SegmentRead(first.position, length, first.base_offset, next_offset, stopped)
+            return SegmentRead(first_position, 0, first_base, first_base, True)
+        return SegmentRead(first_position, length, first_base, next_offset, stopped)
 
     def find_by_timestamp(self, timestamp: int) -> BatchHeader | None:
         """The first batch whose maxTimestamp is >= `timestamp`, or None."""

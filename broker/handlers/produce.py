@@ -85,22 +85,24 @@ class ReplicationWait:
     """An acks=all produce whose batches are appended and now wait for the high watermark."""
 
     def __init__(self, results: dict, waits: list, timeout_s: float) -> None:
-        self.results, self.waits, self.timeout_s = results, waits, timeout_s
+        self.results, self.waits = results, waits
+        # The request's timeout runs from its arrival, however long the response waits
+        # behind earlier ones on the same connection.
+        self.deadline = trio.current_time() + timeout_s
 
     async def finish(self) -> ProduceResponse:
-        await _wait_for_replication(self.results, self.waits, self.timeout_s)
+        await _wait_for_replication(self.results, self.waits, self.deadline)
         return _response(self.results)
 
 
-async def _wait_for_replication(results: dict, waits: list, timeout_s: float) -> None:
-    async def wait_one(key, partition, offset) -> None:
+async def _wait_for_replication(results: dict, waits: list, deadline: float) -> None:
+    # One after another against one deadline: the high watermarks advance concurrently
+    # anyway, so this ends when the slowest partition is replicated (or the deadline
+    # passes), as concurrent waits would, without a task and a nursery per request.
+    for key, partition, offset in waits:
         try:
-            await partition.wait_for_high_watermark(offset, timeout_s)
+            await partition.wait_for_high_watermark(offset, max(0.0, deadline - trio.current_time()))
         except Exception as exc:
             result = results[key]
             result["error_code"] = error_code_for(exc)
             result["error_message"] = str(exc)
-
-    async with trio.open_nursery() as nursery:
-        for key, partition, offset in waits:
-            nursery.start_soon(wait_one, key, partition, offset)

@@ -74,7 +74,8 @@ class FrameDecoder:
             if available < self._need:
                 break
             end = self._start + self._need
-            frames.append(bytes(buf[self._start : end]))
+            with memoryview(buf) as view:  # one copy out (a bytearray slice would be two)
+                frames.append(bytes(view[self._start : end]))
             self._start = end
             self._need = None
         if self._start:

@@ -21,6 +21,7 @@ from log.errors import (
 )
 from log.partition_log import OffsetsNotContiguous, PartitionLog
 from log.record_batch import decode_batch, iter_batches
+from log.segment import TAIL_PREAD_BYTES
 
 from .conftest import make_batch
 
@@ -353,6 +354,36 @@ def test_damaged_header_read_is_logged(open_log) -> None:
         log.read(0, 10**6)
     assert [e["event"] for e in logs if e["log_level"] == "error"] == ["log.corrupt_batch"]
     assert log.read(0, size).size == size  # the batch before it is still served
+
+
+def test_tail_reads_between_appends_match_a_fresh_read(open_log) -> None:
+    """A follower reads each batch right after it is appended: headers near the end, past
+    the segment's mapping, are read with pread; headers further back renew the mapping.
+    Both must give what a fresh full read gives."""
+    log = open_log()
+    for _ in range(8):  # > TAIL_PREAD_BYTES, so reading from 0 maps the segment
+        log.append(make_batch(4, value_size=4000), 0, now_ms=0)
+    assert log.segments[0].size > TAIL_PREAD_BYTES
+    assert log.read(0, 10**6).next_offset == 32
+    for i in range(1, 30):
+        info = log.append(make_batch(1 + i % 3, value_size=1000 * (i % 4)), 0, now_ms=0)
+        tail = log.read(info.first_offset, 10**6)
+        assert (tail.first_offset, tail.next_offset) == (info.first_offset, info.last_offset + 1)
+        assert parse_header(tail.read_bytes()).base_offset == info.first_offset
+        inside = log.read(info.last_offset, 10**6)  # an offset inside the new batch
+        assert inside.first_offset == info.first_offset
+    whole = log.read(0, 10**9)
+    assert whole.read_bytes() == log.read_bytes(0, 10**9)
+    assert [h.base_offset for h in iter_headers(whole.read_bytes())] == [
+        h.base_offset for h in iter_headers(log.read_bytes(0, 10**9))]
+    # damage in a batch appended after the mapping is caught on that path too
+    segment = log.segments[-1]
+    size = len(make_batch(2))
+    log.read(0, 10**6)
+    log.append(make_batch(2), 0, now_ms=0)
+    os.pwrite(segment.file.fileno(), b"\x07", segment.size - size + 16)
+    with pytest.raises(CorruptRecord, match="magic 7"):
+        log.read(log.log_end_offset - 2, 10**6)
 
 
 ops = st.lists(
