@@ -14,7 +14,7 @@ checkpoint (`replication-offset-checkpoint` in every log dir).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import structlog
@@ -22,7 +22,7 @@ import trio
 
 from broker.partition import NotLeaderOrFollower, Partition
 from broker.replica_fetcher import ReplicaFetcherManager
-from broker.topic_config import effective_topic_config
+from broker.topic_config import TopicConfig, effective_topic_config
 from log.checkpoint import read_offsets, write_offsets
 from log.partition_log import PartitionLog
 from raft_meta.controller_errors import ControllerError
@@ -61,6 +61,7 @@ class ReplicaManager:
         self._isr_wake = trio.Event()
         self._checkpointed_hw = self._read_hw_checkpoints()
         self._leadership_listeners: list[Callable[[Partition, bool], None]] = []
+        self._settings_cache: dict[tuple[tuple[str, str], ...], TopicConfig] = {}
 
     def add_leadership_listener(self, listener: Callable[[Partition, bool], None]) -> None:
         """`listener(partition, is_leader)` after this broker starts or stops leading a partition
@@ -84,10 +85,14 @@ class ReplicaManager:
         for topic in delta.removed_topics:
             self._remove_topic(topic.name, [p for (t, p) in self.partitions if t == topic.name])
         touched = set(delta.partitions)
-        for topic_id in delta.topics:
-            topic = image.topics.get(topic_id)
-            if topic is not None:
-                touched.update((topic_id, p) for p in topic.partitions)
+        if not delta.partitions:
+            # A topic-level change: all its partitions. (A partition record names its topic
+            # too, but touches only its own partition: re-applying the whole topic for each
+            # of a new topic's N partition records made creating it O(N^2).)
+            for topic_id in delta.topics:
+                topic = image.topics.get(topic_id)
+                if topic is not None:
+                    touched.update((topic_id, p) for p in topic.partitions)
         for kind, name in delta.configs:
             topic = image.topic_by_name(name) if kind == "topic" else None
             if topic is not None:
@@ -109,7 +114,7 @@ class ReplicaManager:
             if partition is not None:  # reassigned away (not produced by the controller yet)
                 self.fetchers.remove(partition)
             return
-        settings = effective_topic_config(self.config, image.configs.get(("topic", topic.name), {}))
+        settings = self._topic_settings(image.configs.get(("topic", topic.name), {}))
         partition = self.partitions.get(key)
         if partition is None:
             plog = PartitionLog.open(self._dir_for(key), topic.name, index, settings.log)
@@ -134,6 +139,17 @@ class ReplicaManager:
             self.fetchers.remove(partition)
         self._wake()
         self._wake_append()
+
+    def _topic_settings(self, topic_configs: Mapping[str, str]) -> TopicConfig:
+        """The effective config for a topic's overrides, parsed once per distinct set of them
+        (parsing a LogConfig per partition dominated applying a 1000-partition topic)."""
+        key = tuple(sorted(topic_configs.items()))
+        settings = self._settings_cache.get(key)
+        if settings is None:
+            if len(self._settings_cache) >= 1024:
+                self._settings_cache.clear()
+            settings = self._settings_cache[key] = effective_topic_config(self.config, topic_configs)
+        return settings
 
     def _dir_for(self, key: tuple[str, int]) -> Path:
         """The log dir holding this partition: where it already is, else the least loaded."""
