@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.controller_channel import ControllerChannel
+from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
@@ -22,6 +23,7 @@ class BrokerContext:
     controller: ControllerChannel
     producer_ids: ProducerIdManager
     groups: GroupCoordinator | None = None
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     broker_epoch: int = -1
     # Set once the node is registered and unfenced; False again during shutdown.
     serving: bool = field(default=False)

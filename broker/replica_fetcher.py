@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
+from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
 from client.connection import BrokerConnection
 from client.errors import KafkaConnectionError, KafkaTimeoutError
 from client.protocol import ApiKey, ErrorCode
@@ -88,6 +89,8 @@ class ReplicaFetcher:
         self.node_id = replicas.node_id
         self.states: dict[tuple[str, int], _FetchState] = {}
         self._changed = trio.Event()
+        self._sessions_supported = True
+        self._reset_session()
 
     def add(self, partition, *, restart: bool) -> None:
         state = self.states.get(partition.key)
@@ -129,6 +132,8 @@ class ReplicaFetcher:
                     conn = await BrokerConnection.connect(
                         nursery, endpoint[0], endpoint[1], client_id=f"raftka-replica-{self.node_id}",
                         request_timeout=FETCH_MAX_WAIT_MS / 1000.0 + 10.0, node_id=self.leader_id)
+                    self._reset_session()  # a session lives as long as its connection
+                    self._sessions_supported = True
                     try:
                         await self._fetch_loop(conn)
                     finally:
@@ -187,19 +192,64 @@ class ReplicaFetcher:
         p.truncate_to(max(target, p.log.log_start_offset))
         state.needs_truncation = False
 
+    def _reset_session(self) -> None:
+        """Start a new fetch session with the next request (a new connection, or the leader lost ours)."""
+        self._session_id = 0
+        self._session_epoch = INITIAL_EPOCH
+        self._session_known: dict[tuple[str, int], tuple[int, int, int]] = {}
+
     async def _fetch(self, conn: BrokerConnection, states: list[_FetchState]) -> None:
+        """One fetch of `states` (the partitions ready to fetch) in this connection's session:
+        only partitions whose position the leader does not know yet are listed, and the ones
+        no longer fetched are forgotten (broker/fetch_session.py)."""
+        positions = {s.partition.key: (s.partition.log.log_end_offset, s.partition.log.log_start_offset,
+                                       s.partition.leader_epoch) for s in states}
+        if self._sessions_supported and self._session_id:
+            listed = [s for s in states if self._session_known.get(s.partition.key) != positions[s.partition.key]]
+            forgotten = [key for key in self._session_known if key not in positions]
+            epoch = self._session_epoch
+        else:
+            listed, forgotten = states, []
+            epoch = INITIAL_EPOCH if self._sessions_supported else FINAL_EPOCH
         by_topic: dict[str, list[dict]] = {}
-        for s in states:
+        for s in listed:
             p = s.partition
+            fetch_offset, log_start_offset, leader_epoch = positions[p.key]
             by_topic.setdefault(p.topic, []).append({
-                "partition": p.index, "current_leader_epoch": p.leader_epoch,
-                "fetch_offset": p.log.log_end_offset, "log_start_offset": p.log.log_start_offset,
+                "partition": p.index, "current_leader_epoch": leader_epoch,
+                "fetch_offset": fetch_offset, "log_start_offset": log_start_offset,
                 "partition_max_bytes": PARTITION_MAX_BYTES})
+        forgotten_by_topic: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            forgotten_by_topic.setdefault(topic, []).append(index)
         response = await conn.request(ApiKey.FETCH, {
             "replica_id": self.node_id, "max_wait_ms": FETCH_MAX_WAIT_MS, "min_bytes": 1,
-            "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": self._session_id,
+            "session_epoch": epoch,
             "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": ""})
+            "forgotten_topics_data": [{"topic": t, "partitions": parts} for t, parts in forgotten_by_topic.items()],
+            "rack_id": ""})
+        if response.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            log.info("replica_fetcher.session_reset", leader=self.leader_id, session_id=self._session_id,
+                     error_code=response.error_code)
+            self._reset_session()
+            return
+        if response.error_code:
+            for s in listed:
+                self._back_off(s, response.error_code, "fetch")
+            return
+        if self._sessions_supported:
+            if not self._session_id:
+                if response.session_id:
+                    self._session_id, self._session_epoch = response.session_id, next_epoch(INITIAL_EPOCH)
+                else:  # the leader keeps no session for us: full fetches from now on
+                    self._sessions_supported = False
+            else:
+                self._session_epoch = next_epoch(self._session_epoch)
+            for key in forgotten:
+                del self._session_known[key]
+            for s in listed:
+                self._session_known[s.partition.key] = positions[s.partition.key]
         for topic in response.responses:
             for result in topic.partitions:
                 state = self.states.get((topic.topic, result.partition_index))

@@ -199,7 +199,9 @@ class ReplicaManager:
 
     def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
         partition.update_follower_fetch(replica_id, fetch_offset, _now_ms())
-        if partition.isr_candidates_to_add():
+        # Only a fetch from outside the ISR can make a new ISR candidate (a rising high
+        # watermark only makes joining harder), so ISR members skip the check.
+        if replica_id not in partition.isr and partition.isr_candidates_to_add():
             self._isr_wake.set()
 
     # -- waiting for data ------------------------------------------------------------

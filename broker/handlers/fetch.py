@@ -6,70 +6,190 @@ tells the leader how far its log reaches (which advances the high watermark
 and keeps it in the ISR). The response is built, and if it holds fewer than
 `min_bytes` and no error, the request waits (up to `max_wait_ms`) for a
 high-watermark move (consumers) or an append (followers), then is built
-again. Fetch sessions are not supported: `session_id` is 0.
+again.
+
+Followers may use incremental fetch sessions (broker/fetch_session.py): the
+leader then remembers every partition of the session and the follower's
+position in it, updates the follower state of all of them on each fetch
+(the ISR needs that), and answers only for partitions with news. Consumers
+get session_id 0: no session, full fetches, as before.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import structlog
 import trio
 
 from broker.errors import error_code_for
+from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionError, SessionPartition
 from broker.zero_copy import FileRegion
 from client.protocol import ErrorCode, FetchResponse
 
+log = structlog.get_logger("broker.fetch")
 
-def _build(ctx, request, record_follower: bool) -> tuple[list[dict], int, bool]:
-    """(topic responses, total record bytes, any error)."""
+
+@dataclass(slots=True)
+class _Wanted:
+    """One partition to answer for: from the request, or from the request's session."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    session: SessionPartition | None = None
+    listed: bool = True  # named in this request (else known from the session only)
+
+
+def _from_request(request) -> list[_Wanted]:
+    return [_Wanted(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
+            for t in request.topics for p in t.partitions]
+
+
+def _from_session(partitions: dict[tuple[str, int], SessionPartition], listed: set) -> list[_Wanted]:
+    return [_Wanted(sp.topic, sp.partition, sp.fetch_offset, sp.partition_max_bytes, sp.current_leader_epoch, sp,
+                    key in listed)
+            for key, sp in partitions.items()]
+
+
+def _open_session(ctx, request, now: float):
+    """(session or None, partitions to answer for, incremental?). Raises SessionError."""
+    sessions = ctx.fetch_sessions
+    session_id, epoch = request.session_id, request.session_epoch
+    if request.replica_id < 0 or epoch == FINAL_EPOCH:
+        if session_id and request.replica_id >= 0:
+            sessions.remove(session_id)  # epoch -1: the follower closes its session
+        elif session_id:
+            raise SessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                               f"fetch session {session_id}: sessions are kept for followers only")
+        return None, _from_request(request), False
+    if epoch == INITIAL_EPOCH:
+        if session_id:
+            sessions.remove(session_id)
+        session = sessions.create(request.replica_id, now)
+        log.info("fetch_session.created", session_id=session.session_id, replica_id=request.replica_id,
+                 partitions=sum(len(t.partitions) for t in request.topics), sessions=len(sessions))
+        incremental = False
+    else:
+        session = sessions.lookup(session_id, epoch, request.replica_id, now)
+        incremental = True
+    listed = set()
+    for t in request.topics:
+        for p in t.partitions:
+            key = (t.topic, p.partition)
+            listed.add(key)
+            known = session.partitions.get(key)
+            if known is None:
+                session.partitions[key] = SessionPartition(t.topic, p.partition, p.fetch_offset, p.log_start_offset,
+                                                           p.partition_max_bytes, p.current_leader_epoch)
+            else:
+                known.update(p.fetch_offset, p.log_start_offset, p.partition_max_bytes, p.current_leader_epoch)
+    for t in request.forgotten_topics_data or ():
+        for index in t.partitions:
+            session.partitions.pop((t.topic, index), None)
+    return session, _from_session(session.partitions, listed), incremental
+
+
+# How stale the leader's record of a follower's unchanged, caught-up position may get before
+# an idle session partition is recorded again (keeps it in the ISR; replica.lag.time.max.ms
+# is tens of seconds).
+IDLE_RECORD_INTERVAL_S = 0.5
+
+
+def _idle(w: _Wanted, record_follower: bool, ctx, replica_id: int, now: float) -> bool:
+    """True if `w` is a session partition with no news for its follower, handled here
+    without a lookup or a read: its position is the leader's log end, and the high
+    watermark and log start are the ones last sent. Most partitions of a session are."""
+    sp = w.session
+    p = sp.leader
+    if p is None or w.listed or not p.is_leader or p.leader_epoch != sp.leader_epoch:
+        return False
+    if (p.log.log_end_offset != w.fetch_offset or p.high_watermark != sp.sent_high_watermark
+            or p.log.log_start_offset != sp.sent_log_start_offset):
+        return False
+    if record_follower and (now - sp.recorded_at > IDLE_RECORD_INTERVAL_S or replica_id not in p.isr):
+        ctx.replicas.record_follower_fetch(p, replica_id, w.fetch_offset)
+        sp.recorded_at = now
+    return True
+
+
+def _build(ctx, request, wanted: list[_Wanted], record_follower: bool, incremental: bool):
+    """(topic responses, total record bytes, any error, session updates to commit if sent)."""
     follower = request.replica_id >= 0
     remaining = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     total = 0
     any_error = False
-    topics = []
-    for ftopic in request.topics:
-        parts = []
-        for fpart in ftopic.partitions:
-            entry = {"partition_index": fpart.partition, "error_code": 0, "high_watermark": -1,
-                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-                     "preferred_read_replica": -1, "records": b""}
-            try:
-                partition = ctx.replicas.get_leader(ftopic.topic, fpart.partition,
-                                                    fpart.current_leader_epoch)
-                if follower and record_follower:
-                    ctx.replicas.record_follower_fetch(partition, request.replica_id, fpart.fetch_offset)
-                entry["high_watermark"] = partition.high_watermark
-                entry["last_stable_offset"] = partition.high_watermark
-                entry["log_start_offset"] = partition.log.log_start_offset
-                if remaining > 0:
-                    # The first partition with data may exceed max_bytes by one batch (Kafka's rule).
-                    limit = min(fpart.partition_max_bytes, remaining)
-                    info = partition.read(fpart.fetch_offset, limit, committed_only=not follower)
-                    # Only the first partition with data may go over the limit (one whole batch).
-                    if info.size and (total == 0 or info.size <= limit):
-                        entry["records"] = FileRegion(info.slices)  # sent with sendfile
-                        remaining -= info.size
-                        total += info.size
-                elif not (partition.log.log_start_offset <= fpart.fetch_offset <= partition.log_end_offset):
-                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-            except Exception as exc:
-                entry["error_code"] = error_code_for(exc)
-            if entry["error_code"]:
-                any_error = True
-            parts.append(entry)
-        topics.append({"topic": ftopic.topic, "partitions": parts})
-    return topics, total, any_error
+    topics: dict[str, list[dict]] = {}
+    sent: list[tuple[SessionPartition, int, int]] = []
+    now = trio.current_time()
+    for w in wanted:
+        if incremental and w.session is not None and follower and _idle(w, record_follower, ctx,
+                                                                        request.replica_id, now):
+            continue
+        entry = {"partition_index": w.partition, "error_code": 0, "high_watermark": -1,
+                 "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                 "preferred_read_replica": -1, "records": b""}
+        has_records = False
+        try:
+            partition = ctx.replicas.get_leader(w.topic, w.partition, w.current_leader_epoch)
+            if follower and record_follower:
+                ctx.replicas.record_follower_fetch(partition, request.replica_id, w.fetch_offset)
+                if w.session is not None:
+                    w.session.recorded_at = now
+            if w.session is not None:
+                w.session.leader, w.session.leader_epoch = partition, partition.leader_epoch
+            entry["high_watermark"] = entry["last_stable_offset"] = partition.high_watermark
+            entry["log_start_offset"] = partition.log.log_start_offset
+            # Nothing to read at the end of what this fetcher may see (the idle partitions of
+            # a session, mostly): skip the read.
+            readable_end = partition.log.log_end_offset if follower else partition.high_watermark
+            if remaining > 0 and w.fetch_offset != readable_end:
+                # The first partition with data may exceed max_bytes by one batch (Kafka's rule).
+                limit = min(w.partition_max_bytes, remaining)
+                info = partition.read(w.fetch_offset, limit, committed_only=not follower)
+                if info.size and (total == 0 or info.size <= limit):
+                    entry["records"] = FileRegion(info.slices)  # sent with sendfile
+                    remaining -= info.size
+                    total += info.size
+                    has_records = True
+            elif not (partition.log.log_start_offset <= w.fetch_offset <= partition.log.log_end_offset):
+                entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        except Exception as exc:
+            entry["error_code"] = error_code_for(exc)
+        if entry["error_code"]:
+            any_error = True
+        sp = w.session
+        if incremental and sp is not None and not (
+                has_records or entry["error_code"]
+                or sp.changed_since_sent(entry["high_watermark"], entry["log_start_offset"])):
+            continue  # no news for this partition: an incremental response leaves it out
+        if sp is not None:
+            sent.append((sp, entry["high_watermark"], entry["log_start_offset"]))
+        topics.setdefault(w.topic, []).append(entry)
+    return [{"topic": name, "partitions": parts} for name, parts in topics.items()], total, any_error, sent
 
 
 async def handle(ctx, header, request, conn=None) -> FetchResponse:
-    deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000.0
+    now = trio.current_time()
+    try:
+        session, wanted, incremental = _open_session(ctx, request, now)
+    except SessionError as exc:
+        return FetchResponse(throttle_time_ms=0, error_code=exc.error_code, session_id=0, responses=[])
+    deadline = now + max(0, request.max_wait_ms) / 1000.0
     follower = request.replica_id >= 0
     first = True
     while True:
         # Taken before reading, so no wake-up is missed.
         event = ctx.replicas.append_event() if follower else ctx.replicas.data_event()
-        topics, total, any_error = _build(ctx, request, record_follower=first)
+        topics, total, any_error, sent = _build(ctx, request, wanted, first, incremental)
         first = False
         if total >= request.min_bytes or any_error or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await event.wait()
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    for sp, high_watermark, log_start_offset in sent:  # what this session's follower now knows
+        sp.sent_high_watermark, sp.sent_log_start_offset = high_watermark, log_start_offset
+    return FetchResponse(throttle_time_ms=0, error_code=0,
+                         session_id=session.session_id if session is not None else 0, responses=topics)
