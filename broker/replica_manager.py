@@ -153,11 +153,20 @@ class ReplicaManager:
 
     def _dir_for(self, key: tuple[str, int]) -> Path:
         """The log dir holding this partition: where it already is, else the least loaded."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
         name = f"{key[0]}-{key[1]}"
         for d in self.log_dirs:
             if (d / name).is_dir():
                 return d
-        return min(self.log_dirs, key=lambda d: sum(1 for _ in d.glob("*-*")) if d.is_dir() else 0)
+        # Least loaded by the partitions hosted now (globbing every dir per new partition
+        # made creating a big topic quadratic).
+        hosted = {d: 0 for d in self.log_dirs}
+        for partition in self.partitions.values():
+            parent = partition.log.dir.parent
+            if parent in hosted:
+                hosted[parent] += 1
+        return min(self.log_dirs, key=lambda d: hosted[d])
 
     def _remove_topic(self, name: str, indexes: list[int]) -> None:
         for index in indexes:

@@ -196,6 +196,7 @@ class PartitionLog:
         self._segments = segments
         self.config = config
         self._log_start_offset = log_start_offset
+        self._checkpointed: tuple[int, int] | None = None  # (recovery point, log start) on disk
         self.epoch_cache = epoch_cache
         self.producer_state = producer_state
         self._recovery_point = self.log_end_offset
@@ -223,8 +224,10 @@ class PartitionLog:
         part_dir.mkdir(parents=True, exist_ok=True)
         _finish_interrupted_operations(part_dir)
         key = (topic, partition)
-        recovery_point = _read_offset(part_dir / RECOVERY_POINT_FILE, key, 0)
-        log_start = _read_offset(part_dir / LOG_START_FILE, key, 0)
+        recovery_point, rp_clean = _read_offset(part_dir / RECOVERY_POINT_FILE, key, 0)
+        log_start, ls_clean = _read_offset(part_dir / LOG_START_FILE, key, 0)
+        # What the checkpoint files say (a missing file says the default), if they read cleanly.
+        on_disk = (recovery_point, log_start) if rp_clean and ls_clean else None
         try:
             epoch_cache = LeaderEpochCache(part_dir / LEADER_EPOCH_FILE)
         except CorruptCheckpoint as exc:
@@ -293,6 +296,7 @@ class PartitionLog:
         producer_state = ProducerStateManager(part_dir)
         log = cls(part_dir, topic, partition, config, segments, log_start, epoch_cache, producer_state, now)
         log._replay_producer_state(producer_state.load(log_start, log_end))
+        log._checkpointed = on_disk
         log._write_checkpoints()
         _log.info(
             "log.opened",
@@ -705,9 +709,20 @@ class PartitionLog:
         self._write_checkpoints()
 
     def _write_checkpoints(self) -> None:
+        """Make the recovery point and log start durable, unless the files already say so.
+
+        Each write is two fsyncs; a new, empty partition has nothing to say that a missing
+        file does not (creating a 1000-partition topic spent most of its time here), and
+        a flush that moved nothing need not rewrite them.
+        """
+        current = (self._recovery_point, self._log_start_offset)
+        if current == self._checkpointed:
+            return
         key = (self.topic, self.partition)
+        self._checkpointed = None  # unknown until both writes are done
         write_offsets(self.dir / RECOVERY_POINT_FILE, {key: self._recovery_point})
         write_offsets(self.dir / LOG_START_FILE, {key: self._log_start_offset})
+        self._checkpointed = current
 
     def close(self) -> None:
         """Flush, finalize the indexes, write checkpoints and a producer snapshot, close files."""
@@ -964,15 +979,16 @@ def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:
     return True
 
 
-def _read_offset(path: Path, key: tuple[str, int], default: int) -> int:
+def _read_offset(path: Path, key: tuple[str, int], default: int) -> tuple[int, bool]:
+    """(the offset for `key`, or `default`; False if the file is corrupt)."""
     try:
         offsets = read_offsets(path)
     except CorruptCheckpoint as exc:
         _log.warning("log.checkpoint.corrupt", path=str(path), error=str(exc))
-        return default
+        return default, False
     if offsets is None:
-        return default
-    return offsets.get(key, default)
+        return default, True
+    return offsets.get(key, default), True
 
 
 def _finish_interrupted_operations(part_dir: Path) -> None:

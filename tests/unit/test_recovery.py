@@ -9,8 +9,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from log.batch_header import iter_headers
+from log.checkpoint import read_offsets
 
-from .conftest import crash, make_batch
+from .conftest import PARTITION, TOPIC, crash, make_batch
 
 SEG0 = "00000000000000000000"
 
@@ -152,3 +153,23 @@ def test_interrupted_compaction_files_are_finished_or_removed(open_log, part_dir
     assert log.read_bytes(0, 10**6) == original
     leftovers = [p.name for p in part_dir.iterdir() if p.suffix in (".swap", ".cleaned", ".deleted")]
     assert leftovers == []
+
+
+def test_checkpoints_are_written_only_when_they_change(open_log, part_dir: Path) -> None:
+    recovery = part_dir / "recovery-point-offset-checkpoint"
+    log = open_log()
+    # A new, empty log has nothing to checkpoint that a missing file does not say (0).
+    assert not recovery.exists() and not (part_dir / "log-start-offset-checkpoint").exists()
+    log.append(make_batch(3), 0, now_ms=0)
+    log.flush()
+    assert read_offsets(recovery) == {(TOPIC, PARTITION): 3}
+    inode = recovery.stat().st_ino
+    log.flush()  # nothing moved: the file is not replaced
+    assert recovery.stat().st_ino == inode
+    crash(log)
+    recovery.write_text("garbage\n")
+    with capture_logs() as logs:
+        reopened = open_log()
+    assert "log.checkpoint.corrupt" in [e["event"] for e in logs]
+    assert reopened.log_end_offset == 3
+    assert read_offsets(recovery) == {(TOPIC, PARTITION): 3}  # a corrupt file is rewritten
