@@ -104,13 +104,17 @@ def _idle(w: _Wanted, record_follower: bool, ctx, replica_id: int, now: float) -
     watermark and log start are the ones last sent. Most partitions of a session are."""
     sp = w.session
     p = sp.leader
-    if p is None or w.listed or not p.is_leader or p.leader_epoch != sp.leader_epoch:
+    if (p is None or w.listed or not p.is_leader or p.leader_epoch != sp.leader_epoch
+            or ctx.replicas.partitions.get((w.topic, w.partition)) is not p):  # deleted and re-created
         return False
     if (p.log.log_end_offset != w.fetch_offset or p.high_watermark != sp.sent_high_watermark
             or p.log.log_start_offset != sp.sent_log_start_offset):
         return False
     if record_follower and (now - sp.recorded_at > IDLE_RECORD_INTERVAL_S or replica_id not in p.isr):
-        ctx.replicas.record_follower_fetch(p, replica_id, w.fetch_offset)
+        try:
+            ctx.replicas.record_follower_fetch(p, replica_id, w.fetch_offset)
+        except Exception:
+            return False  # the full path answers with the error (e.g. no longer a replica)
         sp.recorded_at = now
     return True
 
