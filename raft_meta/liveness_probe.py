@@ -62,8 +62,7 @@ async def probe_endpoint(host: str, port: int, timeout_s: float) -> Reachability
             if result is Reachability.LISTENING:
                 return result
             results.append(result)
-        if results and all(r is Reachability.REFUSED for r in results):
-            return Reachability.REFUSED
+        return _verdict(results)
     return Reachability.UNKNOWN
 
 
@@ -79,6 +78,11 @@ async def probe_listeners(listeners: Iterable[tuple[str, str, int]], timeout_s: 
         if result is Reachability.LISTENING:
             return result
         results.append(result)
+    return _verdict(results)
+
+
+def _verdict(results: list[Reachability]) -> Reachability:
+    """No endpoint listened: REFUSED if there was one and every one refused, else UNKNOWN."""
     if results and all(r is Reachability.REFUSED for r in results):
         return Reachability.REFUSED
     return Reachability.UNKNOWN

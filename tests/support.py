@@ -27,6 +27,18 @@ def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: floa
         time.sleep(interval)
 
 
+async def wait_until_async(predicate: Callable[[], object], timeout: float, what: str = "condition") -> None:
+    """`wait_until` for trio tests: poll `predicate` (no exceptions expected) under a deadline."""
+    import trio
+
+    try:
+        with trio.fail_after(timeout):
+            while not predicate():
+                await trio.sleep(0.02)  # polling a condition under a deadline
+    except trio.TooSlowError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (bind to 0 and release)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

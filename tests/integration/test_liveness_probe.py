@@ -33,7 +33,7 @@ from tests.integration.cluster_support import (
     wait_partition,
 )
 from tests.integration.quorum_procs import free_low_port
-from tests.support import free_port, wait_until
+from tests.support import free_port, wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,12 +60,6 @@ def _config(tmp_path: Path):
         "broker.heartbeat.interval.ms": "20000",
         "default.replication.factor": "2",
     }, env={})
-
-
-async def _wait(predicate, timeout: float, what: str) -> None:
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.02)  # polling a condition under a deadline
 
 
 async def test_lost_control_connection_fences_a_gone_broker_and_spares_a_listening_one(tmp_path: Path) -> None:
@@ -100,13 +94,13 @@ async def test_lost_control_connection_fences_a_gone_broker_and_spares_a_listeni
 
             # The "paused" broker's connection ends: probed (with follow-ups), found listening, left alone.
             await clients[2].aclose()
-            await _wait(lambda: controller.probes["listening"] >= PROBES_PER_HINT, 10, "the probes of broker 2")
+            await wait_until_async(lambda: controller.probes["listening"] >= PROBES_PER_HINT, 10, "the probes of broker 2")
             assert not loader.image.brokers[2].fenced
             assert controller.probes["refused"] == 0
 
             # The gone broker's connection ends: probed, refused, fenced; its leaderships move.
             await clients[3].aclose()
-            await _wait(lambda: loader.image.brokers[3].fenced, 10, "broker 3 fenced by the probe")
+            await wait_until_async(lambda: loader.image.brokers[3].fenced, 10, "broker 3 fenced by the probe")
             assert controller.probes["refused"] >= 1
             parts = loader.image.topics[topic_id].partitions.values()
             assert all(p.leader == 2 and 3 not in p.isr for p in parts)

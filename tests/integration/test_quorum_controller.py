@@ -14,6 +14,7 @@ from raft_meta.node_config import parse_node_config
 from raft_meta.quorum import open_quorum, open_quorum_from_config
 from raft_meta.records import ControllerClaim
 from tests.integration.quorum_procs import free_low_port
+from tests.support import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
 L = (("PLAINTEXT", "127.0.0.1", 9092),)
@@ -34,12 +35,6 @@ def _config(tmp_path: Path, **extra: str):
         **extra,
     }
     return parse_node_config(props, env={})
-
-
-async def _wait(predicate, timeout: float, what: str) -> None:
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.02)  # polling a condition under a deadline
 
 
 async def test_controller_registers_places_fences_and_unfences(tmp_path: Path) -> None:
@@ -80,8 +75,8 @@ async def test_controller_registers_places_fences_and_unfences(tmp_path: Path) -
                 await trio.sleep(0.1)
 
         nursery.start_soon(keep_alive)
-        await _wait(lambda: loader.image.brokers[1].fenced, 10, "broker 1 fenced")
-        await _wait(lambda: all(loader.image.partition(topic_id, i).leader != 1 for i in led_by_1), 10, "leaders moved")
+        await wait_until_async(lambda: loader.image.brokers[1].fenced, 10, "broker 1 fenced")
+        await wait_until_async(lambda: all(loader.image.partition(topic_id, i).leader != 1 for i in led_by_1), 10, "leaders moved")
         for i in led_by_1:
             part = loader.image.partition(topic_id, i)
             assert part.leader_epoch == 1 and 1 not in part.isr
