@@ -38,7 +38,8 @@ def next_epoch(epoch: int) -> int:
 
 @dataclass(slots=True)
 class SessionPartition:
-    """A partition of a session: the follower's last stated position, and what was last sent."""
+    """A partition a fetch answers for: the fetcher's stated position and, when a session
+    keeps it across requests, what was last sent for it."""
 
     topic: str
     partition: int

@@ -91,4 +91,4 @@ async def append_and_wait(partition: Partition, records: Sequence[tuple[bytes, b
     Raises the partition's errors (NotLeaderOrFollower, NotEnoughReplicas, RequestTimedOut...)."""
     batch = encode_batch([Record(key, value) for key, value in records])
     info = partition.append_as_leader(batch, -1)
-    await partition.wait_for_high_watermark(info.last_offset + 1, timeout_s)
+    await partition.wait_for_high_watermark(info.last_offset + 1, trio.current_time() + timeout_s)

@@ -238,15 +238,16 @@ class Partition:
         event.set()
         self._on_high_watermark()
 
-    async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> None:
+    async def wait_for_high_watermark(self, offset: int, deadline: float) -> None:
         """Wait until the HW reaches `offset` (acks=all purgatory).
 
-        Raises RequestTimedOut after `timeout_s`, NotLeaderOrFollower if this
+        Raises RequestTimedOut at `deadline` (trio clock: the request's arrival plus its
+        timeout, however long it queued behind others), NotLeaderOrFollower if this
         replica stops leading meanwhile, NotEnoughReplicasAfterAppend if the
         ISR fell below min.insync.replicas before the write was replicated.
         """
         epoch = self.leader_epoch
-        with trio.move_on_after(timeout_s):
+        with trio.move_on_at(deadline):
             while self.high_watermark < offset:
                 if not self.is_leader or self.leader_epoch != epoch:
                     raise NotLeaderOrFollower(
@@ -260,7 +261,8 @@ class Partition:
                 )
             return
         raise RequestTimedOut(
-            f"{self.topic}-{self.index}: offset {offset} not replicated to the ISR within {timeout_s:.1f}s"
+            f"{self.topic}-{self.index}: offset {offset} not replicated to the ISR before the request timed out "
+            f"(high watermark {self.high_watermark}, ISR {list(self.isr)})"
         )
 
     # -- follower side ---------------------------------------------------------------

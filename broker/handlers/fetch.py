@@ -17,8 +17,6 @@ get session_id 0: no session, full fetches, as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import structlog
 import trio
 
@@ -30,32 +28,17 @@ from client.protocol import ErrorCode, FetchResponse
 log = structlog.get_logger("broker.fetch")
 
 
-@dataclass(slots=True)
-class _Wanted:
-    """One partition to answer for: from the request, or from the request's session."""
-
-    topic: str
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int
-    session: SessionPartition | None = None
-    listed: bool = True  # named in this request (else known from the session only)
-
-
-def _from_request(request) -> list[_Wanted]:
-    return [_Wanted(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
+def _from_request(request) -> list[SessionPartition]:
+    """A sessionless fetch's partitions (the same record type, kept for this request only)."""
+    return [SessionPartition(t.topic, p.partition, p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
+                             p.current_leader_epoch)
             for t in request.topics for p in t.partitions]
 
 
-def _from_session(partitions: dict[tuple[str, int], SessionPartition], listed: set) -> list[_Wanted]:
-    return [_Wanted(sp.topic, sp.partition, sp.fetch_offset, sp.partition_max_bytes, sp.current_leader_epoch, sp,
-                    key in listed)
-            for key, sp in partitions.items()]
-
-
 def _open_session(ctx, request, now: float):
-    """(session or None, partitions to answer for, incremental?). Raises SessionError."""
+    """(session or None, partitions to answer for, keys the request listed, incremental?).
+
+    Raises SessionError."""
     sessions = ctx.fetch_sessions
     session_id, epoch = request.session_id, request.session_epoch
     if request.replica_id < 0 or epoch == FINAL_EPOCH:
@@ -64,7 +47,7 @@ def _open_session(ctx, request, now: float):
         elif session_id:
             raise SessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                f"fetch session {session_id}: sessions are kept for followers only")
-        return None, _from_request(request), False
+        return None, _from_request(request), frozenset(), False
     if epoch == INITIAL_EPOCH:
         if session_id:
             sessions.remove(session_id)
@@ -89,7 +72,7 @@ def _open_session(ctx, request, now: float):
     for t in request.forgotten_topics_data or ():
         for index in t.partitions:
             session.partitions.pop((t.topic, index), None)
-    return session, _from_session(session.partitions, listed), incremental
+    return session, list(session.partitions.values()), listed, incremental
 
 
 # How stale the leader's record of a follower's unchanged, caught-up position may get before
@@ -98,29 +81,32 @@ def _open_session(ctx, request, now: float):
 IDLE_RECORD_INTERVAL_S = 0.5
 
 
-def _idle(w: _Wanted, record_follower: bool, ctx, replica_id: int, now: float) -> bool:
-    """True if `w` is a session partition with no news for its follower, handled here
-    without a lookup or a read: its position is the leader's log end, and the high
-    watermark and log start are the ones last sent. Most partitions of a session are."""
-    sp = w.session
+def _idle(sp: SessionPartition, record_follower: bool, ctx, replica_id: int, now: float) -> bool:
+    """True if `sp`, a session partition the request did not list, has no news for its
+    follower and is handled here without a lookup or a read: its position is the
+    leader's log end, and the high watermark and log start are the ones last sent.
+    Most partitions of a session are."""
     p = sp.leader
-    if (p is None or w.listed or not p.is_leader or p.leader_epoch != sp.leader_epoch
-            or ctx.replicas.partitions.get((w.topic, w.partition)) is not p):  # deleted and re-created
+    if (p is None or not p.is_leader or p.leader_epoch != sp.leader_epoch
+            or ctx.replicas.partitions.get((sp.topic, sp.partition)) is not p):  # deleted and re-created
         return False
-    if (p.log.log_end_offset != w.fetch_offset or p.high_watermark != sp.sent_high_watermark
+    if (p.log.log_end_offset != sp.fetch_offset or p.high_watermark != sp.sent_high_watermark
             or p.log.log_start_offset != sp.sent_log_start_offset):
         return False
     if record_follower and (now - sp.recorded_at > IDLE_RECORD_INTERVAL_S or replica_id not in p.isr):
         try:
-            ctx.replicas.record_follower_fetch(p, replica_id, w.fetch_offset)
+            ctx.replicas.record_follower_fetch(p, replica_id, sp.fetch_offset)
         except Exception:
             return False  # the full path answers with the error (e.g. no longer a replica)
         sp.recorded_at = now
     return True
 
 
-def _build(ctx, request, wanted: list[_Wanted], record_follower: bool, incremental: bool):
-    """(topic responses, total record bytes, any error, session updates to commit if sent)."""
+def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower: bool, incremental: bool):
+    """(topic responses, total record bytes, any error, session updates to commit if sent).
+
+    `incremental`: `wanted` are a session's partitions and the response names only those
+    with news; `listed` are the keys this request named (their positions may have moved)."""
     follower = request.replica_id >= 0
     remaining = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     total = 0
@@ -129,8 +115,8 @@ def _build(ctx, request, wanted: list[_Wanted], record_follower: bool, increment
     sent: list[tuple[SessionPartition, int, int]] = []
     now = trio.current_time()
     for w in wanted:
-        if incremental and w.session is not None and follower and _idle(w, record_follower, ctx,
-                                                                        request.replica_id, now):
+        if (incremental and follower and (w.topic, w.partition) not in listed
+                and _idle(w, record_follower, ctx, request.replica_id, now)):
             continue
         entry = {"partition_index": w.partition, "error_code": 0, "high_watermark": -1,
                  "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
@@ -140,10 +126,8 @@ def _build(ctx, request, wanted: list[_Wanted], record_follower: bool, increment
             partition = ctx.replicas.get_leader(w.topic, w.partition, w.current_leader_epoch)
             if follower and record_follower:
                 ctx.replicas.record_follower_fetch(partition, request.replica_id, w.fetch_offset)
-                if w.session is not None:
-                    w.session.recorded_at = now
-            if w.session is not None:
-                w.session.leader, w.session.leader_epoch = partition, partition.leader_epoch
+                w.recorded_at = now
+            w.leader, w.leader_epoch = partition, partition.leader_epoch
             entry["high_watermark"] = entry["last_stable_offset"] = partition.high_watermark
             entry["log_start_offset"] = partition.log.log_start_offset
             # Nothing to read at the end of what this fetcher may see (the idle partitions of
@@ -164,13 +148,10 @@ def _build(ctx, request, wanted: list[_Wanted], record_follower: bool, increment
             entry["error_code"] = error_code_for(exc)
         if entry["error_code"]:
             any_error = True
-        sp = w.session
-        if incremental and sp is not None and not (
-                has_records or entry["error_code"]
-                or sp.changed_since_sent(entry["high_watermark"], entry["log_start_offset"])):
+        if incremental and not (has_records or entry["error_code"]
+                                or w.changed_since_sent(entry["high_watermark"], entry["log_start_offset"])):
             continue  # no news for this partition: an incremental response leaves it out
-        if sp is not None:
-            sent.append((sp, entry["high_watermark"], entry["log_start_offset"]))
+        sent.append((w, entry["high_watermark"], entry["log_start_offset"]))
         topics.setdefault(w.topic, []).append(entry)
     return [{"topic": name, "partitions": parts} for name, parts in topics.items()], total, any_error, sent
 
@@ -178,7 +159,7 @@ def _build(ctx, request, wanted: list[_Wanted], record_follower: bool, increment
 async def handle(ctx, header, request, conn=None) -> FetchResponse:
     now = trio.current_time()
     try:
-        session, wanted, incremental = _open_session(ctx, request, now)
+        session, wanted, listed, incremental = _open_session(ctx, request, now)
     except SessionError as exc:
         return FetchResponse(throttle_time_ms=0, error_code=exc.error_code, session_id=0, responses=[])
     deadline = now + max(0, request.max_wait_ms) / 1000.0
@@ -187,13 +168,14 @@ async def handle(ctx, header, request, conn=None) -> FetchResponse:
     while True:
         # Taken before reading, so no wake-up is missed.
         event = ctx.replicas.append_event() if follower else ctx.replicas.data_event()
-        topics, total, any_error, sent = _build(ctx, request, wanted, first, incremental)
+        topics, total, any_error, sent = _build(ctx, request, wanted, listed, first, incremental)
         first = False
         if total >= request.min_bytes or any_error or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await event.wait()
-    for sp, high_watermark, log_start_offset in sent:  # what this session's follower now knows
-        sp.sent_high_watermark, sp.sent_log_start_offset = high_watermark, log_start_offset
+    if session is not None:
+        for sp, high_watermark, log_start_offset in sent:  # what this session's follower now knows
+            sp.sent_high_watermark, sp.sent_log_start_offset = high_watermark, log_start_offset
     return FetchResponse(throttle_time_ms=0, error_code=0,
                          session_id=session.session_id if session is not None else 0, responses=topics)

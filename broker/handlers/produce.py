@@ -101,7 +101,7 @@ async def _wait_for_replication(results: dict, waits: list, deadline: float) -> 
     # passes), as concurrent waits would, without a task and a nursery per request.
     for key, partition, offset in waits:
         try:
-            await partition.wait_for_high_watermark(offset, max(0.0, deadline - trio.current_time()))
+            await partition.wait_for_high_watermark(offset, deadline)
         except Exception as exc:
             result = results[key]
             result["error_code"] = error_code_for(exc)
