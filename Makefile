@@ -27,10 +27,10 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# Re-resolve the lock after changing pins in pyproject.toml.
+# Re-resolve the lock: the newest versions pyproject.toml's ranges allow, pinned exactly.
 lock: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[spark,chaos,dev]'
-	( echo '# Locked, transitive pins for Python 3.11 (regenerate: make lock). pyproject.toml holds the direct pins.'; \
+	$(PY) -m pip install --quiet --upgrade -e '.[spark,chaos,dev]'
+	( echo '# Locked, transitive pins for Python 3.11 (regenerate: make lock). pyproject.toml holds the direct ranges.'; \
 	  $(PY) -m pip freeze --all --exclude-editable --exclude pip ) > requirements.lock
 
 clean:

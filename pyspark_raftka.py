@@ -4,6 +4,6 @@ PySpark registers the `DefaultSource` of every importable top-level module
 whose name starts with `pyspark_` when a session starts.
 """
 
-from spark_source.data_source import RaftkaDataSource as DefaultSource
+from raftka.spark_source.data_source import RaftkaDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

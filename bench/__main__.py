@@ -6,7 +6,7 @@ import os
 import platform
 import sys
 
-from bench import cluster_bench, limits_bench, log_bench, peer_bench, spark_bench
+from bench import cluster_bench, limits_bench, log_bench, peer_bench, spark_bench, startup_bench
 
 
 def main() -> None:
@@ -17,6 +17,8 @@ def main() -> None:
           f"{platform.machine()}, {os.cpu_count()} CPUs")
     print("\n## Physical limits of this machine\n")
     print(limits_bench.format_table(limits_bench.run()))
+    print("\n## raftka as a library: imports, 1-node start to first ack, pytest fixture set-up\n")
+    print(startup_bench.format_table(startup_bench.run()))
     print("\n## log/: partition-log append and read (1 KiB records, no fsync)\n")
     print(log_bench.format_table(log_bench.run()))
     print("\n## Brokers: throughput, latency, failover (1 KiB records, real processes on loopback)\n")

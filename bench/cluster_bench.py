@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import confluent_kafka
 
-from client.admin import NewTopic
-from client.blocking import Admin, Consumer
-from client.errors import TopicAlreadyExistsError
-from client.records import TopicPartition
-from raftka.local_cluster import LocalCluster
+from raftka.client.admin import NewTopic
+from raftka.client.blocking import Admin, Consumer
+from raftka.client.errors import TopicAlreadyExistsError
+from raftka.client.local_cluster import LocalCluster
+from raftka.client.records import TopicPartition
 
 RECORD = 1024
 MB = 1_000_000
@@ -39,7 +39,7 @@ class Row:
 
 
 def _free_base(nodes: int) -> int:
-    from tests.integration.cluster_support import free_port_base
+    from raftka.client.local_cluster import free_port_base
 
     return free_port_base(nodes)
 
@@ -93,7 +93,7 @@ def _sdk_produce(bootstrap: str, topic: str, count: int, acks) -> float:
     blocking facade adds a thread hop per send and measures that instead)."""
     import trio
 
-    from client.perf import ProducePerfConfig, produce_perf
+    from raftka.client.perf import ProducePerfConfig, produce_perf
 
     config = ProducePerfConfig(bootstrap, topic, count, RECORD, acks=str(acks),
                                batch_size=1 << 20, linger_ms=5)

@@ -167,7 +167,7 @@ def raftka_sdk_publish(count: int) -> float:
     import trio
 
     from bench.cluster_bench import _cluster, _create
-    from client.perf import ProducePerfConfig, produce_perf
+    from raftka.client.perf import ProducePerfConfig, produce_perf
 
     with tempfile.TemporaryDirectory(prefix="raftka-bench-peer-") as tmp:
         cluster = _cluster(tmp, 3)

@@ -12,7 +12,6 @@ best of `repeats` reads after one warm-up read. Goal: >= 500 000 rows/s.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -21,8 +20,8 @@ from pathlib import Path
 
 import trio
 
-from client import AsyncAdmin, AsyncProducer, NewTopic
-from raftka.local_cluster import PORT_STRIDE, LocalCluster
+from raftka.client import AsyncAdmin, AsyncProducer, NewTopic
+from raftka.client.local_cluster import LocalCluster
 
 TOPIC = "bench-spark"
 PARTITIONS = 3
@@ -40,18 +39,6 @@ class Row:
         return self.rows / self.seconds
 
 
-def _free_port_base() -> int:
-    for base in range(21000, 31000, 3 * PORT_STRIDE):
-        try:
-            for offset in (0, 1, 2):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + offset))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free port range for the benchmark node")
-
-
 async def _fill(bootstrap: str, count: int) -> None:
     async with AsyncAdmin(bootstrap) as admin:
         await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
@@ -67,7 +54,7 @@ async def _fill(bootstrap: str, count: int) -> None:
 def _spark():
     from pyspark.sql import SparkSession
 
-    from spark_source import RaftkaDataSource
+    from raftka.spark_source import RaftkaDataSource
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (SparkSession.builder.master("local[2]").appName("raftka-spark-bench")
@@ -82,9 +69,9 @@ def _spark():
 
 def _decode_only(bootstrap: str, count: int) -> float:
     """Seconds to fetch and decode every record on one core, no Spark."""
-    from spark_source.log_reader import iter_range_batches
-    from spark_source.offset_ranges import OffsetRange
-    from spark_source.options import parse_options
+    from raftka.spark_source.log_reader import iter_range_batches
+    from raftka.spark_source.offset_ranges import OffsetRange
+    from raftka.spark_source.options import parse_options
 
     options = parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC})
     start = time.perf_counter()
@@ -110,11 +97,9 @@ def _best_noop_write(df, repeats: int) -> float:
 
 def run(count: int = 1_000_000, repeats: int = 3) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="raftka-spark-bench-") as tmp:
-        cluster = LocalCluster(Path(tmp), 1, port_base=_free_port_base(),
-                               extra_config={"num.partitions": str(PARTITIONS)})
+        cluster = LocalCluster(Path(tmp), 1, extra_config={"num.partitions": str(PARTITIONS)})
         try:
-            cluster.start()
-            cluster.wait_ready(60)
+            cluster.start_and_wait(60)
             bootstrap = cluster.bootstrap_servers
             trio.run(_fill, bootstrap, count)
             spark = _spark()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.controller_channel import ControllerChannel
-from broker.fetch_session import FetchSessionCache
-from broker.group_coordinator import GroupCoordinator
-from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import ReplicaManager
-from raft_meta.image import MetadataImage
-from raft_meta.metadata_loader import MetadataLoader
-from raft_meta.node_config import NodeConfig
+from raftka.broker.controller_channel import ControllerChannel
+from raftka.broker.fetch_session import FetchSessionCache
+from raftka.broker.group_coordinator import GroupCoordinator
+from raftka.broker.producer_ids import ProducerIdManager
+from raftka.broker.replica_manager import ReplicaManager
+from raftka.raft_meta.image import MetadataImage
+from raftka.raft_meta.metadata_loader import MetadataLoader
+from raftka.raft_meta.node_config import NodeConfig
 
 
 @dataclass

@@ -31,9 +31,9 @@ import cbor2
 import structlog
 import trio
 
-from raft_meta.controller import Controller, HeartbeatReply
-from raft_meta.controller_errors import KAFKA_ERROR_CODES, ControllerError
-from raft_meta.metadata_loader import MetadataLoader
+from raftka.raft_meta.controller import Controller, HeartbeatReply
+from raftka.raft_meta.controller_errors import KAFKA_ERROR_CODES, ControllerError
+from raftka.raft_meta.metadata_loader import MetadataLoader
 
 log = structlog.get_logger("broker.control_rpc")
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.control_rpc import ControlRpcClient, heartbeat_reply
-from raft_meta.controller import Controller, HeartbeatReply
-from raft_meta.controller_errors import ControllerError
-from raft_meta.metadata_loader import MetadataLoader
-from raft_meta.node_config import NodeConfig
+from raftka.broker.control_rpc import ControlRpcClient, heartbeat_reply
+from raftka.raft_meta.controller import Controller, HeartbeatReply
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.metadata_loader import MetadataLoader
+from raftka.raft_meta.node_config import NodeConfig
 
 
 class ControllerChannel:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import structlog
 
-from broker.partition import PartitionError
-from broker.replica_manager import UnknownTopicOrPartition
-from client.protocol import ErrorCode
-from log.errors import (
+from raftka.broker.partition import PartitionError
+from raftka.broker.replica_manager import UnknownTopicOrPartition
+from raftka.client.protocol import ErrorCode
+from raftka.log.errors import (
     CorruptRecord,
     InvalidProducerEpoch,
     InvalidRecord,
@@ -16,7 +16,7 @@ from log.errors import (
     RecordTooLarge,
     UnsupportedCompression,
 )
-from raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.controller_errors import ControllerError
 
 log = structlog.get_logger("broker.errors")
 

@@ -25,7 +25,7 @@ import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from client.protocol import ErrorCode
+from raftka.client.protocol import ErrorCode
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

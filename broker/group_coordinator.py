@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
-from broker.group_metadata_manager import OFFSETS_TOPIC, append_and_wait, load_partition
-from broker.group_records import (
+from raftka.broker.group_metadata_manager import OFFSETS_TOPIC, append_and_wait, load_partition
+from raftka.broker.group_records import (
     GroupMetadata,
     group_key,
     group_value,
@@ -31,7 +31,7 @@ from broker.group_records import (
     offset_value,
     partition_for_group,
 )
-from broker.group_state import (
+from raftka.broker.group_state import (
     CommittedOffset,
     GroupPhase,
     GroupState,
@@ -39,10 +39,10 @@ from broker.group_state import (
     Reply,
     SyncResult,
 )
-from broker.partition import NotLeaderOrFollower, Partition, PartitionError
-from broker.replica_manager import ReplicaManager
-from client.protocol import ErrorCode
-from raft_meta.node_config import NodeConfig
+from raftka.broker.partition import NotLeaderOrFollower, Partition, PartitionError
+from raftka.broker.replica_manager import ReplicaManager
+from raftka.client.protocol import ErrorCode
+from raftka.raft_meta.node_config import NodeConfig
 
 log = structlog.get_logger("broker.group_coordinator")
 

@@ -14,16 +14,16 @@ from collections.abc import Callable, Sequence
 import structlog
 import trio
 
-from broker.group_records import (
+from raftka.broker.group_records import (
     GroupKey,
     OffsetKey,
     decode_group_value,
     decode_key,
     decode_offset_value,
 )
-from broker.group_state import GroupState
-from broker.partition import Partition
-from log.record_batch import Record, encode_batch, iter_batches
+from raftka.broker.group_state import GroupState
+from raftka.broker.partition import Partition
+from raftka.log.record_batch import Record, encode_batch, iter_batches
 
 log = structlog.get_logger("broker.group_metadata")
 

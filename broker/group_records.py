@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from broker.group_state import CommittedOffset, Member
+from raftka.broker.group_state import CommittedOffset, Member
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2

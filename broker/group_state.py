@@ -33,8 +33,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from client.group_protocol import PROTOCOL_TYPE, decode_subscription
-from client.protocol import ErrorCode
+from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription
+from raftka.client.protocol import ErrorCode
 
 NONE = 0
 UNKNOWN_MEMBER_ID = int(ErrorCode.UNKNOWN_MEMBER_ID)

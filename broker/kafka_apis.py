@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import structlog
 
-from broker.handlers import (
+from raftka.broker.handlers import (
     api_versions,
     describe_configs,
     describe_quorum,
@@ -24,9 +24,9 @@ from broker.handlers import (
     produce,
     topics_admin,
 )
-from broker.network import CloseConnection, ConnectionInfo, Deferred
-from broker.zero_copy import ChunkedResponse
-from client.protocol import (
+from raftka.broker.network import CloseConnection, ConnectionInfo, Deferred
+from raftka.broker.zero_copy import ChunkedResponse
+from raftka.client.protocol import (
     ApiKey,
     ProtocolError,
     UnknownApi,

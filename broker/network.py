@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.zero_copy import ChunkedResponse, send_response
-from client.protocol import FrameDecoder, FrameTooLarge, ProtocolError
+from raftka.broker.zero_copy import ChunkedResponse, send_response
+from raftka.client.protocol import FrameDecoder, FrameTooLarge, ProtocolError
 
 log = structlog.get_logger("broker.network")
 

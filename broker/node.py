@@ -16,20 +16,20 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.context import BrokerContext
-from broker.control_rpc import ControlRpcServer
-from broker.controller_channel import ControllerChannel
-from broker.group_coordinator import GroupCoordinator
-from broker.kafka_apis import KafkaApis
-from broker.network import serve_listener
-from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import ReplicaManager
-from raft_meta.controller import Controller
-from raft_meta.controller_errors import ControllerError
-from raft_meta.metadata_loader import MetadataLoader
-from raft_meta.node_config import NodeConfig
-from raft_meta.quorum import open_quorum_from_config
-from raft_meta.storage_format import verify_storage
+from raftka.broker.context import BrokerContext
+from raftka.broker.control_rpc import ControlRpcServer
+from raftka.broker.controller_channel import ControllerChannel
+from raftka.broker.group_coordinator import GroupCoordinator
+from raftka.broker.kafka_apis import KafkaApis
+from raftka.broker.network import serve_listener
+from raftka.broker.producer_ids import ProducerIdManager
+from raftka.broker.replica_manager import ReplicaManager
+from raftka.raft_meta.controller import Controller
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.metadata_loader import MetadataLoader
+from raftka.raft_meta.node_config import NodeConfig
+from raftka.raft_meta.quorum import open_quorum_from_config
+from raftka.raft_meta.storage_format import verify_storage
 
 log = structlog.get_logger("broker.node")
 
@@ -108,9 +108,18 @@ class BrokerNode:
                         )
                         port = sockets[0].socket.getsockname()[1]
                         self.bound.append(BoundListener(endpoint.name, endpoint.host, port))
-                    await self._register(ctx)
-                    nursery.start_soon(self._heartbeat_loop, ctx)
-                    await self._wait_unfenced(ctx)
+                    with trio.CancelScope() as startup:
+                        # A shutdown asked for while starting (SIGTERM, the launcher gone) ends
+                        # start-up at once: there is nothing to hand over yet.
+                        nursery.start_soon(self._cancel_on_shutdown, startup)
+                        await self._register(ctx)
+                        nursery.start_soon(self._heartbeat_loop, ctx)
+                        await self._wait_unfenced(ctx)
+                    if self.shutdown_requested.is_set():
+                        log.info("node.start_abandoned", node_id=config.node_id)
+                        await channel.aclose()
+                        nursery.cancel_scope.cancel()
+                        return
                     ctx.serving = True
                     log.info("node.started", node_id=config.node_id,
                              listeners=[f"{b.name}://{b.host}:{b.port}" for b in self.bound],
@@ -124,6 +133,10 @@ class BrokerNode:
         finally:
             replicas.close()
             log.info("node.stopped", node_id=config.node_id)
+
+    async def _cancel_on_shutdown(self, scope: trio.CancelScope) -> None:
+        await self.shutdown_requested.wait()
+        scope.cancel()
 
     async def _allocate_producer_ids(self) -> tuple[int, int]:
         assert self.ctx is not None
@@ -152,12 +165,16 @@ class BrokerNode:
                 return
             except ControllerError as exc:
                 log.info("broker.register_retry", reason=exc.message)
-                await self._wait_for_controller(ctx)
-                await trio.sleep(REGISTER_RETRY_S)  # pacing: the refusal may last a session timeout
+                if not await self._wait_for_controller(ctx):
+                    await trio.sleep(REGISTER_RETRY_S)  # pacing: the refusal may last a session timeout
 
-    async def _wait_for_controller(self, ctx: BrokerContext) -> None:
+    async def _wait_for_controller(self, ctx: BrokerContext) -> bool:
+        """Wait (up to 0.5 s) for an active controller; True if one appeared while waiting."""
+        known = ctx.loader.active_controller_epoch() is not None
         with trio.move_on_after(0.5):
             await ctx.loader.wait_active_controller()
+            return not known
+        return False
 
     async def _heartbeat_once(self, ctx: BrokerContext, want_shutdown: bool = False):
         return await ctx.controller.heartbeat(self.config.node_id, ctx.broker_epoch, ctx.image.offset,

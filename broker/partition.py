@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from log.partition_log import AppendInfo, PartitionLog, ReadInfo
-from raft_meta.image import PartitionImage
+from raftka.log.partition_log import AppendInfo, PartitionLog, ReadInfo
+from raftka.raft_meta.image import PartitionImage
 
 log = structlog.get_logger("broker.partition")
 

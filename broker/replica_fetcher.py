@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
-from client.connection import BrokerConnection
-from client.errors import KafkaConnectionError, KafkaTimeoutError
-from client.protocol import ApiKey, ErrorCode
-from log.errors import LogError
-from log.partition_log import OffsetsNotContiguous
+from raftka.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
+from raftka.client.connection import BrokerConnection
+from raftka.client.errors import KafkaConnectionError, KafkaTimeoutError
+from raftka.client.protocol import ApiKey, ErrorCode
+from raftka.log.errors import LogError
+from raftka.log.partition_log import OffsetsNotContiguous
 
 log = structlog.get_logger("broker.replica_fetcher")
 

@@ -20,14 +20,14 @@ from pathlib import Path
 import structlog
 import trio
 
-from broker.partition import NotLeaderOrFollower, Partition
-from broker.replica_fetcher import ReplicaFetcherManager
-from broker.topic_config import TopicConfig, effective_topic_config
-from log.checkpoint import read_offsets, write_offsets
-from log.partition_log import PartitionLog
-from raft_meta.controller_errors import ControllerError
-from raft_meta.image import MetadataDelta, MetadataImage
-from raft_meta.node_config import NodeConfig
+from raftka.broker.partition import NotLeaderOrFollower, Partition
+from raftka.broker.replica_fetcher import ReplicaFetcherManager
+from raftka.broker.topic_config import TopicConfig, effective_topic_config
+from raftka.log.checkpoint import read_offsets, write_offsets
+from raftka.log.partition_log import PartitionLog
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.image import MetadataDelta, MetadataImage
+from raftka.raft_meta.node_config import NodeConfig
 
 log = structlog.get_logger("broker.replica_manager")
 

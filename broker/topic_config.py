@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from log.config import LogConfig
-from raft_meta.node_config import NodeConfig
+from raftka.log.config import LogConfig
+from raftka.raft_meta.node_config import NodeConfig
 
 # Topic-level keys that are not the log's business.
 REPLICATION_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")

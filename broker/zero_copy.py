@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import trio
 
-from log.partition_log import FileSlice
+from raftka.log.partition_log import FileSlice
 
 # Below this many bytes a region is cheaper to read and copy than to sendfile.
 SENDFILE_MIN_BYTES = 16 * 1024

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.history import NEMESIS, Op
+from raftka.chaos.history import NEMESIS, Op
 
 ANOMALIES = (
     "lost-write", "unseen", "duplicate", "inconsistent-offsets", "G1a", "nonmonotonic-send",

@@ -18,12 +18,16 @@ quorum path and broker->controller calls (heartbeats, AlterPartition) alike.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from chaos.proxy import ProxyNet, Route
-from raftka.local_cluster import FAST_FAILURE_DETECTION, PORT_STRIDE, LocalCluster
+from raftka.chaos.proxy import ProxyNet, Route
+from raftka.client.local_cluster import (
+    FAST_FAILURE_DETECTION,
+    PORT_STRIDE,
+    LocalCluster,
+    free_port_base,
+)
 
 REAL_CLIENT_OFFSET = 50
 QUORUM_BIND_HOST = "127.0.0.2"
@@ -31,31 +35,18 @@ HOST = "127.0.0.1"
 
 
 
-def _free(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def ports_free(base: int, nodes: int) -> bool:
+def proxied_ports(base: int, nodes: int) -> list[tuple[str, int]]:
+    """Every (host, port) a proxied layout at `base` needs: the proxies' and the nodes' own."""
+    out = []
     for i in range(nodes):
         c = base + PORT_STRIDE * i
-        wanted = [(HOST, c), (HOST, c + 1), (HOST, c + 2), (HOST, c + REAL_CLIENT_OFFSET),
-                  (QUORUM_BIND_HOST, c + 1), (QUORUM_BIND_HOST, c + 2)]
-        if not all(_free(h, p) for h, p in wanted):
-            return False
-    return True
+        out += [(HOST, c), (HOST, c + 1), (HOST, c + 2), (HOST, c + REAL_CLIENT_OFFSET),
+                (QUORUM_BIND_HOST, c + 1), (QUORUM_BIND_HOST, c + 2)]
+    return out
 
 
-def find_port_base(nodes: int, rng) -> int:
-    for _ in range(200):
-        base = rng.randrange(10000, 32000 - PORT_STRIDE * nodes, 10)
-        if ports_free(base, nodes):
-            return base
-    raise RuntimeError(f"no free port range for {nodes} proxied nodes between 10000 and 32000")
+def find_port_base(nodes: int) -> int:
+    return free_port_base(nodes, lambda base: proxied_ports(base, nodes))
 
 
 class ProxiedCluster(LocalCluster):

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from log.batch_header import iter_headers
+from raftka.log.batch_header import iter_headers
 
 # Bytes of a v2 batch before `attributes`, where the CRC's coverage starts:
 # baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magic 1, crc 4.

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from chaos.cluster import ProxiedCluster
-from chaos.corruption import Corruption, corrupt_segment, detection_in_log
-from chaos.proxy import CLIENT
-from chaos.proxy import KINDS as PROXY_KINDS
-from chaos.workload import Recorder
-from client.admin import AsyncAdmin
+from raftka.chaos.cluster import ProxiedCluster
+from raftka.chaos.corruption import Corruption, corrupt_segment, detection_in_log
+from raftka.chaos.proxy import CLIENT
+from raftka.chaos.proxy import KINDS as PROXY_KINDS
+from raftka.chaos.workload import Recorder
+from raftka.client.admin import AsyncAdmin
 
 log = structlog.get_logger("chaos.nemesis")
 

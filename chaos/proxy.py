@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
-from chaos.socket_owner import connection_owner
+from raftka.chaos.socket_owner import connection_owner
 
 log = structlog.get_logger("chaos.proxy")
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chaos.checker import ANOMALIES, CheckResult
-from chaos.history import Op, nemesis_windows
+from raftka.chaos.checker import ANOMALIES, CheckResult
+from raftka.chaos.history import Op, nemesis_windows
 
 COLORS = {"kill": "tab:red", "leader-kill": "tab:red", "controller-kill": "tab:purple", "pause": "tab:orange",
           "partition": "tab:blue", "isolate-leader-then-kill": "tab:brown",

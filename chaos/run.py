@@ -7,7 +7,6 @@ results.json, the plots and `cluster/node-<i>/server.log` (each node's log).
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -16,13 +15,13 @@ from pathlib import Path
 import structlog
 import trio
 
-from chaos.checker import CheckResult, check
-from chaos.cluster import ProxiedCluster, find_port_base
-from chaos.history import HistoryWriter, Op, read_history
-from chaos.nemesis import Fault, Nemesis, make_schedule
-from chaos.workload import Recorder, Workload, WorkloadConfig, drain
-from client.admin import AsyncAdmin, NewTopic
-from client.errors import TopicAlreadyExistsError
+from raftka.chaos.checker import CheckResult, check
+from raftka.chaos.cluster import ProxiedCluster, find_port_base
+from raftka.chaos.history import HistoryWriter, Op, read_history
+from raftka.chaos.nemesis import Fault, Nemesis, make_schedule
+from raftka.chaos.workload import Recorder, Workload, WorkloadConfig, drain
+from raftka.client.admin import AsyncAdmin, NewTopic
+from raftka.client.errors import TopicAlreadyExistsError
 
 log = structlog.get_logger("chaos.run")
 
@@ -128,7 +127,7 @@ def run(config: RunConfig, on_op: Callable[[Op], None] | None = None,
             phase(f"starting {config.nodes} nodes")
             extra = {"min.insync.replicas": str(config.min_insync), **config.extra_config}
             cluster = ProxiedCluster(directory / "cluster", config.nodes,
-                                     port_base=find_port_base(config.nodes, random.Random()), extra_config=extra)
+                                     port_base=find_port_base(config.nodes), extra_config=extra)
             cluster.start()
             cluster.wait_ready(config.whole_timeout)
             bootstrap = cluster.bootstrap_servers
@@ -140,7 +139,7 @@ def run(config: RunConfig, on_op: Callable[[Op], None] | None = None,
             cluster.stop(timeout=15)
     phase("checking")
     result = check(read_history(directory / "history.jsonl"), idempotent=config.idempotence)
-    from chaos.report import write_report
+    from raftka.chaos.report import write_report
 
     write_report(directory, result, read_history(directory / "history.jsonl"), config)
     return RunResult(directory, result, schedule, drained)

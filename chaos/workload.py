@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from chaos.history import HistoryWriter, Op
-from client.consumer import AsyncConsumer
-from client.errors import KafkaError, OffsetOutOfRangeError
-from client.producer import AsyncProducer
-from client.records import TopicPartition
+from raftka.chaos.history import HistoryWriter, Op
+from raftka.client.consumer import AsyncConsumer
+from raftka.client.errors import KafkaError, OffsetOutOfRangeError
+from raftka.client.producer import AsyncProducer
+from raftka.client.records import TopicPartition
 
 log = structlog.get_logger("chaos.workload")
 

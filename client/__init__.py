@@ -1,26 +1,16 @@
 """raftka's Python SDK (see DESIGN.md): trio-native clients plus blocking facades.
 
-    from client import AsyncProducer, AsyncConsumer, AsyncAdmin, TopicPartition   # trio
-    from client import Producer, Consumer, Admin                                  # blocking
+    from raftka.client import AsyncProducer, AsyncConsumer, AsyncAdmin, TopicPartition   # trio
+    from raftka.client import Producer, Consumer, Admin                                  # blocking
+
+The same names are importable from `raftka` itself. They are resolved on first
+use, so importing a sub-package (`raftka.client.protocol`) pulls in no trio,
+threads or facades.
 """
 
-from client.admin import AsyncAdmin, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
-from client.blocking import Admin, Consumer, Producer
-from client.consumer import AsyncConsumer, NoOffsetForPartitionError
-from client.errors import (
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
-    RequestTimedOutError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
-    error_for_code,
-)
-from client.metadata import BrokerInfo, PartitionInfo
-from client.producer import AsyncProducer, DeliveryFuture
-from client.records import ConsumerRecord, RecordMetadata, TopicPartition
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "Admin",
@@ -50,3 +40,11 @@ __all__ = [
     "UnknownTopicOrPartitionError",
     "error_for_code",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'raftka.client' has no attribute {name!r}")
+    import raftka
+
+    return getattr(raftka, name)

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.partitioner import partition_for_key
-from client.records import TopicPartition
-from log.record_batch import RecordLike
+from raftka.client.partitioner import partition_for_key
+from raftka.client.records import TopicPartition
+from raftka.log.record_batch import RecordLike
 
 BATCH_OVERHEAD = 61  # RecordBatch v2 header
 RECORD_OVERHEAD = 21  # worst-case varints + attributes per record, roughly

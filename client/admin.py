@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import trio
 
-from client.cluster import Cluster
-from client.errors import KafkaError, NotControllerError, error_for_code
-from client.lifecycle import OwnedNursery
-from client.metadata import BrokerInfo, PartitionInfo
-from client.protocol import (
+from raftka.client.cluster import Cluster
+from raftka.client.errors import KafkaError, NotControllerError, error_for_code
+from raftka.client.lifecycle import OwnedNursery
+from raftka.client.metadata import BrokerInfo, PartitionInfo
+from raftka.client.protocol import (
     ApiKey,
     CreatePartitionsRequest,
     CreateTopicsRequest,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from client.group_protocol import Subscription
-from client.records import TopicPartition
-from client.sticky_assignor import cooperative_sticky_assign
+from raftka.client.group_protocol import Subscription
+from raftka.client.records import TopicPartition
+from raftka.client.sticky_assignor import cooperative_sticky_assign
 
 Assignments = dict[str, list[TopicPartition]]
 

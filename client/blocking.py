@@ -21,11 +21,17 @@ from typing import Any, TypeVar
 
 import trio
 
-from client.admin import AsyncAdmin, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
-from client.consumer import AsyncConsumer
-from client.errors import IllegalStateError, KafkaTimeoutError
-from client.producer import AsyncProducer
-from client.records import ConsumerRecord, RecordMetadata, TopicPartition
+from raftka.client.admin import (
+    AsyncAdmin,
+    ClusterDescription,
+    ConfigEntry,
+    NewTopic,
+    TopicDescription,
+)
+from raftka.client.consumer import AsyncConsumer
+from raftka.client.errors import IllegalStateError, KafkaTimeoutError
+from raftka.client.producer import AsyncProducer
+from raftka.client.records import ConsumerRecord, RecordMetadata, TopicPartition
 
 T = TypeVar("T")
 

@@ -14,11 +14,11 @@ from typing import Any
 import structlog
 import trio
 
-from client.connection import BrokerConnection
-from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
-from client.metadata import ClusterMetadata
-from client.protocol import ApiKey, Message, MetadataRequest
-from client.records import TopicPartition
+from raftka.client.connection import BrokerConnection
+from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
+from raftka.client.metadata import ClusterMetadata
+from raftka.client.protocol import ApiKey, Message, MetadataRequest
+from raftka.client.records import TopicPartition
 
 log = structlog.get_logger("raftka.client.cluster")
 

@@ -25,8 +25,8 @@ from typing import Any
 import structlog
 import trio
 
-from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
-from client.protocol import (
+from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
+from raftka.client.protocol import (
     ApiKey,
     ApiVersionsRequest,
     ErrorCode,
@@ -37,7 +37,7 @@ from client.protocol import (
     encode_request,
     peek_correlation_id,
 )
-from client.versions import API_VERSIONS_FIRST_TRY, choose_versions, version_for
+from raftka.client.versions import API_VERSIONS_FIRST_TRY, choose_versions, version_for
 
 log = structlog.get_logger("raftka.client.connection")
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
-from client.cluster import Cluster
-from client.errors import (
+from raftka.client.cluster import Cluster
+from raftka.client.errors import (
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
@@ -52,11 +52,11 @@ from client.errors import (
     OffsetOutOfRangeError,
     error_for_code,
 )
-from client.fetched_records import decode_fetched
-from client.group_membership import CommitFailedError, GroupMembership, OffsetAndMetadata
-from client.lifecycle import OwnedNursery
-from client.protocol import ApiKey, ErrorCode, FetchRequest, ListOffsetsRequest
-from client.records import ConsumerRecord, TopicPartition
+from raftka.client.fetched_records import decode_fetched
+from raftka.client.group_membership import CommitFailedError, GroupMembership, OffsetAndMetadata
+from raftka.client.lifecycle import OwnedNursery
+from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest, ListOffsetsRequest
+from raftka.client.records import ConsumerRecord, TopicPartition
 
 log = structlog.get_logger("raftka.client.consumer")
 

@@ -12,7 +12,7 @@ use None).
 
 from __future__ import annotations
 
-from client.protocol.errors import ERRORS, ErrorCode, error_info
+from raftka.client.protocol.errors import ERRORS, ErrorCode, error_info
 
 
 class KafkaError(Exception):

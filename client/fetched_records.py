@@ -12,9 +12,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from client.records import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord
-from log.batch_header import LOG_OVERHEAD, parse_header
-from log.record_batch import Buffer, decode_batch
+from raftka.client.records import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord
+from raftka.log.batch_header import LOG_OVERHEAD, parse_header
+from raftka.log.record_batch import Buffer, decode_batch
 
 _BATCH_LENGTH = struct.Struct(">i")
 

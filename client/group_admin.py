@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from client.cluster import Cluster
-from client.errors import KafkaConnectionError, error_for_code
-from client.group_membership import GroupMembership
-from client.group_protocol import decode_assignment
-from client.protocol import (
+from raftka.client.cluster import Cluster
+from raftka.client.errors import KafkaConnectionError, error_for_code
+from raftka.client.group_membership import GroupMembership
+from raftka.client.group_protocol import decode_assignment
+from raftka.client.protocol import (
     ApiKey,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
 )
-from client.records import TopicPartition
+from raftka.client.records import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
 
 
 async def _all_committed(membership: GroupMembership) -> dict[TopicPartition, int]:
-    from client.protocol import OffsetFetchRequest
+    from raftka.client.protocol import OffsetFetchRequest
 
     response = await membership._send(ApiKey.OFFSET_FETCH, OffsetFetchRequest(
         group_id=membership.group_id, topics=None))

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from client.assignors import assignor, is_cooperative
-from client.cluster import Cluster
-from client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
-from client.group_protocol import (
+from raftka.client.assignors import assignor, is_cooperative
+from raftka.client.cluster import Cluster
+from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
+from raftka.client.group_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     Subscription,
@@ -42,7 +42,7 @@ from client.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from client.protocol import (
+from raftka.client.protocol import (
     ApiKey,
     ErrorCode,
     FindCoordinatorRequest,
@@ -53,7 +53,7 @@ from client.protocol import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
-from client.records import TopicPartition
+from raftka.client.records import TopicPartition
 
 log = structlog.get_logger("raftka.client.group")
 

@@ -20,7 +20,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from client.records import TopicPartition
+from raftka.client.records import TopicPartition
 
 PROTOCOL_TYPE = "consumer"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from client.records import TopicPartition
+from raftka.client.records import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -287,7 +287,7 @@ async def produce_perf(config: ProducePerfConfig,
                        ) -> tuple[ProduceResult, list[float]]:
     """Run the producer test; returns the result and the kept latency samples
     (needed to merge the results of several processes)."""
-    from client.producer import AsyncProducer
+    from raftka.client.producer import AsyncProducer
 
     progress = progress if progress is not None else _Progress()
     value = payload(config.record_size)
@@ -380,9 +380,9 @@ async def consume_perf(config: ConsumePerfConfig,
     """Read every partition of the topic from the beginning until `num_records`
     arrived or none arrived for `timeout_ms`; the clock starts at the first
     poll (after metadata and offset lookups, as Kafka's fetch.time)."""
-    from client.admin import AsyncAdmin
-    from client.consumer import AsyncConsumer
-    from client.records import TopicPartition
+    from raftka.client.admin import AsyncAdmin
+    from raftka.client.consumer import AsyncConsumer
+    from raftka.client.records import TopicPartition
 
     progress = progress if progress is not None else _Progress()
     async with AsyncAdmin(config.bootstrap) as admin:

@@ -29,27 +29,27 @@ from typing import Any
 import structlog
 import trio
 
-from client.accumulator import (
+from raftka.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
     SequenceNumbers,
     StickyPartitioner,
     estimate_record_size,
 )
-from client.cluster import Cluster
-from client.errors import (
+from raftka.client.cluster import Cluster
+from raftka.client.errors import (
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     error_for_code,
 )
-from client.lifecycle import OwnedNursery
-from client.protocol import ApiKey, ErrorCode, InitProducerIdRequest, ProduceRequest
-from client.records import RecordMetadata, TopicPartition
-from client.versions import min_version_check
-from log.compression import Compression
-from log.record_batch import encode_batch
+from raftka.client.lifecycle import OwnedNursery
+from raftka.client.protocol import ApiKey, ErrorCode, InitProducerIdRequest, ProduceRequest
+from raftka.client.records import RecordMetadata, TopicPartition
+from raftka.client.versions import min_version_check
+from raftka.log.compression import Compression
+from raftka.log.record_batch import encode_batch
 
 log = structlog.get_logger("raftka.client.producer")
 

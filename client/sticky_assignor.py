@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from client.group_protocol import Subscription
-from client.records import TopicPartition
+from raftka.client.group_protocol import Subscription
+from raftka.client.records import TopicPartition
 
 Assignments = dict[str, list[TopicPartition]]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from client.errors import UnsupportedVersionError
-from client.protocol import SERVED_VERSIONS, ApiKey
+from raftka.client.errors import UnsupportedVersionError
+from raftka.client.protocol import SERVED_VERSIONS, ApiKey
 
 # What this SDK can encode and decode, per API.
 CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {

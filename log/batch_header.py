@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from log.errors import CorruptRecord, InvalidRecord
+from raftka.log.errors import CorruptRecord, InvalidRecord
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from log.batch_header import BatchHeader, iter_headers
-from log.record_batch import Record, decode_batch, encode_batch
+from raftka.log.batch_header import BatchHeader, iter_headers
+from raftka.log.record_batch import Record, decode_batch, encode_batch
 
 
 def build_offset_map(segment_buffers: Iterable[bytes]) -> dict[bytes, int]:

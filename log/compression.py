@@ -26,7 +26,7 @@ from enum import IntEnum
 import cramjam
 import zstandard
 
-from log.errors import CorruptRecord, UnsupportedCompression
+from raftka.log.errors import CorruptRecord, UnsupportedCompression
 
 DEFAULT_MAX_OUTPUT = 256 * 1024 * 1024
 

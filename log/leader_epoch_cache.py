@@ -19,7 +19,7 @@ from pathlib import Path
 
 import structlog
 
-from log.checkpoint import CorruptCheckpoint, read_checkpoint, write_checkpoint
+from raftka.log.checkpoint import CorruptCheckpoint, read_checkpoint, write_checkpoint
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1

@@ -63,7 +63,7 @@ from typing import BinaryIO
 
 import structlog
 
-from log.batch_header import (
+from raftka.log.batch_header import (
     ATTR_TIMESTAMP_TYPE,
     BatchHeader,
     parse_header,
@@ -72,10 +72,10 @@ from log.batch_header import (
     set_partition_leader_epoch,
     verify_crc,
 )
-from log.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_offsets
-from log.cleaner import build_offset_map, clean_segment
-from log.config import LONG_MAX, LogConfig
-from log.errors import (
+from raftka.log.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_offsets
+from raftka.log.cleaner import build_offset_map, clean_segment
+from raftka.log.config import LONG_MAX, LogConfig
+from raftka.log.errors import (
     CorruptRecord,
     InvalidRecord,
     LogError,
@@ -83,11 +83,11 @@ from log.errors import (
     OutOfOrderSequence,
     RecordTooLarge,
 )
-from log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE
-from log.leader_epoch_cache import LeaderEpochCache
-from log.offset_index import CorruptIndex
-from log.producer_state import ProducerStateManager
-from log.segment import (
+from raftka.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE
+from raftka.log.leader_epoch_cache import LeaderEpochCache
+from raftka.log.offset_index import CorruptIndex
+from raftka.log.producer_state import ProducerStateManager
+from raftka.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -659,7 +659,7 @@ class PartitionLog:
         is not the hot path) to find the exact record, as Kafka does.
         """
         self._check_open()
-        from log.record_batch import decode_batch  # only needed here
+        from raftka.log.record_batch import decode_batch  # only needed here
 
         for segment in self._segments:
             if segment.max_timestamp < timestamp:

@@ -32,8 +32,8 @@ from types import MappingProxyType
 import structlog
 from crc32c import crc32c
 
-from log.batch_header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
-from log.errors import InvalidProducerEpoch, LogError, OutOfOrderSequence
+from raftka.log.batch_header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from raftka.log.errors import InvalidProducerEpoch, LogError, OutOfOrderSequence
 
 _log = structlog.get_logger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from crc32c import crc32c
 
-from log.batch_header import (
+from raftka.log.batch_header import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
@@ -38,10 +38,16 @@ from log.batch_header import (
     pack_header,
     parse_header,
 )
-from log.batch_header import verify_crc as check_crc
-from log.compression import Compression, compress, decompress
-from log.errors import CorruptRecord
-from log.varint import INT32_MAX, decode_varint, decode_varlong, encode_varint, encode_varlong
+from raftka.log.batch_header import verify_crc as check_crc
+from raftka.log.compression import Compression, compress, decompress
+from raftka.log.errors import CorruptRecord
+from raftka.log.varint import (
+    INT32_MAX,
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+)
 
 NO_TIMESTAMP = -1
 _CRC = struct.Struct(">I")

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from log.batch_header import (
+from raftka.log.batch_header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -33,10 +33,10 @@ from log.batch_header import (
     parse_header,
     verify_crc,
 )
-from log.config import LogConfig
-from log.errors import CorruptRecord, InvalidRecord, LogError
-from log.offset_index import CorruptIndex, OffsetIndex
-from log.time_index import TimeIndex
+from raftka.log.config import LogConfig
+from raftka.log.errors import CorruptRecord, InvalidRecord, LogError
+from raftka.log.offset_index import CorruptIndex, OffsetIndex
+from raftka.log.time_index import TimeIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

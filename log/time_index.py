@@ -19,7 +19,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from log.offset_index import CorruptIndex
+from raftka.log.offset_index import CorruptIndex
 
 _ENTRY = struct.Struct(">qI")
 _U32_MAX = (1 << 32) - 1

@@ -12,7 +12,7 @@ during decode, so the common one-byte case returns without entering a loop.
 
 from __future__ import annotations
 
-from log.errors import CorruptRecord
+from raftka.log.errors import CorruptRecord
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1

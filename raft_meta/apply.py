@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from raft_meta.image import (
+from raftka.raft_meta.image import (
     REQUEST_ID_MEMORY,
     BrokerRegistration,
     ControllerImage,
@@ -20,7 +20,7 @@ from raft_meta.image import (
     PartitionImage,
     TopicImage,
 )
-from raft_meta.records import (
+from raftka.raft_meta.records import (
     NO_LEADER,
     Config,
     ControllerClaim,

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from raft_meta import controller_decisions as decide
-from raft_meta.controller_errors import ControllerError
-from raft_meta.image import MetadataImage
-from raft_meta.liveness_probe import Reachability, probe_listeners
-from raft_meta.metadata_loader import MetadataLoader
-from raft_meta.node_config import NodeConfig
-from raft_meta.quorum import Quorum, SubmitError
-from raft_meta.records import RecordBatch, encode_record
+from raftka.raft_meta import controller_decisions as decide
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.image import MetadataImage
+from raftka.raft_meta.liveness_probe import Reachability, probe_listeners
+from raftka.raft_meta.metadata_loader import MetadataLoader
+from raftka.raft_meta.node_config import NodeConfig
+from raftka.raft_meta.quorum import Quorum, SubmitError
+from raftka.raft_meta.records import RecordBatch, encode_record
 
 log = structlog.get_logger("raft_meta.controller")
 

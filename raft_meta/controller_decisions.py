@@ -16,9 +16,9 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from raft_meta.controller_errors import ControllerError
-from raft_meta.image import BrokerRegistration, MetadataImage, PartitionImage
-from raft_meta.records import (
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.image import BrokerRegistration, MetadataImage, PartitionImage
+from raftka.raft_meta.records import (
     NO_LEADER,
     FenceBroker,
     MetadataRecord,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from raft_meta.records import NO_LEADER, MetadataRecord, UndecodableRecord
+from raftka.raft_meta.records import NO_LEADER, MetadataRecord, UndecodableRecord
 
 # How many recent request ids the image remembers for deduplication. A retry
 # arrives within seconds, i.e. a handful of records later; 4096 is generous.

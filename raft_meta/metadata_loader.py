@@ -13,10 +13,10 @@ from collections.abc import Callable
 import structlog
 import trio
 
-from raft_meta.apply import apply_entry
-from raft_meta.image import MetadataDelta, MetadataImage
-from raft_meta.quorum import Quorum, SubmitError
-from raft_meta.records import ControllerClaim
+from raftka.raft_meta.apply import apply_entry
+from raftka.raft_meta.image import MetadataDelta, MetadataImage
+from raftka.raft_meta.quorum import Quorum, SubmitError
+from raftka.raft_meta.records import ControllerClaim
 
 log = structlog.get_logger("raft_meta.loader")
 

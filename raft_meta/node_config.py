@@ -10,7 +10,10 @@ the controller's internal RPC (broker heartbeats, AlterPartition, ...) listens
 on the *controller quorum port + 1* of the same host, unless
 `controller.rpc.port.offset` says another offset. The offset is a cluster-wide
 rule (not a per-node port) so every broker can compute where the active
-controller's RPC listens from `controller.quorum.voters` alone.
+controller's RPC listens from `controller.quorum.voters` alone. A config whose
+derived RPC port lands on another voter's quorum port or on one of the node's
+listeners is refused at load (`storage format` and `server start` alike), naming
+both ports and the setting.
 """
 
 from __future__ import annotations
@@ -463,6 +466,7 @@ def _check_consistency(config: NodeConfig) -> None:
                 f"config key 'controller.quorum.secret' is missing (and {SECRET_ENV} is unset); "
                 "expected a shared secret: without it anyone reaching the quorum port can run code"
             )
+    _check_rpc_ports(config)
     if config.is_broker:
         names = {e.name for e in config.broker_listeners()}
         if not names:
@@ -481,6 +485,29 @@ def _check_consistency(config: NodeConfig) -> None:
                     f"config key 'advertised.listeners': got controller listener {endpoint.name!r}; "
                     "expected only broker listeners"
                 )
+
+
+def _check_rpc_ports(config: NodeConfig) -> None:
+    """The controller RPC's derived port (quorum port + controller.rpc.port.offset) must not be
+    another voter's quorum port, nor one of this node's listeners: voters on consecutive ports
+    of one host (9093, 9094, 9095) would otherwise fail at bind time with a baffling error."""
+    offset = config.controller_rpc_port_offset
+    taken: dict[tuple[str, int], str] = {}
+    for voter in config.controller_quorum_voters:
+        taken[(voter.host, voter.port)] = f"voter {voter.node_id}'s quorum port {voter.host}:{voter.port}"
+    for endpoint in config.listeners:
+        if endpoint.name not in config.controller_listener_names:
+            for host in {endpoint.host, *(v.host for v in config.controller_quorum_voters if not endpoint.host)}:
+                taken.setdefault((host, endpoint.port), f"this node's {endpoint.name} listener port {endpoint.port}")
+    for voter in config.controller_quorum_voters:
+        rpc = (voter.host, voter.port + offset)
+        if rpc in taken:
+            raise ConfigError(
+                f"config key 'controller.rpc.port.offset': voter {voter.node_id}'s controller RPC port "
+                f"{voter.host}:{voter.port + offset} (its quorum port {voter.port} + offset {offset}) is also "
+                f"{taken[rpc]}; expected quorum ports at least {offset + 1} apart on one host "
+                f"(e.g. 9093, 9193, 9293) or another controller.rpc.port.offset"
+            )
 
 
 def load_node_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> NodeConfig:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pysyncobj.utility import TcpUtility, UtilityException
 
-from raft_meta.node_config import NodeConfig
+from raftka.raft_meta.node_config import NodeConfig
 
 _STATES = {0: "follower", 1: "candidate", 2: "leader"}
 

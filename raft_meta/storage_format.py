@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from raft_meta.node_config import NodeConfig, parse_properties
+from raftka.raft_meta.node_config import NodeConfig, parse_properties
 
 META_PROPERTIES = "meta.properties"
 FORMAT_VERSION = 1

@@ -84,18 +84,27 @@ def server() -> None:
 @server.command(name="start")
 @click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="A Kafka-style server.properties file (node.id, listeners, controller.quorum.voters, log.dirs...).")
-def server_start(config_path: str) -> None:
+@click.option("--format", "format_first", is_flag=True,
+              help="Format the storage first where it is not formatted yet (needs --cluster-id): "
+                   "`raftka storage format --ignore-formatted` and `server start` in one process.")
+@click.option("--cluster-id", "-t", default=None, help="With --format: the cluster id (the same on every node).")
+def server_start(config_path: str, format_first: bool, cluster_id: str | None) -> None:
     """Start a node (broker + metadata quorum voter) from a server.properties file.
 
     \b
-    The storage must be formatted first (raftka storage format). Prints
-    "raftka node ready: ..." with the bound listeners once clients can connect.
-    SIGTERM or Ctrl-C shuts down cleanly: leaderships move away first
-    (controlled shutdown), then every log is flushed and checkpointed.
+    The storage must be formatted first (raftka storage format), or pass
+    --format --cluster-id ID. Prints "raftka node ready: ..." with the bound
+    listeners once clients can connect. SIGTERM or Ctrl-C shuts down cleanly:
+    leaderships move away first (controlled shutdown), then every log is
+    flushed and checkpointed. With RAFTKA_EXIT_WITH_PARENT=PID in the
+    environment (set by `cluster up` and the pytest plugin), the node also
+    shuts down when process PID is no longer its parent.
     """
     from raftka.cmd_server import start
 
-    sys.exit(start(config_path))
+    if format_first != (cluster_id is not None):
+        raise click.UsageError("--format and --cluster-id go together")
+    sys.exit(start(config_path, cluster_id))
 
 
 @main.group()
@@ -365,7 +374,7 @@ def perf_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: int, 
     \b
     Exit status 1 when fewer than --num-records arrived before --timeout of quiet.
     """
-    from client.perf import ConsumePerfConfig
+    from raftka.client.perf import ConsumePerfConfig
     from raftka.cmd_perf import consume
 
     config = ConsumePerfConfig(bootstrap=bootstrap, topic=topic, num_records=num_records,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import structlog
 
-from chaos.history import Op
+from raftka.chaos.history import Op
 
 
 def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float, rate: float, topics: int,
@@ -18,10 +18,10 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
         consumer_mode: str = "assign", segment_bytes: int | None = 16384, progress: bool = True) -> int:
     from rich.console import Console
 
-    from chaos.nemesis import parse_kinds
-    from chaos.report import print_summary
-    from chaos.run import RunConfig
-    from chaos.run import run as run_chaos
+    from raftka.chaos.nemesis import parse_kinds
+    from raftka.chaos.report import print_summary
+    from raftka.chaos.run import RunConfig
+    from raftka.chaos.run import run as run_chaos
 
     # The harness's own clients log every reconnect; keep the terminal for the progress line.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -87,7 +87,7 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
             phase_text[0] = text
             console.print(status())
         result = run_chaos(config, on_op=on_op, on_phase=on_phase)
-    from chaos.history import read_history
+    from raftka.chaos.history import read_history
 
     print_summary(result.check, result.directory, read_history(result.directory / "history.jsonl"))
     return 0 if result.check.valid else 1

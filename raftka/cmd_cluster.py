@@ -9,7 +9,7 @@ import threading
 
 import click
 
-from raftka.local_cluster import LocalCluster
+from raftka.client.local_cluster import READY_MARKER, LocalCluster
 
 
 def _short(line: str) -> str:
@@ -31,7 +31,7 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -
     lock = threading.Lock()
 
     def on_line(node_id: int, line: str) -> None:
-        if quiet or "raftka node ready" in line:
+        if quiet or READY_MARKER in line:
             return
         with lock:
             click.echo(f"[node-{node_id}] {_short(line)}", err=True)

@@ -16,10 +16,10 @@ from typing import IO
 import click
 import trio
 
-from client.consumer import AsyncConsumer
-from client.errors import KafkaError, KafkaTimeoutError
-from client.producer import AsyncProducer
-from client.records import ConsumerRecord, TopicPartition
+from raftka.client.consumer import AsyncConsumer
+from raftka.client.errors import KafkaError, KafkaTimeoutError
+from raftka.client.producer import AsyncProducer
+from raftka.client.records import ConsumerRecord, TopicPartition
 
 METADATA_TIMEOUT_MS = 10000
 

@@ -11,9 +11,9 @@ from typing import TypeVar
 import click
 import trio
 
-from client.cluster import Cluster
-from client.errors import KafkaError
-from client.group_admin import delete_group, describe_group, list_groups
+from raftka.client.cluster import Cluster
+from raftka.client.errors import KafkaError
+from raftka.client.group_admin import delete_group, describe_group, list_groups
 
 T = TypeVar("T")
 TIMEOUT_MS = 15000

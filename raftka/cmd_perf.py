@@ -25,8 +25,8 @@ from typing import Any
 import click
 import trio
 
-from client.errors import KafkaError
-from client.perf import (
+from raftka.client.errors import KafkaError
+from raftka.client.perf import (
     ConsumePerfConfig,
     ConsumeReport,
     ProducePerfConfig,
@@ -209,7 +209,7 @@ def _produce_parallel(config: ProducePerfConfig, producers: int, as_json: bool) 
 
 
 def _result_from_json(obj: dict[str, Any]) -> ProduceResult:
-    from client.perf import LatencySummary
+    from raftka.client.perf import LatencySummary
 
     return ProduceResult(obj["records"], obj["bytes"], obj["elapsed_s"], obj["errors"],
                          LatencySummary(**obj["latency_ms"]), obj.get("first_error"))

@@ -6,12 +6,12 @@ import json
 import sys
 from dataclasses import asdict
 
-from raft_meta.node_config import ConfigError, load_node_config
+from raftka.raft_meta.node_config import ConfigError, load_node_config
 
 
 def quorum_status(config_path: str, as_json: bool, timeout: float) -> int:
     """Print leader, term, commit index and each voter's state; exit 1 if no voter answers."""
-    from raft_meta.quorum_admin import describe_quorum
+    from raftka.raft_meta.quorum_admin import describe_quorum
 
     try:
         config = load_node_config(config_path)
@@ -43,9 +43,9 @@ def quorum_status_via_broker(bootstrap: str, as_json: bool, timeout: float) -> i
     """DescribeQuorum through the Kafka protocol, asked of the active controller (the Raft leader)."""
     import trio
 
-    from client.admin import AsyncAdmin
-    from client.errors import KafkaError
-    from client.protocol import ApiKey
+    from raftka.client.admin import AsyncAdmin
+    from raftka.client.errors import KafkaError
+    from raftka.client.protocol import ApiKey
 
     async def describe():
         async with AsyncAdmin(bootstrap) as admin:

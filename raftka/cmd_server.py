@@ -2,43 +2,78 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
 import click
 import trio
 
-from broker.node import BrokerNode
-from raft_meta.metadata_loader import ClusterIdMismatch
-from raft_meta.node_config import ConfigError, load_node_config
-from raft_meta.quorum import QuorumError
-from raft_meta.storage_format import StorageError
+from raftka.broker.node import BrokerNode
+from raftka.client.local_cluster import EXIT_WITH_PARENT_ENV, READY_MARKER
+from raftka.raft_meta.metadata_loader import ClusterIdMismatch
+from raftka.raft_meta.node_config import ConfigError, load_node_config
+from raftka.raft_meta.quorum import QuorumError
+from raftka.raft_meta.storage_format import StorageError, format_storage
 
-# Printed once the node serves clients; scripts and tests wait for this line.
-READY_MARKER = "raftka node ready"
+PARENT_CHECK_INTERVAL_S = 0.25
 
 
-async def _serve(node: BrokerNode) -> None:
+async def _shutdown_when_orphaned(node: BrokerNode, parent_pid: int) -> None:
+    """Shut the node down once its launcher is gone (kill -9 included): the launcher's
+    children are re-parented, so getppid() stops naming it."""
+    while os.getppid() == parent_pid:
+        await trio.sleep(PARENT_CHECK_INTERVAL_S)
+    click.echo(f"raftka server start: launcher pid {parent_pid} is gone; shutting down", err=True)
+    node.request_shutdown()
+
+
+async def _shutdown_on_signal(node: BrokerNode, signals) -> None:
+    async for _ in signals:
+        node.request_shutdown()
+
+
+class _PrintReady:
+    """The task status node.run reports to: prints the ready marker scripts wait for."""
+
+    def started(self, node: BrokerNode) -> None:
+        listeners = " ".join(f"{b.name}://{b.host}:{b.port}" for b in node.bound)
+        click.echo(f"{READY_MARKER}: node.id={node.config.node_id} {listeners}", err=False)
+        sys.stdout.flush()
+
+
+async def _serve(node: BrokerNode, parent_pid: int | None) -> None:
+    """Run the node until SIGTERM/SIGINT or its launcher's death; a shutdown asked for during
+    start-up ends start-up at once (BrokerNode.run)."""
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            await nursery.start(node.run)
-            listeners = " ".join(f"{b.name}://{b.host}:{b.port}" for b in node.bound)
-            click.echo(f"{READY_MARKER}: node.id={node.config.node_id} {listeners}", err=False)
-            sys.stdout.flush()
-            async for _ in signals:
-                node.request_shutdown()
-                break
+            nursery.start_soon(_shutdown_on_signal, node, signals)
+            if parent_pid is not None:
+                nursery.start_soon(_shutdown_when_orphaned, node, parent_pid)
+            await node.run(task_status=_PrintReady())
+            nursery.cancel_scope.cancel()
 
 
-def start(config_path: str) -> int:
+def _parent_pid() -> int | None:
+    value = os.environ.get(EXIT_WITH_PARENT_ENV, "")
+    return int(value) if value.isdigit() else None
+
+
+def start(config_path: str, format_cluster_id: str | None = None) -> int:
     try:
         config = load_node_config(config_path)
     except ConfigError as exc:
         click.echo(f"raftka server start: {exc}", err=True)
         return 2
+    if format_cluster_id is not None:
+        try:
+            format_storage(config, format_cluster_id, ignore_formatted=True)
+        except StorageError as exc:
+            click.echo(f"raftka server start: {exc}", err=True)
+            return 1
     node = BrokerNode(config)
     try:
-        trio.run(_serve, node)
+        trio.run(_serve, node, _parent_pid())
     except (StorageError, ClusterIdMismatch, QuorumError) as exc:
         click.echo(f"raftka server start: {exc}", err=True)
         return 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from raft_meta.node_config import ConfigError, load_node_config
-from raft_meta.storage_format import StorageError, format_storage, random_cluster_id
+from raftka.raft_meta.node_config import ConfigError, load_node_config
+from raftka.raft_meta.storage_format import StorageError, format_storage, random_cluster_id
 
 
 def random_uuid() -> int:

@@ -13,8 +13,8 @@ from typing import TypeVar
 import click
 import trio
 
-from client.admin import AsyncAdmin, NewTopic
-from client.errors import KafkaError, TopicAlreadyExistsError
+from raftka.client.admin import AsyncAdmin, NewTopic
+from raftka.client.errors import KafkaError, TopicAlreadyExistsError
 
 T = TypeVar("T")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"

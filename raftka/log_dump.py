@@ -15,15 +15,15 @@ from pathlib import Path
 
 import click
 
-from log.batch_header import (
+from raftka.log.batch_header import (
     HEADER_SIZE,
     BatchHeader,
     compute_crc,
     parse_header,
     peek_batch_size,
 )
-from log.compression import Compression
-from log.errors import LogError
+from raftka.log.compression import Compression
+from raftka.log.errors import LogError
 
 _INDEX_ENTRY = struct.Struct(">II")  # relative offset, position
 _TIME_INDEX_ENTRY = struct.Struct(">qI")  # timestamp, relative offset
@@ -131,7 +131,7 @@ def _dump_log(path: Path, print_records: bool) -> bool:
 
 
 def _print_records(buf: bytes | mmap.mmap, pos: int, ts_kind: str) -> bool:
-    from log.record_batch import decode_batch
+    from raftka.log.record_batch import decode_batch
 
     try:
         batch = decode_batch(buf, pos)

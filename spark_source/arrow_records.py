@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from client.fetched_records import whole_batches_end
-from log.batch_header import ATTR_CODEC_MASK, ATTR_TIMESTAMP_TYPE, HEADER_SIZE, parse_header
-from log.batch_header import verify_crc as check_crc
-from log.compression import decompress
-from log.errors import CorruptRecord
+from raftka.client.fetched_records import whole_batches_end
+from raftka.log.batch_header import ATTR_CODEC_MASK, ATTR_TIMESTAMP_TYPE, HEADER_SIZE, parse_header
+from raftka.log.batch_header import verify_crc as check_crc
+from raftka.log.compression import decompress
+from raftka.log.errors import CorruptRecord
 
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([
     pa.field("key", pa.string()), pa.field("value", pa.binary())])))

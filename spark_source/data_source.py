@@ -1,6 +1,6 @@
 """The PySpark Python Data Source `raftka`: batch and streaming reads of topics.
 
-    from spark_source import RaftkaDataSource
+    from raftka.spark_source import RaftkaDataSource
     spark.dataSource.register(RaftkaDataSource)
     df = (spark.read.format("raftka")
           .option("kafka.bootstrap.servers", "127.0.0.1:9092")
@@ -30,8 +30,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from client.cluster import Cluster
-from spark_source.log_reader import (
+from raftka.client.cluster import Cluster
+from raftka.spark_source.log_reader import (
     SourceError,
     data_loss,
     iter_range_batches,
@@ -40,14 +40,14 @@ from spark_source.log_reader import (
     run_with_cluster,
     topic_partitions,
 )
-from spark_source.offset_ranges import (
+from raftka.spark_source.offset_ranges import (
     OffsetRange,
     cap_offsets,
     from_stream_offset,
     plan_ranges,
     to_stream_offset,
 )
-from spark_source.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
+from raftka.spark_source.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
 
 log = structlog.get_logger("raftka.spark_source")
 

@@ -27,14 +27,14 @@ import pyarrow as pa
 import structlog
 import trio
 
-from client.cluster import Cluster
-from client.errors import KafkaConnectionError, error_for_code
-from client.lifecycle import OwnedNursery
-from client.protocol import ApiKey, ErrorCode, FetchRequest, ListOffsetsRequest
-from client.records import TopicPartition
-from spark_source.arrow_records import decode_range, scan_range
-from spark_source.offset_ranges import OffsetRange
-from spark_source.options import EARLIEST, LATEST, SourceOptions
+from raftka.client.cluster import Cluster
+from raftka.client.errors import KafkaConnectionError, error_for_code
+from raftka.client.lifecycle import OwnedNursery
+from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest, ListOffsetsRequest
+from raftka.client.records import TopicPartition
+from raftka.spark_source.arrow_records import decode_range, scan_range
+from raftka.spark_source.offset_ranges import OffsetRange
+from raftka.spark_source.options import EARLIEST, LATEST, SourceOptions
 
 log = structlog.get_logger("raftka.spark_source")
 

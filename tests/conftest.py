@@ -3,3 +3,6 @@
 from raftka.logging_setup import configure_logging
 
 configure_logging(level="WARNING")
+
+# `pytester` runs the pytest plugin's own sessions (tests/integration/test_pytest_plugin.py).
+pytest_plugins = ["pytester"]

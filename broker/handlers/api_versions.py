@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.protocol import ADVERTISED_VERSIONS, ApiVersionsResponse
+from raftka.client.protocol import ADVERTISED_VERSIONS, ApiVersionsResponse
 
 
 async def handle(ctx, header, request, conn=None) -> ApiVersionsResponse:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.topic_config import REPLICATION_KEYS, broker_log_defaults, effective_topic_config
-from client.protocol import DescribeConfigsResponse, ErrorCode
+from raftka.broker.topic_config import REPLICATION_KEYS, broker_log_defaults, effective_topic_config
+from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

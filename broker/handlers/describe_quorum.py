@@ -8,8 +8,8 @@ so the caller asks the leader (the active controller) instead.
 
 from __future__ import annotations
 
-from client.protocol import ErrorCode, response_class
-from client.protocol.api_keys import ApiKey
+from raftka.client.protocol import ErrorCode, response_class
+from raftka.client.protocol.api_keys import ApiKey
 
 METADATA_TOPIC = "__cluster_metadata"
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import structlog
 import trio
 
-from broker.errors import error_code_for
-from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionError, SessionPartition
-from broker.zero_copy import FileRegion
-from client.protocol import ErrorCode, FetchResponse
+from raftka.broker.errors import error_code_for
+from raftka.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionError, SessionPartition
+from raftka.broker.zero_copy import FileRegion
+from raftka.client.protocol import ErrorCode, FetchResponse
 
 log = structlog.get_logger("broker.fetch")
 

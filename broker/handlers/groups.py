@@ -8,10 +8,10 @@ import time
 
 import structlog
 
-from broker.errors import error_code_for
-from broker.group_coordinator import OFFSETS_TOPIC, CoordinatorError
-from broker.group_state import CommittedOffset, GroupPhase
-from client.protocol import (
+from raftka.broker.errors import error_code_for
+from raftka.broker.group_coordinator import OFFSETS_TOPIC, CoordinatorError
+from raftka.broker.group_state import CommittedOffset, GroupPhase
+from raftka.client.protocol import (
     DeleteGroupsResponse,
     DescribeGroupsResponse,
     ErrorCode,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import structlog
 
-from broker.errors import error_code_for
-from client.protocol import ErrorCode, InitProducerIdResponse
+from raftka.broker.errors import error_code_for
+from raftka.client.protocol import ErrorCode, InitProducerIdResponse
 
 log = structlog.get_logger("broker.producer_ids")
 

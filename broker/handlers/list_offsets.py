@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.errors import error_code_for
-from client.protocol import ListOffsetsResponse
+from raftka.broker.errors import error_code_for
+from raftka.client.protocol import ListOffsetsResponse
 
 EARLIEST = -2
 LATEST = -1

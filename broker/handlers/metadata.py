@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import structlog
 
-from broker.errors import error_code_for
-from broker.topic_names import topic_name_error
-from client.protocol import ErrorCode, MetadataResponse
-from raft_meta.controller_errors import ControllerError
-from raft_meta.image import MetadataImage, TopicImage
+from raftka.broker.errors import error_code_for
+from raftka.broker.topic_names import topic_name_error
+from raftka.client.protocol import ErrorCode, MetadataResponse
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.image import MetadataImage, TopicImage
 
 log = structlog.get_logger("broker.metadata")
 

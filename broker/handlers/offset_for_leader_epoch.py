@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.errors import error_code_for
-from client.protocol import OffsetForLeaderEpochResponse
+from raftka.broker.errors import error_code_for
+from raftka.client.protocol import OffsetForLeaderEpochResponse
 
 
 def _answer(ctx, topic: str, req_part) -> dict:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import structlog
 import trio
 
-from broker.errors import error_code_for
-from client.protocol import ErrorCode, ProduceResponse
+from raftka.broker.errors import error_code_for
+from raftka.client.protocol import ErrorCode, ProduceResponse
 
 log = structlog.get_logger("broker.produce")
 

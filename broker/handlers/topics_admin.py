@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import structlog
 
-from broker.errors import error_code_for
-from broker.topic_config import validate_topic_configs
-from broker.topic_names import topic_name_error
-from client.protocol import (
+from raftka.broker.errors import error_code_for
+from raftka.broker.topic_config import validate_topic_configs
+from raftka.broker.topic_names import topic_name_error
+from raftka.client.protocol import (
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
     ErrorCode,
 )
-from raft_meta import controller_decisions as decide
-from raft_meta.controller_errors import ControllerError
+from raftka.raft_meta import controller_decisions as decide
+from raftka.raft_meta.controller_errors import ControllerError
 
 log = structlog.get_logger("broker.admin")
 

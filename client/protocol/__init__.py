@@ -69,7 +69,7 @@ before any allocation. Building an unencodable message raises `EncodeError`
 (a ValueError) whose `path` names the field.
 """
 
-from client.protocol.api_keys import (
+from raftka.client.protocol.api_keys import (
     ADVERTISED_VERSIONS,
     DECLARED_VERSIONS,
     FIRST_FLEXIBLE_VERSION,
@@ -78,9 +78,15 @@ from client.protocol.api_keys import (
     is_advertised,
     is_flexible,
 )
-from client.protocol.codec import Message, MessageCodec
-from client.protocol.errors import ERRORS, ErrorCode, KafkaErrorInfo, error_info, is_retriable
-from client.protocol.exceptions import (
+from raftka.client.protocol.codec import Message, MessageCodec
+from raftka.client.protocol.errors import (
+    ERRORS,
+    ErrorCode,
+    KafkaErrorInfo,
+    error_info,
+    is_retriable,
+)
+from raftka.client.protocol.exceptions import (
     EncodeError,
     FrameTooLarge,
     MalformedMessage,
@@ -89,14 +95,14 @@ from client.protocol.exceptions import (
     UnknownApi,
     UnsupportedVersion,
 )
-from client.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
-from client.protocol.headers import (
+from raftka.client.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from raftka.client.protocol.headers import (
     RequestHeader,
     ResponseHeader,
     request_header_version,
     response_header_version,
 )
-from client.protocol.messages import (
+from raftka.client.protocol.messages import (
     MESSAGE_CLASSES,
     api_versions_fallback_response,
     decode_request,
@@ -112,7 +118,7 @@ from client.protocol.messages import (
     response_class,
 )
 
-# The message classes, importable by name: `from client.protocol import ProduceRequest`.
+# The message classes, importable by name: `from raftka.client.protocol import ProduceRequest`.
 ProduceRequest = request_class(ApiKey.PRODUCE)
 ProduceResponse = response_class(ApiKey.PRODUCE)
 FetchRequest = request_class(ApiKey.FETCH)

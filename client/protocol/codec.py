@@ -21,8 +21,8 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, ClassVar
 
-from client.protocol.exceptions import EncodeError, MalformedMessage, TruncatedMessage
-from client.protocol.schema import MISSING, Field, MessageSchema, parse_versions
+from raftka.client.protocol.exceptions import EncodeError, MalformedMessage, TruncatedMessage
+from raftka.client.protocol.schema import MISSING, Field, MessageSchema, parse_versions
 
 Buffer = bytes | bytearray | memoryview
 Reader = Callable[[memoryview, int], tuple[Any, int]]

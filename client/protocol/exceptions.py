@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from client.protocol.headers import RequestHeader
+    from raftka.client.protocol.headers import RequestHeader
 
 
 class ProtocolError(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from client.protocol.exceptions import FrameTooLarge, ProtocolError, TruncatedMessage
+from raftka.client.protocol.exceptions import FrameTooLarge, ProtocolError, TruncatedMessage
 
 _SIZE = struct.Struct(">i")
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from client.protocol.api_keys import ApiKey, is_flexible
-from client.protocol.codec import skip_tagged_fields
-from client.protocol.exceptions import MalformedMessage, TruncatedMessage
+from raftka.client.protocol.api_keys import ApiKey, is_flexible
+from raftka.client.protocol.codec import skip_tagged_fields
+from raftka.client.protocol.exceptions import MalformedMessage, TruncatedMessage
 
 _FIXED_REQUEST = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")

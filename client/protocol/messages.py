@@ -12,11 +12,11 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from client.protocol.api_keys import ADVERTISED_VERSIONS, ApiKey
-from client.protocol.codec import Buffer, Message, MessageCodec
-from client.protocol.errors import ErrorCode
-from client.protocol.exceptions import MalformedMessage, UnknownApi, UnsupportedVersion
-from client.protocol.headers import (
+from raftka.client.protocol.api_keys import ADVERTISED_VERSIONS, ApiKey
+from raftka.client.protocol.codec import Buffer, Message, MessageCodec
+from raftka.client.protocol.errors import ErrorCode
+from raftka.client.protocol.exceptions import MalformedMessage, UnknownApi, UnsupportedVersion
+from raftka.client.protocol.headers import (
     RequestHeader,
     ResponseHeader,
     decode_request_header,
@@ -28,7 +28,7 @@ from client.protocol.headers import (
     request_header_version,
     response_header_version,
 )
-from client.protocol.schemas import ALL_SCHEMAS
+from raftka.client.protocol.schemas import ALL_SCHEMAS
 
 _SIZE = struct.Struct(">i")
 

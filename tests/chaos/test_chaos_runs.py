@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from chaos.checker import check
-from chaos.history import read_history
-from chaos.run import RunConfig, run
-from log.batch_header import iter_headers
+from raftka.chaos.checker import check
+from raftka.chaos.history import read_history
+from raftka.chaos.run import RunConfig, run
 from raftka.cli import main
+from raftka.log.batch_header import iter_headers
 
 
 def test_short_run_under_kill_pause_partition_is_valid(tmp_path):
@@ -133,7 +133,7 @@ def test_cli_rejects_an_unknown_nemesis():
 
 @pytest.mark.parametrize("kinds", [("kill",), ("kill", "pause", "partition", "leader-kill")])
 def test_schedule_is_reproducible_from_the_seed(kinds):
-    from chaos.nemesis import make_schedule
+    from raftka.chaos.nemesis import make_schedule
 
     a = make_schedule(11, kinds, 120, 10, 5)
     assert a == make_schedule(11, kinds, 120, 10, 5)

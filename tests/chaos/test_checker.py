@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chaos.checker import ANOMALIES, check
-from chaos.history import Op, op, read_history, write_history
+from raftka.chaos.checker import ANOMALIES, check
+from raftka.chaos.history import Op, op, read_history, write_history
 
 
 def send(process: int, value: int, partition: int, offset: int | None, outcome: str = "ok",

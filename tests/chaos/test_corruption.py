@@ -9,10 +9,10 @@ import random
 import pytest
 import structlog
 
-from chaos.corruption import closed_segments, corrupt_segment, detection_in_log
-from log.config import LogConfig
-from log.partition_log import PartitionLog
-from log.record_batch import Record, encode_batch
+from raftka.chaos.corruption import closed_segments, corrupt_segment, detection_in_log
+from raftka.log.config import LogConfig
+from raftka.log.partition_log import PartitionLog
+from raftka.log.record_batch import Record, encode_batch
 
 CONFIG = LogConfig(segment_bytes=1024)
 

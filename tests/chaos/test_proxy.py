@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from chaos.proxy import ProxyNet, Route
+from raftka.chaos.proxy import ProxyNet, Route
 from tests.support import free_port
 
 

@@ -13,8 +13,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from client.partitioner import partition_for_key
-from log.record_batch import iter_batches
+from raftka.client.partitioner import partition_for_key
+from raftka.log.record_batch import iter_batches
 from tests.compat.wire_client import WireConnection
 
 Headers = tuple[tuple[str, bytes], ...]

@@ -1,79 +1,58 @@
-"""A one-node raftka server process that can be killed (-9) and restarted on the same data.
+"""A one-node raftka server that tests can kill (-9) and restart on the same data and ports.
 
-`tests/integration/sdk_broker.one_node_server` formats, starts and stops in one
-go; the restart and robustness tests need to kill the process and bring it back
-on the same log dirs and ports, and to set broker properties (limits). This
-reuses its command line, environment and ready marker.
+A thin view of `raftka.client.local_cluster.LocalCluster` (the one way every
+launcher starts nodes) for the restart and robustness tests: broker
+properties (limits), the process, and the server's structlog records.
 """
 
 from __future__ import annotations
 
 import json
-import queue
-import signal
-import subprocess
-import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.integration.quorum_procs import free_low_port
-from tests.integration.sdk_broker import RAFTKA, READY_MARKER, raftka_env
-
-SECRET = "compat-tests-secret-0123456789"
+from raftka.client.local_cluster import LocalCluster, NodeExited
 
 
 class ServerProcess:
     """`raftka server start` on a config written once; start/kill/stop any number of times.
 
-    The ports are chosen once (below the ephemeral range, see `free_low_port`)
-    so a restarted server answers at the same bootstrap address.
-    """
+    The ports are chosen once, so a restarted server answers at the same bootstrap address."""
 
     def __init__(self, directory: Path, *, num_partitions: int = 1,
                  properties: Mapping[str, str] | None = None) -> None:
         self.directory = directory
-        used: set[int] = set()
-        self.client_port = free_low_port(used)
-        quorum_port = free_low_port(used)
-        while quorum_port + 1 in used:  # the controller RPC listens on quorum port + 1
-            quorum_port = free_low_port(used)
-        lines = {
-            "node.id": "1",
-            "listeners": (f"PLAINTEXT://127.0.0.1:{self.client_port},"
-                          f"CONTROLLER://127.0.0.1:{quorum_port}"),
-            "controller.listener.names": "CONTROLLER",
-            "controller.quorum.voters": f"1@127.0.0.1:{quorum_port}",
-            "controller.quorum.secret": SECRET,
-            "log.dirs": str(directory / "data"),
-            "metadata.log.dir": str(directory / "meta"),
+        self._cluster = LocalCluster(directory, 1, log_level="INFO", extra_config={
             "num.partitions": str(num_partitions),
             "group.initial.rebalance.delay.ms": "0",
             **(properties or {}),
-        }
-        self.config = directory / "server.properties"
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-        self.log_path = directory / "server.log"
-        self.proc: subprocess.Popen[str] | None = None
+        })
+        self._cluster.prepare()
+        self._node = self._cluster.nodes[1]
+        self.directory = self._node.directory
+        self.log_path = self._node.log_path
         self.starts = 0
-        env = raftka_env()
-        cluster_id = subprocess.run([*RAFTKA, "storage", "random-uuid"], env=env, check=True,
-                                    capture_output=True, text=True).stdout.strip()
-        subprocess.run([*RAFTKA, "storage", "format", "--config", str(self.config),
-                        "--cluster-id", cluster_id], env=env, check=True, capture_output=True)
+
+    @property
+    def client_port(self) -> int:
+        return self._node.client_port
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return self._node.bootstrap
+
+    @property
+    def proc(self):
+        return self._node.process
 
     @property
     def pid(self) -> int:
-        assert self.proc is not None, "the server was never started"
-        return self.proc.pid
+        assert self._node.process is not None, "the server was never started"
+        return self._node.process.pid
 
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self._node.running
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and return once it prints the ready marker."""
@@ -81,34 +60,13 @@ class ServerProcess:
             raise RuntimeError(f"server pid {self.pid} is already running")
         self.starts += 1
         # Append, so a restarted server's log keeps its predecessor's for post-mortems.
-        with open(self.log_path, "a") as stderr:
-            stderr.write(f"---- start #{self.starts} ----\n")
-            stderr.flush()
-            proc = subprocess.Popen([*RAFTKA, "server", "start", "--config", str(self.config)],
-                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                    env=raftka_env())
-        self.proc = proc
-        lines: queue.Queue[str] = queue.Queue()
-
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-
-        threading.Thread(target=read, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or proc.poll() is not None:
-                self.stop()
-                raise RuntimeError(
-                    f"raftka server did not become ready within {timeout}s (exit {proc.poll()}); "
-                    "log tail:\n" + self.log_path.read_text()[-3000:])
-            try:
-                if READY_MARKER in lines.get(timeout=min(remaining, 0.5)):
-                    return
-            except queue.Empty:
-                continue
+        with open(self.log_path, "a") as log:
+            log.write(f"---- start #{self.starts} ----\n")
+        try:
+            self._cluster.start_node(1, wait=True, timeout=timeout)
+        except (NodeExited, TimeoutError) as exc:
+            self.stop()
+            raise RuntimeError(f"raftka server did not become ready: {exc}") from None
 
     def log_events(self, event: str) -> list[dict]:
         """The server's structlog records (JSON lines on stderr) named `event`, oldest first."""
@@ -125,23 +83,11 @@ class ServerProcess:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, nothing is flushed by the server."""
-        if self.running():
-            assert self.proc is not None
-            self.proc.kill()
-            self.proc.wait()
+        self._cluster.kill_node(1)
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM (clean shutdown), SIGKILL after `timeout` s; the exit status, None if never run."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return self._cluster.stop_node(1, timeout)
 
 
 @contextmanager

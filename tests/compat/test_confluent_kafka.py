@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from client.partitioner import partition_for_key
+from raftka.client.partitioner import partition_for_key
 from tests.compat.conftest import DEFAULT_PARTITIONS
 from tests.compat.messages import (
     Consumed,

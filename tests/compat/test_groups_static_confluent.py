@@ -13,9 +13,9 @@ import time
 
 import trio
 
-from client.cluster import Cluster
-from client.group_admin import describe_group
-from client.protocol import ApiKey, ErrorCode, FindCoordinatorRequest, HeartbeatRequest
+from raftka.client.cluster import Cluster
+from raftka.client.group_admin import describe_group
+from raftka.client.protocol import ApiKey, ErrorCode, FindCoordinatorRequest, HeartbeatRequest
 from tests.integration.cluster_support import create_topic, running_cluster
 from tests.integration.groups_support import GROUP_EXTRA, ThreadMember, produce
 from tests.integration.sdk_broker import RAFTKA, raftka_env

@@ -16,7 +16,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from client.partitioner import partition_for_key
+from raftka.client.partitioner import partition_for_key
 from tests.compat.conftest import DEFAULT_PARTITIONS
 from tests.compat.messages import (
     Consumed,

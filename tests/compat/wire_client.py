@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from client.protocol import ApiKey, FrameDecoder, decode_response, encode_request
-from log.record_batch import DecodedBatch, Record, encode_batch, iter_batches
+from raftka.client.protocol import ApiKey, FrameDecoder, decode_response, encode_request
+from raftka.log.record_batch import DecodedBatch, Record, encode_batch, iter_batches
 
 EARLIEST = -2
 LATEST = -1

@@ -2,46 +2,23 @@
 
 from __future__ import annotations
 
-import random
-import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from client.blocking import Admin
-from client.metadata import PartitionInfo
-from raftka.local_cluster import FAST_FAILURE_DETECTION, PORT_STRIDE, LocalCluster
+from raftka.client.blocking import Admin
+from raftka.client.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
+from raftka.client.metadata import PartitionInfo
 from tests.support import wait_until
-
-
-def _ports_free(base: int, nodes: int) -> bool:
-    for i in range(nodes):
-        for offset in (0, 1, 2):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", base + PORT_STRIDE * i + offset))
-                except OSError:
-                    return False
-    return True
-
-
-def free_port_base(nodes: int) -> int:
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(10000, 32000 - PORT_STRIDE * nodes, 10)
-        if _ports_free(base, nodes):
-            return base
-    raise RuntimeError("no free port range for a test cluster")
 
 
 @contextmanager
 def running_cluster(directory: Path, nodes: int = 3, extra: Mapping[str, str] | None = None,
                     timeout: float = 60.0) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(directory, nodes, port_base=free_port_base(nodes),
-                           extra_config={**FAST_FAILURE_DETECTION, **(extra or {})}, log_level="INFO")
+    cluster = LocalCluster(directory, nodes, extra_config={**FAST_FAILURE_DETECTION, **(extra or {})},
+                           log_level="INFO")
     try:
-        cluster.start()
-        cluster.wait_ready(timeout)
+        cluster.start_and_wait(timeout)
         yield cluster
     finally:
         cluster.stop(timeout=20)
@@ -66,7 +43,7 @@ def wait_partition(cluster: LocalCluster, topic: str, predicate, timeout: float 
 
 def create_topic(cluster: LocalCluster, topic: str, partitions: int = 1, rf: int = 3,
                  configs: Mapping[str, str] | None = None) -> None:
-    from client.admin import NewTopic
+    from raftka.client.admin import NewTopic
 
     with Admin(bootstrap_of(cluster)) as admin:
         admin.create_topics([NewTopic(topic, partitions, rf, dict(configs or {}))])

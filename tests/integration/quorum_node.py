@@ -25,9 +25,9 @@ import time
 
 import trio
 
-from raft_meta.metadata_loader import MetadataLoader
-from raft_meta.quorum import SubmitError, open_quorum
-from raft_meta.records import Config
+from raftka.raft_meta.metadata_loader import MetadataLoader
+from raftka.raft_meta.quorum import SubmitError, open_quorum
+from raftka.raft_meta.records import Config
 
 
 def emit(**fields) -> None:

@@ -5,39 +5,17 @@ from __future__ import annotations
 import json
 import os
 import queue
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from raftka.client.local_cluster import free_low_port
+
 NODE_SCRIPT = Path(__file__).with_name("quorum_node.py")
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_low_port(used: set[int]) -> int:
-    """A free loopback port below 32768.
-
-    Linux hands out outgoing-connection source ports from 32768-60999
-    (ip_local_port_range); a raft port in that range can be taken by some
-    connection's source port while its voter is down, and the restarted
-    voter then cannot bind. So never bind(0): probe below the range.
-    """
-    for _ in range(200):
-        port = random.randint(20000, 32000)
-        if port in used:
-            continue
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        used.add(port)
-        return port
-    raise RuntimeError("no free port below 32768 after 200 tries")
 
 
 class Voter:

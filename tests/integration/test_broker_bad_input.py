@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import Producer
 
-from client.protocol import ApiKey, ErrorCode, decode_response, encode_request
-from log.record_batch import Record, encode_batch
+from raftka.client.protocol import ApiKey, ErrorCode, decode_response, encode_request
+from raftka.log.record_batch import Record, encode_batch
 from tests.compat.server_process import ServerProcess, running_server
 from tests.compat.wire_client import (
     ConnectionClosedByBroker,

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from client.protocol import ApiKey, ErrorCode
-from log.record_batch import iter_batches
+from raftka.client.protocol import ApiKey, ErrorCode
+from raftka.log.record_batch import iter_batches
 from tests.compat.server_process import ServerProcess, running_server
 from tests.compat.wire_client import WireConnection, values_batch
 

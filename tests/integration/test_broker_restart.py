@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from client.protocol import ErrorCode
+from raftka.client.protocol import ErrorCode
 from tests.compat.server_process import ServerProcess
 from tests.compat.wire_client import WireConnection, values_batch
 from tests.support import wait_until

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from client.blocking import Admin, Consumer, Producer
-from client.records import TopicPartition
+from raftka.client.blocking import Admin, Consumer, Producer
+from raftka.client.records import TopicPartition
 from tests.integration.cluster_support import create_topic, running_cluster
 from tests.support import wait_until
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster_support import free_port_base
+from raftka.client.local_cluster import free_port_base
 from tests.support import wait_until
 
 pytestmark = pytest.mark.slow

@@ -132,7 +132,7 @@ def test_controlled_shutdown_is_invisible_to_acks_all_producers(tmp_path):
 def test_controller_crash_then_broker_crash_still_handled(tmp_path):
     with running_cluster(tmp_path) as cluster:
         create_topic(cluster, "ctl", 3, 3, {"min.insync.replicas": "2"})
-        from client.blocking import Admin
+        from raftka.client.blocking import Admin
 
         with Admin(cluster.bootstrap_servers) as admin:
             controller = admin.describe_cluster().controller_id
@@ -163,8 +163,8 @@ def test_controller_crash_then_broker_crash_still_handled(tmp_path):
 
 
 def test_sdk_producer_and_consumer_survive_a_leader_crash(tmp_path):
-    from client.blocking import Consumer, Producer
-    from client.records import TopicPartition
+    from raftka.client.blocking import Consumer, Producer
+    from raftka.client.records import TopicPartition
 
     with running_cluster(tmp_path) as cluster:
         create_topic(cluster, "sdk-ha", 1, 3, {"min.insync.replicas": "2"})

@@ -7,7 +7,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from log.batch_header import iter_headers
+from raftka.log.batch_header import iter_headers
 from tests.integration.cluster_support import (
     bootstrap_of,
     create_topic,

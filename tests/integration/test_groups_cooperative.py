@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from client import AsyncConsumer, AsyncProducer, KafkaError, TopicPartition
-from client.protocol import ErrorCode
+from raftka.client import AsyncConsumer, AsyncProducer, KafkaError, TopicPartition
+from raftka.client.protocol import ErrorCode
 from tests.integration.cluster_support import create_topic, running_cluster
 from tests.integration.groups_support import GROUP_EXTRA, ThreadMember, produce
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from client import AsyncConsumer, TopicPartition
-from client.assignors import range_assign, roundrobin_assign
-from client.group_protocol import (
+from raftka.client import AsyncConsumer, TopicPartition
+from raftka.client.assignors import range_assign, roundrobin_assign
+from raftka.client.group_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
@@ -167,8 +167,8 @@ async def _cli(*args: str) -> str:
 
 
 def test_blocking_consumer_subscribes_commits_and_resumes(bootstrap):
-    from client.admin import NewTopic
-    from client.blocking import Admin, Consumer
+    from raftka.client.admin import NewTopic
+    from raftka.client.blocking import Admin, Consumer
 
     topic = "blocking-group"
     with Admin(bootstrap) as admin:

@@ -18,13 +18,13 @@ import confluent_kafka
 import pytest
 import trio
 
-from broker.control_rpc import ControlRpcClient, ControlRpcServer
-from client.blocking import Admin
-from raft_meta.controller import PROBES_PER_HINT, Controller
-from raft_meta.metadata_loader import MetadataLoader
-from raft_meta.node_config import parse_node_config
-from raft_meta.quorum import open_quorum_from_config
-from raftka.local_cluster import LocalCluster
+from raftka.broker.control_rpc import ControlRpcClient, ControlRpcServer
+from raftka.client.blocking import Admin
+from raftka.client.local_cluster import LocalCluster, free_low_port
+from raftka.raft_meta.controller import PROBES_PER_HINT, Controller
+from raftka.raft_meta.metadata_loader import MetadataLoader
+from raftka.raft_meta.node_config import parse_node_config
+from raftka.raft_meta.quorum import open_quorum_from_config
 from tests.integration.cluster_support import (
     bootstrap_of,
     create_topic,
@@ -32,7 +32,6 @@ from tests.integration.cluster_support import (
     running_cluster,
     wait_partition,
 )
-from tests.integration.quorum_procs import free_low_port
 from tests.support import free_port, wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(120)

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from client.admin import NewTopic
-from client.blocking import Admin
+from raftka.client.admin import NewTopic
+from raftka.client.blocking import Admin
 from tests.integration.sdk_broker import RAFTKA, one_node_server, raftka_env
 
 RESULT_KEYS = {"type", "records", "bytes", "elapsed_s", "records_per_s", "mb_per_s", "errors",

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from raft_meta.controller import Controller
-from raft_meta.controller_errors import ControllerError
-from raft_meta.metadata_loader import ClusterIdMismatch, MetadataLoader
-from raft_meta.node_config import parse_node_config
-from raft_meta.quorum import open_quorum, open_quorum_from_config
-from raft_meta.records import ControllerClaim
-from tests.integration.quorum_procs import free_low_port
+from raftka.client.local_cluster import free_low_port
+from raftka.raft_meta.controller import Controller
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.metadata_loader import ClusterIdMismatch, MetadataLoader
+from raftka.raft_meta.node_config import parse_node_config
+from raftka.raft_meta.quorum import open_quorum, open_quorum_from_config
+from raftka.raft_meta.records import ControllerClaim
 from tests.support import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
@@ -114,8 +114,8 @@ async def test_cluster_id_mismatch_is_refused(tmp_path: Path) -> None:
 
 
 async def test_restart_from_snapshot_keeps_records_and_offsets(tmp_path: Path) -> None:
-    from raft_meta.quorum import QuorumSettings
-    from raft_meta.records import Config
+    from raftka.raft_meta.quorum import QuorumSettings
+    from raftka.raft_meta.records import Config
 
     port = free_low_port(set())
     voters = {1: f"127.0.0.1:{port}"}
@@ -142,7 +142,7 @@ async def test_restart_from_snapshot_keeps_records_and_offsets(tmp_path: Path) -
 async def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
     import socket
 
-    from raft_meta.quorum import QuorumError, QuorumSettings
+    from raftka.raft_meta.quorum import QuorumError, QuorumSettings
 
     port = free_low_port(set())
     with socket.socket() as squatter:

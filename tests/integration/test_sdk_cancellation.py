@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import trio
 
-from client.admin import AsyncAdmin
-from client.consumer import AsyncConsumer
-from client.errors import KafkaError
-from client.producer import AsyncProducer
-from client.records import TopicPartition
+from raftka.client.admin import AsyncAdmin
+from raftka.client.consumer import AsyncConsumer
+from raftka.client.errors import KafkaError
+from raftka.client.producer import AsyncProducer
+from raftka.client.records import TopicPartition
 from tests.integration.sdk_broker import one_node_server
 
 
 async def test_cancelled_send_poll_and_admin_calls_close_their_clients(tmp_path):
     with one_node_server(tmp_path) as bootstrap:
         async with AsyncAdmin(bootstrap) as admin:
-            from client.admin import NewTopic
+            from raftka.client.admin import NewTopic
 
             await admin.create_topics([NewTopic("cancel-me", 1, 1)])
         # A consumer blocked in a long poll, cancelled from outside its `async with`.

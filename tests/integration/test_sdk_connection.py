@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 
-from client.connection import BrokerConnection
-from client.errors import KafkaConnectionError, KafkaTimeoutError
-from client.protocol import (
+from raftka.client.connection import BrokerConnection
+from raftka.client.errors import KafkaConnectionError, KafkaTimeoutError
+from raftka.client.protocol import (
     ADVERTISED_VERSIONS,
     ApiKey,
     FrameDecoder,
@@ -186,8 +186,8 @@ async def test_an_unreachable_broker_is_a_connection_error() -> None:
 async def test_producer_retries_a_leader_error_with_the_same_sequence() -> None:
     """NOT_LEADER_OR_FOLLOWER twice, then success: the producer refreshes metadata,
     resends the identical idempotent batch (same base sequence), and delivers."""
-    from client.producer import AsyncProducer
-    from log.batch_header import parse_header
+    from raftka.client.producer import AsyncProducer
+    from raftka.log.batch_header import parse_header
 
     produced: list[tuple[int, int, int]] = []  # (producer_id, base_sequence, record_count)
     metadata_requests = 0

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from client import (
+from raftka.client import (
     Admin,
     AsyncAdmin,
     AsyncConsumer,
@@ -21,7 +21,7 @@ from client import (
     TopicPartition,
     UnknownTopicOrPartitionError,
 )
-from client.partitioner import partition_for_key
+from raftka.client.partitioner import partition_for_key
 from tests.integration.sdk_broker import one_node_server
 
 
@@ -216,7 +216,7 @@ def test_blocking_facades_round_trip(bootstrap: str) -> None:
                 got.extend(records)
     assert sorted(r.value for r in got) == sorted([b"v%d" % i for i in range(50)] + [b"last"])
     # closed facades refuse work instead of hanging
-    from client.errors import IllegalStateError
+    from raftka.client.errors import IllegalStateError
 
     with pytest.raises(IllegalStateError):
         consumer.poll(10)

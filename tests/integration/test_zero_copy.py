@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.zero_copy import SENDFILE_MIN_BYTES, ChunkedResponse, FileRegion, send_response
-from client.protocol import ApiKey, FetchResponse, decode_response, encode_request
-from client.protocol.messages import encode_response, encode_response_chunks
-from log.config import LogConfig
-from log.partition_log import PartitionLog
-from log.record_batch import Record, encode_batch, iter_batches
+from raftka.broker.zero_copy import SENDFILE_MIN_BYTES, ChunkedResponse, FileRegion, send_response
+from raftka.client.protocol import ApiKey, FetchResponse, decode_response, encode_request
+from raftka.client.protocol.messages import encode_response, encode_response_chunks
+from raftka.log.config import LogConfig
+from raftka.log.partition_log import PartitionLog
+from raftka.log.record_batch import Record, encode_batch, iter_batches
 from tests.compat.server_process import running_server
 from tests.compat.wire_client import WireConnection
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from raftka.local_cluster import LocalCluster
+from raftka.client.local_cluster import LocalCluster
 from tests.integration.cluster_support import running_cluster
 
 RETENTION_CHECK = {"log.retention.check.interval.ms": "500"}
@@ -24,7 +24,7 @@ RETENTION_CHECK = {"log.retention.check.interval.ms": "500"}
 def spark() -> Iterator:
     from pyspark.sql import SparkSession
 
-    from spark_source import RaftkaDataSource
+    from raftka.spark_source import RaftkaDataSource
 
     # Python workers must import our packages with this same interpreter.
     os.environ["PYSPARK_PYTHON"] = sys.executable

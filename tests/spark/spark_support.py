@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from client.admin import NewTopic
-from client.blocking import Admin, Producer
+from raftka.client.admin import NewTopic
+from raftka.client.blocking import Admin, Producer
 from tests.support import wait_until
 
 BASE_TS = 1_700_000_000_000

@@ -8,8 +8,8 @@ import shutil
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from client.blocking import Admin, Consumer
-from client.records import TopicPartition
+from raftka.client.blocking import Admin, Consumer
+from raftka.client.records import TopicPartition
 from tests.spark.spark_support import create_topic, produce
 from tests.support import wait_until
 

@@ -7,18 +7,18 @@ import json
 import pyarrow as pa
 import pytest
 
-from log.compression import Compression
-from log.errors import CorruptRecord
-from log.record_batch import Record, encode_batch
-from spark_source.arrow_records import arrow_schema, decode_range
-from spark_source.offset_ranges import (
+from raftka.log.compression import Compression
+from raftka.log.errors import CorruptRecord
+from raftka.log.record_batch import Record, encode_batch
+from raftka.spark_source.arrow_records import arrow_schema, decode_range
+from raftka.spark_source.offset_ranges import (
     OffsetRange,
     cap_offsets,
     from_stream_offset,
     plan_ranges,
     to_stream_offset,
 )
-from spark_source.options import OffsetSpec, SourceOptionError, parse_options
+from raftka.spark_source.options import OffsetSpec, SourceOptionError, parse_options
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
 
@@ -178,7 +178,7 @@ def test_schema_matches_what_spark_expects(spark) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    from spark_source.data_source import HEADERS_DDL, SCHEMA_DDL
+    from raftka.spark_source.data_source import HEADERS_DDL, SCHEMA_DDL
 
     for include, ddl in [(False, SCHEMA_DDL), (True, SCHEMA_DDL + HEADERS_DDL)]:
         spark_schema = StructType.fromDDL(ddl)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pyspark.errors import StreamingQueryException
 
-from client.blocking import Admin
+from raftka.client.blocking import Admin
 from tests.spark.spark_support import create_topic, produce
 from tests.support import wait_until
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from log.config import LogConfig
-from log.partition_log import PartitionLog
-from log.record_batch import Record, encode_batch
+from raftka.log.config import LogConfig
+from raftka.log.partition_log import PartitionLog
+from raftka.log.record_batch import Record, encode_batch
 
 TOPIC = "t"
 PARTITION = 0

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from log.batch_header import iter_headers, parse_header
-from log.cleaner import build_offset_map, clean_segment
-from log.record_batch import Record, encode_batch, iter_batches
+from raftka.log.batch_header import iter_headers, parse_header
+from raftka.log.cleaner import build_offset_map, clean_segment
+from raftka.log.record_batch import Record, encode_batch, iter_batches
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 HOUR = 3_600_000

@@ -57,3 +57,33 @@ def test_unbuilt_commands_say_so_and_fail(argv):
 def test_console_script_runs():
     out = subprocess.run([sys.executable, "-m", "raftka", "--version"], capture_output=True, text=True, check=True)
     assert "raftka" in out.stdout
+
+
+CONSECUTIVE_VOTERS = """\
+node.id=1
+listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
+controller.listener.names=CONTROLLER
+controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
+controller.quorum.secret=a-long-enough-test-secret
+log.dirs={data}
+"""
+
+
+@pytest.mark.parametrize("argv", [
+    ["storage", "format", "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk"],
+    ["server", "start"],
+    ["server", "start", "--format", "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk"],
+])
+def test_rpc_port_collision_is_refused_before_anything_is_written(tmp_path, argv):
+    config = tmp_path / "server.properties"
+    config.write_text(CONSECUTIVE_VOTERS.format(data=tmp_path / "data"))
+    out = subprocess.run([sys.executable, "-m", "raftka", *argv[:2], "--config", str(config), *argv[2:]],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "controller.rpc.port.offset" in out.stderr and "9094" in out.stderr, out.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_server_start_format_needs_a_cluster_id(tmp_path):
+    result = CliRunner().invoke(main, ["server", "start", "--config", __file__, "--format"])
+    assert result.exit_code == 2 and "--format and --cluster-id go together" in result.output

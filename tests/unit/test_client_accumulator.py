@@ -6,16 +6,16 @@ import random
 
 import pytest
 
-from client.accumulator import (
+from raftka.client.accumulator import (
     BATCH_OVERHEAD,
     RecordAccumulator,
     SequenceNumbers,
     StickyPartitioner,
     estimate_record_size,
 )
-from client.partitioner import partition_for_key
-from client.records import TopicPartition
-from log.record_batch import Record
+from raftka.client.partitioner import partition_for_key
+from raftka.client.records import TopicPartition
+from raftka.log.record_batch import Record
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)

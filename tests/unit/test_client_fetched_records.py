@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from client.fetched_records import decode_fetched, whole_batches_end
-from client.records import CREATE_TIME, LOG_APPEND_TIME
-from log.record_batch import Record, encode_batch
+from raftka.client.fetched_records import decode_fetched, whole_batches_end
+from raftka.client.records import CREATE_TIME, LOG_APPEND_TIME
+from raftka.log.record_batch import Record, encode_batch
 
 
 def batch(base: int, n: int, **kw: object) -> bytes:

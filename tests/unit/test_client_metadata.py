@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from client.metadata import ClusterMetadata
-from client.protocol import ApiKey, decode_response, encode_response
-from client.records import TopicPartition
+from raftka.client.metadata import ClusterMetadata
+from raftka.client.protocol import ApiKey, decode_response, encode_response
+from raftka.client.records import TopicPartition
 
 
 def response(topics: list[dict], brokers: list[tuple[int, int]] | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.errors import (
+from raftka.client.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -15,8 +15,8 @@ from client.errors import (
     error_for_code,
     raise_for_code,
 )
-from client.protocol import ADVERTISED_VERSIONS, ApiKey
-from client.versions import CLIENT_VERSIONS, choose_versions, min_version_check, version_for
+from raftka.client.protocol import ADVERTISED_VERSIONS, ApiKey
+from raftka.client.versions import CLIENT_VERSIONS, choose_versions, min_version_check, version_for
 
 
 def test_against_raftka_every_api_gets_its_highest_served_version() -> None:

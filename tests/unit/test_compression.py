@@ -13,14 +13,14 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.compression import (
+from raftka.log.compression import (
     LZ4_FRAME_MAGIC,
     XERIAL_MAGIC,
     Compression,
     compress,
     decompress,
 )
-from log.errors import CorruptRecord, UnsupportedCompression
+from raftka.log.errors import CorruptRecord, UnsupportedCompression
 
 ALL_CODECS = list(Compression)
 REAL_CODECS = [c for c in Compression if c is not Compression.NONE]

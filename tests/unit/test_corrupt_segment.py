@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import structlog
 
-from log.batch_header import iter_headers
-from log.config import LogConfig
-from log.partition_log import PartitionLog
-from log.record_batch import Record, encode_batch
+from raftka.log.batch_header import iter_headers
+from raftka.log.config import LogConfig
+from raftka.log.partition_log import PartitionLog
+from raftka.log.record_batch import Record, encode_batch
 
 
 def _write(tmp_path, batches: int = 30) -> PartitionLog:

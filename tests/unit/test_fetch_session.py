@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from broker.fetch_session import (
+from raftka.broker.fetch_session import (
     MAX_EPOCH,
     FetchSessionCache,
     SessionError,
     SessionPartition,
     next_epoch,
 )
-from client.protocol import ErrorCode
+from raftka.client.protocol import ErrorCode
 
 
 def test_epochs_advance_by_one_and_wrap_to_one() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.assignors import assignor, is_cooperative
-from client.group_protocol import Subscription, decode_subscription, encode_subscription
-from client.records import TopicPartition
-from client.sticky_assignor import cooperative_sticky_assign, current_owners, sticky_assign
+from raftka.client.assignors import assignor, is_cooperative
+from raftka.client.group_protocol import Subscription, decode_subscription, encode_subscription
+from raftka.client.records import TopicPartition
+from raftka.client.sticky_assignor import cooperative_sticky_assign, current_owners, sticky_assign
 
 
 def tps(topic: str, *partitions: int) -> tuple[TopicPartition, ...]:

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from broker.group_state import (
+from raftka.broker.group_state import (
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
     NONE,
@@ -22,8 +22,8 @@ from broker.group_state import (
     SyncResult,
     same_subscription,
 )
-from client.group_protocol import Subscription, encode_subscription
-from client.records import TopicPartition
+from raftka.client.group_protocol import Subscription, encode_subscription
+from raftka.client.records import TopicPartition
 
 SESSION = 10_000
 REBALANCE = 30_000

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from log.checkpoint import CorruptCheckpoint
-from log.leader_epoch_cache import LeaderEpochCache
+from raftka.log.checkpoint import CorruptCheckpoint
+from raftka.log.leader_epoch_cache import LeaderEpochCache
 
 LEO = 100
 

@@ -7,10 +7,10 @@ import socket
 import pytest
 import trio
 
-from raft_meta import controller_decisions as cd
-from raft_meta.apply import replay
-from raft_meta.liveness_probe import Reachability, probe_endpoint, probe_listeners
-from raft_meta.records import (
+from raftka.raft_meta import controller_decisions as cd
+from raftka.raft_meta.apply import replay
+from raftka.raft_meta.liveness_probe import Reachability, probe_endpoint, probe_listeners
+from raftka.raft_meta.records import (
     FenceBroker,
     Partition,
     PartitionChange,

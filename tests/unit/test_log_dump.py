@@ -6,10 +6,10 @@ import re
 
 from click.testing import CliRunner
 
-from log.config import LogConfig
-from log.partition_log import PartitionLog
-from log.record_batch import Record, encode_batch
 from raftka.cli import main
+from raftka.log.config import LogConfig
+from raftka.log.partition_log import PartitionLog
+from raftka.log.record_batch import Record, encode_batch
 
 
 def _write_log(tmp_path, batches: int = 20):

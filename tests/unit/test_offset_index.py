@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from log.offset_index import CorruptIndex, OffsetIndex
-from log.time_index import TimeIndex
+from raftka.log.offset_index import CorruptIndex, OffsetIndex
+from raftka.log.time_index import TimeIndex
 
 from .conftest import make_batch
 

@@ -2,7 +2,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from client.partitioner import murmur2, partition_for_key
+from raftka.client.partitioner import murmur2, partition_for_key
 
 
 def test_java_vectors():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from client.perf import (
+from raftka.client.perf import (
     MB,
     LatencySummary,
     ProduceResult,

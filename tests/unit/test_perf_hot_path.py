@@ -3,10 +3,10 @@
 import trio
 import trio.testing
 
-from client.accumulator import RecordAccumulator
-from client.producer import DeliveryFuture, OutgoingRecord
-from client.records import RecordMetadata, TopicPartition
-from log.record_batch import Record, decode_batch, encode_batch
+from raftka.client.accumulator import RecordAccumulator
+from raftka.client.producer import DeliveryFuture, OutgoingRecord
+from raftka.client.records import RecordMetadata, TopicPartition
+from raftka.log.record_batch import Record, decode_batch, encode_batch
 
 TP = TopicPartition("t", 0)
 

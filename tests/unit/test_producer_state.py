@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from log.batch_header import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, parse_header
-from log.errors import InvalidProducerEpoch, OutOfOrderSequence
-from log.producer_state import (
+from raftka.log.batch_header import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, parse_header
+from raftka.log.errors import InvalidProducerEpoch, OutOfOrderSequence
+from raftka.log.producer_state import (
     APPEND,
     RETAINED_BATCHES,
     CorruptSnapshot,
@@ -22,7 +22,7 @@ from log.producer_state import (
     snapshot_path,
     validate,
 )
-from log.record_batch import Record, encode_batch
+from raftka.log.record_batch import Record, encode_batch
 
 PID = 1000
 MAX_SEQ = (1 << 31) - 1

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from client.protocol import (
+from raftka.client.protocol import (
     DECLARED_VERSIONS,
     ApiKey,
     FrameDecoder,
@@ -31,7 +31,7 @@ from client.protocol import (
     needs_api_versions_fallback,
     peek_request_header,
 )
-from client.protocol.messages import REQUEST_CODECS, RESPONSE_CODECS
+from raftka.client.protocol.messages import REQUEST_CODECS, RESPONSE_CODECS
 from tests.unit.test_protocol_support import kp_class, sample
 
 PAIRS = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.protocol import (
+from raftka.client.protocol import (
     DECLARED_VERSIONS,
     ApiKey,
     decode_request,
@@ -20,14 +20,14 @@ from client.protocol import (
     encode_request,
     encode_response,
 )
-from client.protocol.codec import MessageCodec
-from client.protocol.generate_schemas import (
+from raftka.client.protocol.codec import MessageCodec
+from raftka.client.protocol.generate_schemas import (
     SPEC_NAMES,
     default_resources_dir,
     load_spec,
     message_schema_from_json,
 )
-from client.protocol.messages import REQUEST_CODECS, RESPONSE_CODECS
+from raftka.client.protocol.messages import REQUEST_CODECS, RESPONSE_CODECS
 from tests.unit.test_protocol_support import assert_matches_kp, kp_class, sample, to_kp
 
 

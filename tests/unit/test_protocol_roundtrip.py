@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from client.protocol import (
+from raftka.client.protocol import (
     ADVERTISED_VERSIONS,
     DECLARED_VERSIONS,
     FIRST_FLEXIBLE_VERSION,
@@ -28,7 +28,7 @@ from client.protocol import (
     request_header_version,
     response_header_version,
 )
-from client.protocol.messages import REQUEST_CODECS, RESPONSE_CODECS
+from raftka.client.protocol.messages import REQUEST_CODECS, RESPONSE_CODECS
 from tests.unit.test_protocol_support import sample, strategy
 
 PAIRS = [

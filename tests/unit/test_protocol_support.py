@@ -9,8 +9,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from client.protocol.codec import Message, MessageCodec
-from client.protocol.schema import Field, parse_versions
+from raftka.client.protocol.codec import Message, MessageCodec
+from raftka.client.protocol.schema import Field, parse_versions
 
 _INT_RANGES = {
     "int8": (-(1 << 7), (1 << 7) - 1),
@@ -227,8 +227,8 @@ def assert_matches_kp(codec: MessageCodec, ours: Message, theirs: Any, version: 
 
 
 def test_sample_fills_every_present_field():
-    from client.protocol.api_keys import ApiKey
-    from client.protocol.messages import REQUEST_CODECS
+    from raftka.client.protocol.api_keys import ApiKey
+    from raftka.client.protocol.messages import REQUEST_CODECS
 
     codec = REQUEST_CODECS[ApiKey.PRODUCE]
     msg = sample(codec, 8)

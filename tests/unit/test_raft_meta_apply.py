@@ -5,9 +5,9 @@ from __future__ import annotations
 import cbor2
 import pytest
 
-from raft_meta.apply import apply, replay
-from raft_meta.image import MetadataImage
-from raft_meta.records import (
+from raftka.raft_meta.apply import apply, replay
+from raftka.raft_meta.image import MetadataImage
+from raftka.raft_meta.records import (
     NO_LEADER,
     Config,
     ControllerClaim,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from raft_meta.apply import apply_entry, replay
-from raft_meta.records import (
+from raftka.raft_meta.apply import apply_entry, replay
+from raftka.raft_meta.records import (
     Partition,
     RecordBatch,
     RegisterBroker,

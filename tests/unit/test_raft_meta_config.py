@@ -6,8 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from raft_meta.node_config import ConfigError, load_node_config, parse_node_config, parse_properties
-from raft_meta.storage_format import (
+from raftka.raft_meta.node_config import (
+    ConfigError,
+    load_node_config,
+    parse_node_config,
+    parse_properties,
+)
+from raftka.raft_meta.storage_format import (
     StorageError,
     format_storage,
     random_cluster_id,
@@ -99,6 +104,16 @@ def test_retention_precedence(tmp_path: Path) -> None:
         ({"log.dirs": None}, "'log.dirs' is missing"),
         ({"listener.security.protocol.map": "PLAINTEXT:SSL"}, "only PLAINTEXT"),
         ({"log.cleanup.policy": "shred"}, "delete, compact"),
+        # the controller RPC port trap: quorum port + controller.rpc.port.offset
+        ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"},
+         "voter 1's controller RPC port 127.0.0.1:9094 (its quorum port 9093 + offset 1) is also "
+         "voter 2's quorum port 127.0.0.1:9094; expected quorum ports at least 2 apart"),
+        ({"controller.rpc.port.offset": "100"},
+         "voter 1's controller RPC port 127.0.0.1:9193 (its quorum port 9093 + offset 100) is also "
+         "voter 2's quorum port"),
+        ({"controller.rpc.port.offset": "-1"},
+         "controller RPC port 127.0.0.1:9092 (its quorum port 9093 + offset -1) is also this node's "
+         "PLAINTEXT listener port 9092"),
     ],
 )
 def test_bad_config_names_key_value_and_expectation(tmp_path: Path, overrides: dict, message: str) -> None:
@@ -111,6 +126,17 @@ def test_bad_config_names_key_value_and_expectation(tmp_path: Path, overrides: d
     with pytest.raises(ConfigError) as info:
         parse_node_config(props, env={})
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("voters", [
+    "1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293",   # raftka cluster up's layout
+    "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097",   # 2 apart: RPC ports 9094, 9096, 9098
+    "1@127.0.0.1:9093,2@10.0.0.2:9094,3@10.0.0.3:9095",     # consecutive, but on other hosts
+])
+def test_rpc_ports_that_cannot_collide_are_accepted(tmp_path: Path, voters: str) -> None:
+    props = _props(tmp_path)
+    props["controller.quorum.voters"] = voters
+    parse_node_config(props, env={})
 
 
 def test_properties_syntax() -> None:
@@ -148,7 +174,7 @@ def test_verify_rejects_other_node_or_mixed_clusters(tmp_path: Path) -> None:
     (tmp_path / "data" / "meta.properties").unlink()
     format_storage(config, random_cluster_id())
     (tmp_path / "meta" / "meta.properties").unlink()
-    from raft_meta.storage_format import MetaProperties, write_meta_properties
+    from raftka.raft_meta.storage_format import MetaProperties, write_meta_properties
 
     write_meta_properties(tmp_path / "meta", MetaProperties(random_cluster_id(), 1))
     with pytest.raises(StorageError, match="disagree on the cluster id"):

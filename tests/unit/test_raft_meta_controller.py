@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 
-from raft_meta import controller_decisions as cd
-from raft_meta.apply import apply, replay
-from raft_meta.controller_errors import ControllerError
-from raft_meta.image import BrokerRegistration, MetadataImage
-from raft_meta.records import (
+from raftka.raft_meta import controller_decisions as cd
+from raftka.raft_meta.apply import apply, replay
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.image import BrokerRegistration, MetadataImage
+from raftka.raft_meta.records import (
     NO_LEADER,
     Config,
     FenceBroker,

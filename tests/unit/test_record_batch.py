@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from log.batch_header import (
+from raftka.log.batch_header import (
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -25,10 +25,10 @@ from log.batch_header import (
     set_partition_leader_epoch,
     update_crc,
 )
-from log.compression import Compression, compress
-from log.errors import CorruptRecord, InvalidRecord, LogError, UnsupportedCompression
-from log.record_batch import DecodedBatch, Record, decode_batch, encode_batch, iter_batches
-from log.varint import encode_varint, encode_varlong
+from raftka.log.compression import Compression, compress
+from raftka.log.errors import CorruptRecord, InvalidRecord, LogError, UnsupportedCompression
+from raftka.log.record_batch import DecodedBatch, Record, decode_batch, encode_batch, iter_batches
+from raftka.log.varint import encode_varint, encode_varlong
 
 CODECS = list(Compression)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from log.batch_header import iter_headers
-from log.checkpoint import read_offsets
+from raftka.log.batch_header import iter_headers
+from raftka.log.checkpoint import read_offsets
 
 from .conftest import PARTITION, TOPIC, crash, make_batch
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from log.errors import OffsetOutOfRange
-from log.record_batch import iter_batches
+from raftka.log.errors import OffsetOutOfRange
+from raftka.log.record_batch import iter_batches
 
 from .conftest import make_batch
 

@@ -10,18 +10,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from log.batch_header import iter_headers, parse_header
-from log.config import LogConfig
-from log.errors import (
+from raftka.log.batch_header import iter_headers, parse_header
+from raftka.log.config import LogConfig
+from raftka.log.errors import (
     CorruptRecord,
     InvalidRecord,
     OffsetOutOfRange,
     OutOfOrderSequence,
     RecordTooLarge,
 )
-from log.partition_log import OffsetsNotContiguous, PartitionLog
-from log.record_batch import decode_batch, iter_batches
-from log.segment import TAIL_PREAD_BYTES
+from raftka.log.partition_log import OffsetsNotContiguous, PartitionLog
+from raftka.log.record_batch import decode_batch, iter_batches
+from raftka.log.segment import TAIL_PREAD_BYTES
 
 from .conftest import make_batch
 

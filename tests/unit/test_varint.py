@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.record.util import encode_varint as kafka_encode_varint
 
-from log.errors import CorruptRecord
-from log.varint import (
+from raftka.log.errors import CorruptRecord
+from raftka.log.varint import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,

@@ -1,0 +1,25 @@
+"""A node's life at its edges: asked to stop while it is still starting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from raftka.client.local_cluster import LocalCluster
+from tests.support import wait_until
+
+
+def test_sigterm_during_start_up_ends_it_at_once(tmp_path: Path) -> None:
+    """One voter of three can never elect a controller, so it never finishes starting;
+    SIGTERM must still end it cleanly (exit 0), not wait to be SIGKILLed."""
+    cluster = LocalCluster(tmp_path, 3, log_level="INFO")
+    cluster.prepare()
+    try:
+        cluster.start_node(1)
+        node = cluster.nodes[1]
+        wait_until(lambda: "broker.register_retry" in node.log_path.read_text(), timeout=30,
+                   what="the node to be waiting for a controller")
+        assert cluster.stop_node(1, timeout=10) == 0
+        assert "node.start_abandoned" in node.log_path.read_text()
+        assert not node.ready.is_set()
+    finally:
+        cluster.stop()

@@ -1,0 +1,1 @@
+APP_CLIENT = b"the app's own client module"

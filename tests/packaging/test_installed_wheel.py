@@ -1,0 +1,160 @@
+"""raftka as a user installs it: a built wheel in a fresh virtualenv, used from an app folder.
+
+The wheel is built from the tracked source (as `pip install <clone>` would),
+installed with pip into a new venv, and an application's own test suite
+(`app_template/`: its own `client.py` and `log/` package beside raftka's)
+runs there with pytest, asking only for the plugin's fixtures. Nothing here
+runs from the repository root, which would hide packaging mistakes.
+
+The fresh venv gets the third-party libraries (trio, confluent-kafka,
+pytest, ...) from this test run's environment through a `.pth` line, so the
+test needs no network; raftka itself comes only from the wheel (checked).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+APP_TEMPLATE = Path(__file__).with_name("app_template")
+
+
+def _source_files() -> list[str]:
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
+                            capture_output=True, text=True).stdout.splitlines()
+    return [f for f in listed if (REPO / f).is_file()]
+
+
+def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    env.update(kwargs.pop("env", {}))
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("wheel")
+    source = root / "src"
+    for name in _source_files():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    dist = root / "dist"
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                  "--disable-pip-version-check", "-q", "-w", str(dist), str(source)])
+    assert built.returncode == 0, built.stderr
+    (wheel,) = dist.glob("raftka-*.whl")
+
+    venv = root / "venv"
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    assert made.returncode == 0, made.stderr
+    python = venv / "bin" / "python"
+    pip = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+                "--disable-pip-version-check", "-q", str(wheel)])
+    assert pip.returncode == 0, pip.stderr
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+                .stdout.strip())
+    # The libraries raftka and the app's tests use, from this environment (no network needed).
+    (site / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    app = root / "app"
+    shutil.copytree(APP_TEMPLATE, app, ignore=shutil.ignore_patterns("__pycache__"))
+    return {"wheel": wheel, "python": python, "site": site, "app": app, "root": root}
+
+
+def test_the_wheel_adds_exactly_two_top_level_names(installed):
+    with zipfile.ZipFile(installed["wheel"]) as whl:
+        names = whl.namelist()
+    top = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert top == {"raftka", "pyspark_raftka.py"}
+    for layer in ("log", "client", "client/protocol", "raft_meta", "broker", "broker/handlers",
+                  "spark_source", "chaos"):
+        assert f"raftka/{layer}/__init__.py" in names, layer
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    with zipfile.ZipFile(installed["wheel"]) as whl:
+        text = whl.read(entry_points).decode()
+    assert "[pytest11]" in text and "raftka = raftka.pytest_plugin" in text
+
+
+def test_installed_raftka_comes_from_the_wheel_and_imports_lazily(installed):
+    probe = _run([str(installed["python"]), "-c",
+                  "import sys, raftka, raftka.client.protocol, pyspark_raftka as _;"
+                  "print(raftka.__file__);"
+                  "print(sorted(m for m in ('trio', 'threading', 'raftka.client.blocking') if m in sys.modules))"],
+                 cwd=installed["app"])
+    # pyspark_raftka imports the Spark source (pyspark), which may import threading: check
+    # laziness without it.
+    lazy = _run([str(installed["python"]), "-c",
+                 "import sys, raftka, raftka.client.protocol;"
+                 "print(sorted(m for m in ('trio', 'threading', 'raftka.client.blocking') if m in sys.modules))"],
+                cwd=installed["app"])
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.splitlines()[0].startswith(str(installed["site"]))
+    assert lazy.returncode == 0, lazy.stderr
+    assert lazy.stdout.strip() == "[]"
+
+
+def test_an_apps_own_tests_get_a_cluster_from_the_plugin(installed):
+    """The README's promise: pip install raftka, ask for `raftka_bootstrap`, get a broker."""
+    basetemp = installed["root"] / "run-serial"
+    result = _run([str(installed["python"]), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                   f"--basetemp={basetemp}"], cwd=installed["app"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+    _assert_no_node_left(basetemp)
+
+
+def test_each_xdist_worker_gets_its_own_cluster(installed):
+    basetemp = installed["root"] / "run-xdist"
+    result = _run([str(installed["python"]), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                   f"--basetemp={basetemp}"], cwd=installed["app"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+    clusters = {p.resolve().parent for p in basetemp.glob("*/raftka-1n*/cluster.properties")}
+    workers = sorted(c.parent.name for c in clusters)
+    assert workers == ["popen-gw0", "popen-gw1"], workers
+    _assert_no_node_left(basetemp)
+
+
+def _node_pids(marker: Path) -> list[int]:
+    found = subprocess.run(["pgrep", "-f", f"raftka server start --config {marker}"],
+                           capture_output=True, text=True)
+    return [int(p) for p in found.stdout.split()]
+
+
+def _assert_no_node_left(basetemp: Path) -> None:
+    assert _node_pids(basetemp) == [], "a raftka node outlived its pytest run"
+
+
+def test_nodes_stop_when_pytest_is_killed(tmp_path: Path):
+    """The parent-death safeguard: kill -9 the pytest process mid-test; its nodes shut down."""
+    app = tmp_path / "app"
+    app.mkdir()
+    ready = tmp_path / "bootstrap.txt"
+    (app / "test_blocks.py").write_text(
+        "import time\n"
+        "def test_blocks(raftka_bootstrap):\n"
+        f"    open({str(ready)!r}, 'w').write(raftka_bootstrap)\n"
+        "    time.sleep(600)\n")
+    basetemp = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             f"--basetemp={basetemp}"], cwd=app, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: ready.exists() and ready.read_text(), timeout=60, what="the plugin's cluster")
+        nodes = _node_pids(basetemp)
+        assert len(nodes) == 1
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_until(lambda: _node_pids(basetemp) == [], timeout=30, what="the orphaned node to shut down")
