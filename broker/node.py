@@ -1,8 +1,10 @@
 """One raftka node: metadata quorum voter + controller + broker, under one nursery.
 
 Start-up order: verify the storage format (cluster id), start the quorum
-voter, follow the metadata log, register with the active controller and
-wait to be unfenced (caught up), then open the client listeners.
+voter, follow the metadata log, open the listeners (their ports are part of the
+registration), register with the active controller, take partition roles once
+the local image includes that registration (never from what was replayed from
+the local journal alone: it may be stale), then wait to be unfenced and serve.
 Shutdown (SIGTERM/Ctrl-C): controlled shutdown first — the controller moves
 this broker's leaderships away — then the listeners stop, every partition
 log is flushed and checkpointed, and the voter stops.
@@ -113,6 +115,9 @@ class BrokerNode:
                         # start-up at once: there is nothing to hand over yet.
                         nursery.start_soon(self._cancel_on_shutdown, startup)
                         await self._register(ctx)
+                        # Partition roles come only from metadata that includes our registration.
+                        await loader.wait_for_offset(ctx.broker_epoch)
+                        await replicas.catch_up()
                         nursery.start_soon(self._heartbeat_loop, ctx)
                         await self._wait_unfenced(ctx)
                     if self.shutdown_requested.is_set():

@@ -25,6 +25,7 @@ from raftka.broker.replica_fetcher import ReplicaFetcherManager
 from raftka.broker.topic_config import TopicConfig, effective_topic_config
 from raftka.log.checkpoint import read_offsets, write_offsets
 from raftka.log.partition_log import PartitionLog
+from raftka.log.partition_metadata import read_topic_id, stray_partition_dirs, write_topic_id
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataDelta, MetadataImage
 from raftka.raft_meta.node_config import NodeConfig
@@ -62,6 +63,8 @@ class ReplicaManager:
         self._checkpointed_hw = self._read_hw_checkpoints()
         self._leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._settings_cache: dict[tuple[tuple[str, str], ...], TopicConfig] = {}
+        self._caught_up = False  # see catch_up
+        self._deferral_logged = False
 
     def add_leadership_listener(self, listener: Callable[[Partition, bool], None]) -> None:
         """`listener(partition, is_leader)` after this broker starts or stops leading a partition
@@ -80,6 +83,12 @@ class ReplicaManager:
 
     def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.image = image
+        if not self._caught_up:
+            if not self._deferral_logged:
+                self._deferral_logged = True
+                log.info("replicas.roles_deferred", node_id=self.node_id, metadata_offset=image.offset,
+                         reason="metadata not yet caught up with the quorum")
+            return
         if not delta.accepted:
             return
         for topic in delta.removed_topics:
@@ -103,6 +112,36 @@ class ReplicaManager:
         for topic_id, index in sorted(touched):
             self._apply_partition(image, topic_id, index)
 
+    async def catch_up(self) -> None:
+        """Take partition roles for the first time, from the current image.
+
+        Until this is called, `publish` only records the image: what a node replays from the
+        metadata log at start passes through epochs the cluster has long left (its topic
+        creation may make it leader at epoch 0), and acting on those would lead, and accept
+        writes, at a stale epoch. The node calls this once its image includes its own
+        registration, a record the quorum committed after everything it knew then (Kafka
+        brokers likewise start their publishers only after catching up with the metadata log).
+
+        First, partition directories the image does not give this broker (a topic deleted
+        while it was down), or that hold an earlier incarnation of a topic re-created under
+        the same name, are deleted (in a worker thread), as Kafka deletes stray logs."""
+        expected = self._assigned(self.image)
+        for directory, why in await trio.to_thread.run_sync(stray_partition_dirs, self.log_dirs, expected):
+            log.warning("log.stray_deleted", dir=str(directory), reason=why)
+            await trio.to_thread.run_sync(shutil.rmtree, directory, True)
+        image = self.image
+        self._caught_up = True
+        log.info("replicas.caught_up", node_id=self.node_id, metadata_offset=image.offset)
+        for topic_id, topic in sorted(image.topics.items()):
+            for index in sorted(topic.partitions):
+                self._apply_partition(image, topic_id, index)
+
+    def _assigned(self, image: MetadataImage) -> dict[tuple[str, int], str]:
+        """(topic, partition) -> topic id, for every partition the image gives this broker."""
+        return {(topic.name, index): topic_id
+                for topic_id, topic in image.topics.items()
+                for index, part in topic.partitions.items() if self.node_id in part.replicas}
+
     def _apply_partition(self, image: MetadataImage, topic_id: str, index: int) -> None:
         topic = image.topics.get(topic_id)
         if topic is None:
@@ -118,6 +157,14 @@ class ReplicaManager:
         partition = self.partitions.get(key)
         if partition is None:
             plog = PartitionLog.open(self._dir_for(key), topic.name, index, settings.log)
+            recorded = read_topic_id(plog.dir)
+            if recorded is None:
+                write_topic_id(plog.dir, topic_id)
+            elif recorded != topic_id:  # stray dirs are removed at catch-up; this is a bug if seen
+                log.error("partition.topic_id_mismatch", topic=topic.name, partition=index,
+                          dir=str(plog.dir), recorded=recorded, expected=topic_id)
+                plog.close()
+                return
             partition = Partition(topic.name, topic_id, index, self.node_id, plog, self._wake,
                                   on_append=self._wake_append,
                                   high_watermark=self._checkpointed_hw.get(key, 0))

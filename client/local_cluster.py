@@ -39,6 +39,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raftka.log.dir_lock import DirLock, DirLocked
+
 # Printed by `raftka server start` once the node serves clients; launchers wait for it.
 READY_MARKER = "raftka node ready"
 # The launcher's pid; a node whose parent is no longer that pid shuts down (raftka/cmd_server.py).
@@ -121,6 +123,10 @@ def _package_root() -> str:
     return str(Path(raftka.__file__).resolve().parents[1])
 
 
+class ClusterRunning(RuntimeError):
+    """Another launcher holds this data dir."""
+
+
 class NodeExited(RuntimeError):
     """A node process ended before it was ready."""
 
@@ -179,6 +185,7 @@ class LocalCluster:
         self.on_line = on_line
         self.choose_ports = port_base is None
         self.node_count = nodes
+        self._lock = DirLock(self.data_dir)
         self._place(self.pick_port_base() if port_base is None else port_base)
 
     def _place(self, port_base: int) -> None:
@@ -205,6 +212,15 @@ class LocalCluster:
         running = [n.bootstrap for n in self.nodes.values() if n.running]
         return ",".join(running) or self.bootstrap_servers
 
+    def lock(self) -> None:
+        """Take the data dir's lock (held until `stop`): a second launcher on the same data dir
+        would rewrite the running nodes' server.properties and start nodes on their logs."""
+        try:
+            self._lock.acquire()
+        except DirLocked as exc:
+            raise ClusterRunning(f"already running in {self.data_dir} ({exc.holder}); "
+                                 "expected another --data-dir, or stop that cluster first") from None
+
     def _identity(self) -> tuple[str, str]:
         """(cluster id, secret), created once per data dir, in a 0600 file from the start."""
         path = self.data_dir / "cluster.properties"
@@ -217,7 +233,9 @@ class LocalCluster:
         return cluster_id, secret
 
     def prepare(self) -> str:
-        """Write every node's server.properties; the cluster id (storage is formatted at start)."""
+        """Write every node's server.properties; the cluster id (storage is formatted at start).
+        Raises ClusterRunning, writing nothing, if another launcher holds the data dir."""
+        self.lock()
         cluster_id, secret = self._identity()
         voters = ",".join(f"{n.node_id}@{self.host}:{n.quorum_port}" for n in self.nodes.values())
         for node in self.nodes.values():
@@ -253,6 +271,7 @@ class LocalCluster:
         it serves clients and is a live broker."""
         node = self.nodes[node_id]
         if not node.running:
+            self.lock()
             node.ready.clear()
             node.stopped_by_us = False
             log_file = open(node.log_path, "a")  # noqa: SIM115 - owned by the reader thread
@@ -412,6 +431,7 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 node.process.kill()
                 node.process.wait()
+        self._lock.release()
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -435,5 +455,5 @@ def _tail(path: Path, size: int = 3000) -> str:
         return ""
 
 
-__all__ = ["FAST_FAILURE_DETECTION", "LocalCluster", "Node", "NodeExited", "PORT_STRIDE", "READY_MARKER",
+__all__ = ["ClusterRunning", "FAST_FAILURE_DETECTION", "LocalCluster", "Node", "NodeExited", "PORT_STRIDE", "READY_MARKER",
            "free_low_port", "free_port_base", "random_cluster_id"]

@@ -130,7 +130,10 @@ def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet:
     DATA_DIR/cluster.properties), starts one `raftka server start` process per
     node, streams their logs prefixed with [node-i], and prints the bootstrap
     servers once every broker is registered and unfenced. Topics default to
-    replication factor min(3, N) and min.insync.replicas min(2, N).
+    replication factor min(3, N) and min.insync.replicas min(2, N). A data dir
+    is locked while a cluster runs on it: a second `cluster up` there is
+    refused and writes nothing. If `cluster up` itself is killed, its nodes
+    shut down on their own.
     """
     from raftka.cmd_cluster import up
 

@@ -9,7 +9,7 @@ import threading
 
 import click
 
-from raftka.client.local_cluster import READY_MARKER, LocalCluster
+from raftka.client.local_cluster import READY_MARKER, ClusterRunning, LocalCluster
 
 
 def _short(line: str) -> str:
@@ -44,6 +44,11 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    try:
+        cluster.prepare()
+    except ClusterRunning as exc:
+        click.echo(f"raftka cluster up: {exc}", err=True)
+        return 1
     try:
         cluster.start()
         cluster.wait_ready(timeout=90)

@@ -11,8 +11,9 @@ import trio
 
 from raftka.broker.node import BrokerNode
 from raftka.client.local_cluster import EXIT_WITH_PARENT_ENV, READY_MARKER
+from raftka.log.dir_lock import DirLocked, lock_dirs
 from raftka.raft_meta.metadata_loader import ClusterIdMismatch
-from raftka.raft_meta.node_config import ConfigError, load_node_config
+from raftka.raft_meta.node_config import ConfigError, NodeConfig, load_node_config
 from raftka.raft_meta.quorum import QuorumError
 from raftka.raft_meta.storage_format import StorageError, format_storage
 
@@ -65,15 +66,20 @@ def start(config_path: str, format_cluster_id: str | None = None) -> int:
     except ConfigError as exc:
         click.echo(f"raftka server start: {exc}", err=True)
         return 2
-    if format_cluster_id is not None:
-        try:
-            format_storage(config, format_cluster_id, ignore_formatted=True)
-        except StorageError as exc:
-            click.echo(f"raftka server start: {exc}", err=True)
-            return 1
-    node = BrokerNode(config)
     try:
-        trio.run(_serve, node, _parent_pid())
+        # Held for the process's life: two nodes on one log dir would corrupt it.
+        with lock_dirs([*config.log_dirs, config.metadata_log_dir]):
+            return _start_locked(config, format_cluster_id)
+    except DirLocked as exc:
+        click.echo(f"raftka server start: {exc}", err=True)
+        return 1
+
+
+def _start_locked(config: NodeConfig, format_cluster_id: str | None) -> int:
+    try:
+        if format_cluster_id is not None:
+            format_storage(config, format_cluster_id, ignore_formatted=True)
+        trio.run(_serve, BrokerNode(config), _parent_pid())
     except (StorageError, ClusterIdMismatch, QuorumError) as exc:
         click.echo(f"raftka server start: {exc}", err=True)
         return 1

@@ -86,8 +86,11 @@ class ServerProcess:
         self._cluster.kill_node(1)
 
     def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM (clean shutdown), SIGKILL after `timeout` s; the exit status, None if never run."""
-        return self._cluster.stop_node(1, timeout)
+        """SIGTERM (clean shutdown), SIGKILL after `timeout` s; the exit status, None if never run.
+        Also frees the data dir's launcher lock (`start` takes it again)."""
+        status = self._cluster.stop_node(1, timeout)
+        self._cluster.stop()
+        return status
 
 
 @contextmanager

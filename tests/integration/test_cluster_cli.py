@@ -53,7 +53,7 @@ class ClusterUp:
 
 
 def _node_pids(data_dir: Path) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"--config {data_dir}"], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", "--", f"--config {data_dir}"], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
@@ -89,6 +89,23 @@ def test_cluster_up_serves_reports_and_stops_cleanly(tmp_path):
         up.wait_ready()
         listed = _raftka("topics", "list", "--bootstrap-server", bootstrap)
         assert "cli-demo" in listed.stdout.split()
+
+        # Data dirs are locked: a second launcher or a second node on them is refused and writes
+        # nothing (it once overwrote the running nodes' configs and ran two brokers on one log dir).
+        config = tmp_path / "node-1" / "server.properties"
+        before = config.read_bytes()
+        again = _raftka("cluster", "up", "--nodes", "3", "--data-dir", str(tmp_path),
+                        "--port-base", str(free_port_base(3)), "--quiet")
+        assert again.returncode == 1
+        assert f"already running in {tmp_path}" in again.stderr and f"pid {up.proc.pid}" in again.stderr
+        assert config.read_bytes() == before
+        node_pid = next(p for p in _node_pids(tmp_path) if f"{config}" in Path(f"/proc/{p}/cmdline").read_text())
+        second = _raftka("server", "start", "--config", str(config))
+        assert second.returncode == 1
+        assert f"{tmp_path / 'node-1' / 'data'} is in use by another raftka process (pid {node_pid})" in second.stderr \
+            or f"{tmp_path / 'node-1' / 'meta'} is in use by another raftka process (pid {node_pid})" in second.stderr, \
+            second.stderr
+        assert "cli-demo" in _raftka("topics", "list", "--bootstrap-server", bootstrap).stdout.split()
         assert up.interrupt() == 0
     finally:
         if up.proc.poll() is None:

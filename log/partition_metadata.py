@@ -1,0 +1,81 @@
+"""`partition.metadata`: which topic incarnation a partition directory belongs to.
+
+Kafka writes this file into every partition directory (`version: 0`,
+`topic_id: <id>`). A topic deleted and re-created under the same name while a
+broker was down leaves that broker a directory with the right name and the
+wrong data; the topic id tells them apart. `stray_partition_dirs` lists the
+directories a broker must not serve from: not assigned to it by the metadata
+image, or holding another incarnation of the topic.
+
+Plain file-system code, no clocks; callers run it off the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+FILE_NAME = "partition.metadata"
+VERSION = 0
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)$")
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id recorded in `directory`, None if the file is missing or unreadable
+    (a directory written before raftka recorded ids, or a torn write)."""
+    try:
+        text = (Path(directory) / FILE_NAME).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    if fields.get("version", "").strip() != str(VERSION):
+        return None
+    topic_id = fields.get("topic_id", "").strip()
+    return topic_id or None
+
+
+def write_topic_id(directory: Path, topic_id: str) -> None:
+    """Record `topic_id` in `directory` (tmp file + rename: never a half-written file)."""
+    path = Path(directory) / FILE_NAME
+    tmp = path.with_name(FILE_NAME + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(f"version: {VERSION}\ntopic_id: {topic_id}\n")
+    os.replace(tmp, path)
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """`orders-3` -> ("orders", 3); None for anything that is not a partition directory."""
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return match.group("topic"), int(match.group("index"))
+
+
+def stray_partition_dirs(log_dirs: Iterable[Path], expected: Mapping[tuple[str, int], str]
+                         ) -> list[tuple[Path, str]]:
+    """(directory, why) for every partition directory under `log_dirs` that is not one of
+    `expected` ((topic, partition) -> topic id of the partitions assigned to this broker),
+    or whose recorded topic id is another one. A directory without a recorded id is kept."""
+    strays = []
+    for log_dir in log_dirs:
+        try:
+            entries = sorted(os.scandir(log_dir), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            key = parse_partition_dir(entry.name)
+            if key is None:
+                continue
+            directory = Path(entry.path)
+            wanted = expected.get(key)
+            if wanted is None:
+                strays.append((directory, "not assigned to this broker by the metadata image"))
+                continue
+            recorded = read_topic_id(directory)
+            if recorded is not None and recorded != wanted:
+                strays.append((directory, f"holds topic id {recorded}, the topic's id is now {wanted}"))
+    return strays
