@@ -10,41 +10,41 @@ threads or facades.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-__all__ = [
-    "Admin",
-    "AsyncAdmin",
-    "AsyncConsumer",
-    "AsyncProducer",
-    "BrokerInfo",
-    "ClusterDescription",
-    "ConfigEntry",
-    "Consumer",
-    "ConsumerRecord",
-    "DeliveryFuture",
-    "KafkaConnectionError",
-    "KafkaError",
-    "KafkaTimeoutError",
-    "NewTopic",
-    "NoOffsetForPartitionError",
-    "NotLeaderOrFollowerError",
-    "OffsetOutOfRangeError",
-    "PartitionInfo",
-    "Producer",
-    "RecordMetadata",
-    "RequestTimedOutError",
-    "TopicAlreadyExistsError",
-    "TopicDescription",
-    "TopicPartition",
-    "UnknownTopicOrPartitionError",
-    "error_for_code",
-]
+# The SDK's public names (also importable from `raftka`) -> the module that defines each.
+PUBLIC: dict[str, str] = {
+    **dict.fromkeys(("Producer", "Consumer", "Admin"), "raftka.client.blocking"),
+    "AsyncProducer": "raftka.client.producer",
+    "DeliveryFuture": "raftka.client.producer",
+    "AsyncConsumer": "raftka.client.consumer",
+    "NoOffsetForPartitionError": "raftka.client.consumer",
+    **dict.fromkeys(("AsyncAdmin", "NewTopic", "TopicDescription", "ClusterDescription", "ConfigEntry"),
+                    "raftka.client.admin"),
+    **dict.fromkeys(("TopicPartition", "ConsumerRecord", "RecordMetadata"), "raftka.client.records"),
+    **dict.fromkeys(("BrokerInfo", "PartitionInfo"), "raftka.client.metadata"),
+    **dict.fromkeys((
+        "KafkaError", "KafkaConnectionError", "KafkaTimeoutError", "IllegalStateError",
+        "UnsupportedVersionError", "UnknownServerError", "OffsetOutOfRangeError", "CorruptMessageError",
+        "UnknownTopicOrPartitionError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
+        "RequestTimedOutError", "MessageTooLargeError", "NotEnoughReplicasError",
+        "NotEnoughReplicasAfterAppendError", "TopicAlreadyExistsError", "InvalidPartitionsError",
+        "InvalidReplicationFactorError", "InvalidConfigError", "NotControllerError", "InvalidRequestError",
+        "OutOfOrderSequenceNumberError", "DuplicateSequenceNumberError", "InvalidProducerEpochError",
+        "UnknownProducerIdError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
+        "UnsupportedCompressionTypeError", "error_for_code", "error_class",
+    ), "raftka.client.errors"),
+}
+
+
+__all__ = sorted(PUBLIC)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in __all__:
+    module = PUBLIC.get(name)
+    if module is None:
         raise AttributeError(f"module 'raftka.client' has no attribute {name!r}")
-    import raftka
-
-    return getattr(raftka, name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value

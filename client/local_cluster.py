@@ -118,9 +118,8 @@ def _child_env(log_level: str) -> dict[str, str]:
 def _package_root() -> str:
     """The folder holding the `raftka` package this process imported (site-packages, or a
     source checkout): `python -m raftka` in a node must not find another one in its cwd."""
-    import raftka
-
-    return str(Path(raftka.__file__).resolve().parents[1])
+    top = sys.modules[__name__.split(".")[0]]  # the `raftka` package, imported as our parent
+    return str(Path(top.__file__).resolve().parents[1])
 
 
 class ClusterRunning(RuntimeError):

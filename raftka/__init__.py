@@ -19,37 +19,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from raftka.client import PUBLIC as _PUBLIC  # the SDK's public names -> defining modules
+
 __version__ = "0.1.0"
 
-# public name -> the module that defines it
-_LAZY: dict[str, str] = {
-    **dict.fromkeys(("Producer", "Consumer", "Admin"), "raftka.client.blocking"),
-    "AsyncProducer": "raftka.client.producer",
-    "DeliveryFuture": "raftka.client.producer",
-    "AsyncConsumer": "raftka.client.consumer",
-    "NoOffsetForPartitionError": "raftka.client.consumer",
-    **dict.fromkeys(("AsyncAdmin", "NewTopic", "TopicDescription", "ClusterDescription", "ConfigEntry"),
-                    "raftka.client.admin"),
-    **dict.fromkeys(("TopicPartition", "ConsumerRecord", "RecordMetadata"), "raftka.client.records"),
-    **dict.fromkeys(("BrokerInfo", "PartitionInfo"), "raftka.client.metadata"),
-    **dict.fromkeys((
-        "KafkaError", "KafkaConnectionError", "KafkaTimeoutError", "IllegalStateError",
-        "UnsupportedVersionError", "UnknownServerError", "OffsetOutOfRangeError", "CorruptMessageError",
-        "UnknownTopicOrPartitionError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
-        "RequestTimedOutError", "MessageTooLargeError", "NotEnoughReplicasError",
-        "NotEnoughReplicasAfterAppendError", "TopicAlreadyExistsError", "InvalidPartitionsError",
-        "InvalidReplicationFactorError", "InvalidConfigError", "NotControllerError", "InvalidRequestError",
-        "OutOfOrderSequenceNumberError", "DuplicateSequenceNumberError", "InvalidProducerEpochError",
-        "UnknownProducerIdError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
-        "UnsupportedCompressionTypeError", "error_for_code", "error_class",
-    ), "raftka.client.errors"),
-}
-
-__all__ = ["__version__", *sorted(_LAZY)]
+__all__ = ["__version__", *sorted(_PUBLIC)]
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'raftka' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -58,7 +36,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_PUBLIC})
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never executed
