@@ -36,7 +36,7 @@ from tests.support import free_port, wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 
-SECRET = "s"
+SECRET = "liveness-test-secret"
 LONG_SESSION = {"broker.session.timeout.ms": "30000", "broker.heartbeat.interval.ms": "2000"}
 # Well before the 30 s session, with slack for a loaded 2-core machine.
 DETECTED_WITHIN_S = 10.0

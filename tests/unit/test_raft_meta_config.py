@@ -27,7 +27,7 @@ listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
 advertised.listeners=PLAINTEXT://127.0.0.1:9092
 controller.listener.names=CONTROLLER
 controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293
-controller.quorum.secret=s3cret
+controller.quorum.secret=config-test-s3cret
 log.dirs={log_dir}
 """
 
@@ -75,8 +75,8 @@ def test_kafka_stock_keys_are_accepted(tmp_path: Path) -> None:
 
 
 def test_secret_from_environment(tmp_path: Path) -> None:
-    config = parse_node_config(_props(tmp_path, controller_quorum_secret=None), env={"RAFTKA_QUORUM_SECRET": "e"})
-    assert config.controller_quorum_secret == "e"
+    config = parse_node_config(_props(tmp_path, controller_quorum_secret=None), env={"RAFTKA_QUORUM_SECRET": "from-the-environment"})
+    assert config.controller_quorum_secret == "from-the-environment"
 
 
 def test_retention_precedence(tmp_path: Path) -> None:
