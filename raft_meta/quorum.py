@@ -1,7 +1,8 @@
 """The metadata quorum: pysyncobj behind a small trio-facing `Quorum` interface.
 
-This is the only module that imports pysyncobj (see docs/QUORUM.md for the
-verified facts and the settings used here). The replicated state is the
+This module and `quorum_transport` (pysyncobj's TCP transport, bounded against
+peers that have not authenticated) are where pysyncobj is used (see docs/QUORUM.md
+for the verified facts and the settings used here). The replicated state is the
 metadata log itself: a list of `(offset, record bytes)` where the offset is
 the Raft index of the entry. There is exactly one replicated method,
 `apply(record_bytes)`; records are versioned CBOR (`raft_meta.records`).
