@@ -466,10 +466,16 @@ def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | No
 
 
 def _check_consistency(config: NodeConfig) -> None:
-    if config.controller_quorum_secret:
-        problem = check_secret(config.controller_quorum_secret)
-        if problem is not None:
-            raise ConfigError(f"config key 'controller.quorum.secret' (or {SECRET_ENV}): {problem}")
+    # Every node needs it: controllers for the quorum, brokers for the controller RPC.
+    if not config.controller_quorum_secret:
+        raise ConfigError(
+            f"config key 'controller.quorum.secret' is missing (and {SECRET_ENV} is unset); expected a shared "
+            "secret of at least 16 bytes, the same on every node (`raftka storage random-uuid` or "
+            "`openssl rand -base64 32`): without it anyone reaching the quorum port can run code"
+        )
+    problem = check_secret(config.controller_quorum_secret)
+    if problem is not None:
+        raise ConfigError(f"config key 'controller.quorum.secret' (or {SECRET_ENV}): {problem}")
     voter_ids = [v.node_id for v in config.controller_quorum_voters]
     if config.is_controller:
         if config.node_id not in voter_ids:
@@ -489,11 +495,6 @@ def _check_consistency(config: NodeConfig) -> None:
             raise ConfigError(
                 f"config key 'listeners': {endpoint.name} port {endpoint.port} differs from this node's "
                 f"controller.quorum.voters port {voter.port}; expected the same port"
-            )
-        if not config.controller_quorum_secret:
-            raise ConfigError(
-                f"config key 'controller.quorum.secret' is missing (and {SECRET_ENV} is unset); "
-                "expected a shared secret: without it anyone reaching the quorum port can run code"
             )
     _check_rpc_ports(config)
     if config.is_broker:
