@@ -82,12 +82,19 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 
 
 def _check_pysyncobj() -> None:
-    """Fail at import, not at run time, if pysyncobj no longer has what is overridden here."""
+    """Fail at import, not at run time, if pysyncobj no longer has what is used here."""
+    unconnected = TcpConnection(None)  # without a socket it touches no poller
     missing = [name for owner, name in (
         (TcpConnection, "_TcpConnection__processRead"),
         (TcpConnection, "_TcpConnection__processParseMessage"),
-        (TCPTransport, "_maybeBind"),
+        (unconnected, "_TcpConnection__socket"),
+        (unconnected, "_TcpConnection__recvBufferSize"),
+        (TCPTransport, "_createServer"),
         (TCPTransport, "_onNewIncomingConnection"),
+        (TCPTransport, "_onOutgoingConnected"),
+        (TCPTransport, "_onMessageReceived"),
+        (TCPTransport, "_onDisconnected"),
+        (TCPTransport, "_shouldConnect"),
         (TCPTransport, "_onTick"),
     ) if not hasattr(owner, name)]
     if missing:
@@ -246,7 +253,7 @@ class QuorumConnection(TcpConnection):
             self.refuse(f"frame failed authentication ({type(exc).__name__}: {exc})"
                         if str(exc) else f"frame failed authentication ({type(exc).__name__})")
             return None
-        if fresh and not self.authenticated:
+        if fresh:
             self.authenticated = True
         return message
 
@@ -280,10 +287,6 @@ class QuorumListener:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
-
-    @property
-    def listening(self) -> bool:
-        return self._socket is not None
 
     def bind(self) -> None:
         """Open, bind and listen (raises OSError: pysyncobj counts bind attempts at start)."""
@@ -415,10 +418,6 @@ class QuorumTransport(TCPTransport):
         self._on_fatal = on_fatal
         self._pre_auth: list[QuorumConnection] = []  # accepted, not yet authenticated, oldest first
         super().__init__(syncObj, selfNode, otherNodes)
-
-    @property
-    def listener(self) -> QuorumListener | None:
-        return self._server
 
     def _createServer(self):
         conf = self._syncObj.conf

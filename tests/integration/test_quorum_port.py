@@ -206,6 +206,9 @@ async def test_a_listener_that_cannot_be_bound_again_stops_the_node(tmp_path: Pa
     port = free_low_port(set())
     settings = QuorumSettings(listener_restore_timeout=1.0)
     squatter = socket.socket()
+    # The voter's shut-down socket holds the port until its tick closes it; SO_REUSEADDR lets
+    # the squatter bind beside a socket that no longer listens.
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     body_cancelled = False
     try:
         with pytest.raises(QuorumError, match=f"quorum listener 127.0.0.1:{port} lost .* not bound again"):
