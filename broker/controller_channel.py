@@ -43,7 +43,8 @@ class ControllerChannel:
         client = self._clients.get(target)
         if client is None:
             secret = self._config.controller_quorum_secret or ""
-            client = self._clients[target] = ControlRpcClient(self._config.controller_rpc_address(target), secret)
+            client = self._clients[target] = ControlRpcClient(self._config.controller_rpc_address(target), secret,
+                                                              self._loader.cluster_id)
         wire_args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in args.items()}
         return await client.call(method, **wire_args)
 

@@ -1,7 +1,8 @@
 """raftka's metadata layer: KRaft-style records, image, controller and quorum (see DESIGN.md).
 
 Imports nothing of raftka's above it (never broker/ or client/); pysyncobj is
-imported only by `raft_meta.quorum` and `raft_meta.quorum_admin`.
+imported only by `raft_meta.quorum`, `raft_meta.quorum_transport` (its TCP
+transport, bounded against unauthenticated peers) and `raft_meta.quorum_admin`.
 
 Modules and the API the broker calls
 ------------------------------------

@@ -126,6 +126,9 @@ class Controller:
     async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_shutdown: bool = False) -> HeartbeatReply:
         """`metadata_offset`: the last metadata offset the broker has applied."""
         self._require_active()
+        # The epoch first: a heartbeat of an older registration (late, or replayed) must not
+        # keep the current one's session alive.
+        decide.check_broker_epoch(self.image, broker_id, broker_epoch)
         self._last_heartbeat[broker_id] = self._heard_at[broker_id] = trio.current_time()
         self._heard_from.add(broker_id)
         unclean = self.config.unclean_leader_election_enable

@@ -252,7 +252,7 @@ def controlled_shutdown(image: MetadataImage, broker_id: int, broker_epoch: int,
     The broker may stop once these records are committed (it leads nothing).
     Unclean elections are not made for a planned shutdown.
     """
-    _check_broker_epoch(image, broker_id, broker_epoch)
+    check_broker_epoch(image, broker_id, broker_epoch)
     builder = _Builder()
     live = _live_ids(image) - {broker_id}
     for topic_id, index, part in _partitions(image):
@@ -263,7 +263,8 @@ def controlled_shutdown(image: MetadataImage, broker_id: int, broker_epoch: int,
     return builder.done()
 
 
-def _check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> BrokerRegistration:
+def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> BrokerRegistration:
+    """The broker's registration, if `broker_epoch` is its current epoch; else the Kafka error."""
     broker = image.brokers.get(broker_id)
     if broker is None:
         raise ControllerError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered")
@@ -298,7 +299,7 @@ def broker_heartbeat(
 ) -> Decision:
     """A heartbeat: a fenced broker that has caught up with the metadata log is unfenced,
     and leaderless partitions it can lead get it as leader."""
-    broker = _check_broker_epoch(image, broker_id, broker_epoch)
+    broker = check_broker_epoch(image, broker_id, broker_epoch)
     if not broker.fenced or not caught_up:
         return Decision()
     builder = _Builder([UnfenceBroker(broker_id, broker_epoch)])
@@ -372,7 +373,7 @@ def alter_partition(
     new_isr: Sequence[int],
 ) -> Decision:
     """ISR shrink/expand requested by the partition leader, validated against its epochs."""
-    _check_broker_epoch(image, broker_id, broker_epoch)
+    check_broker_epoch(image, broker_id, broker_epoch)
     part = image.partition(topic_id, partition)
     if part is None:
         raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {topic_id}/{partition} does not exist")
@@ -406,5 +407,5 @@ def preferred_leader_elections(image: MetadataImage) -> Decision:
 
 
 def allocate_producer_ids(image: MetadataImage, broker_id: int, broker_epoch: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> Decision:
-    _check_broker_epoch(image, broker_id, broker_epoch)
+    check_broker_epoch(image, broker_id, broker_epoch)
     return Decision((ProducerIds(broker_id, broker_epoch, image.next_producer_id, size),))

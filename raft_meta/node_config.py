@@ -25,6 +25,28 @@ from pathlib import Path
 from typing import Any
 
 SECRET_ENV = "RAFTKA_QUORUM_SECRET"
+MIN_SECRET_BYTES = 16
+HIDDEN = "[hidden]"  # what error messages show instead of a sensitive value, as Kafka does
+
+
+def is_sensitive(key: str) -> bool:
+    """Keys whose values are never printed (Kafka's rule: passwords and secrets)."""
+    lowered = key.lower()
+    return "secret" in lowered or "password" in lowered
+
+
+def _shown(key: str, raw: str) -> str:
+    return HIDDEN if is_sensitive(key) else repr(raw)
+
+
+def check_secret(secret: str) -> str | None:
+    """Why `secret` is too weak to be the cluster secret (without printing it), else None."""
+    size = len(secret.encode("utf-8"))
+    if size >= MIN_SECRET_BYTES:
+        return None
+    return (f"the quorum secret is {size} bytes long; expected at least {MIN_SECRET_BYTES}. "
+            "Make one with `raftka storage random-uuid` (22 characters) or `openssl rand -base64 32`, "
+            "the same on every node")
 
 
 class ConfigError(ValueError):
@@ -251,7 +273,7 @@ class NodeConfig:
     inter_broker_listener_name: str
     controller_listener_names: tuple[str, ...]
     controller_quorum_voters: tuple[Voter, ...]
-    controller_quorum_secret: str | None
+    controller_quorum_secret: str | None = field(repr=False)
     controller_rpc_port_offset: int
     log_dirs: tuple[str, ...]
     metadata_log_dir: str
@@ -344,7 +366,7 @@ def parse_properties(text: str) -> dict[str, str]:
     """Java-properties style: `key=value` or `key: value`, `#`/`!` comments, `\\` continuations."""
     result: dict[str, str] = {}
     pending = ""
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if not pending and (not stripped or stripped[0] in "#!"):
             continue
@@ -355,11 +377,13 @@ def parse_properties(text: str) -> dict[str, str]:
         pending = ""
         positions = [i for i in (logical.find("="), logical.find(":")) if i >= 0]
         if not positions:
-            raise ConfigError(f"line {logical!r}: expected key=value")
+            # Only the first word is shown: the rest may be a value, and values may be secrets.
+            first, _, rest = logical.partition(" ")
+            raise ConfigError(f"line {number}: {first + (' ' + HIDDEN if rest.strip() else '')!r}: expected key=value")
         cut = min(positions)
         key, value = logical[:cut].strip(), logical[cut + 1 :].strip()
         if not key:
-            raise ConfigError(f"line {logical!r}: expected a key before '='")
+            raise ConfigError(f"line {number}: expected a key before '=' (the value is hidden)")
         result[key] = value
     if pending:
         result_key = pending.split("=", 1)[0].strip()
@@ -376,16 +400,17 @@ def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | No
             try:
                 _int(raw)
             except ValueError as exc:
-                raise ConfigError(f"config key {key!r}: got {raw!r}, expected {exc}") from None
+                raise ConfigError(f"config key {key!r}: got {_shown(key, raw)}, expected {exc}") from None
             continue
         spec = _KEYS.get(key)
         if spec is None:
-            raise ConfigError(f"unknown config key {key!r} (value {raw!r}); expected one of the documented server.properties keys")
+            raise ConfigError(f"unknown config key {key!r} (value {_shown(key, raw)}); "
+                              "expected one of the documented server.properties keys")
         attribute, parser, _ = spec
         try:
             values[attribute] = parser(raw)
         except ValueError as exc:
-            raise ConfigError(f"config key {key!r}: got {raw!r}, expected {exc}") from None
+            raise ConfigError(f"config key {key!r}: got {_shown(key, raw)}, expected {exc}") from None
     for attribute, parser, default in _KEYS.values():
         if attribute not in values and default is not None:
             values[attribute] = parser(default)
@@ -441,6 +466,16 @@ def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | No
 
 
 def _check_consistency(config: NodeConfig) -> None:
+    # Every node needs it: controllers for the quorum, brokers for the controller RPC.
+    if not config.controller_quorum_secret:
+        raise ConfigError(
+            f"config key 'controller.quorum.secret' is missing (and {SECRET_ENV} is unset); expected a shared "
+            "secret of at least 16 bytes, the same on every node (`raftka storage random-uuid` or "
+            "`openssl rand -base64 32`): without it anyone reaching the quorum port can run code"
+        )
+    problem = check_secret(config.controller_quorum_secret)
+    if problem is not None:
+        raise ConfigError(f"config key 'controller.quorum.secret' (or {SECRET_ENV}): {problem}")
     voter_ids = [v.node_id for v in config.controller_quorum_voters]
     if config.is_controller:
         if config.node_id not in voter_ids:
@@ -460,11 +495,6 @@ def _check_consistency(config: NodeConfig) -> None:
             raise ConfigError(
                 f"config key 'listeners': {endpoint.name} port {endpoint.port} differs from this node's "
                 f"controller.quorum.voters port {voter.port}; expected the same port"
-            )
-        if not config.controller_quorum_secret:
-            raise ConfigError(
-                f"config key 'controller.quorum.secret' is missing (and {SECRET_ENV} is unset); "
-                "expected a shared secret: without it anyone reaching the quorum port can run code"
             )
     _check_rpc_ports(config)
     if config.is_broker:

@@ -1,7 +1,8 @@
 """The metadata quorum: pysyncobj behind a small trio-facing `Quorum` interface.
 
-This is the only module that imports pysyncobj (see docs/QUORUM.md for the
-verified facts and the settings used here). The replicated state is the
+This module and `quorum_transport` (pysyncobj's TCP transport, bounded against
+peers that have not authenticated) are where pysyncobj is used (see docs/QUORUM.md
+for the verified facts and the settings used here). The replicated state is the
 metadata log itself: a list of `(offset, record bytes)` where the offset is
 the Raft index of the entry. There is exactly one replicated method,
 `apply(record_bytes)`; records are versioned CBOR (`raft_meta.records`).
@@ -20,6 +21,7 @@ metadata is low-rate, so this stays small for the clusters raftka targets.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -30,7 +32,8 @@ import structlog
 import trio
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
-from raftka.raft_meta.node_config import NodeConfig
+from raftka.raft_meta.node_config import NodeConfig, check_secret
+from raftka.raft_meta.quorum_transport import QuorumTransport, TransportLimits
 from raftka.raft_meta.records import MetadataRecord, UndecodableRecord, decode_record, encode_record
 
 log = structlog.get_logger("raft_meta.quorum")
@@ -74,6 +77,10 @@ class QuorumSettings:
     # at pysyncobj's default. It ticks every 5 ms instead (about 1 % of a core when idle).
     auto_tick_period: float = 0.05
     lone_voter_tick_period: float = 0.005
+    # What a peer that has not authenticated may cost (raft_meta/quorum_transport.py), and how
+    # long a lost listener may take to bind again before the node stops with an error.
+    pre_auth_timeout: float = 5.0
+    listener_restore_timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -155,11 +162,21 @@ class Quorum:
         self._state_changed = trio.Event()
         self._log = _MetadataLog(self._notify_from_tick_thread)
         self._sync: SyncObj | None = None
+        self.fatal_error: str | None = None  # set (tick thread) when the voter cannot go on
+        self._fatal_scope = trio.CancelScope()
 
     # --- called in the tick thread: trivial, never raise ---
     def _notify_from_tick_thread(self) -> None:
         try:
             self._token.run_sync_soon(self._wake, idempotent=True)
+        except trio.RunFinishedError:
+            pass
+
+    def _on_transport_fatal(self, reason: str) -> None:
+        # The listener is gone for good: stop the node (open_quorum raises QuorumError).
+        self.fatal_error = reason
+        try:
+            self._token.run_sync_soon(self._fatal_scope.cancel)
         except trio.RunFinishedError:
             pass
 
@@ -330,7 +347,10 @@ class Quorum:
             fullDumpFile=str(metadata_dir / "raft.dump"),
             onStateChanged=self._on_state_changed,
         )
-        sync = SyncObj(self_address, others, conf, consumers=[self._log])
+        limits = TransportLimits(pre_auth_timeout=settings.pre_auth_timeout,
+                                 restore_timeout=settings.listener_restore_timeout)
+        transport = functools.partial(QuorumTransport, limits=limits, on_fatal=self._on_transport_fatal)
+        sync = SyncObj(self_address, others, conf, consumers=[self._log], transportClass=transport)
         if not others:
             # A lone voter has nobody to hear from: hold its election at the next tick instead of
             # after a random raftMinTimeout..raftMaxTimeout (0.5-1 s of every 1-node start).
@@ -366,9 +386,15 @@ async def open_quorum(
     `voters` maps node id -> "host:port" (the same map on every node);
     `bind_address` defaults to this node's voter address; `metadata_dir` is
     the node's metadata.log.dir (the journal and dump go in a subdir).
+
+    Raises `QuorumError` if the voter cannot start, or, on leaving, if it had to stop:
+    its quorum listener was lost and could not be bound again (the body is cancelled).
     """
     if not secret:
         raise QuorumError("the quorum secret is empty; expected controller.quorum.secret or RAFTKA_QUORUM_SECRET")
+    problem = check_secret(secret)
+    if problem is not None:
+        raise QuorumError(problem)
     if node_id not in voters:
         raise QuorumError(f"node id {node_id} is not among the voters {sorted(voters)}")
     quorum = Quorum(node_id, voters, trio.lowlevel.current_trio_token())
@@ -378,11 +404,14 @@ async def open_quorum(
     quorum._start_blocking(bind_address or voters[node_id], secret, directory, settings or QuorumSettings())
     log.info("quorum.started", node_id=node_id, voters=dict(voters), metadata_dir=str(directory))
     try:
-        yield quorum
+        with quorum._fatal_scope:
+            yield quorum
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(quorum._stop_blocking)
         log.info("quorum.stopped", node_id=node_id)
+    if quorum.fatal_error is not None:
+        raise QuorumError(f"quorum node {node_id} stopped: {quorum.fatal_error}")
 
 
 def open_quorum_from_config(config: NodeConfig, settings: QuorumSettings | None = None):

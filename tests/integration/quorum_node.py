@@ -1,7 +1,8 @@
 """One metadata-quorum voter in its own process, driven by the quorum tests and bench.
 
 Usage: python quorum_node.py --node-id 1 --voters 1=127.0.0.1:21001,2=... --dir D
-(secret from RAFTKA_QUORUM_SECRET; cluster id from --cluster-id).
+(secret from RAFTKA_QUORUM_SECRET; cluster id from --cluster-id; --pre-auth-timeout S
+overrides QuorumSettings.pre_auth_timeout).
 
 stdin commands, one per line:
   submit PREFIX N     submit N Config records keyed PREFIX-0..N-1, one at a
@@ -13,26 +14,54 @@ stdout: JSON lines
   {"event": "active", "epoch": E, "t": monotonic}    this node became the active controller
   {"event": "ack", "key": K, "offset": O, "latency": seconds}
   {"event": "status", ...}
+  {"event": "quorum.accept_paused", "level": "warning", ...}   the node's own structlog events
+                                                             at RAFTKA_LOG_LEVEL (default WARNING)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
+import threading
 import time
 
+import structlog
 import trio
 
 from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.quorum import SubmitError, open_quorum
+from raftka.raft_meta.quorum import QuorumSettings, SubmitError, open_quorum
 from raftka.raft_meta.records import Config
+
+_emit_lock = threading.Lock()  # the tick thread logs too: one whole line at a time
 
 
 def emit(**fields) -> None:
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
+    line = json.dumps(fields, default=str) + "\n"
+    with _emit_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+class _EmitLogger:
+    """structlog's output as JSON lines among the events above."""
+
+    def msg(self, **fields) -> None:
+        emit(**fields)
+
+    debug = info = warning = error = critical = exception = msg
+
+
+def configure_logging() -> None:
+    level = getattr(logging, os.environ.get("RAFTKA_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, lambda _logger, _name, event_dict: event_dict],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=lambda *_: _EmitLogger(),
+        cache_logger_on_first_use=True,
+    )
 
 
 async def submit_many(quorum, prefix: str, count: int) -> None:
@@ -66,14 +95,18 @@ async def main() -> None:
     parser.add_argument("--voters", required=True)
     parser.add_argument("--dir", required=True)
     parser.add_argument("--cluster-id", default="AAAAAAAAAAAAAAAAAAAAAA")
+    parser.add_argument("--pre-auth-timeout", type=float, default=None)
     args = parser.parse_args()
+    configure_logging()
+    settings = QuorumSettings() if args.pre_auth_timeout is None else QuorumSettings(pre_auth_timeout=args.pre_auth_timeout)
     voters = {int(k): v for k, v in (item.split("=", 1) for item in args.voters.split(","))}
 
     def publish(delta, image) -> None:
         if delta.accepted and isinstance(delta.record, Config):
             emit(event="committed", offset=delta.offset, key=delta.record.name)
 
-    async with open_quorum(args.node_id, voters, os.environ["RAFTKA_QUORUM_SECRET"], args.dir) as quorum:
+    async with open_quorum(args.node_id, voters, os.environ["RAFTKA_QUORUM_SECRET"], args.dir,
+                           settings=settings) as quorum:
         loader = MetadataLoader(quorum, args.cluster_id, [publish])
         async with trio.open_nursery() as nursery:
             await nursery.start(loader.run)

@@ -19,11 +19,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class Voter:
-    def __init__(self, node_id: int, voters: str, directory: Path, secret: str) -> None:
+    def __init__(self, node_id: int, voters: str, directory: Path, secret: str, extra_args: tuple[str, ...] = ()) -> None:
         self.node_id = node_id
         self.voters = voters
         self.directory = directory
         self.secret = secret
+        self.extra_args = extra_args
         self.proc: subprocess.Popen | None = None
         self.events: queue.Queue = queue.Queue()
         self.seen: list[dict] = []
@@ -31,7 +32,8 @@ class Voter:
     def start(self) -> None:
         env = {**os.environ, "RAFTKA_QUORUM_SECRET": self.secret, "PYTHONPATH": str(REPO), "RAFTKA_LOG_LEVEL": "WARNING"}
         self.proc = subprocess.Popen(
-            [sys.executable, str(NODE_SCRIPT), "--node-id", str(self.node_id), "--voters", self.voters, "--dir", str(self.directory)],
+            [sys.executable, str(NODE_SCRIPT), "--node-id", str(self.node_id), "--voters", self.voters, "--dir", str(self.directory),
+             *self.extra_args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -77,6 +79,19 @@ class Voter:
             except queue.Empty:
                 pass
 
+    @property
+    def address(self) -> str:
+        """This voter's "host:port" (its quorum port)."""
+        return dict(item.split("=", 1) for item in self.voters.split(","))[str(self.node_id)]
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    def logged(self, event: str) -> list[dict]:
+        """The node's structlog events named `event` so far."""
+        return [e for e in self.drain() if e.get("event") == event]
+
     def committed_keys(self) -> list[str]:
         return [e["key"] for e in self.drain() if e["event"] == "committed"]
 
@@ -102,11 +117,11 @@ class Voter:
                 pass
 
 
-def make_voters(count: int, root: Path, secret: str = "test-secret") -> list[Voter]:
+def make_voters(count: int, root: Path, secret: str = "quorum-test-secret", extra_args: tuple[str, ...] = ()) -> list[Voter]:
     used: set[int] = set()
     ports = [free_low_port(used) for _ in range(count)]
     spec = ",".join(f"{i + 1}=127.0.0.1:{port}" for i, port in enumerate(ports))
-    return [Voter(i + 1, spec, root / f"node{i + 1}", secret) for i in range(count)]
+    return [Voter(i + 1, spec, root / f"node{i + 1}", secret, extra_args) for i in range(count)]
 
 
 def active_epoch(voter: Voter) -> int | None:

@@ -36,7 +36,8 @@ from tests.support import free_port, wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 
-SECRET = "s"
+SECRET = "liveness-test-secret"
+CLUSTER_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 LONG_SESSION = {"broker.session.timeout.ms": "30000", "broker.heartbeat.interval.ms": "2000"}
 # Well before the 30 s session, with slack for a loaded 2-core machine.
 DETECTED_WITHIN_S = 10.0
@@ -70,10 +71,10 @@ async def test_lost_control_connection_fences_a_gone_broker_and_spares_a_listeni
     gone_port = free_port()  # a broker whose process is gone: nothing listens there
     listeners = {2: (("PLAINTEXT", "127.0.0.1", paused.getsockname()[1]),),
                  3: (("PLAINTEXT", "127.0.0.1", gone_port),)}
-    clients = {b: ControlRpcClient((rpc_host, rpc_port), SECRET) for b in listeners}
+    clients = {b: ControlRpcClient((rpc_host, rpc_port), SECRET, CLUSTER_ID) for b in listeners}
     try:
         async with open_quorum_from_config(config) as quorum, trio.open_nursery() as nursery:
-            loader = MetadataLoader(quorum, "AAAAAAAAAAAAAAAAAAAAAA")
+            loader = MetadataLoader(quorum, CLUSTER_ID)
             await nursery.start(loader.run)
             controller = Controller(config, quorum, loader)
             await nursery.start(controller.run)

@@ -18,7 +18,7 @@ def raftka(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raftka", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
 
 
-def _write_config(path: Path, port: int, data: Path, secret: str = "test-secret") -> Path:
+def _write_config(path: Path, port: int, data: Path, secret: str = "quorum-test-secret") -> Path:
     path.write_text(
         "node.id=1\n"
         "process.roles=broker,controller\n"
@@ -62,7 +62,7 @@ def test_quorum_status_reports_leader(tmp_path: Path) -> None:
         assert status["reachable"] and status["state"] == "leader" and status["leader_id"] == 1
         text = raftka("quorum", "status", "--config", str(config))
         assert "LeaderId:       1" in text.stdout
-        wrong = _write_config(tmp_path / "wrong.properties", port, tmp_path / "data", secret="nope")
+        wrong = _write_config(tmp_path / "wrong.properties", port, tmp_path / "data", secret="not-the-quorum-secret")
         result = raftka("quorum", "status", "--config", str(wrong), "--json", "--timeout", "1")
         assert result.returncode == 1 and not json.loads(result.stdout)[0]["reachable"]
     finally:

@@ -26,7 +26,7 @@ def _config(tmp_path: Path, **extra: str):
         "node.id": "1",
         "listeners": f"PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:{port}",
         "controller.quorum.voters": f"1@127.0.0.1:{port}",
-        "controller.quorum.secret": "s",
+        "controller.quorum.secret": "controller-test-secret",
         "log.dirs": str(tmp_path / "data"),
         "broker.session.timeout.ms": "600",
         "broker.heartbeat.interval.ms": "100",
@@ -102,7 +102,7 @@ async def test_controller_registers_places_fences_and_unfences(tmp_path: Path) -
 async def test_cluster_id_mismatch_is_refused(tmp_path: Path) -> None:
     port = free_low_port(set())
     voters = {1: f"127.0.0.1:{port}"}
-    async with open_quorum(1, voters, "s", tmp_path) as quorum:
+    async with open_quorum(1, voters, "controller-test-secret", tmp_path) as quorum:
         with trio.fail_after(15):
             while not quorum.is_leader:
                 await quorum.wait_state_change()
@@ -121,7 +121,7 @@ async def test_restart_from_snapshot_keeps_records_and_offsets(tmp_path: Path) -
     voters = {1: f"127.0.0.1:{port}"}
     settings = QuorumSettings(log_compaction_min_entries=10)
     dump = tmp_path / "__cluster_metadata-0" / "raft.dump"
-    async with open_quorum(1, voters, "s", tmp_path, settings=settings) as quorum:
+    async with open_quorum(1, voters, "controller-test-secret", tmp_path, settings=settings) as quorum:
         offsets = []
         with trio.fail_after(20):
             while not quorum.is_leader:
@@ -132,7 +132,7 @@ async def test_restart_from_snapshot_keeps_records_and_offsets(tmp_path: Path) -
                 await trio.sleep(0.05)
         before = [(r.offset, r.raw) for r in quorum.records_from(0)]
     assert [o for o, _ in before] == offsets
-    async with open_quorum(1, voters, "s", tmp_path, settings=settings) as quorum:
+    async with open_quorum(1, voters, "controller-test-secret", tmp_path, settings=settings) as quorum:
         with trio.fail_after(20):
             await quorum.wait_beyond(offsets[-1] - 1)
         assert [(r.offset, r.raw) for r in quorum.records_from(0)] == before
@@ -149,7 +149,7 @@ async def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
         squatter.bind(("127.0.0.1", port))
         squatter.listen()
         with pytest.raises(QuorumError, match=f"could not bind 127.0.0.1:{port}"):
-            async with open_quorum(1, {1: f"127.0.0.1:{port}"}, "s", tmp_path, settings=QuorumSettings(max_bind_retries=1)):
+            async with open_quorum(1, {1: f"127.0.0.1:{port}"}, "controller-test-secret", tmp_path, settings=QuorumSettings(max_bind_retries=1)):
                 pass
     with pytest.raises(QuorumError, match="secret is empty"):
         async with open_quorum(1, {1: f"127.0.0.1:{port}"}, "", tmp_path):

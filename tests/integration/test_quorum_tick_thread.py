@@ -15,7 +15,7 @@ from tests.support import free_port
 
 async def test_syncobj_is_owned_by_the_trio_thread(tmp_path):
     port = free_port()
-    async with open_quorum(1, {1: f"127.0.0.1:{port}"}, "secret", tmp_path) as quorum:
+    async with open_quorum(1, {1: f"127.0.0.1:{port}"}, "tick-thread-test-secret", tmp_path) as quorum:
         owner = quorum._sync._SyncObj__mainThread  # the thread whose life bounds the tick thread
         assert owner is threading.current_thread()
         with trio.fail_after(10):

@@ -27,7 +27,7 @@ listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
 advertised.listeners=PLAINTEXT://127.0.0.1:9092
 controller.listener.names=CONTROLLER
 controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293
-controller.quorum.secret=s3cret
+controller.quorum.secret=config-test-s3cret
 log.dirs={log_dir}
 """
 
@@ -75,8 +75,8 @@ def test_kafka_stock_keys_are_accepted(tmp_path: Path) -> None:
 
 
 def test_secret_from_environment(tmp_path: Path) -> None:
-    config = parse_node_config(_props(tmp_path, controller_quorum_secret=None), env={"RAFTKA_QUORUM_SECRET": "e"})
-    assert config.controller_quorum_secret == "e"
+    config = parse_node_config(_props(tmp_path, controller_quorum_secret=None), env={"RAFTKA_QUORUM_SECRET": "from-the-environment"})
+    assert config.controller_quorum_secret == "from-the-environment"
 
 
 def test_retention_precedence(tmp_path: Path) -> None:
@@ -137,6 +137,46 @@ def test_rpc_ports_that_cannot_collide_are_accepted(tmp_path: Path, voters: str)
     props = _props(tmp_path)
     props["controller.quorum.voters"] = voters
     parse_node_config(props, env={})
+
+
+SECRET_VALUE = "hunter2-hunter2-hunter2"
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        # Kafka masks the values of keys naming a password or a secret as [hidden].
+        ({"controller.quorum.secrets": SECRET_VALUE}, "unknown config key 'controller.quorum.secrets' (value [hidden])"),
+        ({"ssl.key.password": SECRET_VALUE}, "unknown config key 'ssl.key.password' (value [hidden])"),
+        ({"controller.quorum.secret": "short"}, "the quorum secret is 5 bytes long; expected at least 16"),
+    ],
+)
+def test_sensitive_values_are_never_printed(tmp_path: Path, lines: dict, message: str) -> None:
+    props = {**_props(tmp_path), **lines}
+    with pytest.raises(ConfigError) as info:
+        parse_node_config(props, env={})
+    assert message in str(info.value)
+    assert "hunter2" not in str(info.value) and "'short'" not in str(info.value)
+
+
+def test_a_short_secret_says_how_to_make_one(tmp_path: Path) -> None:
+    for props, env in ((_props(tmp_path, controller_quorum_secret="0123456789abcde"), {}),
+                       (_props(tmp_path, controller_quorum_secret=None), {"RAFTKA_QUORUM_SECRET": "tiny"})):
+        with pytest.raises(ConfigError, match="random-uuid.*openssl rand -base64 32"):
+            parse_node_config(props, env=env)
+    assert parse_node_config(_props(tmp_path, controller_quorum_secret="0123456789abcdef"), env={})
+
+
+def test_the_secret_stays_out_of_the_config_repr(tmp_path: Path) -> None:
+    config = parse_node_config(_props(tmp_path), env={})
+    assert config.controller_quorum_secret == "config-test-s3cret"
+    assert "config-test-s3cret" not in repr(config)
+
+
+def test_a_line_without_separator_hides_all_but_its_first_word() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_properties("node.id=1\ncontroller.quorum.secret " + SECRET_VALUE + "\n")
+    assert str(info.value) == "line 2: 'controller.quorum.secret [hidden]': expected key=value"
 
 
 def test_properties_syntax() -> None:
