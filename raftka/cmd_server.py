@@ -80,7 +80,23 @@ def _start_locked(config: NodeConfig, format_cluster_id: str | None) -> int:
         if format_cluster_id is not None:
             format_storage(config, format_cluster_id, ignore_formatted=True)
         trio.run(_serve, BrokerNode(config), _parent_pid())
-    except (StorageError, ClusterIdMismatch, QuorumError) as exc:
+    except _FATAL as exc:
         click.echo(f"raftka server start: {exc}", err=True)
         return 1
+    except BaseExceptionGroup as group:  # raised inside the node's nurseries
+        fatal, rest = group.split(_FATAL)
+        if fatal is None or rest is not None:
+            raise
+        click.echo(f"raftka server start: {_first_leaf(fatal)}", err=True)
+        return 1
     return 0
+
+
+# Failures a node reports as one line (a config, storage or quorum problem), not a traceback.
+_FATAL = (StorageError, ClusterIdMismatch, QuorumError)
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
