@@ -13,8 +13,9 @@ Compression covers everything after a batch's recordCount as one block:
   streaming compressor does), so we decompress by streaming.
 
 Every decompression is bounded by `max_output` bytes (a decompression bomb in
-a produce request must not exhaust the broker's memory), and every failure of
-a codec library surfaces as CorruptRecord, never as the library's own type.
+a produce request must not exhaust the broker's memory): past it,
+UncompressedTooLarge (a CorruptRecord). Every failure of a codec library
+surfaces as CorruptRecord, never as the library's own type.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from enum import IntEnum
 import cramjam
 import zstandard
 
-from raftka.log.errors import CorruptRecord, UnsupportedCompression
+from raftka.log.errors import CorruptRecord, UncompressedTooLarge, UnsupportedCompression
 
 DEFAULT_MAX_OUTPUT = 256 * 1024 * 1024
 
@@ -137,7 +138,7 @@ def decompress(codec: int, data: Buffer, *, max_output: int = DEFAULT_MAX_OUTPUT
 
 def _check_size(size: int, max_output: int, codec: Compression) -> None:
     if size > max_output:
-        raise CorruptRecord(
+        raise UncompressedTooLarge(
             f"{codec.name.lower()} data decompresses to more than {max_output} bytes "
             f"(at least {size}), the limit"
         )
@@ -169,7 +170,7 @@ def _snappy_raw_decompress(block: Buffer, max_output: int, what: str) -> bytes:
     # The raw format starts with the uncompressed length: check it before allocating.
     declared = cramjam.snappy.decompress_raw_len(block)
     if declared > max_output:
-        raise CorruptRecord(
+        raise UncompressedTooLarge(
             f"{what} declares an uncompressed length of {declared} bytes, "
             f"more than the limit of {max_output}"
         )
@@ -224,19 +225,75 @@ def _lz4_decompress(data: Buffer, max_output: int) -> bytes:
             f"lz4 data starts with {bytes(data[:4]).hex()}, expected the LZ4 frame magic "
             f"{LZ4_FRAME_MAGIC.hex()}"
         )
-    # The frame may declare its content size: reject a bomb before inflating it.
+    # The frame may declare its content size: reject a bomb before reading further.
     if len(data) >= 14 and data[4] & 0x08:  # FLG bit 3: content size follows BD
         declared = int.from_bytes(data[6:14], "little")
         if declared > max_output:
-            raise CorruptRecord(
+            raise UncompressedTooLarge(
                 f"lz4 frame declares a content size of {declared} bytes, "
                 f"more than the limit of {max_output}"
             )
-    # Without a declared size the bound is checked after decompression; LZ4 cannot
-    # expand by more than ~255x, so the input size bounds the damage.
+    # cramjam inflates a whole frame at once: bound what it may produce from the
+    # frame's own structure first (up to ~255x the input otherwise). The bound counts
+    # the last block as full, so within one block of the limit the exact size decides.
+    bound = _lz4_output_bound(memoryview(data).cast("B"))
+    if bound > max_output + _LZ4_LARGEST_BLOCK:
+        raise UncompressedTooLarge(
+            f"lz4 data may decompress to {bound} bytes (its blocks' declared maximum), "
+            f"more than the limit of {max_output}"
+        )
     out = bytes(cramjam.lz4.decompress(data))
     _check_size(len(out), max_output, Compression.LZ4)
     return out
+
+
+# LZ4 frame descriptor BD bits 6-4: the largest uncompressed size of one block.
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+_LZ4_LARGEST_BLOCK = 4 << 20
+
+
+def _lz4_output_bound(view: memoryview) -> int:
+    """An upper bound on the decompressed size of the LZ4 frames in `view`, read from
+    their headers and block sizes (not inflated): the declared content size when a
+    frame has one, else its block count times its maximum block size. Every block
+    but the last is full in practice, so for honest data the bound is tight.
+    Raises CorruptRecord if the frame structure does not parse."""
+    end = len(view)
+    pos = 0
+    total = 0
+    while pos < end:
+        if end - pos < 7 or bytes(view[pos : pos + 4]) != LZ4_FRAME_MAGIC:
+            raise CorruptRecord(f"lz4 data: no frame header at byte {pos} of {end}")
+        flg, bd = view[pos + 4], view[pos + 5]
+        block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
+        if flg >> 6 != 1 or block_max is None:
+            raise CorruptRecord(f"lz4 frame at byte {pos}: descriptor FLG {flg:#04x} BD {bd:#04x} is not LZ4 frame v1")
+        p = pos + 6
+        declared = None
+        if flg & 0x08:  # content size
+            declared = int.from_bytes(view[p : p + 8], "little")
+            p += 8
+        if flg & 0x01:  # dictionary id
+            p += 4
+        p += 1  # header checksum
+        block_checksum = 4 if flg & 0x10 else 0
+        blocks = 0
+        while True:
+            if end - p < 4:
+                raise CorruptRecord(f"lz4 frame at byte {pos}: block size at byte {p} truncated")
+            size = int.from_bytes(view[p : p + 4], "little") & 0x7FFFFFFF
+            p += 4
+            if size == 0:  # end mark
+                break
+            p += size + block_checksum
+            blocks += 1
+        if flg & 0x04:  # content checksum
+            p += 4
+        if p > end:
+            raise CorruptRecord(f"lz4 frame at byte {pos}: its blocks run to byte {p}, past the end {end}")
+        total += declared if declared is not None else blocks * block_max
+        pos = p
+    return total
 
 
 def _zstd_decompress(data: Buffer, max_output: int) -> bytes:

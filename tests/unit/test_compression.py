@@ -325,3 +325,11 @@ def test_zstd_bomb_without_content_size_is_corrupt() -> None:
     frame = streaming.compress(BOMB) + streaming.flush()
     with pytest.raises(CorruptRecord, match="more than 1048576"):
         decompress(Compression.ZSTD, frame, max_output=1024 * 1024)
+
+
+def test_lz4_frame_without_content_size_is_bounded_before_inflating() -> None:
+    """A frame that declares no content size is bounded by its block count x block size."""
+    frame = compress(Compression.LZ4, bytes(64 << 20))  # ~255x: 64 MiB from ~250 KB
+    assert not frame[4] & 0x08, "the frame should not declare its content size"
+    with pytest.raises(CorruptRecord, match="blocks' declared maximum"):
+        decompress(Compression.LZ4, frame, max_output=1024 * 1024)
