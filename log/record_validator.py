@@ -130,13 +130,14 @@ def _uniform_records(data: Buffer, pos: int, end: int, count: int, require_keys:
         value_length, p = decode_varint(data, p + max(key_length, 0))
     except (CorruptRecord, IndexError):
         return False
-    if key_length < -1 or value_length < -1 or (require_keys and key_length == -1):
+    room = end - pos  # also keeps both lengths in the int32 range encode_varint takes
+    if not (-1 <= key_length <= room and -1 <= value_length <= room) or (require_keys and key_length == -1):
         return False
     key_field = encode_varint(key_length)
     value_field = encode_varint(value_length)
     # attributes, timestampDelta, offsetDelta (added below), key, value, header count
     body_base = 2 + len(key_field) + max(key_length, 0) + len(value_field) + max(value_length, 0) + 1
-    view = memoryview(data)
+    view = memoryview(data).cast("B")
     index = 0
     while index < count:
         delta_size = 1 if index < 64 else 2

@@ -103,6 +103,9 @@ MALFORMED = [
     ("more records than declared", records(3), 2, None, "trailing garbage"),
     ("trailing bytes after the records", records(1) + b"\x00\x00", 1, None, "2 bytes of trailing garbage"),
     ("key length -2", record(0, key_field=encode_varint(-2)), 1, 0, "key length -2"),
+    ("key length past int32", record(0, key_field=b"\xfe\xff\xff\xff\x7f"), 1, 0, "key length 17179869183"),
+    ("value length past int32", record(0, value_field=b"\xfe\xff\xff\xff\x7f"), 1, 0,
+     "value length 17179869183"),
     ("key longer than the record", record(0, key_field=encode_varint(50) + b"abc"), 1, 0, "key length 50"),
     ("value length -2", record(0, value_field=encode_varint(-2)), 1, 0, "value length -2"),
     ("value longer than the record", record(0, value_field=encode_varint(300) + b"abc"), 1, 0,
@@ -279,6 +282,23 @@ def test_mutations_agree_with_the_decoder_and_the_fast_path_with_the_walk(
     header = parse_header(data)
     if record_validator._uniform_records(data, HEADER_SIZE, len(data), header.record_count, False):
         assert record_validator._walk(data, HEADER_SIZE, len(data), header.record_count, False) is None
+
+
+varint_soup = st.lists(st.one_of(st.sampled_from([b"\x00", b"\x01", b"\x02", b"\x7f", b"\x80", b"\xfe", b"\xff"]),
+                                 st.binary(max_size=4)), max_size=60).map(b"".join)
+
+
+@SETTINGS
+@given(varint_soup, st.integers(1, 5), st.booleans())
+def test_any_bytes_raise_only_invalid_record(data: bytes, count: int, require_keys: bool) -> None:
+    """Whatever the records region holds, the answer is a verdict, never another exception
+    (a 5-byte varint past int32 once reached encode_varint's ValueError)."""
+    for prefix in (b"", record(0)):  # garbage as record 0, or after a good record 0
+        batch = raw_batch(prefix + data, count)
+        try:
+            validate(batch, require_keys=require_keys)
+        except InvalidRecord:
+            pass
 
 
 @pytest.mark.parametrize("key", [None, b"", b"kk"])
