@@ -42,7 +42,8 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
     malformed records) is logged at error level (`group_metadata.corrupt_batch`)
     and skipped, and a read that fails (a damaged batch header: where the next
     batch starts is unknown) ends the load there (`group_metadata.unreadable_log`)
-    with what was read so far. Kafka's coordinator likewise loads what it can.
+    with what was read so far: one bad batch costs the commits it held, never the
+    whole partition's groups.
     """
     groups: dict[str, GroupState] = {}
     metadata: dict[str, bytes | None] = {}
