@@ -6,7 +6,15 @@ import os
 import platform
 import sys
 
-from bench import cluster_bench, limits_bench, log_bench, peer_bench, spark_bench, startup_bench
+from bench import (
+    cluster_bench,
+    limits_bench,
+    log_bench,
+    peer_bench,
+    spark_bench,
+    startup_bench,
+    validator_bench,
+)
 
 
 def main() -> None:
@@ -21,6 +29,8 @@ def main() -> None:
     print(startup_bench.format_table(startup_bench.run()))
     print("\n## log/: partition-log append and read (1 KiB records, no fsync)\n")
     print(log_bench.format_table(log_bench.run()))
+    print("\n## log/: the leader's record validation alone (~1 MiB batches of ~1 KiB records)\n")
+    print(validator_bench.format_table(validator_bench.run()))
     print("\n## Brokers: throughput, latency, failover (1 KiB records, real processes on loopback)\n")
     print(cluster_bench.format_table(cluster_bench.run()))
     print("\n## A peer: NATS JetStream vs raftka, both driven by Python clients (1 KiB messages)\n")

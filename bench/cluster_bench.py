@@ -300,8 +300,28 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def produce_rf3(records: int = 100_000, runs: int = 5) -> Row:
+    """Only the "3 brokers RF=3, acks=all, produce, confluent-kafka" case, `runs` times on one
+    cluster: the median and every run (a quick before/after check of the produce path)."""
+    with tempfile.TemporaryDirectory(prefix="raftka-bench-3-") as tmp:
+        cluster = _cluster(tmp, 3)
+        try:
+            _create(cluster, "b3", 1, 3, min_isr=2)
+            rates = sorted(records * RECORD / MB / _confluent_produce(cluster.bootstrap_servers, "b3", records, "all")
+                           for _ in range(runs))
+        finally:
+            cluster.stop()
+    return Row("3 brokers RF=3, acks=all, produce, confluent-kafka", f"{statistics.median(rates):.1f} MB/s",
+               f"median of {runs} runs of {records} records: " + ", ".join(f"{r:.0f}" for r in rates) + " MB/s")
+
+
 if __name__ == "__main__":
+    import sys
+
     from raftka.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
-    print(format_table(run()))
+    if sys.argv[1:2] == ["produce-rf3"]:  # python -m bench.cluster_bench produce-rf3 [RECORDS [RUNS]]
+        print(format_table([produce_rf3(*(int(a) for a in sys.argv[2:4]))]))
+    else:
+        print(format_table(run()))

@@ -2,7 +2,7 @@
 
 1 KiB records in 16 KiB and 1 MiB batches. The batches are encoded before
 timing starts (the producer's work, not the log's); appends go through
-`PartitionLog.append` exactly as the broker calls it (header + CRC
+`PartitionLog.append` exactly as the broker calls it (header, CRC and record
 validation, offset rewrite, one write, index updates). No fsync on either
 side: Kafka's default relies on replication and flushes on roll.
 """

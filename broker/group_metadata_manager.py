@@ -9,7 +9,7 @@ answered survives a coordinator failover.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import structlog
 import trio
@@ -23,7 +23,9 @@ from raftka.broker.group_records import (
 )
 from raftka.broker.group_state import GroupState
 from raftka.broker.partition import Partition
-from raftka.log.record_batch import Record, encode_batch, iter_batches
+from raftka.log.batch_header import parse_header
+from raftka.log.errors import LogError
+from raftka.log.record_batch import DecodedBatch, Record, decode_batch, encode_batch
 
 log = structlog.get_logger("broker.group_metadata")
 
@@ -34,18 +36,31 @@ LOAD_READ_BYTES = 1 << 20
 async def load_partition(partition: Partition, new_group: Callable[[str], GroupState],
                          now_ms: float) -> dict[str, GroupState]:
     """Every group stored in `partition`, rebuilt from its records. Yields to the event loop
-    between reads so a big partition does not stall other requests."""
+    between reads so a big partition does not stall other requests.
+
+    Unreadable data never blocks a load: a batch that does not decode (bad CRC,
+    malformed records) is logged at error level (`group_metadata.corrupt_batch`)
+    and skipped, and a read that fails (a damaged batch header: where the next
+    batch starts is unknown) ends the load there (`group_metadata.unreadable_log`)
+    with what was read so far: one bad batch costs the commits it held, never the
+    whole partition's groups.
+    """
     groups: dict[str, GroupState] = {}
     metadata: dict[str, bytes | None] = {}
     offset = partition.log.log_start_offset
     end = partition.log_end_offset
     while offset < end:
-        info = partition.read(offset, LOAD_READ_BYTES, committed_only=False)
-        data = info.read_bytes()
+        try:
+            info = partition.read(offset, LOAD_READ_BYTES, committed_only=False)
+            data = info.read_bytes()
+        except LogError as exc:
+            log.error("group_metadata.unreadable_log", topic=partition.topic, partition=partition.index,
+                      offset=offset, log_end_offset=end, error=str(exc))
+            break
         if not data or info.next_offset <= offset:
             break
-        for batch in iter_batches(data):
-            if batch.header.attributes & 0x20:  # control batches carry no group data
+        for batch in _decodable_batches(partition, data):
+            if batch.header.is_control:  # control batches carry no group data
                 continue
             for record in batch.records:
                 _apply_record(groups, metadata, new_group, record)
@@ -55,12 +70,38 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
         group = groups.get(group_id)
         if value is None or group is None:
             continue
-        meta = decode_group_value(value)
+        try:
+            meta = decode_group_value(value)
+        except ValueError as exc:
+            log.warning("group_metadata.bad_group_value", group=group_id, error=str(exc))
+            continue
         group.restore(protocol_type=meta.protocol_type, generation_id=meta.generation_id,
                       protocol_name=meta.protocol_name, leader_id=meta.leader_id, members=meta.members,
                       now_ms=now_ms)
     # A group that was deleted (tombstones only) or emptied of everything is not kept.
     return {gid: g for gid, g in groups.items() if g.offsets or g.members or metadata.get(gid)}
+
+
+def _decodable_batches(partition: Partition, data: bytes) -> Iterator[DecodedBatch]:
+    """The batches of `data` (whole batches, as a read returns them) that decode; the others
+    are logged loudly and skipped. A header that does not even parse ends the chunk."""
+    position = 0
+    while position < len(data):
+        try:
+            header = parse_header(data, position)
+        except LogError as exc:
+            log.error("group_metadata.corrupt_batch", topic=partition.topic, partition=partition.index,
+                      position=position, error=str(exc), skipped="the rest of this read")
+            return
+        try:
+            batch = decode_batch(data, position)
+        except LogError as exc:
+            log.error("group_metadata.corrupt_batch", topic=partition.topic, partition=partition.index,
+                      offset=header.base_offset, last_offset=header.last_offset, error=str(exc),
+                      skipped="this batch")
+        else:
+            yield batch
+        position += header.size
 
 
 def _apply_record(groups: dict[str, GroupState], metadata: dict[str, bytes | None],

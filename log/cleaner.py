@@ -6,8 +6,10 @@ segments to clean, swapping files and rebuilding indexes is the partition log's 
 
 Kafka semantics, with these documented differences:
 
-- Records with a null key are invalid in a compacted topic (Kafka rejects them
-  on produce). If some got in anyway, they are kept, never compacted away.
+- Records with a null key are invalid in a compacted topic (the leader refuses
+  them on produce, as Kafka does: `log.record_validator`). If some got in anyway
+  (written before that check, or before the topic became compacted), they are
+  kept, never compacted away.
 - A tombstone (null value) survives `delete.retention.ms` so consumers that are
   catching up still see the delete. Kafka measures that age from the segment
   file's last-modified time (or, since KIP-534, a delete horizon stamped into

@@ -12,7 +12,19 @@ class CorruptRecord(LogError):
 
 
 class InvalidRecord(LogError):
-    """A batch is well-formed but not acceptable: wrong magic, bad counts (Kafka: INVALID_RECORD, 87)."""
+    """A batch is not acceptable: wrong magic, bad counts, a malformed record (Kafka: INVALID_RECORD, 87).
+
+    `record_index` is the index in its batch of the record at fault, if one is
+    (Produce v8+ answers it in `record_errors`).
+    """
+
+    def __init__(self, message: str, *, record_index: int | None = None) -> None:
+        super().__init__(message)
+        self.record_index = record_index
+
+
+class UncompressedTooLarge(CorruptRecord):
+    """Compressed data would inflate past the caller's bound (a decompression bomb, or a huge batch)."""
 
 
 class RecordTooLarge(LogError):

@@ -87,6 +87,7 @@ from raftka.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE
 from raftka.log.leader_epoch_cache import LeaderEpochCache
 from raftka.log.offset_index import CorruptIndex
 from raftka.log.producer_state import ProducerStateManager
+from raftka.log.record_validator import UNCOMPRESSED_BOUND_FACTOR, validate_records
 from raftka.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -367,10 +368,13 @@ class PartitionLog:
     ) -> AppendInfo:
         """Append a producer's batches as leader: validate, dedupe, assign offsets, write once.
 
-        Raises CorruptRecord (bad length/CRC), InvalidRecord (wrong magic,
-        control batch, inconsistent counts), RecordTooLarge (a batch above
-        `max.message.bytes`), InvalidProducerEpoch / OutOfOrderSequence. On any
-        error nothing is written. A retried batch already in the log is not
+        Every record of every batch is walked first (`log.record_validator`).
+        Raises CorruptRecord (bad length/CRC, undecodable compressed data),
+        InvalidRecord (wrong magic, control batch, inconsistent counts, a
+        malformed record: its `record_index` says which), RecordTooLarge (a
+        batch above `max.message.bytes`, or inflating past its bound),
+        InvalidProducerEpoch / OutOfOrderSequence. On any error nothing is
+        written. A retried batch already in the log is not
         written again: the result has `duplicate=True` and the original offsets.
         """
         self._check_open()
@@ -498,6 +502,11 @@ class PartitionLog:
                         f"{self.topic}-{self.partition}: batch at position {position} is a control batch; "
                         "clients may not write control batches"
                     )
+                if header.has_producer_id and header.base_sequence < 0:
+                    raise InvalidRecord(
+                        f"{self.topic}-{self.partition}: batch at position {position} has producer id "
+                        f"{header.producer_id} but base sequence {header.base_sequence}, expected >= 0"
+                    )
                 if header.record_count != header.last_offset_delta + 1:
                     raise InvalidRecord(
                         f"{self.topic}-{self.partition}: batch at position {position} has record count "
@@ -505,9 +514,20 @@ class PartitionLog:
                         f"expected {header.record_count - 1}"
                     )
             verify_crc(buf, header)
+            if from_client:
+                # A CRC proves the bytes are the producer's, not that they parse: walk the
+                # records so a malformed one is refused here, not stored to stop every
+                # consumer at its offset (followers get only batches that passed this).
+                validate_records(buf, header, max_uncompressed=self.max_uncompressed_batch_bytes,
+                                 require_keys=self.config.compact)
             headers.append(header)
             position += header.size
         return headers
+
+    @property
+    def max_uncompressed_batch_bytes(self) -> int:
+        """How far a compressed batch from a client may inflate to be validated."""
+        return UNCOMPRESSED_BOUND_FACTOR * self.config.max_message_bytes
 
     def _dedupe(
         self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader]

@@ -1,7 +1,8 @@
 """Encode and decode whole RecordBatch v2 batches, records included.
 
-The broker's hot path never comes here (it only reads the 61-byte header, see
-`log.batch_header`); this is for the SDK, the compaction cleaner and tests.
+The broker's hot path never comes here (it reads the 61-byte header, see
+`log.batch_header`, and the leader walks the records without building them, see
+`log.record_validator`); this is for the SDK, the compaction cleaner and tests.
 
 A record inside a batch (after decompression) is
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker.errors import error_code_for
-from raftka.broker.topic_names import topic_name_error
+from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode, MetadataResponse
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataImage, TopicImage
 
 log = structlog.get_logger("broker.metadata")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 

@@ -1,9 +1,14 @@
-"""Produce: validate headers + CRC, assign offsets, append; acks=all waits for the ISR.
+"""Produce: validate headers, CRC and records, assign offsets, append; acks=all waits for the ISR.
 
-The records are never decoded here (DESIGN principle 2). acks=0 gets no
-response at all (the dispatcher drops it); acks=1 answers after the local
-append; acks=-1 waits in "purgatory" until the high watermark passes the
-batch or `timeout_ms` expires (REQUEST_TIMED_OUT).
+The leader's log walks every record before it stores a batch
+(`log.record_validator`, the one exception to DESIGN principle 2): a malformed
+one fails the partition's whole batch set with INVALID_RECORD, and Produce v8+
+names the record in `record_errors`. Internal topics (`__consumer_offsets`,
+`__transaction_state`) take no client writes: INVALID_TOPIC_EXCEPTION, as in
+Kafka; the group coordinator appends to its partitions directly, not through
+this API. acks=0 gets no response at all (the dispatcher drops it); acks=1
+answers after the local append; acks=-1 waits in "purgatory" until the high
+watermark passes the batch or `timeout_ms` expires (REQUEST_TIMED_OUT).
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import structlog
 import trio
 
 from raftka.broker.errors import error_code_for
+from raftka.broker.topic_names import INTERNAL_TOPICS
 from raftka.client.protocol import ErrorCode, ProduceResponse
+from raftka.log.errors import InvalidRecord
 
 log = structlog.get_logger("broker.produce")
 
@@ -20,10 +27,19 @@ MIN_SERVED_VERSION = 3  # v0-2 carry message formats v0/v1, which raftka does no
 
 
 def _partition_result(index: int, code: int, base_offset: int = -1, log_append_time: int = -1,
-                      log_start_offset: int = -1, message: str | None = None) -> dict:
+                      log_start_offset: int = -1, message: str | None = None,
+                      record_errors: list[dict] | None = None) -> dict:
     return {"index": index, "error_code": code, "base_offset": base_offset,
             "log_append_time_ms": log_append_time, "log_start_offset": log_start_offset,
-            "record_errors": [], "error_message": message}
+            "record_errors": record_errors or [], "error_message": message}
+
+
+def _record_errors(exc: Exception) -> list[dict]:
+    """Produce v8+ `record_errors`: the record an InvalidRecord blames, if it blames one."""
+    index = exc.record_index if isinstance(exc, InvalidRecord) else None
+    if index is None:
+        return []
+    return [{"batch_index": index, "batch_index_error_message": str(exc)}]
 
 
 async def handle(ctx, header, request, conn=None) -> ProduceResponse:
@@ -43,6 +59,12 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
                 results[key] = _partition_result(pdata.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                                  message="transactions are not supported by raftka")
                 continue
+            if topic.name in INTERNAL_TOPICS:
+                results[key] = _partition_result(pdata.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                 message=f"cannot append to internal topic {topic.name}")
+                log.info("produce.rejected", topic=topic.name, partition=pdata.index,
+                         error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), error="internal topic")
+                continue
             if acks not in (0, 1, -1):
                 results[key] = _partition_result(pdata.index, ErrorCode.INVALID_REQUIRED_ACKS,
                                                  message=f"acks={acks}; expected 0, 1 or -1")
@@ -56,7 +78,8 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
                 info = partition.append_as_leader(pdata.records, acks)
             except Exception as exc:  # each partition fails alone; the others still append
                 code = error_code_for(exc)
-                results[key] = _partition_result(pdata.index, code, message=str(exc))
+                results[key] = _partition_result(pdata.index, code, message=str(exc),
+                                                 record_errors=_record_errors(exc))
                 log.info("produce.rejected", topic=topic.name, partition=pdata.index, error_code=code,
                          error=str(exc))
                 continue

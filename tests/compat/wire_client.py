@@ -179,6 +179,25 @@ class WireConnection:
         assert response.error_code == 0, f"InitProducerId: error {response.error_code}"
         return response.producer_id, response.producer_epoch
 
+    def find_coordinator(self, group: str) -> Any:
+        """FindCoordinator v2 for a group (the first one creates `__consumer_offsets`)."""
+        return self.request(ApiKey.FIND_COORDINATOR, 2, {"key": group, "key_type": 0})
+
+    def commit_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> dict[int, int]:
+        """OffsetCommit v7 outside any generation (a standalone consumer's commit):
+        partition -> error code."""
+        response = self.request(ApiKey.OFFSET_COMMIT, 7, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                 "committed_metadata": None} for p, o in offsets.items()]}]})
+        return {p.partition_index: p.error_code for p in response.topics[0].partitions}
+
+    def fetch_offsets(self, group: str, topic: str, partitions: Iterable[int]) -> Any:
+        """OffsetFetch v5: the response (`error_code`, `topics[0].partitions`)."""
+        return self.request(ApiKey.OFFSET_FETCH, 5, {
+            "group_id": group, "topics": [{"name": topic, "partition_indexes": list(partitions)}]})
+
     def read_all(self, topic: str, partition: int, start: int = 0) -> list[DecodedBatch]:
         """Every batch from `start` up to the current end (high watermark)."""
         end = self.end_offset(topic, partition)

@@ -9,17 +9,29 @@ readable, byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from raftka.client.protocol import ApiKey, ErrorCode, decode_response, encode_request
+from raftka.log.batch_header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    iter_headers,
+    pack_header,
+    parse_header,
+    update_crc,
+)
+from raftka.log.compression import compress
 from raftka.log.record_batch import Record, encode_batch
 from tests.compat.server_process import ServerProcess, running_server
 from tests.compat.wire_client import (
@@ -311,6 +323,79 @@ def test_corrupt_crc_is_rejected_and_nothing_appended(server: ServerProcess,
         assert (results[1].error_code, results[1].base_offset) == (0, ends[1])
         assert conn.end_offset(TOPIC, 0) == ends[0]
         assert conn.end_offset(TOPIC, 1) == ends[1] + 3
+
+
+def poisoned_batch(values: list[bytes], codec: int = 0) -> bytes:
+    """A batch with a valid CRC whose first record claims 11 bytes where it has 8 (the
+    hostile review's batch): stored, it would stop every consumer at its offset."""
+    plain = bytearray(values_batch(values))
+    assert values[0] == b"vv" and plain[HEADER_SIZE] == 8 << 1  # zigzag(8): the body's length
+    plain[HEADER_SIZE] = 11 << 1
+    records = bytes(plain[HEADER_SIZE:])
+    payload = compress(codec, records) if codec else records
+    header = dataclasses.replace(parse_header(plain), attributes=codec,
+                                 batch_length=HEADER_SIZE - LOG_OVERHEAD + len(payload))
+    batch = bytearray(pack_header(header) + payload)
+    update_crc(batch)
+    assert list(iter_headers(bytes(batch), verify=True))  # the CRC is fine
+    return bytes(batch)
+
+
+@pytest.mark.parametrize("codec", [0, 3, 4], ids=["none", "lz4", "zstd"])
+def test_malformed_records_under_a_valid_crc_are_refused(server: ServerProcess, unaffected: None,
+                                                         codec: int) -> None:
+    """Finding 1 of issue 17: the leader walks the records, refuses the batch with
+    INVALID_RECORD (Kafka's answer; not retriable) naming the record, stores nothing, and the
+    partition keeps serving: later good batches reach a librdkafka consumer and the SDK decoder."""
+    with WireConnection(server.bootstrap) as conn:
+        end = conn.end_offset(TOPIC, 0)
+        result = conn.produce(TOPIC, 0, poisoned_batch([b"vv", b"second", b"third"], codec))
+        assert result.error_code == ErrorCode.INVALID_RECORD, result
+        assert [e.batch_index for e in result.record_errors] == [0]
+        assert "record 0: its length is 11" in (result.error_message or "")
+        assert conn.end_offset(TOPIC, 0) == end, "a batch with malformed records was stored"
+        good = [f"after-poison-{codec}-{i}".encode() for i in range(3)]
+        result = conn.produce(TOPIC, 0, values_batch(good, compression=codec))
+        assert (result.error_code, result.base_offset) == (0, end)
+        assert batch_values(conn.read_all(TOPIC, 0, end)) == good
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"after-poison-{codec}",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([KafkaTopicPartition(TOPIC, 0, end)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < len(good) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append(message.value())
+        assert got == good
+    finally:
+        consumer.close()
+
+
+def test_produce_to_internal_topics_is_refused(server: ServerProcess, unaffected: None) -> None:
+    """Finding 2 of issue 17: clients cannot append to __consumer_offsets (or
+    __transaction_state), as in Kafka; the coordinator's own writes still work."""
+    group = "internal-topic-test"
+    with WireConnection(server.bootstrap) as conn:
+        wait_until(lambda: conn.find_coordinator(group).error_code == 0, timeout=30,
+                   what="a group coordinator (it creates __consumer_offsets)")
+        wait_until(lambda: conn.commit_offsets(group, TOPIC, {0: 1}) == {0: 0}, timeout=30,
+                   what="a first offset commit")
+        assert conn.fetch_offsets(group, TOPIC, [0]).topics[0].partitions[0].committed_offset == 1
+        for partition in range(3):
+            end = conn.end_offset("__consumer_offsets", partition)
+            result = conn.produce("__consumer_offsets", partition, values_batch([b"not a group record"]))
+            assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION, result
+            assert "internal topic" in (result.error_message or "")
+            assert conn.end_offset("__consumer_offsets", partition) == end
+        # Refused by name even though it does not exist (Kafka checks before the lookup).
+        result = conn.produce("__transaction_state", 0, values_batch([b"x"]))
+        assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        # The coordinator appends to its partition directly, not through Produce.
+        assert conn.commit_offsets(group, TOPIC, {0: 7}) == {0: 0}
+        assert conn.fetch_offsets(group, TOPIC, [0]).topics[0].partitions[0].committed_offset == 7
 
 
 def test_batch_length_lying_about_its_size(server: ServerProcess, unaffected: None) -> None:

@@ -4,6 +4,7 @@ framing, corrupt input and decompression bombs."""
 from __future__ import annotations
 
 import gzip
+import random
 import struct
 
 import cramjam
@@ -13,6 +14,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raftka.log import compression
 from raftka.log.compression import (
     LZ4_FRAME_MAGIC,
     XERIAL_MAGIC,
@@ -220,6 +222,32 @@ def test_zstd_several_frames() -> None:
     assert decompress(Compression.ZSTD, frames) == b"one two"
 
 
+def test_zstd_frames_the_header_walk_reads() -> None:
+    """The one-call path (frames read from their headers) and the streaming fallback agree:
+    a skippable frame, content size declared or not, one-byte and big inputs, empty."""
+    streaming = zstandard.ZstdCompressor().compressobj()
+    unsized = streaming.compress(BIG) + streaming.flush()
+    sized = zstandard.ZstdCompressor().compress(BIG)
+    skippable = (0x184D2A53).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+    empty = zstandard.ZstdCompressor().compress(b"")
+    for data, expected in ((unsized, BIG), (sized, BIG), (skippable + sized, BIG),
+                           (unsized + empty + sized, BIG + BIG), (compress(Compression.ZSTD, b"x"), b"x")):
+        assert compression._zstd_frames(memoryview(data)) is not None
+        assert decompress(Compression.ZSTD, data) == expected
+        assert compression._zstd_stream_decompress(memoryview(data), 1 << 30) == expected
+
+
+def test_zstd_declared_content_size_larger_than_the_blocks_is_corrupt() -> None:
+    """A lie in the frame header is caught before zstd sizes its output buffer by it."""
+    incompressible = random.Random(3).randbytes(300)  # stored as one raw block of 300 bytes
+    frame = bytearray(zstandard.ZstdCompressor().compress(incompressible))
+    assert frame[4] == 0x60  # single segment (no window byte), 2-byte content size (+256)
+    frame[5:7] = b"\xff\xff"
+    assert zstandard.frame_content_size(bytes(frame)) == 65791
+    with pytest.raises(CorruptRecord, match="declares a content size of 65791 bytes, more than its blocks"):
+        decompress(Compression.ZSTD, bytes(frame))
+
+
 def test_kafka_python_zstd_both_ways() -> None:
     assert kafka.codec.zstd_decode(compress(Compression.ZSTD, BIG)) == BIG
     assert decompress(Compression.ZSTD, kafka.codec.zstd_encode(BIG)) == BIG
@@ -323,5 +351,13 @@ def test_lz4_declared_content_size_over_max_is_rejected_before_inflating() -> No
 def test_zstd_bomb_without_content_size_is_corrupt() -> None:
     streaming = zstandard.ZstdCompressor().compressobj()
     frame = streaming.compress(BOMB) + streaming.flush()
-    with pytest.raises(CorruptRecord, match="more than 1048576"):
+    with pytest.raises(CorruptRecord, match="limit of 1048576"):
         decompress(Compression.ZSTD, frame, max_output=1024 * 1024)
+
+
+def test_lz4_frame_without_content_size_is_bounded_before_inflating() -> None:
+    """A frame that declares no content size is bounded by its block count x block size."""
+    frame = compress(Compression.LZ4, bytes(64 << 20))  # ~255x: 64 MiB from ~250 KB
+    assert not frame[4] & 0x08, "the frame should not declare its content size"
+    with pytest.raises(CorruptRecord, match="blocks' declared maximum"):
+        decompress(Compression.LZ4, frame, max_output=1024 * 1024)

@@ -20,9 +20,10 @@ def records(log) -> list[tuple[int, bytes | None, bytes | None]]:
 
 
 def fill(log, batches: int, *, start_ts: int = 0, step_ts: int = 1000, epoch_every: int = 0) -> None:
+    keys = [b"k0", b"k1"] if log.config.compact else None  # a compacted topic refuses null keys
     for i in range(batches):
         epoch = i // epoch_every if epoch_every else 0
-        log.append(make_batch(2, timestamp=start_ts + i * step_ts), epoch, now_ms=0)
+        log.append(make_batch(2, keys=keys, timestamp=start_ts + i * step_ts), epoch, now_ms=0)
 
 
 def test_retention_by_time(open_log, part_dir: Path) -> None:
