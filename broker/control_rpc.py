@@ -31,7 +31,8 @@ import cbor2
 import structlog
 import trio
 
-from raftka.raft_meta.controller import Controller, HeartbeatReply
+from raftka.raft_meta.controller import Controller, HeartbeatReply, TopicResult
+from raftka.raft_meta.controller_decisions import NewTopic
 from raftka.raft_meta.controller_errors import KAFKA_ERROR_CODES, ControllerError
 from raftka.raft_meta.metadata_loader import MetadataLoader
 
@@ -44,16 +45,51 @@ CALL_TIMEOUT_S = 10.0
 # Calls that name the broker a connection speaks for (its session).
 SESSION_METHODS = frozenset({"register_broker", "heartbeat"})
 
+# A call that waits for a commit until its request's deadline (`timeout_ms`) is given this
+# much longer to answer, so the controller's own REQUEST_TIMED_OUT arrives before ours.
+DEADLINE_MARGIN_S = 5.0
+
+
+def topic_results_to_wire(results: list[TopicResult]) -> list[dict]:
+    return [{"name": r.name, "error": None if r.error is None else [r.error.name, r.error.message],
+             "topic_id": r.topic_id} for r in results]
+
+
+def topic_results_from_wire(data: list[dict]) -> list[TopicResult]:
+    out = []
+    for item in data:
+        error = item.get("error")
+        if error is not None:
+            name = error[0] if error[0] in KAFKA_ERROR_CODES else "UNKNOWN_SERVER_ERROR"
+            error = ControllerError(name, str(error[1]))
+        out.append(TopicResult(str(item["name"]), error, item.get("topic_id")))
+    return out
+
+
 # Method name -> how to turn the controller's result into CBOR-able data.
 METHODS: dict[str, Callable[[Any], Any]] = {
     "register_broker": lambda r: r,
     "heartbeat": lambda r: {"fenced": r.fenced, "shutdown_ready": r.shutdown_ready},
     "alter_partition": lambda r: list(r),
     "create_topic": lambda r: r,
-    "create_partitions": lambda r: None,
+    "create_topics": topic_results_to_wire,
+    "create_partitions": topic_results_to_wire,
     "delete_topic": lambda r: None,
     "allocate_producer_ids": lambda r: list(r),
 }
+
+
+def _wire_args(method: str, args: dict) -> dict:
+    """Rebuild the tuples and records a call's CBOR arguments flattened (TypeError if malformed)."""
+    if "listeners" in args:
+        args = {**args, "listeners": tuple(tuple(x) for x in args["listeners"])}
+    if "new_isr" in args:
+        args = {**args, "new_isr": tuple(args["new_isr"])}
+    if method == "create_topics":
+        args = {**args, "topics": [NewTopic(**t) for t in args["topics"]]}
+    if method == "create_partitions":
+        args = {**args, "totals": [(str(name), int(total)) for name, total in args["totals"]]}
+    return args
 
 
 class RpcProtocolError(Exception):
@@ -140,10 +176,10 @@ class ControlRpcServer:
             return {"id": call_id, "error": ["NOT_CONTROLLER",
                                              f"not the active controller; try node {self.loader.image.controller.node_id}"]}
         try:
-            if "listeners" in args:
-                args = {**args, "listeners": tuple(tuple(x) for x in args["listeners"])}
-            if "new_isr" in args:
-                args = {**args, "new_isr": tuple(args["new_isr"])}
+            try:
+                args = _wire_args(method, args)
+            except (KeyError, ValueError, AttributeError) as exc:
+                raise TypeError(f"malformed arguments: {exc!r}") from None
             result = await getattr(self.controller, method)(**args)
             return {"id": call_id, "ok": convert(result)}
         except ControllerError as exc:
@@ -174,9 +210,16 @@ class ControlRpcClient:
         self._ids = itertools.count(1)
 
     async def call(self, method: str, **args: Any) -> Any:
+        """One call; its reply's result, or the ControllerError it answered. A call with a
+        `timeout_ms` argument waits that long (plus DEADLINE_MARGIN_S) for the answer."""
+        timeout_ms = args.get("timeout_ms")
+        wait_s = CALL_TIMEOUT_S
+        if isinstance(timeout_ms, int) and timeout_ms > 0:
+            wait_s = max(CALL_TIMEOUT_S, timeout_ms / 1000.0 + DEADLINE_MARGIN_S)
+        deadline = trio.current_time() + wait_s  # waiting for an earlier call counts too
         async with self._lock:
             try:
-                with trio.fail_after(CALL_TIMEOUT_S):
+                with trio.fail_at(deadline):
                     if self._stream is None:
                         self._stream = await trio.open_tcp_stream(*self.address)
                         self._buffer = bytearray()
@@ -187,8 +230,12 @@ class ControlRpcClient:
             except trio.Cancelled:
                 await self.aclose()  # a reply may be half read: never reuse this stream
                 raise
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
-                    RpcProtocolError) as exc:
+            except trio.TooSlowError:
+                await self.aclose()
+                raise ControllerError("REQUEST_TIMED_OUT",
+                                      f"control call {method} to {self.address[0]}:{self.address[1]}: no answer "
+                                      f"within {wait_s:g} s; its outcome is unknown") from None
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, RpcProtocolError) as exc:
                 await self.aclose()
                 raise ControllerError("NOT_CONTROLLER",
                                       f"control call {method} to {self.address[0]}:{self.address[1]} failed: "
