@@ -242,3 +242,32 @@ async def test_a_slow_commit_answers_request_timed_out_and_a_retry_sees_its_outc
         assert result.error is None and loader.image.topic_ids["dropped"] == result.topic_id
         assert len(loader.image.topic_by_name("dropped").partitions) == 2
         nursery.cancel_scope.cancel()
+
+
+async def test_a_slow_commit_is_never_answered_not_controller(tmp_path: Path, monkeypatch) -> None:
+    """A call without a deadline of its own (here the one-topic `create_topic`) waits
+    DEFAULT_COMMIT_WAIT_S for its commit; a commit still pending then is REQUEST_TIMED_OUT
+    (it used to be NOT_CONTROLLER: "could not commit Topic ...: TIMEOUT")."""
+    from raftka.raft_meta import controller as controller_module
+
+    monkeypatch.setattr(controller_module, "DEFAULT_COMMIT_WAIT_S", 0.5, raising=False)
+    config = _config(tmp_path, **{"default.replication.factor": "1"})
+    async with open_quorum_from_config(config) as quorum, trio.open_nursery() as nursery:
+        loader = MetadataLoader(quorum, "AAAAAAAAAAAAAAAAAAAAAA")
+        await nursery.start(loader.run)
+        held = HeldCommits(quorum)
+        controller = Controller(config, held, loader)
+        await nursery.start(controller.run)
+        with trio.fail_after(15):
+            await loader.wait_active_controller()
+        held.gate.set()
+        epoch = await controller.register_broker(1, "inc1", L, None)
+        assert not (await controller.heartbeat(1, epoch, loader.image.offset)).fenced
+        held.gate = trio.Event()
+        with pytest.raises(ControllerError) as info:
+            with trio.fail_after(30):
+                await controller.create_topic("slow", 1, 1)
+        assert info.value.name == "REQUEST_TIMED_OUT", info.value
+        held.gate.set()
+        await wait_until_async(lambda: "slow" in loader.image.topic_ids, 10, "the slow topic committed")
+        nursery.cancel_scope.cancel()
