@@ -251,12 +251,13 @@ class Controller:
         the id this request gave it.
         """
         topics = list(topics)
-        ids = [str(uuid.uuid4()) for _ in topics]
+        ids: dict[int, str] = {}  # drawn only for the topics a decision creates
         refused: dict[str, ControllerError] = {}
 
         def decision(img: MetadataImage) -> decide.Decision:
             # Rotate the first leader by topic count so small topics do not all start on one broker.
-            made, errors = decide.create_topics(img, topics, ids, self.config.num_partitions,
+            made, errors = decide.create_topics(img, topics, lambda i: ids.setdefault(i, str(uuid.uuid4())),
+                                                self.config.num_partitions,
                                                 self.config.default_replication_factor, start=len(img.topics),
                                                 request_ids=request_ids)
             refused.clear()
@@ -265,8 +266,8 @@ class Controller:
 
         image = await self._decide_and_commit(decision, _deadline(timeout_ms))
         results = []
-        for topic, topic_id in zip(topics, ids, strict=True):
-            error = refused.get(topic.name)
+        for i, topic in enumerate(topics):
+            error, topic_id = refused.get(topic.name), ids.get(i)
             if error is None and image.topic_ids.get(topic.name) != topic_id:
                 error = ControllerError("TOPIC_ALREADY_EXISTS", f"topic {topic.name!r} was created by another "
                                                                 "request meanwhile")

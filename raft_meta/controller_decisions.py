@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from raftka.raft_meta.controller_errors import ControllerError
@@ -158,7 +158,7 @@ def _duplicates(names: Iterable[str]) -> set[str]:
 def create_topics(
     image: MetadataImage,
     topics: Sequence[NewTopic],
-    topic_ids: Sequence[str],
+    topic_id: Callable[[int], str],
     default_partitions: int = 1,
     default_replication_factor: int = 1,
     start: int = 0,
@@ -171,7 +171,8 @@ def create_topics(
     The records of all the request's topics count against MAX_RECORDS_PER_USER_OP together;
     over it the whole request is refused (POLICY_VIOLATION, raised) before any replica is
     placed, so even a request for millions of partitions is answered at once.
-    `topic_ids[i]` is the id for `topics[i]`; leaders rotate from `start + i`.
+    `topic_id(i)` is the id for `topics[i]`, asked for only for a topic that is created (a
+    refused request of 10 000 topics draws no ids); leaders rotate from `start + i`.
     """
     errors: dict[str, ControllerError] = {}
     twice = _duplicates(t.name for t in topics)
@@ -201,11 +202,11 @@ def create_topics(
                                 records_needed)
     records: list[MetadataRecord] = []
     for i, topic, partitions, rf in planned:
-        topic_id = topic_ids[i]
+        new_id = topic_id(i)
         request_id = (request_ids or {}).get(topic.name)
-        records.append(Topic(topic.name, topic_id, tuple(sorted(topic.configs.items())), request_id=request_id))
+        records.append(Topic(topic.name, new_id, tuple(sorted(topic.configs.items())), request_id=request_id))
         for index, replicas in enumerate(place_replicas(live, partitions, rf, start + i)):
-            records.append(Partition(topic_id, index, replicas, replicas, replicas[0]))
+            records.append(Partition(new_id, index, replicas, replicas, replicas[0]))
     return Decision(tuple(records)), errors
 
 
@@ -228,7 +229,7 @@ def create_topic(
 ) -> Decision:
     """`create_topics` for one topic; its error is raised."""
     decision, errors = create_topics(image, [NewTopic(name, num_partitions, replication_factor, dict(configs or {}))],
-                                     [topic_id], start=start,
+                                     lambda _: topic_id, start=start,
                                      request_ids=None if request_id is None else {name: request_id})
     if name in errors:
         raise errors[name]

@@ -71,7 +71,7 @@ async def handle_create_topics(ctx, header, request, conn=None) -> CreateTopicsR
         topics = [t for _, t in asked]
         try:
             if request.validate_only:
-                _, errors = decide.create_topics(ctx.image, topics, ["validate-only"] * len(topics))
+                _, errors = decide.create_topics(ctx.image, topics, lambda _: "validate-only")
                 results = [TopicResult(t.name, errors.get(t.name)) for t in topics]
             else:
                 results = await ctx.controller.create_topics(topics, request.timeout_ms)
