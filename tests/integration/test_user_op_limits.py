@@ -127,3 +127,31 @@ def test_a_2000_partition_topic_is_answered_with_success(tmp_path) -> None:
             with pytest.raises(TopicAlreadyExistsError, match="2000 partitions, replication factor 1"):
                 admin.create_topics([NewTopic("wide", 2000, 1)])
         assert metadata_offset(server) > offset
+
+
+def test_requests_to_a_broker_that_is_not_the_controller_go_over_the_control_rpc(tmp_path) -> None:
+    """The same answers through the control RPC (a broker forwards to the active controller)."""
+    from tests.integration.cluster_support import running_cluster
+
+    with running_cluster(tmp_path, nodes=3) as cluster:
+        with WireConnection(cluster.nodes[1].bootstrap) as conn:
+            controller = conn.request(ApiKey.METADATA, 8, {"topics": None}).controller_id
+        other = next(node for node_id, node in cluster.nodes.items() if node_id != controller)
+        with WireConnection(other.bootstrap) as conn:
+            assert_refused_over_the_cap(create_topics(conn, ("half-a", 5_000), ("half-b", 5_000)))
+            [made, exists, bad] = create_topics(conn, ("rpc-made", 3), ("rpc-made", 3), ("bad name", 1))
+            assert (made.error_code, exists.error_code) == (ErrorCode.INVALID_REQUEST,) * 2  # named twice
+            assert bad.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+            [made] = create_topics(conn, ("rpc-made", 3))
+            assert made.error_code == 0
+            [again] = create_topics(conn, ("rpc-made", 4))
+            assert again.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and "3 partitions" in again.error_message
+            response = conn.request(ApiKey.CREATE_PARTITIONS, 1, {
+                "topics": [{"name": "rpc-made", "count": 5, "assignments": None},
+                           {"name": "rpc-missing", "count": 5, "assignments": None}],
+                "timeout_ms": 30_000, "validate_only": False}, timeout=60)
+            assert [r.error_code for r in response.results] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+            response = conn.request(ApiKey.METADATA, 8, {"topics": [{"name": "rpc-auto"}, {"name": "rpc-made"}],
+                                                         "allow_auto_topic_creation": True}, timeout=60)
+            assert [t.error_code for t in response.topics] == [0, 0]
+            assert [len(t.partitions) for t in response.topics] == [1, 5]
