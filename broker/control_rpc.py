@@ -79,6 +79,19 @@ METHODS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _new_topic(data: Any) -> NewTopic:
+    def count(value: Any) -> int | None:
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise TypeError(f"a partition or replica count must be an integer or null, not {value!r}")
+        return value
+
+    configs = data.get("configs") or {}
+    if not isinstance(data["name"], str) or not isinstance(configs, dict):
+        raise TypeError(f"a topic needs a string name and a map of configs: {data!r}")
+    return NewTopic(data["name"], count(data.get("num_partitions")), count(data.get("replication_factor")),
+                    {str(k): str(v) for k, v in configs.items()})
+
+
 def _wire_args(method: str, args: dict) -> dict:
     """Rebuild the tuples and records a call's CBOR arguments flattened (TypeError if malformed)."""
     if "listeners" in args:
@@ -86,7 +99,7 @@ def _wire_args(method: str, args: dict) -> dict:
     if "new_isr" in args:
         args = {**args, "new_isr": tuple(args["new_isr"])}
     if method == "create_topics":
-        args = {**args, "topics": [NewTopic(**t) for t in args["topics"]]}
+        args = {**args, "topics": [_new_topic(t) for t in args["topics"]]}
     if method == "create_partitions":
         args = {**args, "totals": [(str(name), int(total)) for name, total in args["totals"]]}
     return args
