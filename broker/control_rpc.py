@@ -52,7 +52,8 @@ import cbor2
 import structlog
 import trio
 
-from raftka.raft_meta.controller import Controller, HeartbeatReply
+from raftka.raft_meta.controller import Controller, HeartbeatReply, TopicResult
+from raftka.raft_meta.controller_decisions import NewTopic
 from raftka.raft_meta.controller_errors import KAFKA_ERROR_CODES, ControllerError
 from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.node_config import check_secret
@@ -80,16 +81,64 @@ KEY_SALT_PREFIX = b"raftka control-rpc v2\x00"
 # Calls that name the broker a connection speaks for (its session).
 SESSION_METHODS = frozenset({"register_broker", "heartbeat"})
 
+# A call that waits for a commit until its request's deadline (`timeout_ms`) is given this
+# much longer to answer, so the controller's own REQUEST_TIMED_OUT arrives before ours.
+DEADLINE_MARGIN_S = 5.0
+
+
+def topic_results_to_wire(results: list[TopicResult]) -> list[dict]:
+    return [{"name": r.name, "error": None if r.error is None else [r.error.name, r.error.message],
+             "topic_id": r.topic_id} for r in results]
+
+
+def topic_results_from_wire(data: list[dict]) -> list[TopicResult]:
+    out = []
+    for item in data:
+        error = item.get("error")
+        if error is not None:
+            name = error[0] if error[0] in KAFKA_ERROR_CODES else "UNKNOWN_SERVER_ERROR"
+            error = ControllerError(name, str(error[1]))
+        out.append(TopicResult(str(item["name"]), error, item.get("topic_id")))
+    return out
+
+
 # Method name -> how to turn the controller's result into CBOR-able data.
 METHODS: dict[str, Callable[[Any], Any]] = {
     "register_broker": lambda r: r,
     "heartbeat": lambda r: {"fenced": r.fenced, "shutdown_ready": r.shutdown_ready},
     "alter_partition": lambda r: list(r),
     "create_topic": lambda r: r,
-    "create_partitions": lambda r: None,
+    "create_topics": topic_results_to_wire,
+    "create_partitions": topic_results_to_wire,
     "delete_topic": lambda r: None,
     "allocate_producer_ids": lambda r: list(r),
 }
+
+
+def _new_topic(data: Any) -> NewTopic:
+    def count(value: Any) -> int | None:
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise TypeError(f"a partition or replica count must be an integer or null, not {value!r}")
+        return value
+
+    configs = data.get("configs") or {}
+    if not isinstance(data["name"], str) or not isinstance(configs, dict):
+        raise TypeError(f"a topic needs a string name and a map of configs: {data!r}")
+    return NewTopic(data["name"], count(data.get("num_partitions")), count(data.get("replication_factor")),
+                    {str(k): str(v) for k, v in configs.items()})
+
+
+def _wire_args(method: str, args: dict) -> dict:
+    """Rebuild the tuples and records a call's CBOR arguments flattened (TypeError if malformed)."""
+    if "listeners" in args:
+        args = {**args, "listeners": tuple(tuple(x) for x in args["listeners"])}
+    if "new_isr" in args:
+        args = {**args, "new_isr": tuple(args["new_isr"])}
+    if method == "create_topics":
+        args = {**args, "topics": [_new_topic(t) for t in args["topics"]]}
+    if method == "create_partitions":
+        args = {**args, "totals": [(str(name), int(total)) for name, total in args["totals"]]}
+    return args
 
 
 class RpcProtocolError(Exception):
@@ -212,6 +261,17 @@ def _is_configs(value: object) -> bool:
     return isinstance(value, dict) and all(_is_str(k) and _is_str(v) for k, v in value.items())
 
 
+def _is_new_topic(value: object) -> bool:
+    return (isinstance(value, dict) and set(value) <= {"name", "num_partitions", "replication_factor", "configs"}
+            and _is_str(value.get("name")) and _optional(_is_int)(value.get("num_partitions"))
+            and _optional(_is_int)(value.get("replication_factor"))
+            and _optional(_is_configs)(value.get("configs")))
+
+
+def _is_total(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2 and _is_str(value[0]) and _is_int(value[1])
+
+
 _INT, _STR = (_is_int, "an integer"), (_is_str, "a string")
 _OPT_INT, _OPT_STR = (_optional(_is_int), "an integer or null"), (_optional(_is_str), "a string or null")
 _BOOL = (lambda v: isinstance(v, bool), "true or false")
@@ -229,9 +289,13 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
     "create_topic": {"name": (_STR, True), "num_partitions": (_OPT_INT, False),
                      "replication_factor": (_OPT_INT, False),
                      "configs": ((_optional(_is_configs), "a map of string to string, or null"), False),
-                     "request_id": (_OPT_STR, False)},
-    "create_partitions": {"name": (_STR, True), "total": (_INT, True)},
-    "delete_topic": {"name": (_STR, True), "request_id": (_OPT_STR, False)},
+                     "request_id": (_OPT_STR, False), "timeout_ms": (_OPT_INT, False)},
+    "create_topics": {"topics": ((_list_of(_is_new_topic), "a list of {name, num_partitions, "
+                                  "replication_factor, configs}"), True),
+                      "timeout_ms": (_OPT_INT, False)},
+    "create_partitions": {"totals": ((_list_of(_is_total), "a list of [name, total]"), True),
+                          "timeout_ms": (_OPT_INT, False)},
+    "delete_topic": {"name": (_STR, True), "request_id": (_OPT_STR, False), "timeout_ms": (_OPT_INT, False)},
     "allocate_producer_ids": {"broker_id": (_INT, True), "broker_epoch": (_INT, True)},
 }
 assert SIGNATURES.keys() == METHODS.keys()
@@ -347,10 +411,10 @@ class ControlRpcServer:
         if self.loader.active_controller_epoch() is None:
             return {"id": call_id, "error": ["NOT_CONTROLLER",
                                              f"not the active controller; try node {self.loader.image.controller.node_id}"]}
-        if "listeners" in args:
-            args = {**args, "listeners": tuple(tuple(x) for x in args["listeners"])}
-        if "new_isr" in args:
-            args = {**args, "new_isr": tuple(args["new_isr"])}
+        try:
+            args = _wire_args(method, args)
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            return {"id": call_id, "error": ["INVALID_REQUEST", f"malformed arguments for {method}: {exc!r}"]}
         try:
             result = await getattr(self.controller, method)(**args)
             return {"id": call_id, "ok": METHODS[method](result)}
@@ -396,9 +460,16 @@ class ControlRpcClient:
         self._session = ControlSession(key, client_nonce, parse_hello(hello), is_client=True)
 
     async def call(self, method: str, **args: Any) -> Any:
+        """One call; its reply's result, or the ControllerError it answered. A call with a
+        `timeout_ms` argument waits that long (plus DEADLINE_MARGIN_S) for the answer."""
+        timeout_ms = args.get("timeout_ms")
+        wait_s = CALL_TIMEOUT_S
+        if isinstance(timeout_ms, int) and timeout_ms > 0:
+            wait_s = max(CALL_TIMEOUT_S, timeout_ms / 1000.0 + DEADLINE_MARGIN_S)
+        deadline = trio.current_time() + wait_s  # waiting for an earlier call counts too
         async with self._lock:
             try:
-                with trio.fail_after(CALL_TIMEOUT_S):
+                with trio.fail_at(deadline):
                     if self._stream is None:
                         await self._connect()
                     assert self._stream is not None and self._session is not None
@@ -409,8 +480,12 @@ class ControlRpcClient:
             except trio.Cancelled:
                 await self.aclose()  # a reply may be half read: never reuse this stream
                 raise
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
-                    RpcProtocolError) as exc:
+            except trio.TooSlowError:
+                await self.aclose()
+                raise ControllerError("REQUEST_TIMED_OUT",
+                                      f"control call {method} to {self.address[0]}:{self.address[1]}: no answer "
+                                      f"within {wait_s:g} s; its outcome is unknown") from None
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, RpcProtocolError) as exc:
                 await self.aclose()
                 raise ControllerError("NOT_CONTROLLER",
                                       f"control call {method} to {self.address[0]}:{self.address[1]} failed: "

@@ -10,13 +10,18 @@ means "try again shortly", as the controller role moves.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from raftka.broker.control_rpc import ControlRpcClient, heartbeat_reply
-from raftka.raft_meta.controller import Controller, HeartbeatReply
+from raftka.broker.control_rpc import ControlRpcClient, heartbeat_reply, topic_results_from_wire
+from raftka.raft_meta.controller import Controller, HeartbeatReply, TopicResult
+from raftka.raft_meta.controller_decisions import NewTopic
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.node_config import NodeConfig
+
+# Calls that may wait for a slow commit (until their request's deadline).
+ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic"})
 
 
 class ControllerChannel:
@@ -24,7 +29,7 @@ class ControllerChannel:
         self._config = config
         self._controller = controller
         self._loader = loader
-        self._clients: dict[int, ControlRpcClient] = {}
+        self._clients: dict[tuple[int, str], ControlRpcClient] = {}
 
     def _remote_target(self) -> int:
         voters = {v.node_id for v in self._config.controller_quorum_voters}
@@ -36,17 +41,27 @@ class ControllerChannel:
             return leader
         raise ControllerError("NOT_CONTROLLER", "no active controller is known yet")
 
-    async def _call(self, method: str, **args: Any) -> Any:
+    async def _call(self, method: str, *, wire_args: dict[str, Any] | None = None,
+                    from_wire: Callable[[Any], Any] | None = None, **args: Any) -> Any:
+        """Call the active controller: locally, or over the control RPC with `wire_args`
+        (default: `args`, tuples as lists), its answer read by `from_wire`.
+
+        Admin calls, which may wait for a slow commit until their request's deadline, use a
+        connection of their own: a connection carries one call at a time, and this broker's
+        heartbeats must not queue behind them."""
         if self._loader.active_controller_epoch() is not None:
             return await getattr(self._controller, method)(**args)
         target = self._remote_target()
-        client = self._clients.get(target)
+        lane = "admin" if method in ADMIN_METHODS else "session"
+        client = self._clients.get((target, lane))
         if client is None:
             secret = self._config.controller_quorum_secret or ""
-            client = self._clients[target] = ControlRpcClient(self._config.controller_rpc_address(target), secret,
-                                                              self._loader.cluster_id)
-        wire_args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in args.items()}
-        return await client.call(method, **wire_args)
+            client = ControlRpcClient(self._config.controller_rpc_address(target), secret, self._loader.cluster_id)
+            self._clients[(target, lane)] = client
+        if wire_args is None:
+            wire_args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in args.items()}
+        result = await client.call(method, **wire_args)
+        return result if from_wire is None else from_wire(result)
 
     async def register_broker(self, broker_id: int, incarnation_id: str,
                               listeners: tuple[tuple[str, str, int], ...], rack: str | None) -> int:
@@ -59,16 +74,31 @@ class ControllerChannel:
                                   metadata_offset=metadata_offset, want_shutdown=want_shutdown)
         return result if isinstance(result, HeartbeatReply) else heartbeat_reply(result)
 
+    async def create_topics(self, topics: Sequence[NewTopic], timeout_ms: int | None = None) -> list[TopicResult]:
+        """One CreateTopics request (a result per topic; whole-request errors raised)."""
+        wire = {"topics": [{"name": t.name, "num_partitions": t.num_partitions,
+                            "replication_factor": t.replication_factor, "configs": dict(t.configs)} for t in topics],
+                "timeout_ms": timeout_ms}
+        return await self._call("create_topics", wire_args=wire, from_wire=topic_results_from_wire,
+                                topics=list(topics), timeout_ms=timeout_ms)
+
     async def create_topic(self, name: str, num_partitions: int | None, replication_factor: int | None,
                            configs: dict[str, str] | None) -> str:
-        return await self._call("create_topic", name=name, num_partitions=num_partitions,
-                                replication_factor=replication_factor, configs=configs)
+        [result] = await self.create_topics([NewTopic(name, num_partitions, replication_factor, configs or {})])
+        if result.error is not None:
+            raise result.error
+        assert result.topic_id is not None
+        return result.topic_id
 
-    async def delete_topic(self, name: str) -> None:
-        await self._call("delete_topic", name=name)
+    async def delete_topic(self, name: str, timeout_ms: int | None = None) -> None:
+        await self._call("delete_topic", name=name, timeout_ms=timeout_ms)
 
-    async def create_partitions(self, name: str, total: int) -> None:
-        await self._call("create_partitions", name=name, total=total)
+    async def create_partitions(self, totals: Sequence[tuple[str, int]],
+                                timeout_ms: int | None = None) -> list[TopicResult]:
+        """One CreatePartitions request (a result per topic; whole-request errors raised)."""
+        wire = {"totals": [[name, total] for name, total in totals], "timeout_ms": timeout_ms}
+        return await self._call("create_partitions", wire_args=wire, from_wire=topic_results_from_wire,
+                                totals=list(totals), timeout_ms=timeout_ms)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         first, size = await self._call("allocate_producer_ids", broker_id=broker_id, broker_epoch=broker_epoch)

@@ -35,13 +35,17 @@ metadata_loader  `MetadataLoader(quorum, cluster_id, publishers)`; run it with
 controller       `Controller(config, quorum, loader)`; `await nursery.start(controller.run)`
                  on every controller node (it acts only while active). The broker's
                  control-channel RPC calls `register_broker`, `heartbeat`,
-                 `alter_partition`, `create_topic`, `create_partitions`,
-                 `delete_topic`, `allocate_producer_ids`; each raises
-                 `ControllerError` (Kafka error name + code; NOT_CONTROLLER when
-                 this node is not the active controller).
+                 `alter_partition`, `create_topics` (`create_topic`),
+                 `create_partitions`, `delete_topic`, `allocate_producer_ids`;
+                 each raises `ControllerError` (Kafka error name + code;
+                 NOT_CONTROLLER when this node is not the active controller,
+                 REQUEST_TIMED_OUT when the commit is still pending at the
+                 request's deadline, POLICY_VIOLATION over
+                 MAX_RECORDS_PER_USER_OP).
 controller_decisions  the pure decisions behind the Controller (placement,
-                 fencing, elections incl. unclean, AlterPartition, controlled
-                 shutdown, preferred-leader rebalance).
+                 topic creation with the per-request record cap, fencing,
+                 elections incl. unclean, AlterPartition, controlled shutdown,
+                 preferred-leader rebalance).
 quorum_admin     `describe_quorum(config)` for `raftka quorum status` (blocking).
 
 Wiring a node (the broker's job)::

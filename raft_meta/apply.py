@@ -5,11 +5,21 @@ same order and reaches the same image, including the same decisions to
 *reject* a record (stale partition epoch, stale broker epoch, duplicate
 request id, unknown topic, ...). A rejected record changes nothing but the
 image offset; the delta says why. `apply` never raises.
+
+Cost: one entry (a record, or a `RecordBatch` of N records) is applied to a
+`_Draft` of the image that copies each map it changes once per entry and then
+changes the copy in place, so an entry costs O(N + the maps it touches), not
+O(N x map size): a topic's N Partition records no longer copy its partition
+map N times. The draft's maps are fresh objects nobody else holds; the image
+built from it is never changed afterwards, so images stay immutable to every
+caller. Handlers check everything before their first change to the draft (a
+rejected record must change nothing).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 
 from raftka.raft_meta.image import (
     REQUEST_ID_MEMORY,
@@ -46,6 +56,103 @@ class _Reject(Exception):
     """A record that must not change the image; the message is the delta's reason."""
 
 
+class _Draft:
+    """The image one entry is building: each map is copied on its first change, then changed in place.
+
+    Read the current state through the attributes (`brokers`, `topics`, ...); change it only
+    through the `*_for_change` methods, which hand out this draft's own copies.
+    """
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.base = image
+        self.offset = image.offset
+        self.cluster_id = image.cluster_id
+        self.next_producer_id = image.next_producer_id
+        self.controller = image.controller
+        self.brokers = image.brokers
+        self.topics = image.topics
+        self.topic_ids = image.topic_ids
+        self.configs = image.configs
+        self.producer_id_blocks = image.producer_id_blocks
+        self._owned: set[str] = set()  # names of the maps above that are this draft's copies
+        self._owned_partitions: set[str] = set()  # topic ids whose partition map is this draft's copy
+        self._request_order: deque[str] | None = None
+        self._request_ids: set[str] | None = None
+
+    def _own(self, name: str) -> dict:
+        if name not in self._owned:
+            setattr(self, name, dict(getattr(self, name)))
+            self._owned.add(name)
+        return getattr(self, name)
+
+    def brokers_for_change(self) -> dict[int, BrokerRegistration]:
+        return self._own("brokers")
+
+    def topics_for_change(self) -> dict[str, TopicImage]:
+        return self._own("topics")
+
+    def topic_ids_for_change(self) -> dict[str, str]:
+        return self._own("topic_ids")
+
+    def configs_for_change(self) -> dict[tuple[str, str], dict[str, str]]:
+        return self._own("configs")
+
+    def producer_id_blocks_for_change(self) -> dict[int, tuple[int, int]]:
+        return self._own("producer_id_blocks")
+
+    def partitions_for_change(self, topic_id: str) -> dict[int, PartitionImage]:
+        """The partition map of an existing topic, as this draft's own copy (the topic's
+        TopicImage in `topics` is replaced by one holding that copy)."""
+        topic = self.topics[topic_id]
+        if topic_id not in self._owned_partitions:
+            topic = dataclasses.replace(topic, partitions=dict(topic.partitions))
+            self.topics_for_change()[topic_id] = topic
+            self._owned_partitions.add(topic_id)
+        return topic.partitions
+
+    def add_topic(self, topic: TopicImage) -> None:
+        """A new topic whose (empty or fresh) partition map belongs to this draft."""
+        self.topics_for_change()[topic.topic_id] = topic
+        self._owned_partitions.add(topic.topic_id)
+
+    def remove_topic(self, topic_id: str) -> TopicImage:
+        """Drop a topic; its last TopicImage is returned and never changed again."""
+        self._owned_partitions.discard(topic_id)
+        return self.topics_for_change().pop(topic_id)
+
+    def seen_request(self, request_id: str) -> bool:
+        if self._request_ids is not None:
+            return request_id in self._request_ids
+        return request_id in self.base.request_ids
+
+    def remember_request(self, request_id: str) -> None:
+        """Keep the last REQUEST_ID_MEMORY request ids, oldest forgotten first."""
+        if self._request_order is None:
+            self._request_order = deque(self.base.request_id_order)
+            self._request_ids = set(self.base.request_ids)
+        assert self._request_ids is not None
+        self._request_order.append(request_id)
+        self._request_ids.add(request_id)
+        while len(self._request_order) > REQUEST_ID_MEMORY:
+            self._request_ids.discard(self._request_order.popleft())
+
+    def image(self) -> MetadataImage:
+        base = self.base
+        changes = {name: getattr(self, name) for name in self._owned}
+        if self._request_order is not None:
+            order = tuple(self._request_order)
+            changes.update(request_ids=frozenset(order), request_id_order=order)
+        if self.offset != base.offset:
+            changes["offset"] = self.offset
+        if self.cluster_id != base.cluster_id:
+            changes["cluster_id"] = self.cluster_id
+        if self.next_producer_id != base.next_producer_id:
+            changes["next_producer_id"] = self.next_producer_id
+        if self.controller != base.controller:
+            changes["controller"] = self.controller
+        return dataclasses.replace(base, **changes) if changes else base
+
+
 def apply_entry(
     image: MetadataImage, record: MetadataRecord | UndecodableRecord, offset: int
 ) -> tuple[MetadataImage, list[MetadataDelta]]:
@@ -57,15 +164,10 @@ def apply_entry(
     if offset <= image.offset:
         return image, [MetadataDelta(offset, record, False,
                                      f"offset {offset} is not after the image offset {image.offset}")]
-    deltas = []
-    first = True
-    for raw in record.records:
-        image, delta = apply(image, decode_record(raw), offset, continuation=not first)
-        deltas.append(delta)
-        first = False
-    if first:  # an empty batch still moves the image to its offset
-        image = dataclasses.replace(image, offset=offset)
-    return image, deltas
+    draft = _Draft(image)
+    draft.offset = offset  # an empty batch still moves the image to its offset
+    deltas = [_apply_to(draft, decode_record(raw), offset) for raw in record.records]
+    return draft.image(), deltas
 
 
 def apply(
@@ -76,29 +178,35 @@ def apply(
         return image, MetadataDelta(
             offset, record, False, f"offset {offset} is not after the image offset {image.offset}"
         )
-    moved = dataclasses.replace(image, offset=offset)
+    draft = _Draft(image)
+    draft.offset = offset
+    delta = _apply_to(draft, record, offset)
+    return draft.image(), delta
+
+
+def _apply_to(draft: _Draft, record: MetadataRecord | UndecodableRecord, offset: int) -> MetadataDelta:
+    """Apply one record to `draft` (whose offset is already `offset`); never raises."""
     if isinstance(record, UndecodableRecord):
-        return moved, MetadataDelta(offset, record, False, record.reason)
+        return MetadataDelta(offset, record, False, record.reason)
     request_id = record.request_id
-    if request_id is not None and request_id in image.request_ids:
-        return moved, MetadataDelta(offset, record, False, f"duplicate request id {request_id!r}")
-    handler = _HANDLERS.get(type(record))
     try:
+        if request_id is not None and draft.seen_request(request_id):
+            return MetadataDelta(offset, record, False, f"duplicate request id {request_id!r}")
+        handler = _HANDLERS.get(type(record))
         if handler is None:
             raise _Reject(f"no handler for record type {type(record).__name__}")
-        new_image, delta = handler(moved, record, offset)
+        delta = handler(draft, record, offset)
     except _Reject as exc:
-        return moved, MetadataDelta(offset, record, False, str(exc))
+        return MetadataDelta(offset, record, False, str(exc))
     except Exception as exc:  # malformed field types from a foreign writer: skip, never crash
-        return moved, MetadataDelta(offset, record, False, f"malformed {type(record).__name__}: {exc!r}")
+        return MetadataDelta(offset, record, False, f"malformed {type(record).__name__}: {exc!r}")
     if request_id is not None:
-        order = (*new_image.request_id_order, request_id)[-REQUEST_ID_MEMORY:]
-        new_image = dataclasses.replace(new_image, request_ids=frozenset(order), request_id_order=order)
-    return new_image, delta
+        draft.remember_request(request_id)
+    return delta
 
 
-def _broker_with_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> BrokerRegistration:
-    broker = image.brokers.get(broker_id)
+def _broker_with_epoch(draft: _Draft, broker_id: int, broker_epoch: int) -> BrokerRegistration:
+    broker = draft.brokers.get(broker_id)
     if broker is None:
         raise _Reject(f"broker {broker_id} is not registered")
     if broker.epoch != broker_epoch:
@@ -106,11 +214,7 @@ def _broker_with_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     return broker
 
 
-def _with_broker(image: MetadataImage, broker: BrokerRegistration) -> MetadataImage:
-    return dataclasses.replace(image, brokers={**image.brokers, broker.broker_id: broker})
-
-
-def _register(image: MetadataImage, r: RegisterBroker, offset: int):
+def _register(draft: _Draft, r: RegisterBroker, offset: int) -> MetadataDelta:
     broker = BrokerRegistration(
         broker_id=int(r.broker_id),
         incarnation_id=str(r.incarnation_id),
@@ -119,57 +223,48 @@ def _register(image: MetadataImage, r: RegisterBroker, offset: int):
         rack=r.rack,
         fenced=True,
     )
-    return _with_broker(image, broker), MetadataDelta(offset, r, True, brokers=frozenset({broker.broker_id}))
+    draft.brokers_for_change()[broker.broker_id] = broker
+    return MetadataDelta(offset, r, True, brokers=frozenset({broker.broker_id}))
 
 
-def _unregister(image: MetadataImage, r: UnregisterBroker, offset: int):
-    _broker_with_epoch(image, r.broker_id, r.broker_epoch)
-    brokers = {k: v for k, v in image.brokers.items() if k != r.broker_id}
-    return dataclasses.replace(image, brokers=brokers), MetadataDelta(
-        offset, r, True, brokers=frozenset({r.broker_id})
-    )
+def _unregister(draft: _Draft, r: UnregisterBroker, offset: int) -> MetadataDelta:
+    _broker_with_epoch(draft, r.broker_id, r.broker_epoch)
+    del draft.brokers_for_change()[r.broker_id]
+    return MetadataDelta(offset, r, True, brokers=frozenset({r.broker_id}))
 
 
 def _set_fenced(fenced: bool):
-    def handler(image: MetadataImage, r: FenceBroker | UnfenceBroker, offset: int):
-        broker = _broker_with_epoch(image, r.broker_id, r.broker_epoch)
-        updated = dataclasses.replace(broker, fenced=fenced)
-        return _with_broker(image, updated), MetadataDelta(offset, r, True, brokers=frozenset({r.broker_id}))
+    def handler(draft: _Draft, r: FenceBroker | UnfenceBroker, offset: int) -> MetadataDelta:
+        broker = _broker_with_epoch(draft, r.broker_id, r.broker_epoch)
+        draft.brokers_for_change()[r.broker_id] = dataclasses.replace(broker, fenced=fenced)
+        return MetadataDelta(offset, r, True, brokers=frozenset({r.broker_id}))
 
     return handler
 
 
-def _topic(image: MetadataImage, r: Topic, offset: int):
-    if r.name in image.topic_ids:
-        raise _Reject(f"topic name {r.name!r} already exists with id {image.topic_ids[r.name]}")
-    if r.topic_id in image.topics:
-        raise _Reject(f"topic id {r.topic_id} already exists (topic {image.topics[r.topic_id].name!r})")
-    topic = TopicImage(name=r.name, topic_id=r.topic_id, partitions={})
-    configs = dict(image.configs)
-    if r.configs:
-        configs[("topic", r.name)] = {str(k): str(v) for k, v in r.configs}
-    new = dataclasses.replace(
-        image,
-        topics={**image.topics, r.topic_id: topic},
-        topic_ids={**image.topic_ids, r.name: r.topic_id},
-        configs=configs,
-    )
-    return new, MetadataDelta(
+def _topic(draft: _Draft, r: Topic, offset: int) -> MetadataDelta:
+    if r.name in draft.topic_ids:
+        raise _Reject(f"topic name {r.name!r} already exists with id {draft.topic_ids[r.name]}")
+    if r.topic_id in draft.topics:
+        raise _Reject(f"topic id {r.topic_id} already exists (topic {draft.topics[r.topic_id].name!r})")
+    configs = {str(k): str(v) for k, v in r.configs} if r.configs else None
+    draft.add_topic(TopicImage(name=r.name, topic_id=r.topic_id, partitions={}))
+    draft.topic_ids_for_change()[r.name] = r.topic_id
+    if configs is not None:
+        draft.configs_for_change()[("topic", r.name)] = configs
+    return MetadataDelta(
         offset, r, True, topics=frozenset({r.topic_id}), configs=frozenset({("topic", r.name)}) if r.configs else frozenset()
     )
 
 
-def _remove_topic(image: MetadataImage, r: RemoveTopic, offset: int):
-    topic = image.topics.get(r.topic_id)
-    if topic is None:
+def _remove_topic(draft: _Draft, r: RemoveTopic, offset: int) -> MetadataDelta:
+    if draft.topics.get(r.topic_id) is None:
         raise _Reject(f"topic id {r.topic_id} does not exist")
-    new = dataclasses.replace(
-        image,
-        topics={k: v for k, v in image.topics.items() if k != r.topic_id},
-        topic_ids={k: v for k, v in image.topic_ids.items() if k != topic.name},
-        configs={k: v for k, v in image.configs.items() if k != ("topic", topic.name)},
-    )
-    return new, MetadataDelta(
+    topic = draft.remove_topic(r.topic_id)
+    draft.topic_ids_for_change().pop(topic.name, None)
+    if ("topic", topic.name) in draft.configs:
+        del draft.configs_for_change()[("topic", topic.name)]
+    return MetadataDelta(
         offset,
         r,
         True,
@@ -188,13 +283,8 @@ def _check_assignment(replicas: tuple[int, ...], isr: tuple[int, ...], leader: i
         raise _Reject(f"leader {leader} is not in ISR {list(isr)}")
 
 
-def _with_partition(image: MetadataImage, topic: TopicImage, index: int, part: PartitionImage) -> MetadataImage:
-    updated = dataclasses.replace(topic, partitions={**topic.partitions, index: part})
-    return dataclasses.replace(image, topics={**image.topics, topic.topic_id: updated})
-
-
-def _partition(image: MetadataImage, r: Partition, offset: int):
-    topic = image.topics.get(r.topic_id)
+def _partition(draft: _Draft, r: Partition, offset: int) -> MetadataDelta:
+    topic = draft.topics.get(r.topic_id)
     if topic is None:
         raise _Reject(f"topic id {r.topic_id} does not exist")
     if r.partition in topic.partitions:
@@ -204,13 +294,12 @@ def _partition(image: MetadataImage, r: Partition, offset: int):
     replicas, isr = tuple(r.replicas), tuple(r.isr)
     _check_assignment(replicas, isr, r.leader)
     part = PartitionImage(replicas, isr, r.leader, r.leader_epoch, r.partition_epoch)
-    return _with_partition(image, topic, r.partition, part), MetadataDelta(
-        offset, r, True, topics=frozenset({r.topic_id}), partitions=frozenset({(r.topic_id, r.partition)})
-    )
+    draft.partitions_for_change(r.topic_id)[r.partition] = part
+    return MetadataDelta(offset, r, True, topics=frozenset({r.topic_id}), partitions=frozenset({(r.topic_id, r.partition)}))
 
 
-def _partition_change(image: MetadataImage, r: PartitionChange, offset: int):
-    topic = image.topics.get(r.topic_id)
+def _partition_change(draft: _Draft, r: PartitionChange, offset: int) -> MetadataDelta:
+    topic = draft.topics.get(r.topic_id)
     current = topic.partitions.get(r.partition) if topic else None
     if topic is None or current is None:
         raise _Reject(f"partition {r.topic_id}/{r.partition} does not exist")
@@ -225,57 +314,53 @@ def _partition_change(image: MetadataImage, r: PartitionChange, offset: int):
     _check_assignment(replicas, isr, leader)
     leader_epoch = current.leader_epoch + 1 if leader != current.leader else current.leader_epoch
     part = PartitionImage(replicas, isr, leader, leader_epoch, current.partition_epoch + 1)
-    return _with_partition(image, topic, r.partition, part), MetadataDelta(
-        offset, r, True, topics=frozenset({r.topic_id}), partitions=frozenset({(r.topic_id, r.partition)})
-    )
+    draft.partitions_for_change(r.topic_id)[r.partition] = part
+    return MetadataDelta(offset, r, True, topics=frozenset({r.topic_id}), partitions=frozenset({(r.topic_id, r.partition)}))
 
 
-def _config(image: MetadataImage, r: Config, offset: int):
+def _config(draft: _Draft, r: Config, offset: int) -> MetadataDelta:
     if r.resource_type not in CONFIG_RESOURCE_TYPES:
         raise _Reject(f"config resource type {r.resource_type!r} is not one of {CONFIG_RESOURCE_TYPES}")
-    if r.resource_type == "topic" and r.resource_name not in image.topic_ids:
+    if r.resource_type == "topic" and r.resource_name not in draft.topic_ids:
         raise _Reject(f"config for topic {r.resource_name!r}, which does not exist")
     key = (r.resource_type, r.resource_name)
-    entries = dict(image.configs.get(key, {}))
+    entries = dict(draft.configs.get(key, {}))  # one resource's entries: small, and shared with older images
     if r.value is None:
         entries.pop(r.name, None)
     else:
         entries[r.name] = str(r.value)
-    configs = {k: v for k, v in image.configs.items() if k != key}
+    configs = draft.configs_for_change()
+    configs.pop(key, None)  # a changed resource moves to the end, as it always has
     if entries:
         configs[key] = entries
-    return dataclasses.replace(image, configs=configs), MetadataDelta(offset, r, True, configs=frozenset({key}))
+    return MetadataDelta(offset, r, True, configs=frozenset({key}))
 
 
-def _producer_ids(image: MetadataImage, r: ProducerIds, offset: int):
-    _broker_with_epoch(image, r.broker_id, r.broker_epoch)
-    if r.first_producer_id != image.next_producer_id:
+def _producer_ids(draft: _Draft, r: ProducerIds, offset: int) -> MetadataDelta:
+    _broker_with_epoch(draft, r.broker_id, r.broker_epoch)
+    if r.first_producer_id != draft.next_producer_id:
         raise _Reject(
-            f"producer id block starting at {r.first_producer_id} is stale; the next free id is {image.next_producer_id}"
+            f"producer id block starting at {r.first_producer_id} is stale; the next free id is {draft.next_producer_id}"
         )
     if r.size <= 0:
         raise _Reject(f"producer id block size {r.size} must be > 0")
-    new = dataclasses.replace(
-        image,
-        next_producer_id=r.first_producer_id + r.size,
-        producer_id_blocks={**image.producer_id_blocks, r.broker_id: (r.first_producer_id, r.size)},
-    )
-    return new, MetadataDelta(offset, r, True, producer_ids=True)
+    draft.next_producer_id = r.first_producer_id + r.size
+    draft.producer_id_blocks_for_change()[r.broker_id] = (r.first_producer_id, r.size)
+    return MetadataDelta(offset, r, True, producer_ids=True)
 
 
-def _controller_claim(image: MetadataImage, r: ControllerClaim, offset: int):
-    current = image.controller
+def _controller_claim(draft: _Draft, r: ControllerClaim, offset: int) -> MetadataDelta:
+    current = draft.controller
     if r.epoch < current.epoch or (r.epoch == current.epoch and r.node_id != current.node_id):
         raise _Reject(
             f"controller claim by node {r.node_id} for epoch {r.epoch} is stale; "
             f"node {current.node_id} holds epoch {current.epoch}"
         )
-    if image.cluster_id is not None and r.cluster_id != image.cluster_id:
-        raise _Reject(f"controller claim for cluster {r.cluster_id!r}; this metadata log is cluster {image.cluster_id!r}")
-    new = dataclasses.replace(
-        image, controller=ControllerImage(r.node_id, r.epoch), cluster_id=image.cluster_id or r.cluster_id
-    )
-    return new, MetadataDelta(offset, r, True, controller=True)
+    if draft.cluster_id is not None and r.cluster_id != draft.cluster_id:
+        raise _Reject(f"controller claim for cluster {r.cluster_id!r}; this metadata log is cluster {draft.cluster_id!r}")
+    draft.controller = ControllerImage(r.node_id, r.epoch)
+    draft.cluster_id = draft.cluster_id or r.cluster_id
+    return MetadataDelta(offset, r, True, controller=True)
 
 
 _HANDLERS = {

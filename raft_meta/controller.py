@@ -24,6 +24,7 @@ session to expire as before.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -52,6 +53,42 @@ PROBES_PER_HINT = 4
 PROBE_QUIET_FLOOR_S = 0.5
 
 
+# How long a call waits for its commit when its request names no deadline of its own.
+DEFAULT_COMMIT_WAIT_S = 5.0
+# A request with timeout_ms <= 0 ("do not wait for the topic to propagate", in Kafka) still waits
+# for its commit, up to this (Kafka's default request.timeout.ms).
+NO_TIMEOUT_COMMIT_WAIT_S = 30.0
+# How long a commit task waits for the quorum's verdict on its entry (pysyncobj reports success,
+# or a leader change, well before this unless the process is starved).
+COMMIT_OUTCOME_TIMEOUT_S = 120.0
+
+
+def _deadline(timeout_ms: int | None) -> float | None:
+    """The trio deadline of a request's `timeout_ms` (None: the call's default)."""
+    if timeout_ms is None:
+        return None
+    return trio.current_time() + (timeout_ms / 1000.0 if timeout_ms > 0 else NO_TIMEOUT_COMMIT_WAIT_S)
+
+
+@dataclass(frozen=True)
+class TopicResult:
+    """One topic's outcome in a CreateTopics / CreatePartitions request."""
+
+    name: str
+    error: ControllerError | None = None
+    topic_id: str | None = None
+
+
+@dataclass
+class _Commit:
+    """One submitted entry; `done` is set once its outcome (`image` or `error`) is known."""
+
+    what: str
+    done: trio.Event
+    image: MetadataImage | None = None
+    error: ControllerError | None = None
+
+
 @dataclass(frozen=True)
 class HeartbeatReply:
     fenced: bool
@@ -64,6 +101,8 @@ class Controller:
         self.quorum = quorum
         self.loader = loader
         self._lock = trio.Lock()
+        self._pending: _Commit | None = None  # the last submitted entry, until its outcome is known
+        self._tasks: trio.Nursery | None = None  # run's nursery: commit tasks outlive their requests
         self._last_heartbeat: dict[int, float] = {}
         self._epoch: int | None = None
         self._heard_from: set[int] = set()
@@ -85,27 +124,70 @@ class Controller:
             raise ControllerError("NOT_CONTROLLER", f"node {self.quorum.node_id} is not the active controller")
         return epoch
 
-    async def _commit(self, decision: decide.Decision, epoch: int) -> MetadataImage:
-        for event, fields in decision.warnings:
-            log.warning(event, **fields)
-        if not decision.records:
-            return self.image
+    async def _decide_and_commit(self, make_decision, deadline: float | None = None) -> MetadataImage:
+        """Decide on the current image and commit the records; the image that includes them.
+
+        Waits for the commit until `deadline` (trio time; default DEFAULT_COMMIT_WAIT_S from
+        now), then raises REQUEST_TIMED_OUT: the outcome is still pending, not a failure. The
+        commit itself goes on in `run`'s nursery, and the next decision waits for its outcome
+        first, so every decision is still made on an image that includes every record this
+        controller submitted before (a retry of a slow CreateTopics sees the topic it created).
+        """
+        if deadline is None:
+            deadline = trio.current_time() + DEFAULT_COMMIT_WAIT_S
+        waiting_for = "an earlier metadata change to commit"
+        with trio.move_on_at(deadline):
+            async with self._lock:
+                if self._pending is not None:
+                    await self._pending.done.wait()
+                    self._pending = None
+                epoch = self._require_active()
+                decision = make_decision(self.image)
+                for event, fields in decision.warnings:
+                    log.warning(event, **fields)
+                if not decision.records:
+                    return self.image
+                commit = self._pending = self._start_commit(decision.records, epoch)
+                waiting_for = f"the commit of {commit.what}"
+                await commit.done.wait()
+                self._pending = None
+                if commit.error is not None:
+                    raise commit.error
+                assert commit.image is not None
+                return commit.image
+        raise ControllerError("REQUEST_TIMED_OUT", f"still waiting for {waiting_for} at the request's deadline; "
+                                                   "it may yet complete: look before retrying")
+
+    def _start_commit(self, records: tuple, epoch: int) -> _Commit:
+        """Submit one decision as one Raft entry (all of its records apply together, or none do)
+        in a task of `run`'s nursery, which outlives the request that asked for it."""
+        what = f"{type(records[0]).__name__}{'' if len(records) == 1 else f' and {len(records) - 1} more'}"
         if self.loader.active_controller_epoch() != epoch:
             raise ControllerError("NOT_CONTROLLER", f"lost the controller role (epoch {epoch}) before committing")
-        # One decision = one Raft entry: all of its records apply together, or none do.
-        records = decision.records
+        if self._tasks is None:
+            raise ControllerError("NOT_CONTROLLER", "the controller loop is not running")
         entry = records[0] if len(records) == 1 else RecordBatch(tuple(encode_record(r) for r in records))
-        try:
-            offset = await self.quorum.submit(entry)
-        except SubmitError as exc:
-            raise ControllerError("NOT_CONTROLLER", f"could not commit {type(records[0]).__name__}"
-                                  f"{'' if len(records) == 1 else f' and {len(records) - 1} more'}: {exc.reason}") from None
-        return await self.loader.wait_for_offset(offset)
+        commit = _Commit(what, trio.Event())
+        self._tasks.start_soon(self._run_commit, commit, entry)
+        return commit
 
-    async def _decide_and_commit(self, make_decision) -> MetadataImage:
-        async with self._lock:
-            epoch = self._require_active()
-            return await self._commit(make_decision(self.image), epoch)
+    async def _run_commit(self, commit: _Commit, entry) -> None:
+        try:
+            offset = await self.quorum.submit(entry, timeout=COMMIT_OUTCOME_TIMEOUT_S)
+            commit.image = await self.loader.wait_for_offset(offset)
+        except SubmitError as exc:
+            if exc.reason == "TIMEOUT":
+                log.warning("controller.commit_outcome_unknown", records=commit.what, waited_s=COMMIT_OUTCOME_TIMEOUT_S)
+                commit.error = ControllerError("REQUEST_TIMED_OUT", f"no outcome for the commit of {commit.what} "
+                                                                    f"within {COMMIT_OUTCOME_TIMEOUT_S} s; it may yet "
+                                                                    "commit: look before retrying")
+            else:
+                commit.error = ControllerError("NOT_CONTROLLER", f"could not commit {commit.what}: {exc.reason}")
+        finally:
+            if commit.image is None and commit.error is None:
+                commit.error = ControllerError("NOT_CONTROLLER", f"the controller stopped before the commit of "
+                                                                 f"{commit.what} was known")
+            commit.done.set()
 
     # --- requests from brokers ---
     async def register_broker(
@@ -161,27 +243,80 @@ class Controller:
         assert part is not None
         return part.leader_epoch, part.partition_epoch
 
+    async def create_topics(self, topics: Sequence[decide.NewTopic], timeout_ms: int | None = None,
+                            request_ids: Mapping[str, str] | None = None) -> list[TopicResult]:
+        """One CreateTopics request, committed as one entry; a result per topic, in order.
+
+        Defaults: num.partitions, default.replication.factor. Raises ControllerError for the
+        whole request: POLICY_VIOLATION (over MAX_RECORDS_PER_USER_OP, nothing committed),
+        REQUEST_TIMED_OUT (not committed by `timeout_ms`, see `_decide_and_commit`),
+        NOT_CONTROLLER. A topic is reported created only if the committed image holds it with
+        the id this request gave it.
+        """
+        topics = list(topics)
+        ids: dict[int, str] = {}  # drawn only for the topics a decision creates
+        refused: dict[str, ControllerError] = {}
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            # Rotate the first leader by topic count so small topics do not all start on one broker.
+            made, errors = decide.create_topics(img, topics, lambda i: ids.setdefault(i, str(uuid.uuid4())),
+                                                self.config.num_partitions,
+                                                self.config.default_replication_factor, start=len(img.topics),
+                                                request_ids=request_ids)
+            refused.clear()
+            refused.update(errors)
+            return made
+
+        image = await self._decide_and_commit(decision, _deadline(timeout_ms))
+        results = []
+        for i, topic in enumerate(topics):
+            error, topic_id = refused.get(topic.name), ids.get(i)
+            if error is None and image.topic_ids.get(topic.name) != topic_id:
+                error = ControllerError("TOPIC_ALREADY_EXISTS", f"topic {topic.name!r} was created by another "
+                                                                "request meanwhile")
+            results.append(TopicResult(topic.name, error, None if error else topic_id))
+        return results
+
     async def create_topic(self, name: str, num_partitions: int | None = None, replication_factor: int | None = None,
-                           configs: dict[str, str] | None = None, request_id: str | None = None) -> str:
-        """Returns the new topic id. Defaults: num.partitions, default.replication.factor.
+                           configs: dict[str, str] | None = None, request_id: str | None = None,
+                           timeout_ms: int | None = None) -> str:
+        """`create_topics` for one topic: its new id, or its error raised.
 
         Pass the client's request id so an ambiguous retry is deduplicated.
         """
-        topic_id = str(uuid.uuid4())
-        partitions = num_partitions or self.config.num_partitions
-        rf = replication_factor or self.config.default_replication_factor
-        # Rotate the first leader by topic count so small topics do not all start on one broker.
-        await self._decide_and_commit(
-            lambda img: decide.create_topic(img, name, partitions, rf, topic_id, configs, start=len(img.topics),
-                                             request_id=request_id)
-        )
-        return topic_id
+        [result] = await self.create_topics([decide.NewTopic(name, num_partitions, replication_factor, configs or {})],
+                                            timeout_ms, None if request_id is None else {name: request_id})
+        if result.error is not None:
+            raise result.error
+        assert result.topic_id is not None
+        return result.topic_id
 
-    async def create_partitions(self, name: str, total: int) -> None:
-        await self._decide_and_commit(lambda img: decide.create_partitions(img, name, total, start=len(img.topics)))
+    async def create_partitions(self, totals: Sequence[tuple[str, int]],
+                                timeout_ms: int | None = None) -> list[TopicResult]:
+        """One CreatePartitions request, committed as one entry; a result per topic, in order.
+        Whole-request errors are raised as in `create_topics`."""
+        totals = [(name, int(total)) for name, total in totals]
+        refused: dict[str, ControllerError] = {}
 
-    async def delete_topic(self, name: str, request_id: str | None = None) -> None:
-        await self._decide_and_commit(lambda img: decide.delete_topic(img, name, request_id))
+        def decision(img: MetadataImage) -> decide.Decision:
+            made, errors = decide.create_partitions_batch(img, totals, start=len(img.topics))
+            refused.clear()
+            refused.update(errors)
+            return made
+
+        image = await self._decide_and_commit(decision, _deadline(timeout_ms))
+        results = []
+        for name, total in totals:
+            error = refused.get(name)
+            topic = image.topic_by_name(name)
+            if error is None and (topic is None or len(topic.partitions) < total):
+                error = ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} changed meanwhile; "
+                                                                      "its partitions were not added")
+            results.append(TopicResult(name, error))
+        return results
+
+    async def delete_topic(self, name: str, request_id: str | None = None, timeout_ms: int | None = None) -> None:
+        await self._decide_and_commit(lambda img: decide.delete_topic(img, name, request_id), _deadline(timeout_ms))
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         image = await self._decide_and_commit(lambda img: decide.allocate_producer_ids(img, broker_id, broker_epoch))
@@ -211,23 +346,28 @@ class Controller:
         """Forever: wait to become active, then police sessions and leader balance
         (and probe the liveness of brokers, if enabled)."""
         async with trio.open_nursery() as nursery:
-            if self.config.broker_liveness_probe_enable:
-                nursery.start_soon(self._probe_loop)
-            task_status.started()
-            while True:
-                epoch = await self.loader.wait_active_controller()
-                if epoch != self._epoch:
-                    now = trio.current_time()
-                    self._last_heartbeat = {b.broker_id: now for b in self.image.live_brokers()}
-                    self._heard_from = set()
-                    self._heard_at, self._hints, self._last_probe = {}, {}, {}
-                    self._epoch = epoch  # last: the probe loop acts only once the state above is fresh
-                    self._probe_wakeup.set()
-                    log.info("controller.active", node_id=self.quorum.node_id, epoch=epoch)
-                try:
-                    await self._police(epoch)
-                except ControllerError as exc:
-                    log.info("controller.inactive", epoch=epoch, reason=exc.message)
+            self._tasks = nursery
+            try:
+                if self.config.broker_liveness_probe_enable:
+                    nursery.start_soon(self._probe_loop)
+                task_status.started()
+                while True:
+                    epoch = await self.loader.wait_active_controller()
+                    if epoch != self._epoch:
+                        now = trio.current_time()
+                        self._last_heartbeat = {b.broker_id: now for b in self.image.live_brokers()}
+                        self._heard_from = set()
+                        self._heard_at, self._hints, self._last_probe = {}, {}, {}
+                        self._epoch = epoch  # last: the probe loop acts only once the state above is fresh
+                        self._probe_wakeup.set()
+                        log.info("controller.active", node_id=self.quorum.node_id, epoch=epoch)
+                    try:
+                        await self._police(epoch)
+                    except ControllerError as exc:
+                        event = "controller.inactive" if exc.name == "NOT_CONTROLLER" else "controller.police_retry"
+                        log.info(event, epoch=epoch, error=exc.name, reason=exc.message)
+            finally:
+                self._tasks = None
 
     async def _police(self, epoch: int) -> None:
         tick = min(self.config.broker_heartbeat_interval_ms / 1000.0, self._session_s / 4)

@@ -13,11 +13,12 @@ Structured log events the caller should emit are returned, not logged
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.image import BrokerRegistration, MetadataImage, PartitionImage
+from raftka.raft_meta.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
 from raftka.raft_meta.records import (
     NO_LEADER,
     FenceBroker,
@@ -32,6 +33,10 @@ from raftka.raft_meta.records import (
 )
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's block size for AllocateProducerIds
+# The most metadata records one user request (CreateTopics, CreatePartitions, a Metadata
+# request's auto-creations) may write: Kafka's QuorumController.MAX_RECORDS_PER_USER_OP.
+# Over it the whole request is refused with POLICY_VIOLATION before anything is committed.
+MAX_RECORDS_PER_USER_OP = 10_000
 MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 UNCLEAN_KEY = "unclean.leader.election.enable"
@@ -69,6 +74,15 @@ def _rack_interleaved(brokers: Sequence[BrokerRegistration]) -> list[BrokerRegis
     return ordered
 
 
+def _check_replication_factor(rf: int, live: int) -> None:
+    if rf < 1:
+        raise ControllerError("INVALID_REPLICATION_FACTOR", f"replication factor {rf} must be >= 1")
+    if rf > live:
+        raise ControllerError(
+            "INVALID_REPLICATION_FACTOR", f"replication factor {rf} is larger than the {live} available brokers"
+        )
+
+
 def place_replicas(
     brokers: Sequence[BrokerRegistration],
     num_partitions: int,
@@ -82,13 +96,7 @@ def place_replicas(
     round so follower sets differ too (Kafka's scheme). With racks, each
     partition takes as many distinct racks as it can.
     """
-    if replication_factor < 1:
-        raise ControllerError("INVALID_REPLICATION_FACTOR", f"replication factor {replication_factor} must be >= 1")
-    if replication_factor > len(brokers):
-        raise ControllerError(
-            "INVALID_REPLICATION_FACTOR",
-            f"replication factor {replication_factor} is larger than the {len(brokers)} available brokers",
-        )
+    _check_replication_factor(replication_factor, len(brokers))
     ordered = _rack_interleaved(brokers)
     n = len(ordered)
     rack_aware = any(b.rack for b in ordered)
@@ -123,6 +131,92 @@ def check_topic_name(name: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class NewTopic:
+    """One topic of a CreateTopics request. None: the controller's num.partitions /
+    default.replication.factor."""
+
+    name: str
+    num_partitions: int | None = None
+    replication_factor: int | None = None
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+def _over_records_cap(what: str, records: int) -> ControllerError:
+    return ControllerError(
+        "POLICY_VIOLATION",
+        f"{what} would write {records} metadata records; one request may write at most "
+        f"{MAX_RECORDS_PER_USER_OP} (Kafka's MAX_RECORDS_PER_USER_OP), so nothing was created",
+    )
+
+
+def _duplicates(names: Iterable[str]) -> set[str]:
+    counts = Counter(names)
+    return {name for name, n in counts.items() if n > 1}
+
+
+def create_topics(
+    image: MetadataImage,
+    topics: Sequence[NewTopic],
+    topic_id: Callable[[int], str],
+    default_partitions: int = 1,
+    default_replication_factor: int = 1,
+    start: int = 0,
+    request_ids: Mapping[str, str] | None = None,
+) -> tuple[Decision, dict[str, ControllerError]]:
+    """One CreateTopics request, one user operation: a Topic record and one Partition record
+    per partition (all replicas in sync) for every topic that can be created, and the error of
+    each topic that cannot (by name; a name given twice is INVALID_REQUEST, as in Kafka).
+
+    The records of all the request's topics count against MAX_RECORDS_PER_USER_OP together;
+    over it the whole request is refused (POLICY_VIOLATION, raised) before any replica is
+    placed, so even a request for millions of partitions is answered at once.
+    `topic_id(i)` is the id for `topics[i]`, asked for only for a topic that is created (a
+    refused request of 10 000 topics draws no ids); leaders rotate from `start + i`.
+    """
+    errors: dict[str, ControllerError] = {}
+    twice = _duplicates(t.name for t in topics)
+    live = image.live_brokers()
+    planned: list[tuple[int, NewTopic, int, int]] = []
+    records_needed = 0
+    for i, topic in enumerate(topics):
+        partitions = default_partitions if topic.num_partitions is None else topic.num_partitions
+        rf = default_replication_factor if topic.replication_factor is None else topic.replication_factor
+        try:
+            if topic.name in twice:
+                raise ControllerError("INVALID_REQUEST", f"topic {topic.name!r} is named more than once in the request")
+            check_topic_name(topic.name)
+            if topic.name in image.topic_ids:
+                raise ControllerError("TOPIC_ALREADY_EXISTS", f"topic {topic.name!r} already exists "
+                                                              f"({_layout(image.topic_by_name(topic.name))})")
+            if partitions < 1:
+                raise ControllerError("INVALID_PARTITIONS", f"number of partitions {partitions} must be >= 1")
+            _check_replication_factor(rf, len(live))
+        except ControllerError as exc:
+            errors[topic.name] = exc
+            continue
+        planned.append((i, topic, partitions, rf))
+        records_needed += 1 + partitions
+    if records_needed > MAX_RECORDS_PER_USER_OP:
+        raise _over_records_cap(f"creating {len(planned)} topic(s) with {records_needed - len(planned)} partitions",
+                                records_needed)
+    records: list[MetadataRecord] = []
+    for i, topic, partitions, rf in planned:
+        new_id = topic_id(i)
+        request_id = (request_ids or {}).get(topic.name)
+        records.append(Topic(topic.name, new_id, tuple(sorted(topic.configs.items())), request_id=request_id))
+        for index, replicas in enumerate(place_replicas(live, partitions, rf, start + i)):
+            records.append(Partition(new_id, index, replicas, replicas, replicas[0]))
+    return Decision(tuple(records)), errors
+
+
+def _layout(topic: TopicImage | None) -> str:
+    if topic is None or not topic.partitions:
+        return "no partitions"
+    rf = len(next(iter(topic.partitions.values())).replicas)
+    return f"{len(topic.partitions)} partitions, replication factor {rf}"
+
+
 def create_topic(
     image: MetadataImage,
     name: str,
@@ -133,31 +227,63 @@ def create_topic(
     start: int = 0,
     request_id: str | None = None,
 ) -> Decision:
-    """A Topic record and one Partition record per partition, all replicas in sync."""
-    check_topic_name(name)
-    if name in image.topic_ids:
-        raise ControllerError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
-    if num_partitions < 1:
-        raise ControllerError("INVALID_PARTITIONS", f"number of partitions {num_partitions} must be >= 1")
-    assignment = place_replicas(image.live_brokers(), num_partitions, replication_factor, start)
-    records: list[MetadataRecord] = [
-        Topic(name, topic_id, tuple(sorted((configs or {}).items())), request_id=request_id)
-    ]
-    for index, replicas in enumerate(assignment):
-        records.append(Partition(topic_id, index, replicas, replicas, replicas[0]))
-    return Decision(tuple(records))
+    """`create_topics` for one topic; its error is raised."""
+    decision, errors = create_topics(image, [NewTopic(name, num_partitions, replication_factor, dict(configs or {}))],
+                                     lambda _: topic_id, start=start,
+                                     request_ids=None if request_id is None else {name: request_id})
+    if name in errors:
+        raise errors[name]
+    return decision
+
+
+def create_partitions_batch(
+    image: MetadataImage, totals: Sequence[tuple[str, int]], start: int = 0
+) -> tuple[Decision, dict[str, ControllerError]]:
+    """One CreatePartitions request, one user operation: grow each named topic to its total.
+
+    Like `create_topics`: per-topic errors by name (a name given twice is INVALID_REQUEST), and
+    the new Partition records of all topics together are capped by MAX_RECORDS_PER_USER_OP
+    (POLICY_VIOLATION for the whole request, raised before any placement).
+    """
+    errors: dict[str, ControllerError] = {}
+    twice = _duplicates(name for name, _ in totals)
+    live = image.live_brokers()
+    planned: list[tuple[TopicImage, int, int]] = []
+    records_needed = 0
+    for name, total in totals:
+        try:
+            if name in twice:
+                raise ControllerError("INVALID_REQUEST", f"topic {name!r} is named more than once in the request")
+            topic = image.topic_by_name(name)
+            if topic is None:
+                raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+            current = len(topic.partitions)
+            if total <= current:
+                raise ControllerError("INVALID_PARTITIONS",
+                                      f"topic {name!r} has {current} partitions; asked for {total}, expected more")
+            rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+            _check_replication_factor(rf, len(live))
+        except ControllerError as exc:
+            errors[name] = exc
+            continue
+        planned.append((topic, total, rf))
+        records_needed += total - current
+    if records_needed > MAX_RECORDS_PER_USER_OP:
+        raise _over_records_cap(f"adding {records_needed} partitions to {len(planned)} topic(s)", records_needed)
+    records: list[MetadataRecord] = []
+    for topic, total, rf in planned:
+        current = len(topic.partitions)
+        assignment = place_replicas(live, total - current, rf, start, first_partition=current)
+        records.extend(Partition(topic.topic_id, current + i, r, r, r[0]) for i, r in enumerate(assignment))
+    return Decision(tuple(records)), errors
 
 
 def create_partitions(image: MetadataImage, name: str, total: int, start: int = 0) -> Decision:
-    topic = image.topic_by_name(name)
-    if topic is None:
-        raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-    current = len(topic.partitions)
-    if total <= current:
-        raise ControllerError("INVALID_PARTITIONS", f"topic {name!r} has {current} partitions; asked for {total}, expected more")
-    rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-    assignment = place_replicas(image.live_brokers(), total - current, rf, start, first_partition=current)
-    return Decision(tuple(Partition(topic.topic_id, current + i, r, r, r[0]) for i, r in enumerate(assignment)))
+    """`create_partitions_batch` for one topic; its error is raised."""
+    decision, errors = create_partitions_batch(image, [(name, total)], start)
+    if name in errors:
+        raise errors[name]
+    return decision
 
 
 def delete_topic(image: MetadataImage, name: str, request_id: str | None = None) -> Decision:

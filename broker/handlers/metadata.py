@@ -3,7 +3,10 @@
 Unknown topics are created on demand when `auto.create.topics.enable` is on
 and the client allows it (v4+ `allow_auto_topic_creation`), with
 `num.partitions` and `default.replication.factor`; the answer then already
-carries the new topic's leaders.
+carries the new topic's leaders. All the unknown topics one request names are
+created together, as one user operation whose records are capped by
+MAX_RECORDS_PER_USER_OP (10 000): a request naming more topics than that
+allows gets POLICY_VIOLATION for each of them and creates none.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import structlog
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode, MetadataResponse
+from raftka.raft_meta.controller_decisions import NewTopic
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataImage, TopicImage
 
@@ -38,8 +42,9 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
     image: MetadataImage = ctx.image
     errors: dict[str, int] = {}
     if names is not None:
+        to_create: list[str] = []
         for name in names:
-            if image.topic_by_name(name) is not None:
+            if image.topic_by_name(name) is not None or name in errors:
                 continue
             problem = topic_name_error(name)
             if problem is not None:
@@ -47,8 +52,11 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
             elif not allow_create or name in INTERNAL_TOPICS:
                 errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                errors[name] = await _auto_create(ctx, name)
-        image = ctx.image  # may include the topics just created
+                errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # until created below
+                to_create.append(name)
+        if to_create:
+            errors.update(await _auto_create(ctx, to_create))
+            image = ctx.image  # includes the topics just created
     listener = conn.listener if conn is not None else None
     brokers = []
     for broker in image.live_brokers():
@@ -99,13 +107,29 @@ def _topic_entry(image: MetadataImage, topic: TopicImage) -> dict:
     }
 
 
-async def _auto_create(ctx, name: str) -> int:
+async def _auto_create(ctx, names: list[str]) -> dict[str, int]:
+    """Create `names` as one user operation (one controller call, one commit, the records of
+    all of them capped together by MAX_RECORDS_PER_USER_OP); the error code for each.
+
+    A creation still pending at the deadline answers LEADER_NOT_AVAILABLE (Kafka's answer
+    for a topic being created: the client asks again); a refused request answers its error
+    (POLICY_VIOLATION over the cap) for every name."""
+    topics = [NewTopic(name) for name in names]
     try:
-        await ctx.controller.create_topic(name, None, None, None)
-        log.info("topic.auto_created", topic=name)
-        return 0
+        results = await ctx.controller.create_topics(topics)
     except ControllerError as exc:
-        if exc.name == "TOPIC_ALREADY_EXISTS":
-            return 0
-        log.warning("topic.auto_create_failed", topic=name, error=exc.message)
-        return error_code_for(exc)
+        log.warning("topic.auto_create_failed", topics=len(names), first=names[0], error=exc.name, reason=exc.message)
+        code = ErrorCode.LEADER_NOT_AVAILABLE if exc.name == "REQUEST_TIMED_OUT" else error_code_for(exc)
+        return dict.fromkeys(names, code)
+    codes = {}
+    for result in results:
+        if result.error is None:
+            log.info("topic.auto_created", topic=result.name, topic_id=result.topic_id)
+            codes[result.name] = 0
+        elif result.error.name == "TOPIC_ALREADY_EXISTS":  # created by someone else meanwhile
+            codes[result.name] = 0
+        else:
+            log.warning("topic.auto_create_failed", topics=1, first=result.name, error=result.error.name,
+                        reason=result.error.message)
+            codes[result.name] = error_code_for(result.error)
+    return codes

@@ -1,5 +1,17 @@
 """CreateTopics, DeleteTopics, CreatePartitions — decided and committed by the controller.
 
+One CreateTopics (or CreatePartitions) request is one user operation, as in
+Kafka: the topics that pass this broker's checks go to the controller together,
+are decided together and committed as one metadata entry. Their records count
+together against MAX_RECORDS_PER_USER_OP (10 000); over it every topic the
+controller was asked for gets POLICY_VIOLATION and nothing is committed.
+
+The answer is the outcome of the commit, waited for until the request's
+`timeout_ms` (30 s when it is <= 0): success once committed, however slow, or
+REQUEST_TIMED_OUT (retriable) while still pending. A retry after a timeout waits
+for the pending commit first, so it answers TOPIC_ALREADY_EXISTS only for a topic
+that really exists (the message names its layout) and creates it otherwise.
+
 `validate_only` runs the controller's pure decision on the current image and
 discards it, so it reports exactly the errors a real request would get.
 """
@@ -18,6 +30,7 @@ from raftka.client.protocol import (
     ErrorCode,
 )
 from raftka.raft_meta import controller_decisions as decide
+from raftka.raft_meta.controller import TopicResult
 from raftka.raft_meta.controller_errors import ControllerError
 
 log = structlog.get_logger("broker.admin")
@@ -25,47 +38,65 @@ log = structlog.get_logger("broker.admin")
 DEFAULT = -1
 
 
-async def _create_one(ctx, topic, validate_only: bool) -> dict:
-    result = {"name": topic.name, "error_code": 0, "error_message": None}
+def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | None]:
+    """The topic as the controller gets it, or this broker's (error code, message) for it."""
     problem = topic_name_error(topic.name)
     if problem is not None:
-        result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=problem)
-        return result
+        return None, (ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     if topic.assignments:
-        result.update(error_code=ErrorCode.INVALID_REQUEST,
-                      error_message="manual replica assignments are not supported; use "
-                                    "num_partitions and replication_factor")
-        return result
+        return None, (ErrorCode.INVALID_REQUEST,
+                      "manual replica assignments are not supported; use num_partitions and replication_factor")
     configs = {c.name: c.value for c in topic.configs}
     try:
         validate_topic_configs(configs)
     except ValueError as exc:
-        result.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(exc))
-        return result
+        return None, (ErrorCode.INVALID_CONFIG, str(exc))
     partitions = ctx.config.num_partitions if topic.num_partitions == DEFAULT else topic.num_partitions
     rf = ctx.config.default_replication_factor if topic.replication_factor == DEFAULT else topic.replication_factor
     if rf < 1:
-        result.update(error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
-                      error_message=f"replication factor {rf}; expected >= 1")
-        return result
-    try:
-        if validate_only:
-            decide.create_topic(ctx.image, topic.name, partitions, rf, "validate-only", configs)
-        else:
-            await ctx.controller.create_topic(topic.name, partitions, rf, configs)
-            log.info("topic.created", topic=topic.name, partitions=partitions, replication_factor=rf)
-    except Exception as exc:
-        result.update(error_code=error_code_for(exc), error_message=_message(exc))
-    return result
-
-
-def _message(exc: Exception) -> str:
-    return exc.message if isinstance(exc, ControllerError) else str(exc)
+        return None, (ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf}; expected >= 1")
+    return decide.NewTopic(topic.name, partitions, rf, configs), None
 
 
 async def handle_create_topics(ctx, header, request, conn=None) -> CreateTopicsResponse:
-    results = [await _create_one(ctx, t, request.validate_only) for t in request.topics]
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    answers: dict[int, tuple[int, str | None]] = {}  # request position -> (error code, message)
+    asked: list[tuple[int, decide.NewTopic]] = []
+    for position, topic in enumerate(request.topics):
+        new_topic, refusal = _precheck(ctx, topic)
+        if refusal is not None:
+            answers[position] = refusal
+        else:
+            asked.append((position, new_topic))
+    if asked:
+        topics = [t for _, t in asked]
+        try:
+            if request.validate_only:
+                _, errors = decide.create_topics(ctx.image, topics, lambda _: "validate-only")
+                results = [TopicResult(t.name, errors.get(t.name)) for t in topics]
+            else:
+                results = await ctx.controller.create_topics(topics, request.timeout_ms)
+        except Exception as exc:  # the whole request: POLICY_VIOLATION, REQUEST_TIMED_OUT, NOT_CONTROLLER
+            log.warning("topics.create_refused", topics=len(topics), error=_name(exc), reason=_message(exc))
+            results = [TopicResult(t.name, exc) for t in topics]
+        for (position, topic), result in zip(asked, results, strict=True):
+            if result.error is None:
+                answers[position] = (0, None)
+                if not request.validate_only:
+                    log.info("topic.created", topic=topic.name, partitions=topic.num_partitions,
+                             replication_factor=topic.replication_factor, topic_id=result.topic_id)
+            else:
+                answers[position] = (error_code_for(result.error), _message(result.error))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=[
+        {"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
+        for i, topic in enumerate(request.topics)])
+
+
+def _message(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, ControllerError) else str(exc)
+
+
+def _name(exc: BaseException) -> str:
+    return exc.name if isinstance(exc, ControllerError) else type(exc).__name__
 
 
 async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsResponse:
@@ -73,7 +104,7 @@ async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsR
     for name in request.topic_names:
         code = 0
         try:
-            await ctx.controller.delete_topic(name)
+            await ctx.controller.delete_topic(name, request.timeout_ms)
             log.info("topic.deleted", topic=name)
         except Exception as exc:
             code = error_code_for(exc)
@@ -82,17 +113,27 @@ async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsR
 
 
 async def handle_create_partitions(ctx, header, request, conn=None) -> CreatePartitionsResponse:
-    results = []
-    for topic in request.topics:
-        result = {"name": topic.name, "error_code": 0, "error_message": None}
+    answers: dict[int, tuple[int, str | None]] = {}
+    asked: list[tuple[int, tuple[str, int]]] = []
+    for position, topic in enumerate(request.topics):
+        if topic.assignments:
+            answers[position] = (ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
+        else:
+            asked.append((position, (topic.name, topic.count)))
+    if asked:
+        totals = [t for _, t in asked]
         try:
-            if topic.assignments:
-                raise ControllerError("INVALID_REQUEST", "manual replica assignments are not supported")
             if request.validate_only:
-                decide.create_partitions(ctx.image, topic.name, topic.count)
+                _, errors = decide.create_partitions_batch(ctx.image, totals)
+                results = [TopicResult(name, errors.get(name)) for name, _ in totals]
             else:
-                await ctx.controller.create_partitions(topic.name, topic.count)
-        except Exception as exc:
-            result.update(error_code=error_code_for(exc), error_message=_message(exc))
-        results.append(result)
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+                results = await ctx.controller.create_partitions(totals, request.timeout_ms)
+        except Exception as exc:  # the whole request
+            log.warning("partitions.create_refused", topics=len(totals), error=_name(exc), reason=_message(exc))
+            results = [TopicResult(name, exc) for name, _ in totals]
+        for (position, _), result in zip(asked, results, strict=True):
+            answers[position] = (0, None) if result.error is None else (error_code_for(result.error),
+                                                                          _message(result.error))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=[
+        {"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
+        for i, topic in enumerate(request.topics)])

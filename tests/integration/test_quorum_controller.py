@@ -9,11 +9,12 @@ import trio
 
 from raftka.client.local_cluster import free_low_port
 from raftka.raft_meta.controller import Controller
+from raftka.raft_meta.controller_decisions import NewTopic
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.metadata_loader import ClusterIdMismatch, MetadataLoader
 from raftka.raft_meta.node_config import parse_node_config
-from raftka.raft_meta.quorum import open_quorum, open_quorum_from_config
-from raftka.raft_meta.records import ControllerClaim
+from raftka.raft_meta.quorum import SubmitError, open_quorum, open_quorum_from_config
+from raftka.raft_meta.records import ControllerClaim, RecordBatch, Topic, decode_record
 from tests.support import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
@@ -154,3 +155,119 @@ async def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(QuorumError, match="secret is empty"):
         async with open_quorum(1, {1: f"127.0.0.1:{port}"}, "", tmp_path):
             pass
+
+
+class HeldCommits:
+    """The real quorum, except that the controller's entries wait at `gate` before they are
+    submitted: a commit as slow as the test wants. `fail_with` makes the held entry fail
+    (as pysyncobj reports a dropped entry) instead of committing when the gate opens."""
+
+    def __init__(self, quorum) -> None:
+        self._quorum = quorum
+        self.gate = trio.Event()
+        self.held = 0  # entries waiting at the gate now
+        self.fail_with: str | None = None
+
+    def __getattr__(self, name: str):
+        return getattr(self._quorum, name)
+
+    async def submit(self, record, timeout: float = 5.0) -> int:
+        self.held += 1
+        try:
+            with trio.move_on_after(timeout) as scope:
+                await self.gate.wait()
+        finally:
+            self.held -= 1
+        if scope.cancelled_caught:
+            raise SubmitError("TIMEOUT", f"held for {timeout} s")
+        if self.fail_with is not None:
+            raise SubmitError(self.fail_with)
+        return await self._quorum.submit(record, timeout)
+
+
+def _topic_records(quorum, name: str, after: int) -> list:
+    return [r for c in quorum.records_from(after + 1) for r in _flatten(c.decode())
+            if isinstance(r, Topic) and r.name == name]
+
+
+def _flatten(record) -> list:
+    return [decode_record(raw) for raw in record.records] if isinstance(record, RecordBatch) else [record]
+
+
+async def test_a_slow_commit_answers_request_timed_out_and_a_retry_sees_its_outcome(tmp_path: Path) -> None:
+    config = _config(tmp_path, **{"default.replication.factor": "1"})
+    async with open_quorum_from_config(config) as quorum, trio.open_nursery() as nursery:
+        loader = MetadataLoader(quorum, "AAAAAAAAAAAAAAAAAAAAAA")
+        await nursery.start(loader.run)
+        held = HeldCommits(quorum)
+        controller = Controller(config, held, loader)
+        await nursery.start(controller.run)
+        with trio.fail_after(15):
+            await loader.wait_active_controller()
+        held.gate.set()
+        epoch = await controller.register_broker(1, "inc1", L, None)
+        assert not (await controller.heartbeat(1, epoch, loader.image.offset)).fenced
+        held.gate = trio.Event()  # from here on the controller's commits are slow
+        start = loader.image.offset
+
+        # The commit is pending at the request's deadline: REQUEST_TIMED_OUT, never NOT_CONTROLLER.
+        with pytest.raises(ControllerError) as info:
+            await controller.create_topics([NewTopic("slow", 3, 1)], timeout_ms=100)
+        assert info.value.name == "REQUEST_TIMED_OUT" and "still waiting for the commit of Topic" in info.value.message
+        assert held.held == 1 and "slow" not in loader.image.topic_ids
+        # A retry while it is pending waits for it instead of deciding on an image without it:
+        # it times out too, and submits nothing of its own.
+        with pytest.raises(ControllerError) as info:
+            await controller.create_topics([NewTopic("slow", 5, 1)], timeout_ms=100)
+        assert info.value.name == "REQUEST_TIMED_OUT" and "an earlier metadata change" in info.value.message
+        assert held.held == 1
+
+        # The first commit completes: a retry answers TOPIC_ALREADY_EXISTS with the real layout.
+        held.gate.set()
+        [result] = await controller.create_topics([NewTopic("slow", 5, 1)], timeout_ms=30_000)
+        assert result.error is not None and result.error.name == "TOPIC_ALREADY_EXISTS"
+        assert "3 partitions, replication factor 1" in result.error.message
+        assert len(loader.image.topic_by_name("slow").partitions) == 3
+        assert len(_topic_records(quorum, "slow", start)) == 1
+
+        # A pending commit that then fails: the retry creates the topic.
+        held.gate, held.fail_with = trio.Event(), "DISCARDED"
+        with pytest.raises(ControllerError) as info:
+            await controller.create_topics([NewTopic("dropped", 2, 1)], timeout_ms=100)
+        assert info.value.name == "REQUEST_TIMED_OUT"
+        held.gate.set()
+        await wait_until_async(lambda: held.held == 0, 10, "the held entry's failure")
+        held.fail_with = None
+        [result] = await controller.create_topics([NewTopic("dropped", 2, 1)], timeout_ms=30_000)
+        assert result.error is None and loader.image.topic_ids["dropped"] == result.topic_id
+        assert len(loader.image.topic_by_name("dropped").partitions) == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_slow_commit_is_never_answered_not_controller(tmp_path: Path, monkeypatch) -> None:
+    """A call without a deadline of its own (here the one-topic `create_topic`) waits
+    DEFAULT_COMMIT_WAIT_S for its commit; a commit still pending then is REQUEST_TIMED_OUT
+    (it used to be NOT_CONTROLLER: "could not commit Topic ...: TIMEOUT")."""
+    from raftka.raft_meta import controller as controller_module
+
+    monkeypatch.setattr(controller_module, "DEFAULT_COMMIT_WAIT_S", 0.5, raising=False)
+    config = _config(tmp_path, **{"default.replication.factor": "1"})
+    async with open_quorum_from_config(config) as quorum, trio.open_nursery() as nursery:
+        loader = MetadataLoader(quorum, "AAAAAAAAAAAAAAAAAAAAAA")
+        await nursery.start(loader.run)
+        held = HeldCommits(quorum)
+        controller = Controller(config, held, loader)
+        await nursery.start(controller.run)
+        with trio.fail_after(15):
+            await loader.wait_active_controller()
+        held.gate.set()
+        epoch = await controller.register_broker(1, "inc1", L, None)
+        assert not (await controller.heartbeat(1, epoch, loader.image.offset)).fenced
+        held.gate = trio.Event()
+        with pytest.raises(ControllerError) as info:
+            with trio.fail_after(30):
+                await controller.create_topic("slow", 1, 1)
+        assert info.value.name == "REQUEST_TIMED_OUT", info.value
+        held.gate.set()
+        await wait_until_async(lambda: "slow" in loader.image.topic_ids, 10, "the slow topic committed")
+        nursery.cancel_scope.cancel()

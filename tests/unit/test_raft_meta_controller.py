@@ -191,6 +191,11 @@ ERRORS = [
     ("duplicate live registration", cluster(),
      lambda img: cd.register_broker(img, 2, "other", L, None, session_alive=True), "DUPLICATE_BROKER_REGISTRATION"),
     ("grow partitions of unknown topic", cluster(), lambda img: cd.create_partitions(img, "x", 3), "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("a topic over the records cap (1 Topic + 10 000 Partition records)", cluster(),
+     lambda img: cd.create_topic(img, "x", cd.MAX_RECORDS_PER_USER_OP, 1, "id"), "POLICY_VIOLATION"),
+    ("100 000 partitions", cluster(), lambda img: cd.create_topic(img, "x", 100_000, 3, "id"), "POLICY_VIOLATION"),
+    ("grow a topic to 1 000 000 partitions", cluster(*topic()),
+     lambda img: cd.create_partitions(img, "t", 1_000_000), "POLICY_VIOLATION"),
 ]
 
 
@@ -253,3 +258,84 @@ def test_create_partitions_continues_placement() -> None:
     assert all(len(r.replicas) == 3 for r in decision.records)
     image = commit(image, decision)
     assert len(image.topic_by_name("t").partitions) == 3
+
+
+# --- one user operation: the records of a whole request count against MAX_RECORDS_PER_USER_OP ---
+
+CAP = cd.MAX_RECORDS_PER_USER_OP
+
+
+def _topics(*partitions: int | None, prefix: str = "n") -> list[cd.NewTopic]:
+    return [cd.NewTopic(f"{prefix}{i}", p, 1) for i, p in enumerate(partitions)]
+
+
+# (name, image, topics, expected: record count or the error of the whole request)
+CREATE_TOPICS = [
+    ("one topic exactly at the cap", cluster(), _topics(CAP - 1), CAP),
+    ("one topic one record over", cluster(), _topics(CAP), "POLICY_VIOLATION"),
+    ("two topics together over the cap, each under it", cluster(), _topics(CAP // 2, CAP // 2), "POLICY_VIOLATION"),
+    ("many small topics together at the cap", cluster(), _topics(*[1] * (CAP // 2)), CAP),
+    ("auto-creation of 10 000 one-partition topics", cluster(), _topics(*[None] * 10_000), "POLICY_VIOLATION"),
+    ("a topic refused for another reason writes nothing and does not count", cluster(*topic()),
+     [cd.NewTopic("t", 10 * CAP, 1), cd.NewTopic("u", CAP - 1, 1)], CAP),
+]
+
+
+@pytest.mark.parametrize(("name", "image", "topics", "expected"), CREATE_TOPICS, ids=[c[0] for c in CREATE_TOPICS])
+def test_create_topics_counts_the_records_of_the_whole_request(name, image, topics, expected, monkeypatch) -> None:
+    def ids(i: int) -> str:
+        return f"id{i}"
+
+    if isinstance(expected, int):
+        decision, _ = cd.create_topics(image, topics, ids)
+        assert len(decision.records) == expected
+        return
+    # Refused before any replica is placed: a request for millions of partitions costs nothing.
+    monkeypatch.setattr(cd, "place_replicas", lambda *a, **k: pytest.fail("placement ran before the cap check"))
+    with pytest.raises(ControllerError) as info:
+        cd.create_topics(image, topics, ids)
+    assert info.value.name == expected
+    assert "MAX_RECORDS_PER_USER_OP" in info.value.message and str(CAP) in info.value.message
+
+
+def test_create_topics_answers_each_topic_and_places_the_rest() -> None:
+    image = cluster(*topic())
+    asked = [cd.NewTopic("t", 1, 1), cd.NewTopic("a/b", 1, 1), cd.NewTopic("d", 1, 1), cd.NewTopic("d", 2, 1),
+             cd.NewTopic("rf", 1, 4), cd.NewTopic("ok", 2, 2, {"retention.ms": "5"}), cd.NewTopic("dflt")]
+    decision, errors = cd.create_topics(image, asked, lambda i: f"id{i}",
+                                        default_partitions=3, default_replication_factor=1, start=1)
+    assert {name: e.name for name, e in errors.items()} == {
+        "t": "TOPIC_ALREADY_EXISTS", "a/b": "INVALID_TOPIC_EXCEPTION", "d": "INVALID_REQUEST",
+        "rf": "INVALID_REPLICATION_FACTOR"}
+    assert "1 partitions, replication factor 3" in errors["t"].message  # the layout that exists
+    topics = [r for r in decision.records if isinstance(r, Topic)]
+    assert [(t.name, t.topic_id, t.configs) for t in topics] == [("ok", "id5", (("retention.ms", "5"),)), ("dflt", "id6", ())]
+    image = commit(image, decision)
+    assert len(image.topic_by_name("ok").partitions) == 2 and len(image.topic_by_name("dflt").partitions) == 3
+
+
+# (name, image, (topic, total) pairs, expected: record count or the error of the whole request)
+CREATE_PARTITIONS = [
+    ("grow to exactly the cap", cluster(*topic()), [("t", CAP + 1)], CAP),
+    ("one over", cluster(*topic()), [("t", CAP + 2)], "POLICY_VIOLATION"),
+    ("two topics together over the cap", cluster(*topic(), Topic("u", "U"), Partition("U", 0, (1,), (1,), 1)),
+     [("t", CAP // 2 + 1), ("u", CAP // 2 + 2)], "POLICY_VIOLATION"),
+]
+
+
+@pytest.mark.parametrize(("name", "image", "totals", "expected"), CREATE_PARTITIONS, ids=[c[0] for c in CREATE_PARTITIONS])
+def test_create_partitions_counts_the_records_of_the_whole_request(name, image, totals, expected, monkeypatch) -> None:
+    if isinstance(expected, int):
+        decision, errors = cd.create_partitions_batch(image, totals)
+        assert not errors and len(decision.records) == expected
+        return
+    monkeypatch.setattr(cd, "place_replicas", lambda *a, **k: pytest.fail("placement ran before the cap check"))
+    with pytest.raises(ControllerError) as info:
+        cd.create_partitions_batch(image, totals)
+    assert info.value.name == expected and "MAX_RECORDS_PER_USER_OP" in info.value.message
+
+
+def test_create_partitions_answers_each_topic() -> None:
+    decision, errors = cd.create_partitions_batch(cluster(*topic()), [("t", 3), ("x", 2), ("t", 4)])
+    assert {n: e.name for n, e in errors.items()} == {"t": "INVALID_REQUEST", "x": "UNKNOWN_TOPIC_OR_PARTITION"}
+    assert decision.records == ()
