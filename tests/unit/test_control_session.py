@@ -122,7 +122,9 @@ def test_the_cluster_key_depends_on_secret_and_cluster() -> None:
         ("create_topic", {"name": "t", "configs": {"a": "b"}}, None),
         ("create_topic", {"name": "t", "configs": [1]},
          "argument 'configs' of create_topic is a list; expected a map of string to string, or null"),
-        ("create_partitions", {"name": "t", "total": -(2**63) - 1}, "argument 'total'"),
+        ("create_partitions", {"totals": [["t", -(2**63) - 1]]}, "argument 'totals'"),
+        ("create_topics", {"topics": [{"name": "t", "configs": [1]}]}, "argument 'topics'"),
+        ("create_topics", {"topics": [{"name": "t", "num_partitions": 3}], "timeout_ms": 100}, None),
         ("allocate_producer_ids", {"broker_id": 1}, "argument 'broker_epoch' of allocate_producer_ids is missing"),
     ],
 )
