@@ -1,0 +1,88 @@
+"""Metadata size and restart time after many topics are created and deleted (issue 14, item 4).
+
+One real node (`raftka server start`, via LocalCluster). The SDK's blocking Admin creates a
+topic (`--partitions`, default 1) and deletes it, `--cycles` times (default 1000), one request
+each. Then the node stops, and the bench reports the files in
+`<metadata.log.dir>/__cluster_metadata-0/` and their total size, and restarts the node
+`--restarts` times (default 3): the time from launching the process to its ready line
+("raftka node ready", printed once its image includes its registration and it is unfenced).
+
+Run:  .venv/bin/python bench/metadata_bench.py [--cycles 1000] [--partitions 1]
+          [--snapshot-bytes N]   # metadata.log.max.record.bytes.between.snapshots (default: Kafka's)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from raftka.client.admin import NewTopic  # noqa: E402
+from raftka.client.local_cluster import LocalCluster  # noqa: E402
+
+METADATA_SUBDIR = "__cluster_metadata-0"
+
+
+def _files(directory: Path) -> dict[str, int]:
+    return {f.name: f.stat().st_size for f in sorted(directory.iterdir()) if f.is_file()}
+
+
+def run(cycles: int = 1000, partitions: int = 1, snapshot_bytes: int | None = None,
+        restarts: int = 3) -> dict:
+    extra = {} if snapshot_bytes is None else {"metadata.log.max.record.bytes.between.snapshots": str(snapshot_bytes)}
+    with tempfile.TemporaryDirectory(prefix="raftka-metadata-") as tmp:
+        cluster = LocalCluster(Path(tmp), 1, log_level="WARNING", extra_config=extra)
+        cluster.prepare()
+        try:
+            cluster.start_node(1, wait=True)
+            started = time.perf_counter()
+            with cluster.admin() as admin:
+                for i in range(cycles):
+                    admin.create_topics([NewTopic(f"churn-{i}", partitions, 1, {})])
+                    admin.delete_topics([f"churn-{i}"])
+            churn_s = time.perf_counter() - started
+            cluster.stop_node(1)
+            metadata_dir = next(Path(tmp).rglob(METADATA_SUBDIR))
+            files = _files(metadata_dir)
+            ready = []
+            for _ in range(restarts):
+                launched = time.perf_counter()
+                cluster.start_node(1, wait=True)
+                ready.append(time.perf_counter() - launched)
+                cluster.stop_node(1)
+            return {"cycles": cycles, "partitions": partitions, "snapshot_bytes": snapshot_bytes,
+                    "churn_s": churn_s, "files": files, "total": sum(files.values()), "ready_s": ready}
+        finally:
+            cluster.stop()
+
+
+def format_row(r: dict) -> str:
+    files = ", ".join(f"{name} {size / 1e6:.2f}" for name, size in r["files"].items())
+    ready = r["ready_s"]
+    snap = "default (20971520)" if r["snapshot_bytes"] is None else str(r["snapshot_bytes"])
+    return (f"| {r['cycles']} x {r['partitions']}-partition topic | {snap} | {r['total'] / 1e6:.2f} MB ({files}) | "
+            f"{statistics.median(ready) * 1000:.0f} ms ({min(ready) * 1000:.0f}-{max(ready) * 1000:.0f}) | "
+            f"{r['churn_s']:.1f} s |")
+
+
+HEADER = ("| churn | snapshot bytes | metadata dir after (MB) | restart: launch to ready, median (min-max) | "
+          "create+delete time |\n|---|---|---|---|---|")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cycles", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--snapshot-bytes", type=int, default=None)
+    parser.add_argument("--restarts", type=int, default=3)
+    args = parser.parse_args()
+    from raftka.logging_setup import configure_logging
+
+    configure_logging(level="WARNING")
+    print(HEADER)
+    print(format_row(run(args.cycles, args.partitions, args.snapshot_bytes, args.restarts)))
