@@ -4,7 +4,8 @@ This module and `quorum_transport` (pysyncobj's TCP transport, bounded against
 peers that have not authenticated) are where pysyncobj is used (see docs/QUORUM.md
 for the verified facts and the settings used here). The replicated state is the
 metadata log itself: a list of `(offset, record bytes)` where the offset is
-the Raft index of the entry. There is exactly one replicated method,
+the Raft index of the entry, after the latest snapshot of the image
+(`raft_meta/snapshot.py`). There is exactly one replicated method,
 `apply(record_bytes)`; records are versioned CBOR (`raft_meta.records`).
 
 Threads: pysyncobj runs its own tick thread. From trio we only *enqueue*
@@ -14,8 +15,10 @@ on the other.
 
 Durability: pysyncobj journals with mmap and never fsyncs; committed
 metadata survives kill -9 of a process, not the power loss of a majority.
-Memory: every committed record is kept in memory (and in pysyncobj's dump);
-metadata is low-rate, so this stays small for the clusters raftka targets.
+Memory and disk: the latest snapshot, the records after it (at most
+`metadata.log.max.record.bytes.between.snapshots` bytes) and the image at the
+last offset; pysyncobj's dump is that state, its journal the entries since the
+last dump (docs/architecture.md, "Metadata snapshots").
 """
 
 from __future__ import annotations
