@@ -9,6 +9,12 @@ each. Then the node stops, and the bench reports the files in
 
 Run:  .venv/bin/python bench/metadata_bench.py [--cycles 1000] [--partitions 1]
           [--snapshot-bytes N]   # metadata.log.max.record.bytes.between.snapshots (default: Kafka's)
+
+`--direct ENTRIES` measures the quorum alone, with far more churn than a broker's admin
+requests can make in a bench: a 1-voter quorum in this process commits ENTRIES entries, each
+a RecordBatch that creates and deletes `--per-entry` (default 50) one-partition topics. Then
+it reports the metadata dir and the time to reopen the quorum and have a MetadataLoader's
+image at the last offset (no broker, no process launch).
 """
 
 from __future__ import annotations
@@ -22,8 +28,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import trio  # noqa: E402
+
 from raftka.client.admin import NewTopic  # noqa: E402
-from raftka.client.local_cluster import LocalCluster  # noqa: E402
+from raftka.client.local_cluster import LocalCluster, free_low_port  # noqa: E402
+from raftka.raft_meta.metadata_loader import MetadataLoader  # noqa: E402
+from raftka.raft_meta.quorum import QuorumSettings, open_quorum  # noqa: E402
+from raftka.raft_meta.records import (  # noqa: E402
+    ControllerClaim,
+    Partition,
+    RecordBatch,
+    RemoveTopic,
+    Topic,
+    encode_record,
+)
 
 METADATA_SUBDIR = "__cluster_metadata-0"
 
@@ -61,6 +79,56 @@ def run(cycles: int = 1000, partitions: int = 1, snapshot_bytes: int | None = No
             cluster.stop()
 
 
+CLUSTER = "AAAAAAAAAAAAAAAAAAAAAA"
+SECRET = "metadata-bench-secret-0123456789"
+
+
+def _settings(snapshot_bytes: int | None) -> QuorumSettings:
+    if snapshot_bytes is None:
+        return QuorumSettings()
+    return QuorumSettings(snapshot_max_record_bytes=snapshot_bytes)
+
+
+async def _direct(directory: Path, entries: int, per_entry: int, snapshot_bytes: int | None) -> dict:
+    voters = {1: f"127.0.0.1:{free_low_port(set())}"}
+    settings = _settings(snapshot_bytes)
+    started = time.perf_counter()
+    async with open_quorum(1, voters, SECRET, directory, settings=settings) as quorum:
+        with trio.fail_after(30):
+            while not quorum.is_leader:
+                await quorum.wait_state_change()
+        await quorum.submit(ControllerClaim(1, quorum.term, CLUSTER))
+        for e in range(entries):
+            records = []
+            for j in range(per_entry):
+                topic_id = f"00000000-0000-0000-{e:04x}-{j:012x}"
+                records += [encode_record(Topic(f"churn-{e}-{j}", topic_id)),
+                            encode_record(Partition(topic_id, 0, (1,), (1,), 1)),
+                            encode_record(RemoveTopic(topic_id))]
+            await quorum.submit(RecordBatch(tuple(records)), timeout=30)
+        last = quorum.last_offset
+    churn_s = time.perf_counter() - started
+    files = _files(directory / "__cluster_metadata-0")
+    ready = []
+    for _ in range(3):
+        opened = time.perf_counter()
+        async with open_quorum(1, voters, SECRET, directory, settings=settings) as quorum, \
+                trio.open_nursery() as nursery:
+            loader = MetadataLoader(quorum, CLUSTER)
+            await nursery.start(loader.run)
+            with trio.fail_after(120):
+                await loader.wait_for_offset(last)
+            ready.append(time.perf_counter() - opened)
+            nursery.cancel_scope.cancel()
+    return {"cycles": entries * per_entry, "partitions": 1, "snapshot_bytes": snapshot_bytes, "churn_s": churn_s,
+            "files": files, "total": sum(files.values()), "ready_s": ready}
+
+
+def run_direct(entries: int, per_entry: int = 50, snapshot_bytes: int | None = None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="raftka-metadata-direct-") as tmp:
+        return trio.run(_direct, Path(tmp), entries, per_entry, snapshot_bytes)
+
+
 def format_row(r: dict) -> str:
     files = ", ".join(f"{name} {size / 1e6:.2f}" for name, size in r["files"].items())
     ready = r["ready_s"]
@@ -80,9 +148,14 @@ if __name__ == "__main__":
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--snapshot-bytes", type=int, default=None)
     parser.add_argument("--restarts", type=int, default=3)
+    parser.add_argument("--direct", type=int, default=None, metavar="ENTRIES")
+    parser.add_argument("--per-entry", type=int, default=50)
     args = parser.parse_args()
     from raftka.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(HEADER)
-    print(format_row(run(args.cycles, args.partitions, args.snapshot_bytes, args.restarts)))
+    if args.direct is not None:
+        print(format_row(run_direct(args.direct, args.per_entry, args.snapshot_bytes)))
+    else:
+        print(format_row(run(args.cycles, args.partitions, args.snapshot_bytes, args.restarts)))
