@@ -163,3 +163,34 @@ def test_property_round_trip_and_digest(records) -> None:
     back = decode_snapshot(encode_snapshot(image))
     assert back == image
     assert image_digest(back) == image_digest(image)
+
+
+# --- the replicated state after a dump load (`quorum._MetadataLog._deserialize`) ---------------
+
+
+def _state(**fields):
+    from raftka.raft_meta.quorum import _MetadataLog
+
+    changes = []
+    state = _MetadataLog(lambda: changes.append(1), snapshot_bytes=1 << 20)
+    state._deserialize(fields)
+    return state, changes
+
+
+def test_a_dump_of_snapshot_and_tail_rebuilds_the_image_at_the_last_offset() -> None:
+    offsets = [(i + 1, r) for i, r in enumerate(RECORDS)]
+    cut = 6
+    tail = [(o, encode_record(r)) for o, r in offsets[cut:]]
+    state, changes = _state(snapshot=encode_snapshot(replay(offsets[:cut])), snapshot_offset=cut,
+                            offsets=[o for o, _ in tail], payloads=[p for _, p in tail],
+                            tail_bytes=sum(len(p) for _, p in tail), last=len(RECORDS))
+    assert state.image == replay(offsets) and state.last == len(RECORDS) and changes == [1]
+    assert state.dump_loads == 1
+
+
+def test_a_dump_written_before_snapshots_is_a_tail_without_a_snapshot() -> None:
+    payloads = [encode_record(r) for r in RECORDS]
+    state, _ = _state(offsets=list(range(1, len(RECORDS) + 1)), payloads=payloads)
+    assert state.snapshot is None and state.snapshot_offset == 0
+    assert state.last == len(RECORDS) and state.tail_bytes == sum(map(len, payloads))
+    assert state.image == replay([(i + 1, r) for i, r in enumerate(RECORDS)])
