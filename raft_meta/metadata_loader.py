@@ -6,9 +6,10 @@ while still leader in the same term, everything before it is applied too
 and this node is the active controller (`active_controller_epoch()`).
 
 Where the quorum replaced the records the loader needs by a snapshot (it starts after a
-restart, or its voter received a full dump from the leader), it loads the snapshot's image and
-publishes one delta that names everything in it (`snapshot.snapshot_delta`), then applies the
-records after the snapshot.
+restart, or its voter received a full dump from the leader), it takes the quorum's image at
+the last applied offset (the snapshot with the records after it applied) and publishes one
+delta that names everything in it (`snapshot.snapshot_delta`), then applies the records that
+follow.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from raftka.raft_meta.apply import apply_entry
 from raftka.raft_meta.image import MetadataDelta, MetadataImage
 from raftka.raft_meta.quorum import Quorum, Snapshot, SubmitError
 from raftka.raft_meta.records import ControllerClaim
-from raftka.raft_meta.snapshot import SnapshotError, decode_snapshot, snapshot_delta
+from raftka.raft_meta.snapshot import SnapshotError, snapshot_delta
 
 log = structlog.get_logger("raft_meta.loader")
 
@@ -91,11 +92,10 @@ class MetadataLoader:
             if isinstance(committed, Snapshot):
                 # The records up to its offset are gone (a restart, or a dump from the leader):
                 # the snapshot is the image, and one delta naming everything in it is published.
-                try:
-                    image = decode_snapshot(committed.raw)
-                except SnapshotError as exc:
-                    log.error("metadata.snapshot_unreadable", offset=committed.offset, error=str(exc))
-                    raise
+                if committed.image is None:
+                    log.error("metadata.snapshot_unreadable", offset=committed.offset, error=committed.error)
+                    raise SnapshotError(committed.error or "snapshot unreadable")
+                image = committed.image
                 deltas = [snapshot_delta(self.image, image)]
                 log.info("metadata.snapshot_loaded", offset=image.offset, topics=len(image.topics),
                          brokers=len(image.brokers))

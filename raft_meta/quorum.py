@@ -140,6 +140,7 @@ class _MetadataLog(SyncObjConsumer):
         self.snapshot_bytes = snapshot_bytes
         self.image = MetadataImage()  # at `last`; rebuilt from snapshot + tail after a dump load
         self.dump_loads = 0  # dumps loaded (at a restart, or installed from the leader)
+        self.image_error: str | None = None  # why the last dump's snapshot could not be loaded
         super().__init__()
         self.snapshot: bytes | None = None  # encode_snapshot(image at snapshot_offset)
         self.snapshot_offset = 0
@@ -191,8 +192,10 @@ class _MetadataLog(SyncObjConsumer):
             try:
                 image = MetadataImage() if self.snapshot is None else decode_snapshot(self.snapshot)
                 self.image = replay([(o, decode_record(p)) for o, p in zip(self.offsets, self.payloads, strict=True)], image)
-            except Exception:  # noqa: BLE001 - tick thread must not die; the loader reports it
+                self.image_error = None
+            except Exception as exc:  # noqa: BLE001 - tick thread must not die; the loader stops on it
                 log.exception("metadata.snapshot_unreadable", snapshot_offset=self.snapshot_offset)
+                self.image_error = f"snapshot at offset {self.snapshot_offset} unreadable: {exc}"
                 self.image = MetadataImage(offset=self.last)
         try:
             self.on_change()
@@ -202,11 +205,13 @@ class _MetadataLog(SyncObjConsumer):
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What `Quorum.feed` yields to a reader that is behind the latest snapshot: the image
-    at `offset`, as `raft_meta/snapshot.py` bytes (`decode_snapshot(raw)`)."""
+    """What `Quorum.feed` yields to a reader whose records were replaced by a snapshot: the
+    image at `offset`, which the quorum rebuilt from its snapshot and tail, so the reader
+    needs no record at or before `offset`. `error` (image None): the snapshot was unreadable."""
 
     offset: int
-    raw: bytes
+    image: MetadataImage | None
+    error: str | None = None
 
 
 class Quorum:
@@ -305,11 +310,16 @@ class Quorum:
         return [CommittedRecord(offsets[i], payloads[i]) for i in range(start, stop)]
 
     def read_from(self, offset: int) -> tuple[Snapshot | None, list[CommittedRecord]]:
-        """What a reader whose next offset is `offset` needs: the latest snapshot if `offset` is
-        at or before it (the records it covers are gone), then the records after, read together."""
+        """What a reader whose next offset is `offset` needs. If `offset` is at or before the
+        latest snapshot (the records it covers are gone): the image at the last applied offset
+        (the snapshot with the tail applied, kept up to date in the tick thread), and no records.
+        Else the records from `offset`."""
         with self._log.lock:
-            if offset <= self._log.snapshot_offset and self._log.snapshot is not None:
-                return Snapshot(self._log.snapshot_offset, self._log.snapshot), self._tail_from(0, None)
+            state = self._log
+            if offset <= state.snapshot_offset and state.snapshot is not None:
+                if state.image_error is not None:
+                    return Snapshot(state.snapshot_offset, None, state.image_error), []
+                return Snapshot(state.image.offset, state.image), []
             return None, self._tail_from(offset, None)
 
     @property
@@ -345,18 +355,17 @@ class Quorum:
 
     async def feed(self, from_offset: int = 0) -> AsyncIterator[CommittedRecord | Snapshot]:
         """Every committed record with offset >= `from_offset`, forever. Where the records a
-        reader needs were replaced by a snapshot, it gets the `Snapshot` first (its offset is
-        at least `from_offset`), then the records after it."""
+        reader needs were replaced by a snapshot, it gets a `Snapshot` (the image at an offset
+        >= `from_offset`) instead, then the records after it."""
         next_offset = from_offset
         while True:
             snapshot, batch = self.read_from(next_offset)
             if snapshot is not None:
                 yield snapshot
                 next_offset = snapshot.offset + 1
-                batch = [r for r in batch if r.offset >= next_offset]
+                continue
             if not batch:
-                if snapshot is None:
-                    await self.wait_beyond(next_offset - 1)
+                await self.wait_beyond(next_offset - 1)
                 continue
             for record in batch:
                 yield record
