@@ -15,6 +15,9 @@ requests can make in a bench: a 1-voter quorum in this process commits ENTRIES e
 a RecordBatch that creates and deletes `--per-entry` (default 50) one-partition topics. Then
 it reports the metadata dir and the time to reopen the quorum and have a MetadataLoader's
 image at the last offset (no broker, no process launch).
+
+`--codec PARTITIONS` times `encode_snapshot` / `decode_snapshot` of an image with 1000 topics
+holding PARTITIONS partitions in all (3 replicas each).
 """
 
 from __future__ import annotations
@@ -129,6 +132,28 @@ def run_direct(entries: int, per_entry: int = 50, snapshot_bytes: int | None = N
         return trio.run(_direct, Path(tmp), entries, per_entry, snapshot_bytes)
 
 
+def run_codec(partitions: int) -> str:
+    from raftka.raft_meta.apply import apply_entry, replay
+    from raftka.raft_meta.records import RegisterBroker
+    from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot
+
+    listeners = (("PLAINTEXT", "127.0.0.1", 9092),)
+    image = replay(list(enumerate([RegisterBroker(b, f"inc-{b}", listeners, None) for b in (1, 2, 3)], 1)))
+    per_topic = max(1, partitions // 1000)
+    for t in range(1000):
+        topic_id = f"00000000-0000-0000-0000-{t:012d}"
+        records = [encode_record(Topic(f"topic-{t}", topic_id))]
+        records += [encode_record(Partition(topic_id, p, (1, 2, 3), (1, 2, 3), 1)) for p in range(per_topic)]
+        image, _ = apply_entry(image, RecordBatch(tuple(records)), 10 + t)
+    started = time.perf_counter()
+    raw = encode_snapshot(image)
+    encoded = time.perf_counter()
+    assert decode_snapshot(raw) == image
+    decoded = time.perf_counter()
+    return (f"{1000 * per_topic} partitions: snapshot {len(raw) / 1e6:.2f} MB, encode {encoded - started:.3f} s, "
+            f"decode {decoded - encoded:.3f} s")
+
+
 def format_row(r: dict) -> str:
     files = ", ".join(f"{name} {size / 1e6:.2f}" for name, size in r["files"].items())
     ready = r["ready_s"]
@@ -150,7 +175,11 @@ if __name__ == "__main__":
     parser.add_argument("--restarts", type=int, default=3)
     parser.add_argument("--direct", type=int, default=None, metavar="ENTRIES")
     parser.add_argument("--per-entry", type=int, default=50)
+    parser.add_argument("--codec", type=int, default=None, metavar="PARTITIONS")
     args = parser.parse_args()
+    if args.codec is not None:
+        print(run_codec(args.codec))
+        sys.exit(0)
     from raftka.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
