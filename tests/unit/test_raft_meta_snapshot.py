@@ -194,3 +194,9 @@ def test_a_dump_written_before_snapshots_is_a_tail_without_a_snapshot() -> None:
     assert state.snapshot is None and state.snapshot_offset == 0
     assert state.last == len(RECORDS) and state.tail_bytes == sum(map(len, payloads))
     assert state.image == replay([(i + 1, r) for i, r in enumerate(RECORDS)])
+
+
+def test_the_dump_holds_the_snapshot_and_tail_not_the_working_image() -> None:
+    state, _ = _state(offsets=[1], payloads=[encode_record(RECORDS[0])])
+    assert state.image.offset == 1
+    assert sorted(state._serialize()) == ["last", "offsets", "payloads", "snapshot", "snapshot_offset", "tail_bytes"]
