@@ -97,11 +97,22 @@ class MetadataImage:
 
 
 @dataclass(frozen=True)
-class MetadataDelta:
-    """What one record changed. `accepted` False means the record was skipped (see `reason`)."""
+class SnapshotLoaded:
+    """The `record` of the delta a loader publishes when it loads a snapshot at `offset`
+    instead of applying the records before it (`raft_meta/snapshot.py::snapshot_delta`)."""
 
     offset: int
-    record: MetadataRecord | UndecodableRecord
+    request_id: None = None
+
+
+@dataclass(frozen=True)
+class MetadataDelta:
+    """What one record changed. `accepted` False means the record was skipped (see `reason`).
+
+    A delta for a loaded snapshot (`record` is `SnapshotLoaded`) names everything in the image."""
+
+    offset: int
+    record: MetadataRecord | UndecodableRecord | SnapshotLoaded
     accepted: bool
     reason: str | None = None
     brokers: frozenset[int] = frozenset()

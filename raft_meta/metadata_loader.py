@@ -4,6 +4,12 @@ Also claims the controller role: when this voter is the Raft leader it
 submits a `ControllerClaim` with its term; once that claim is applied here
 while still leader in the same term, everything before it is applied too
 and this node is the active controller (`active_controller_epoch()`).
+
+Where the quorum replaced the records the loader needs by a snapshot (it starts after a
+restart, or its voter received a full dump from the leader), it takes the quorum's image at
+the last applied offset (the snapshot with the records after it applied) and publishes one
+delta that names everything in it (`snapshot.snapshot_delta`), then applies the records that
+follow.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ import trio
 
 from raftka.raft_meta.apply import apply_entry
 from raftka.raft_meta.image import MetadataDelta, MetadataImage
-from raftka.raft_meta.quorum import Quorum, SubmitError
+from raftka.raft_meta.quorum import Quorum, Snapshot, SubmitError
 from raftka.raft_meta.records import ControllerClaim
+from raftka.raft_meta.snapshot import SnapshotError, snapshot_delta
 
 log = structlog.get_logger("raft_meta.loader")
 
@@ -82,10 +89,21 @@ class MetadataLoader:
 
     async def _follow(self, failure: list[ClusterIdMismatch], scope: trio.CancelScope) -> None:
         async for committed in self.quorum.feed(self.image.offset + 1):
-            image, deltas = apply_entry(self.image, committed.decode(), committed.offset)
-            for delta in deltas:
-                if not delta.accepted:
-                    log.warning("metadata.record_skipped", offset=committed.offset, reason=delta.reason)
+            if isinstance(committed, Snapshot):
+                # The records up to its offset are gone (a restart, or a dump from the leader):
+                # the snapshot is the image, and one delta naming everything in it is published.
+                if committed.image is None:
+                    log.error("metadata.snapshot_unreadable", offset=committed.offset, error=committed.error)
+                    raise SnapshotError(committed.error or "snapshot unreadable")
+                image = committed.image
+                deltas = [snapshot_delta(self.image, image)]
+                log.info("metadata.snapshot_loaded", offset=image.offset, topics=len(image.topics),
+                         brokers=len(image.brokers))
+            else:
+                image, deltas = apply_entry(self.image, committed.decode(), committed.offset)
+                for delta in deltas:
+                    if not delta.accepted:
+                        log.warning("metadata.record_skipped", offset=committed.offset, reason=delta.reason)
             self.image = image
             if image.cluster_id is not None and image.cluster_id != self.cluster_id:
                 failure.append(ClusterIdMismatch(

@@ -205,6 +205,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "log.dirs": ("log_dirs", _str_list, None),
     "log.dir": ("log_dirs", _str_list, None),
     "metadata.log.dir": ("metadata_log_dir", _str, None),
+    "metadata.log.max.record.bytes.between.snapshots": (
+        "metadata_log_max_record_bytes_between_snapshots", _positive_int, "20971520"),
     "num.partitions": ("num_partitions", _positive_int, "1"),
     "default.replication.factor": ("default_replication_factor", _positive_int, "1"),
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool, "true"),
@@ -277,6 +279,7 @@ class NodeConfig:
     controller_rpc_port_offset: int
     log_dirs: tuple[str, ...]
     metadata_log_dir: str
+    metadata_log_max_record_bytes_between_snapshots: int
     num_partitions: int
     default_replication_factor: int
     auto_create_topics_enable: bool

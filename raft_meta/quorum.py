@@ -4,7 +4,8 @@ This module and `quorum_transport` (pysyncobj's TCP transport, bounded against
 peers that have not authenticated) are where pysyncobj is used (see docs/QUORUM.md
 for the verified facts and the settings used here). The replicated state is the
 metadata log itself: a list of `(offset, record bytes)` where the offset is
-the Raft index of the entry. There is exactly one replicated method,
+the Raft index of the entry, after the latest snapshot of the image
+(`raft_meta/snapshot.py`). There is exactly one replicated method,
 `apply(record_bytes)`; records are versioned CBOR (`raft_meta.records`).
 
 Threads: pysyncobj runs its own tick thread. From trio we only *enqueue*
@@ -14,13 +15,16 @@ on the other.
 
 Durability: pysyncobj journals with mmap and never fsyncs; committed
 metadata survives kill -9 of a process, not the power loss of a majority.
-Memory: every committed record is kept in memory (and in pysyncobj's dump);
-metadata is low-rate, so this stays small for the clusters raftka targets.
+Memory and disk: the latest snapshot, the records after it (at most
+`metadata.log.max.record.bytes.between.snapshots` bytes) and the image at the
+last offset; pysyncobj's dump is that state, its journal the entries since the
+last dump (docs/architecture.md, "Metadata snapshots").
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import threading
 from collections.abc import AsyncIterator, Mapping
@@ -32,13 +36,18 @@ import structlog
 import trio
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
+from raftka.raft_meta.apply import apply_entry, replay
+from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.node_config import NodeConfig, check_secret
 from raftka.raft_meta.quorum_transport import QuorumTransport, TransportLimits
 from raftka.raft_meta.records import MetadataRecord, UndecodableRecord, decode_record, encode_record
+from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot
 
 log = structlog.get_logger("raft_meta.quorum")
 
 METADATA_SUBDIR = "__cluster_metadata-0"  # Kafka's name for the metadata log dir
+# Kafka's metadata.log.max.record.bytes.between.snapshots default (20 MiB).
+DEFAULT_SNAPSHOT_BYTES = 20 * 1024 * 1024
 _FAIL_NAMES = {v: k for k, v in vars(FAIL_REASON).items() if k.isupper()}
 
 
@@ -70,6 +79,10 @@ class QuorumSettings:
     leader_fallback_timeout: float = 1.0
     connection_retry_time: float = 0.5
     max_bind_retries: int = 5
+    # A metadata snapshot every this many bytes of records (metadata.log.max.record.bytes.between.snapshots);
+    # each one also compacts pysyncobj's log. pysyncobj compacts on its own too, after this many
+    # journal entries or seconds (its dump is then the latest snapshot plus the tail after it).
+    snapshot_max_record_bytes: int = DEFAULT_SNAPSHOT_BYTES
     log_compaction_min_entries: int = 5000
     log_compaction_min_time: float = 300.0
     # How long a tick waits for socket events. A lone voter has no peer whose reply would wake
@@ -102,44 +115,103 @@ class QuorumStatus:
     commit_index: int
     last_applied: int
     last_offset: int  # offset of the last committed metadata record here (0: none)
+    snapshot_offset: int  # offset of the latest metadata snapshot here (0: none)
     voters: Mapping[int, str]
     match_index: Mapping[int, int]  # leader only: each follower's replicated index
 
 
 class _MetadataLog(SyncObjConsumer):
-    """The replicated state: committed records, appended in the tick thread."""
+    """The replicated state: the latest image snapshot plus the committed records after it.
 
-    def __init__(self, on_change) -> None:
+    `apply` runs in the tick thread, in log order, on every node. It appends the record to
+    the tail and applies it (the pure `apply_entry`) to `image`, the image at the last applied
+    offset. Once the tail holds `snapshot_bytes` bytes of records, the image becomes the new
+    snapshot (`raft_meta/snapshot.py`) and the tail is emptied, then pysyncobj is asked to
+    compact its log: its dump (gzip(pickle) of the attributes assigned after
+    `SyncObjConsumer.__init__`: `snapshot`, `snapshot_offset`, `offsets`, `payloads`,
+    `tail_bytes`, `last`) stays one snapshot plus at most one tail, and its journal restarts
+    after the dumped entry. Offsets are Raft indexes: they never restart from 0.
+    """
+
+    def __init__(self, on_change, snapshot_bytes: int) -> None:
         # Attributes set before SyncObjConsumer.__init__ are excluded from snapshots.
         self.lock = threading.Lock()
         self.on_change = on_change
+        self.snapshot_bytes = snapshot_bytes
+        self.image = MetadataImage()  # at `last`; rebuilt from snapshot + tail after a dump load
+        self.dump_loads = 0  # dumps loaded (at a restart, or installed from the leader)
+        self.image_error: str | None = None  # why the last dump's snapshot could not be loaded
         super().__init__()
+        self.snapshot: bytes | None = None  # encode_snapshot(image at snapshot_offset)
+        self.snapshot_offset = 0
         self.offsets: list[int] = []
         self.payloads: list[bytes] = []
+        self.tail_bytes = 0
+        self.last = 0  # offset of the last record applied (0: none)
 
     @replicated
     def apply(self, record: bytes) -> int:
-        # Runs in the tick thread, in log order, on every node. It must never
-        # raise: pysyncobj would re-apply the entry forever.
+        # It must never raise: pysyncobj would re-apply the entry forever.
+        snapshot_now = False
         try:
             offset = self._syncObj.raftLastApplied + 1
             with self.lock:
-                if not self.offsets or offset > self.offsets[-1]:
+                if offset > self.last:
+                    raw = bytes(record)
                     self.offsets.append(offset)
-                    self.payloads.append(bytes(record))
+                    self.payloads.append(raw)
+                    self.tail_bytes += len(raw)
+                    self.last = offset
+                    self.image, _ = apply_entry(self.image, decode_record(raw), offset)
+                    snapshot_now = self.tail_bytes >= self.snapshot_bytes
+                    if snapshot_now:
+                        self._take_snapshot()
+            if offset == self.last and snapshot_now:
+                # Written at the next tick: the dump holds the new snapshot and an empty tail.
+                self._syncObj.forceLogCompaction()
             self.on_change()
             return offset
         except Exception:  # noqa: BLE001 - see above
             return -1
 
+    def _take_snapshot(self) -> None:
+        """The image becomes the snapshot; the records it covers are dropped (lock held)."""
+        self.snapshot = encode_snapshot(self.image)
+        self.snapshot_offset = self.image.offset
+        self.offsets, self.payloads, self.tail_bytes = [], [], 0
+
     def _deserialize(self, data) -> None:
-        # A snapshot install replaces the state without `apply` calls.
+        # A dump load (restart) or install (from the leader) replaces the state without `apply`
+        # calls: rebuild the working image from the snapshot and the tail.
         with self.lock:
+            self.dump_loads += 1
             super()._deserialize(data)
+            if "last" not in data:  # a dump written before snapshots: records only
+                self.last = self.offsets[-1] if self.offsets else 0
+                self.tail_bytes = sum(map(len, self.payloads))
+            try:
+                image = MetadataImage() if self.snapshot is None else decode_snapshot(self.snapshot)
+                self.image = replay([(o, decode_record(p)) for o, p in zip(self.offsets, self.payloads, strict=True)], image)
+                self.image_error = None
+            except Exception as exc:  # noqa: BLE001 - tick thread must not die; the loader stops on it
+                log.exception("metadata.snapshot_unreadable", snapshot_offset=self.snapshot_offset)
+                self.image_error = f"snapshot at offset {self.snapshot_offset} unreadable: {exc}"
+                self.image = MetadataImage(offset=self.last)
         try:
             self.on_change()
         except Exception:  # noqa: BLE001 - tick thread must not die
             pass
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What `Quorum.feed` yields to a reader whose records were replaced by a snapshot: the
+    image at `offset`, which the quorum rebuilt from its snapshot and tail, so the reader
+    needs no record at or before `offset`. `error` (image None): the snapshot was unreadable."""
+
+    offset: int
+    image: MetadataImage | None
+    error: str | None = None
 
 
 class Quorum:
@@ -153,14 +225,15 @@ class Quorum:
     - `await wait_state_change()`: wakes on any Raft role change.
     """
 
-    def __init__(self, node_id: int, voters: Mapping[int, str], token: trio.lowlevel.TrioToken) -> None:
+    def __init__(self, node_id: int, voters: Mapping[int, str], token: trio.lowlevel.TrioToken,
+                 snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
         self._id_by_address = {address: nid for nid, address in self.voters.items()}
         self._token = token
         self._changed = trio.Event()
         self._state_changed = trio.Event()
-        self._log = _MetadataLog(self._notify_from_tick_thread)
+        self._log = _MetadataLog(self._notify_from_tick_thread, snapshot_bytes)
         self._sync: SyncObj | None = None
         self.fatal_error: str | None = None  # set (tick thread) when the voter cannot go on
         self._fatal_scope = trio.CancelScope()
@@ -225,17 +298,44 @@ class Quorum:
         return offset
 
     def records_from(self, offset: int, limit: int | None = None) -> list[CommittedRecord]:
-        """Committed records with offset >= `offset`, oldest first."""
+        """Committed records with offset >= `offset` still in the log (those after the latest
+        snapshot), oldest first. A reader behind `snapshot_offset` needs `read_from`."""
         with self._log.lock:
-            offsets, payloads = self._log.offsets, self._log.payloads
-            start = bisect.bisect_left(offsets, offset)
-            stop = len(offsets) if limit is None else min(len(offsets), start + limit)
-            return [CommittedRecord(offsets[i], payloads[i]) for i in range(start, stop)]
+            return self._tail_from(offset, limit)
+
+    def _tail_from(self, offset: int, limit: int | None) -> list[CommittedRecord]:
+        offsets, payloads = self._log.offsets, self._log.payloads
+        start = bisect.bisect_left(offsets, offset)
+        stop = len(offsets) if limit is None else min(len(offsets), start + limit)
+        return [CommittedRecord(offsets[i], payloads[i]) for i in range(start, stop)]
+
+    def read_from(self, offset: int) -> tuple[Snapshot | None, list[CommittedRecord]]:
+        """What a reader whose next offset is `offset` needs. If `offset` is at or before the
+        latest snapshot (the records it covers are gone): the image at the last applied offset
+        (the snapshot with the tail applied, kept up to date in the tick thread), and no records.
+        Else the records from `offset`."""
+        with self._log.lock:
+            state = self._log
+            if offset <= state.snapshot_offset and state.snapshot is not None:
+                if state.image_error is not None:
+                    return Snapshot(state.snapshot_offset, None, state.image_error), []
+                return Snapshot(state.image.offset, state.image), []
+            return None, self._tail_from(offset, None)
 
     @property
     def last_offset(self) -> int:
-        with self._log.lock:
-            return self._log.offsets[-1] if self._log.offsets else 0
+        """Offset of the last committed record applied here (0: none)."""
+        return self._log.last
+
+    @property
+    def snapshot_offset(self) -> int:
+        """Offset of the latest metadata snapshot (0: none yet)."""
+        return self._log.snapshot_offset
+
+    @property
+    def dump_loads(self) -> int:
+        """How many pysyncobj dumps this voter loaded: its own at start, or one sent by the leader."""
+        return self._log.dump_loads
 
     async def wait_beyond(self, offset: int) -> None:
         """Return once a record with offset > `offset` is committed here."""
@@ -253,11 +353,17 @@ class Quorum:
         """The event the next Raft role change sets (for waiting on several things at once)."""
         return self._state_changed
 
-    async def feed(self, from_offset: int = 0) -> AsyncIterator[CommittedRecord]:
-        """Every committed record with offset >= `from_offset`, forever."""
+    async def feed(self, from_offset: int = 0) -> AsyncIterator[CommittedRecord | Snapshot]:
+        """Every committed record with offset >= `from_offset`, forever. Where the records a
+        reader needs were replaced by a snapshot, it gets a `Snapshot` (the image at an offset
+        >= `from_offset`) instead, then the records after it."""
         next_offset = from_offset
         while True:
-            batch = self.records_from(next_offset)
+            snapshot, batch = self.read_from(next_offset)
+            if snapshot is not None:
+                yield snapshot
+                next_offset = snapshot.offset + 1
+                continue
             if not batch:
                 await self.wait_beyond(next_offset - 1)
                 continue
@@ -313,6 +419,7 @@ class Quorum:
             commit_index=s["commit_idx"],
             last_applied=s["last_applied"],
             last_offset=self.last_offset,
+            snapshot_offset=self.snapshot_offset,
             voters=dict(self.voters),
             match_index=match,
         )
@@ -397,11 +504,12 @@ async def open_quorum(
         raise QuorumError(problem)
     if node_id not in voters:
         raise QuorumError(f"node id {node_id} is not among the voters {sorted(voters)}")
-    quorum = Quorum(node_id, voters, trio.lowlevel.current_trio_token())
+    settings = settings or QuorumSettings()
+    quorum = Quorum(node_id, voters, trio.lowlevel.current_trio_token(), settings.snapshot_max_record_bytes)
     directory = Path(metadata_dir) / METADATA_SUBDIR
     # Built on the trio thread on purpose: pysyncobj's tick thread stops as soon as the thread
     # that created the SyncObj exits, and trio's worker threads exit when idle (~10 s).
-    quorum._start_blocking(bind_address or voters[node_id], secret, directory, settings or QuorumSettings())
+    quorum._start_blocking(bind_address or voters[node_id], secret, directory, settings)
     log.info("quorum.started", node_id=node_id, voters=dict(voters), metadata_dir=str(directory))
     try:
         with quorum._fatal_scope:
@@ -417,6 +525,9 @@ async def open_quorum(
 def open_quorum_from_config(config: NodeConfig, settings: QuorumSettings | None = None):
     """`open_quorum` with everything taken from a NodeConfig."""
     voters = {v.node_id: v.address() for v in config.controller_quorum_voters}
+    settings = dataclasses.replace(
+        settings or QuorumSettings(),
+        snapshot_max_record_bytes=config.metadata_log_max_record_bytes_between_snapshots)
     return open_quorum(
         config.node_id,
         voters,
