@@ -21,6 +21,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import structlog
 import trio
@@ -74,7 +75,9 @@ class ReplicaManager:
         # The reconcile task's state (see publish / _reconcile_loop).
         self._pending: set[tuple[str, int]] = set()  # touched since the last pass
         self._opening: dict[tuple[str, int], str] = {}  # queued to open -> topic id
-        self._to_open: deque[tuple[tuple[str, int], str]] = deque()
+        self._file_jobs: deque[tuple[str, Any]] = deque()  # ("open", (key, id)) / ("delete", log)
+        self._file_wake = trio.Event()
+        self._file_busy = False
         self._work = trio.Event()
         self._idle = True
         self._idle_event = trio.Event()
@@ -199,36 +202,38 @@ class ReplicaManager:
 
         Each pass takes every partition touched since the last one and compares it with the
         latest image: roles and epochs of open partitions are applied at once (on the event
-        loop: no file work), a partition of a removed (or re-created) topic is detached at
-        once and its log closed and renamed `<topic>-<p>.<uuid>-delete` in a worker thread
-        (deleted later, by `_delete_loop`), and a newly assigned partition is queued to be
-        opened, `RECONCILE_BATCH` logs per worker-thread call. Changes published while a
-        batch opens are handled before the next batch, so roles never wait behind opening."""
+        loop, no file work), a partition of a removed (or re-created) topic is detached at
+        once, and file work is queued for `_file_loop`: close the old log and rename it, open
+        (or create) a newly assigned one. A pass never waits for file work, so role changes
+        never wait behind opening 2000 logs."""
         while True:
-            if not self._pending and not self._to_open:
-                self._idle = True
-                event, self._idle_event = self._idle_event, trio.Event()
-                event.set()
+            if not self._pending:
+                self._check_idle()
                 await self._work.wait()
             self._work = trio.Event()
             try:
-                await self._reconcile_pending()
-                if self._to_open:
-                    batch = [self._to_open.popleft() for _ in range(min(RECONCILE_BATCH, len(self._to_open)))]
-                    await self._open_batch(batch)
+                self._reconcile_pending()
             except Exception:  # one bad pass must not end reconciliation for good
                 log.exception("replicas.reconcile_failed")
                 await trio.sleep(RECONCILE_RETRY_S)
 
-    async def _reconcile_pending(self) -> None:
+    def _check_idle(self) -> None:
+        if not self._pending and not self._file_jobs and not self._file_busy:
+            self._idle = True
+            event, self._idle_event = self._idle_event, trio.Event()
+            event.set()
+
+    def _reconcile_pending(self) -> None:
         keys, self._pending = self._pending, set()
         image = self.image
-        doomed: list[Partition] = []
+        doomed: list[PartitionLog] = []
+        opens: list[tuple[str, Any]] = []
         for key in sorted(keys):
             topic_id, part_image = self._desired(image, key)
             partition = self.partitions.get(key)
             if partition is not None and partition.topic_id != topic_id:
-                doomed.append(self._detach(partition))  # removed, or an earlier incarnation
+                doomed.append(self._detach(partition).log)  # removed, or an earlier incarnation
+                log.info("partition.deleted", topic=key[0], partition=key[1])
                 partition = None
             if partition is not None:
                 if part_image is not None:
@@ -238,10 +243,39 @@ class ReplicaManager:
             elif part_image is not None and self._opening.get(key) != topic_id:
                 assert topic_id is not None
                 self._opening[key] = topic_id
-                self._to_open.append((key, topic_id))
+                opens.append(("open", (key, topic_id)))
         if doomed:
             self._wake()
-            await self._delete_logs(doomed)
+        # Deletions first: a re-created topic's log opens only once the old directory has
+        # been renamed away.
+        self._file_jobs.extend(("delete", plog) for plog in doomed)
+        self._file_jobs.extend(opens)
+        if self._file_jobs:
+            self._file_wake.set()
+
+    async def _file_loop(self) -> None:
+        """The queued file work, in order, in batches: consecutive opens (or deletions), up
+        to `RECONCILE_BATCH` of them, go to one worker-thread call."""
+        while True:
+            if not self._file_jobs:
+                self._file_busy = False
+                self._check_idle()
+                await self._file_wake.wait()
+                self._file_wake = trio.Event()
+                continue
+            self._file_busy = True
+            kind = self._file_jobs[0][0]
+            batch = []
+            while self._file_jobs and self._file_jobs[0][0] == kind and len(batch) < RECONCILE_BATCH:
+                batch.append(self._file_jobs.popleft()[1])
+            try:
+                if kind == "open":
+                    await self._open_batch(batch)
+                else:
+                    await self._delete_dirs(batch)
+            except Exception:
+                log.exception("replicas.file_work_failed", kind=kind, partitions=len(batch))
+                await trio.sleep(RECONCILE_RETRY_S)
 
     def _detach(self, partition: Partition) -> Partition:
         """Stop serving a partition at once (requests get UNKNOWN_TOPIC_OR_PARTITION); its files go later."""
@@ -276,9 +310,8 @@ class ReplicaManager:
         image = self.image
         jobs = []
         for key, topic_id in batch:
-            if self._opening.get(key) == topic_id:
-                del self._opening[key]
             if key in self.partitions or self._desired(image, key)[0] != topic_id:
+                self._opened(key, topic_id)
                 continue  # installed meanwhile, or deleted / re-created before we got to it
             settings = self._topic_settings(image.configs.get(("topic", key[0]), {}))
             jobs.append((key, topic_id, self._dir_for(key), settings.log))
@@ -289,6 +322,7 @@ class ReplicaManager:
         image = self.image
         stale: list[PartitionLog] = []
         for (key, topic_id, _, _), plog in zip(jobs, opened, strict=True):
+            self._opened(key, topic_id)
             if plog is None:
                 continue  # logged by _open_logs; the next change to the partition retries it
             _, part_image = self._desired(image, key)
@@ -306,10 +340,9 @@ class ReplicaManager:
         if stale:
             await self._delete_dirs(stale)
 
-    async def _delete_logs(self, partitions: list[Partition]) -> None:
-        await self._delete_dirs([p.log for p in partitions])
-        for p in partitions:
-            log.info("partition.deleted", topic=p.topic, partition=p.index)
+    def _opened(self, key: tuple[str, int], topic_id: str) -> None:
+        if self._opening.get(key) == topic_id:
+            del self._opening[key]
 
     async def _delete_dirs(self, logs: list[PartitionLog]) -> None:
         """Close each log and rename its directory `<topic>-<p>.<uuid>-delete` (a re-created
@@ -458,6 +491,7 @@ class ReplicaManager:
             nursery.start_soon(self._checkpoint_loop)
             nursery.start_soon(self._log_cleanup_loop)
             nursery.start_soon(self._reconcile_loop)
+            nursery.start_soon(self._file_loop)
             nursery.start_soon(self._roll_flush_loop)
             nursery.start_soon(self._delete_loop)
             task_status.started()
