@@ -78,6 +78,7 @@ class ReplicaManager:
         self._file_jobs: deque[tuple[str, Any]] = deque()  # ("open", (key, id)) / ("delete", log)
         self._file_wake = trio.Event()
         self._file_busy = False
+        self._installed = trio.Event()  # set (and replaced) after each batch of logs is opened
         self._work = trio.Event()
         self._idle = True
         self._idle_event = trio.Event()
@@ -177,6 +178,29 @@ class ReplicaManager:
         while not self._idle:
             event = self._idle_event
             await event.wait()
+
+    async def wait_topics_ready(self, names: list[str], timeout_s: float) -> bool:
+        """Wait (at most `timeout_s`) until the image has these topics and every partition of
+        theirs assigned to this broker is open here; True if they are. CreateTopics and
+        CreatePartitions answer after this, so a client that writes at once on a one-node
+        cluster finds its partitions ready (elsewhere it gets retriable errors meanwhile)."""
+        with trio.move_on_after(timeout_s):
+            while not self._topics_ready(names):
+                await self._installed.wait()
+            return True
+        return False
+
+    def _topics_ready(self, names: list[str]) -> bool:
+        for name in names:
+            topic = self.image.topic_by_name(name)
+            if topic is None:
+                return False
+            for index, part in topic.partitions.items():
+                if self.node_id in part.replicas:
+                    hosted = self.partitions.get((name, index))
+                    if hosted is None or hosted.topic_id != topic.topic_id:
+                        return False
+        return True
 
     def _assigned(self, image: MetadataImage) -> dict[tuple[str, int], str]:
         """(topic, partition) -> topic id, for every partition the image gives this broker."""
@@ -337,6 +361,8 @@ class ReplicaManager:
                                   high_watermark=self._checkpointed_hw.get(key, 0))
             self.partitions[key] = partition
             self._apply_role(partition, image, part_image)
+        event, self._installed = self._installed, trio.Event()
+        event.set()
         if stale:
             await self._delete_dirs(stale)
 
