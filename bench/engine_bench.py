@@ -8,8 +8,10 @@ own connection) runs while
   deleted (until its directories are gone from the disk).
 Reported: the probe's p50/p99/max (goal p99 <= 20 ms, max <= 250 ms), how many probes
 timed out (5 s), and the time to create (and write) and to delete the 2000 partitions.
+The bulk writer is paced (32 MB/s by default: a roll every 2 s); an unpaced one measures
+how the probe shares one event loop with a writer saturating it and the disk.
 
-    .venv/bin/python -m bench.engine_bench
+    .venv/bin/python -m bench.engine_bench [bulk MB/s, 0 = unpaced]
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ SEGMENT_BYTES = 64 * 1024 * 1024
 PROBE_INTERVAL_S = 0.005
 PROBE_TIMEOUT_S = 5.0
 BULK_BATCH = 1024  # records of 1 KiB per bulk request (~1 MiB)
+BULK_MB_PER_S = 32.0  # a 64 MiB roll every ~2 s; 0 = as fast as the broker takes it
 RETRIABLE = {3, 5, 6}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
 
 
@@ -138,18 +141,24 @@ class Probe(threading.Thread):
 
 
 class BulkWriter(threading.Thread):
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, mb_per_s: float) -> None:
         super().__init__(daemon=True)
         self.wire = Wire(bootstrap, 60)
+        self.mb_per_s = mb_per_s
         self.bytes = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
         batch = {("bulk", 0): _batch(BULK_BATCH, 1000)}
         size = len(batch[("bulk", 0)])
+        start = time.monotonic()
         while not self.stop.is_set():
             if self.wire.produce(batch)[("bulk", 0)] == 0:
                 self.bytes += size
+            if self.mb_per_s > 0:
+                ahead = self.bytes / (self.mb_per_s * 1_000_000) - (time.monotonic() - start)
+                if ahead > 0:
+                    self.stop.wait(ahead)
         self.wire.close()
 
 
@@ -157,7 +166,7 @@ def _dirs(data: Path, prefix: str) -> int:
     return sum(1 for p in data.iterdir() if p.name.startswith(prefix))
 
 
-def run() -> list[Row]:
+def run(bulk_mb_per_s: float = BULK_MB_PER_S) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="engine-bench-") as tmp:
         cluster = LocalCluster(tmp, 1, port_base=free_port_base(1), log_level="WARNING")
         try:
@@ -170,7 +179,7 @@ def run() -> list[Row]:
             assert admin.create_topic("bulk", 1, {"segment.bytes": str(SEGMENT_BYTES)}) == 0
             _produce_until_ok(admin, {("probe", 0): _batch(1, 100), ("bulk", 0): _batch(1, 100)},
                               time.monotonic() + 60)
-            probe, bulk = Probe(bootstrap), BulkWriter(bootstrap)
+            probe, bulk = Probe(bootstrap), BulkWriter(bootstrap, bulk_mb_per_s)
             probe.start()
             bulk.start()
             time.sleep(1.0)  # a baseline, with the bulk writer rolling
@@ -193,7 +202,7 @@ def run() -> list[Row]:
             deleted = time.monotonic() - start
             # Let the bulk writer roll at least once more on its own.
             target = bulk.bytes + SEGMENT_BYTES + (1 << 20)
-            until = time.monotonic() + 120
+            until = time.monotonic() + 30
             while bulk.bytes < target and time.monotonic() < until:
                 time.sleep(0.1)
             probe.stop.set()
@@ -217,7 +226,9 @@ def run() -> list[Row]:
             f"CreateTopics answered after {acked:.1f} s"),
         Row(f"delete {PARTITIONS} partitions, until their directories are gone", f"{deleted:.1f} s"),
         Row("bulk writer meanwhile (acks=1, 1 MiB requests, 64 MiB segments)",
-            f"{bulk.bytes / 1_000_000:.0f} MB", f"{rolled} segments rolled"),
+            f"{bulk.bytes / 1_000_000:.0f} MB",
+            f"{rolled} segments rolled; paced at {bulk_mb_per_s:g} MB/s" if bulk_mb_per_s > 0
+            else f"{rolled} segments rolled; unpaced"),
     ]
 
 
@@ -231,4 +242,4 @@ if __name__ == "__main__":
     from raftka.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
-    print(format_table(run()), file=sys.stdout)
+    print(format_table(run(float(sys.argv[1]) if len(sys.argv) > 1 else BULK_MB_PER_S)), file=sys.stdout)

@@ -355,7 +355,7 @@ class ReplicaManager:
                 continue
             settings = self._topic_settings(image.configs.get(("topic", key[0]), {}))
             plog.config = settings.log
-            plog.on_roll = functools.partial(self._request_roll_flush, key)
+            plog.on_roll = plog.epoch_cache.on_deferred = functools.partial(self._request_flush, key)
             partition = Partition(key[0], topic_id, key[1], self.node_id, plog, self._wake,
                                   on_append=self._wake_append,
                                   high_watermark=self._checkpointed_hw.get(key, 0))
@@ -394,8 +394,14 @@ class ReplicaManager:
 
     # -- file work for open partitions (worker threads, per-partition lock) ------------
 
-    def _request_roll_flush(self, key: tuple[str, int]) -> None:
-        """`PartitionLog.on_roll`: the rolled segment is fsynced by `_roll_flush_loop`."""
+    def _request_flush(self, key: tuple[str, int]) -> None:
+        """`PartitionLog.on_roll` and `LeaderEpochCache.on_deferred`: the rolled segment and the
+        leader-epoch checkpoint (written on every role change) are fsynced by `_roll_flush_loop`."""
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:  # from a worker thread (a truncation): hop to the event loop
+            trio.from_thread.run_sync(self._request_flush, key)
+            return
         self._roll_flush_wanted.add(key)
         self._roll_flush_wake.set()
 
@@ -671,7 +677,7 @@ def _close_and_rename(logs: list[PartitionLog]) -> list[Path]:
     renamed = []
     for plog in logs:
         try:
-            plog.close()
+            plog.close_for_delete()  # no fsync of data about to be deleted
         except Exception:
             log.exception("partition.close_failed", topic=plog.topic, partition=plog.partition)
         target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")

@@ -734,17 +734,21 @@ class PartitionLog:
 
     @property
     def roll_flush_pending(self) -> bool:
-        return self._roll_flush_to > self._recovery_point
+        return self._roll_flush_to > self._recovery_point or self.epoch_cache.dirty
 
     def flush_rolled(self) -> None:
-        """fsync the segments rolled since the last flush and advance the recovery point past
-        them (Kafka's roll-time `flushUptoOffsetExclusive`, scheduled off the append path).
+        """Write a deferred leader-epoch checkpoint, fsync the segments rolled since the last
+        flush and advance the recovery point past them (Kafka's roll-time
+        `flushUptoOffsetExclusive`, scheduled off the append path).
 
         Safe in a worker thread while the owner appends on its own thread: rolled segments
         are never written again, and the checkpoint files are written under a lock. The owner
         must not truncate, compact or delete this log concurrently (a per-partition lock)."""
+        if self._closed:
+            return
+        self.epoch_cache.flush_deferred()
         target = self._roll_flush_to
-        if self._closed or target <= self._recovery_point:
+        if target <= self._recovery_point:
             return
         for segment in list(self._segments):
             if self._recovery_point < segment.next_offset <= target:
@@ -758,6 +762,7 @@ class PartitionLog:
         for segment in self._segments:
             if segment.next_offset > self._recovery_point or segment is self.active_segment:
                 segment.flush()
+        self.epoch_cache.flush_deferred()  # the epochs of what the recovery point now covers
         self._recovery_point = self.log_end_offset
         self._last_flush_ms = _now(now_ms)
         self._write_checkpoints()
@@ -793,6 +798,18 @@ class PartitionLog:
             segment.close()
         self._closed = True
         _log.info("log.closed", topic=self.topic, partition=self.partition, log_end_offset=self.log_end_offset)
+
+    def close_for_delete(self) -> None:
+        """Close the files without flushing anything: the log is about to be deleted
+        (Kafka's `closeHandlers` before renaming a deleted partition's directory)."""
+        if self._closed:
+            return
+        for _, segment in self._pending_deletes:
+            segment.close()
+        self._pending_deletes.clear()
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
 
     def __enter__(self) -> PartitionLog:
         return self
