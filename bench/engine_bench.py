@@ -118,6 +118,7 @@ class Probe(threading.Thread):
         self.bootstrap = bootstrap
         self.wire = Wire(bootstrap, PROBE_TIMEOUT_S)
         self.latencies: list[float] = []
+        self.worst: tuple[float, float] = (0.0, 0.0)  # (latency, when it was sent)
         self.timeouts = 0
         self.errors = 0
         self.stop = threading.Event()
@@ -130,7 +131,10 @@ class Probe(threading.Thread):
             try:
                 if self.wire.produce(batch)[("probe", 0)]:
                     self.errors += 1
-                self.latencies.append(time.monotonic() - start)
+                latency = time.monotonic() - start
+                self.latencies.append(latency)
+                if latency > self.worst[0]:
+                    self.worst = (latency, start)
             except (TimeoutError, OSError):
                 self.timeouts += 1
                 self.wire.close()
@@ -183,15 +187,19 @@ def run(bulk_mb_per_s: float = BULK_MB_PER_S) -> list[Row]:
             probe.start()
             bulk.start()
             time.sleep(1.0)  # a baseline, with the bulk writer rolling
+            phases = [("baseline", time.monotonic())]
             start = time.monotonic()
+            phases.append(("create", start))
             error = admin.create_topic("wide", PARTITIONS)
             if error:
                 raise RuntimeError(f"creating {PARTITIONS} partitions: error {error}")
             acked = time.monotonic() - start
+            phases.append(("first writes", time.monotonic()))
             _produce_until_ok(admin, {("wide", p): _batch(1, 100) for p in range(PARTITIONS)},
                               time.monotonic() + 300)
             created = time.monotonic() - start
             start = time.monotonic()
+            phases.append(("delete", start))
             error = admin.delete_topic("wide")
             if error:
                 raise RuntimeError(f"deleting: error {error}")
@@ -200,6 +208,7 @@ def run(bulk_mb_per_s: float = BULK_MB_PER_S) -> list[Row]:
                     raise TimeoutError("the deleted topic's directories are still there")
                 time.sleep(0.05)
             deleted = time.monotonic() - start
+            phases.append(("after", time.monotonic()))
             # Let the bulk writer roll at least once more on its own.
             target = bulk.bytes + SEGMENT_BYTES + (1 << 20)
             until = time.monotonic() + 30
@@ -217,11 +226,12 @@ def run(bulk_mb_per_s: float = BULK_MB_PER_S) -> list[Row]:
     p50 = statistics.median(lat) * 1000
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
     worst = lat[-1] * 1000
+    worst_phase = [name for name, at in phases if at <= probe.worst[1]][-1:] or ["baseline"]
     return [
         Row("probe acks=1 100 B every 5 ms: p50 / p99 / max",
             f"{p50:.1f} / {p99:.1f} / {worst:.0f} ms",
             f"goal p99 <= 20 ms, max <= 250 ms; {len(lat)} answered, {probe.timeouts} timed out (5 s), "
-            f"{probe.errors} errors"),
+            f"{probe.errors} errors; the max during: {worst_phase[0]}"),
         Row(f"create {PARTITIONS} partitions (1 node), every one written once", f"{created:.1f} s",
             f"CreateTopics answered after {acked:.1f} s"),
         Row(f"delete {PARTITIONS} partitions, until their directories are gone", f"{deleted:.1f} s"),
