@@ -195,3 +195,35 @@ def test_roll_defers_its_fsync_to_flush_rolled(tmp_path: Path) -> None:
     plog.flush_rolled()
     assert plog.recovery_point <= plog.segments[-1].base_offset or plog.recovery_point == plog.log_end_offset
     plog.close()
+
+
+def _epoch_file(log_dir: Path, name: str) -> str:
+    path = log_dir / name / "leader-epoch-checkpoint"
+    return path.read_text() if path.exists() else ""
+
+
+async def test_the_leader_epoch_checkpoint_is_written_by_the_flush_task(started, log_dir: Path) -> None:
+    manager, feed, _ = started
+    feed.topic("e", ID_1, 1, replicas=(1, 2))
+    await manager.wait_reconciled()
+    await wait_until_async(lambda: _epoch_file(log_dir, "e-0").splitlines()[2:] == ["0 0"], timeout=10,
+                           what="epoch 0 in the checkpoint file")
+    feed.commit(PartitionChange(ID_1, 0, partition_epoch=0, leader=2),
+                PartitionChange(ID_1, 0, partition_epoch=1, leader=1))
+    await wait_until_async(lambda: _epoch_file(log_dir, "e-0").splitlines()[2:] == ["2 0"], timeout=10,
+                           what="the new leader epoch in the checkpoint file")
+
+
+async def test_a_followers_truncation_runs_in_a_worker_thread(started, log_dir: Path) -> None:
+    manager, feed, _ = started
+    feed.topic("f", ID_1, 1, replicas=(2, 1))  # broker 2 leads; this one follows
+    await manager.wait_reconciled()
+    partition = manager.partitions[("f", 0)]
+    partition.log.append_as_follower(make_batch(3))
+    assert partition.log_end_offset == 3
+    partition.log.epoch_cache.assign(0, 0)  # as if the batch carried epoch 0
+    # The epoch cache's change is noted from the worker thread, for the flush task.
+    await manager.truncate(partition, 0)
+    assert partition.log_end_offset == 0 and partition.log.epoch_cache.entries() == []
+    await wait_until_async(lambda: _epoch_file(log_dir, "f-0").splitlines()[1:] == ["0"], timeout=10,
+                           what="the emptied epoch cache written")
