@@ -78,7 +78,7 @@ class ReplicaManager:
         self._file_jobs: deque[tuple[str, Any]] = deque()  # ("open", (key, id)) / ("delete", log)
         self._file_wake = trio.Event()
         self._file_busy = False
-        self._installed = trio.Event()  # set (and replaced) after each batch of logs is opened
+        self._installed = trio.Event()  # set (and replaced) by each publish and each batch of logs opened
         self._work = trio.Event()
         self._idle = True
         self._idle_event = trio.Event()
@@ -110,6 +110,8 @@ class ReplicaManager:
         reconcile task (`_reconcile_loop`) applies the changes: roles and epochs of open
         partitions at once, log opening and deletion in worker threads."""
         self.image = image
+        event, self._installed = self._installed, trio.Event()
+        event.set()
         if not self._caught_up:
             if not self._deferral_logged:
                 self._deferral_logged = True
