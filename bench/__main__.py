@@ -8,6 +8,7 @@ import sys
 
 from bench import (
     cluster_bench,
+    engine_bench,
     limits_bench,
     log_bench,
     peer_bench,
@@ -33,6 +34,9 @@ def main() -> None:
     print(validator_bench.format_table(validator_bench.run()))
     print("\n## Brokers: throughput, latency, failover (1 KiB records, real processes on loopback)\n")
     print(cluster_bench.format_table(cluster_bench.run()))
+    print("\n## Engine room: a latency probe while 2000 partitions are created, written and deleted "
+          "and a bulk writer rolls 64 MiB segments (1 node)\n")
+    print(engine_bench.format_table(engine_bench.run()))
     print("\n## A peer: NATS JetStream vs raftka, both driven by Python clients (1 KiB messages)\n")
     print(peer_bench.format_table(peer_bench.run()))
     print("\n## Spark: batch read of 1 M 100-byte messages from 3 partitions into a noop sink\n")

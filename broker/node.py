@@ -119,6 +119,8 @@ class BrokerNode:
                         await loader.wait_for_offset(ctx.broker_epoch)
                         await replicas.catch_up()
                         nursery.start_soon(self._heartbeat_loop, ctx)
+                        # The hosted logs open in worker threads (heartbeats go on meanwhile).
+                        await replicas.wait_reconciled()
                         await self._wait_unfenced(ctx)
                     if self.shutdown_requested.is_set():
                         log.info("node.start_abandoned", node_id=config.node_id)

@@ -175,9 +175,9 @@ class ReplicaFetcher:
                 if result.error_code:
                     self._back_off(state, result.error_code, "offset_for_leader_epoch")
                     continue
-                self._apply_truncation(state, result.leader_epoch, result.end_offset)
+                await self._apply_truncation(state, result.leader_epoch, result.end_offset)
 
-    def _apply_truncation(self, state: _FetchState, leader_epoch: int, leader_end: int) -> None:
+    async def _apply_truncation(self, state: _FetchState, leader_epoch: int, leader_end: int) -> None:
         p = state.partition
         requested = p.log.epoch_cache.latest_epoch
         leo = p.log.log_end_offset
@@ -189,7 +189,8 @@ class ReplicaFetcher:
             target = min(leader_end, our_end if our_end >= 0 else leo)
         else:
             target = min(leader_end, leo)
-        p.truncate_to(max(target, p.log.log_start_offset))
+        # In a worker thread under the partition's lock (replica_manager.truncate).
+        await self.replicas.truncate(p, max(target, p.log.log_start_offset))
         state.needs_truncation = False
 
     def _reset_session(self) -> None:

@@ -54,9 +54,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -204,6 +205,11 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        # Set by an owner that fsyncs rolled segments itself, off its event loop (the broker):
+        # `roll` then calls it instead of fsyncing the old segment in place (see `flush_rolled`).
+        self.on_roll: Callable[[], None] | None = None
+        self._roll_flush_to = 0  # rolled segments below this offset still await their fsync
+        self._checkpoint_lock = threading.Lock()
 
     # -- opening ------------------------------------------------------------
 
@@ -605,12 +611,20 @@ class PartitionLog:
             return old
         base = self.log_end_offset if first_offset is None else first_offset
         old.finalize_time_index()
-        old.flush()
+        deferred = self.on_roll is not None
+        if not deferred:
+            old.flush()
         segment = self._new_segment(base)
         self._segments.append(segment)
         self.producer_state.take_snapshot(base)
-        self._recovery_point = old.next_offset
-        self._write_checkpoints()
+        if deferred:
+            # Up to `segment.bytes` to fsync: the owner calls `flush_rolled` in a worker thread.
+            self._roll_flush_to = max(self._roll_flush_to, old.next_offset)
+            assert self.on_roll is not None
+            self.on_roll()
+        else:
+            self._recovery_point = old.next_offset
+            self._write_checkpoints()
         _log.info("log.segment.rolled", topic=self.topic, partition=self.partition, base_offset=base)
         return segment
 
@@ -718,12 +732,37 @@ class PartitionLog:
 
     # -- durability -----------------------------------------------------------
 
+    @property
+    def roll_flush_pending(self) -> bool:
+        return self._roll_flush_to > self._recovery_point or self.epoch_cache.dirty
+
+    def flush_rolled(self) -> None:
+        """Write a deferred leader-epoch checkpoint, fsync the segments rolled since the last
+        flush and advance the recovery point past them (Kafka's roll-time
+        `flushUptoOffsetExclusive`, scheduled off the append path).
+
+        Safe in a worker thread while the owner appends on its own thread: rolled segments
+        are never written again, and the checkpoint files are written under a lock. The owner
+        must not truncate, compact or delete this log concurrently (a per-partition lock)."""
+        if self._closed:
+            return
+        self.epoch_cache.flush_deferred()
+        target = self._roll_flush_to
+        if target <= self._recovery_point:
+            return
+        for segment in list(self._segments):
+            if self._recovery_point < segment.next_offset <= target:
+                segment.flush()
+        self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
+        self._write_checkpoints()
+
     def flush(self, *, now_ms: int | None = None) -> None:
         """fsync every segment holding data above the recovery point, then advance it."""
         self._check_open()
         for segment in self._segments:
             if segment.next_offset > self._recovery_point or segment is self.active_segment:
                 segment.flush()
+        self.epoch_cache.flush_deferred()  # the epochs of what the recovery point now covers
         self._recovery_point = self.log_end_offset
         self._last_flush_ms = _now(now_ms)
         self._write_checkpoints()
@@ -735,14 +774,15 @@ class PartitionLog:
         file does not (creating a 1000-partition topic spent most of its time here), and
         a flush that moved nothing need not rewrite them.
         """
-        current = (self._recovery_point, self._log_start_offset)
-        if current == self._checkpointed:
-            return
-        key = (self.topic, self.partition)
-        self._checkpointed = None  # unknown until both writes are done
-        write_offsets(self.dir / RECOVERY_POINT_FILE, {key: self._recovery_point})
-        write_offsets(self.dir / LOG_START_FILE, {key: self._log_start_offset})
-        self._checkpointed = current
+        with self._checkpoint_lock:  # `flush_rolled` may write them from a worker thread
+            current = (self._recovery_point, self._log_start_offset)
+            if current == self._checkpointed:
+                return
+            key = (self.topic, self.partition)
+            self._checkpointed = None  # unknown until both writes are done
+            write_offsets(self.dir / RECOVERY_POINT_FILE, {key: current[0]})
+            write_offsets(self.dir / LOG_START_FILE, {key: current[1]})
+            self._checkpointed = current
 
     def close(self) -> None:
         """Flush, finalize the indexes, write checkpoints and a producer snapshot, close files."""
@@ -758,6 +798,18 @@ class PartitionLog:
             segment.close()
         self._closed = True
         _log.info("log.closed", topic=self.topic, partition=self.partition, log_end_offset=self.log_end_offset)
+
+    def close_for_delete(self) -> None:
+        """Close the files without flushing anything: the log is about to be deleted
+        (Kafka's `closeHandlers` before renaming a deleted partition's directory)."""
+        if self._closed:
+            return
+        for _, segment in self._pending_deletes:
+            segment.close()
+        self._pending_deletes.clear()
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
 
     def __enter__(self) -> PartitionLog:
         return self
@@ -802,6 +854,7 @@ class PartitionLog:
         new_end = self.log_end_offset
         self.epoch_cache.truncate_from_end(new_end)
         self._recovery_point = min(self._recovery_point, new_end)
+        self._roll_flush_to = min(self._roll_flush_to, new_end)
         self._replay_producer_state(self.producer_state.truncate_and_reload(self._log_start_offset, new_end))
         self._write_checkpoints()
         _log.info(
@@ -817,6 +870,7 @@ class PartitionLog:
         self._segments.append(self._new_segment(offset))
         self._log_start_offset = offset
         self._recovery_point = offset
+        self._roll_flush_to = min(self._roll_flush_to, offset)
         self.epoch_cache.clear()
         self.producer_state.delete_snapshots_below(offset + 1)
         self.producer_state.truncate_and_reload(offset, offset)
@@ -901,8 +955,9 @@ class PartitionLog:
             self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
 
     def _purge_deleted(self, now: int) -> None:
-        due = [s for deadline, s in self._pending_deletes if deadline <= now]
-        self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
+        with self._checkpoint_lock:  # compaction may append from a worker thread
+            due = [s for deadline, s in self._pending_deletes if deadline <= now]
+            self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
         for segment in due:
             segment.close_and_delete()
 
@@ -980,11 +1035,14 @@ class PartitionLog:
         replacement.recover()
         replacement.finalize_time_index()
         replacement.flush()
+        # One store: a reader on another thread sees the old segment (its files stay open
+        # until `file.delete.delay.ms`) or the new one, both whole.
         self._segments[self._segments.index(segment)] = replacement
         if self.config.file_delete_delay_ms == 0:
             segment.close_and_delete()
         else:
-            self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+            with self._checkpoint_lock:
+                self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
 
 
 def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:

@@ -23,6 +23,7 @@ from raftka.raft_meta.image import MetadataImage, TopicImage
 log = structlog.get_logger("broker.metadata")
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+AUTO_CREATE_VISIBLE_TIMEOUT_S = 10.0  # bound on waiting for this broker to see (and open) new topics
 
 
 def _requested_names(header, request) -> list[str] | None:
@@ -56,6 +57,10 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
                 to_create.append(name)
         if to_create:
             errors.update(await _auto_create(ctx, to_create))
+            # Committed at the controller; this broker's image may be a moment behind (and its
+            # own partitions of them still opening: they answer retriable errors meanwhile).
+            await ctx.replicas.wait_topics_ready([n for n in to_create if errors[n] == 0],
+                                                 AUTO_CREATE_VISIBLE_TIMEOUT_S)
             image = ctx.image  # includes the topics just created
     listener = conn.listener if conn is not None else None
     brokers = []

@@ -75,6 +75,7 @@ async def handle_create_topics(ctx, header, request, conn=None) -> CreateTopicsR
                 results = [TopicResult(t.name, errors.get(t.name)) for t in topics]
             else:
                 results = await ctx.controller.create_topics(topics, request.timeout_ms)
+                await _wait_hosted(ctx, [r.name for r in results if r.error is None], request.timeout_ms)
         except Exception as exc:  # the whole request: POLICY_VIOLATION, REQUEST_TIMED_OUT, NOT_CONTROLLER
             log.warning("topics.create_refused", topics=len(topics), error=_name(exc), reason=_message(exc))
             results = [TopicResult(t.name, exc) for t in topics]
@@ -89,6 +90,15 @@ async def handle_create_topics(ctx, header, request, conn=None) -> CreateTopicsR
     return CreateTopicsResponse(throttle_time_ms=0, topics=[
         {"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
         for i, topic in enumerate(request.topics)])
+
+
+async def _wait_hosted(ctx, names: list[str], timeout_ms: int | None) -> None:
+    """After a successful commit, give this broker's reconcile task until the request's
+    timeout to open the partitions it hosts (their logs open in worker threads). The answer
+    is success either way: the topic is committed; until a partition is open, requests to
+    it get the retriable NOT_LEADER_OR_FOLLOWER."""
+    if names and timeout_ms is not None and timeout_ms > 0:
+        await ctx.replicas.wait_topics_ready(names, timeout_ms / 1000.0)
 
 
 def _message(exc: BaseException) -> str:
@@ -128,6 +138,7 @@ async def handle_create_partitions(ctx, header, request, conn=None) -> CreatePar
                 results = [TopicResult(name, errors.get(name)) for name, _ in totals]
             else:
                 results = await ctx.controller.create_partitions(totals, request.timeout_ms)
+                await _wait_hosted(ctx, [r.name for r in results if r.error is None], request.timeout_ms)
         except Exception as exc:  # the whole request
             log.warning("partitions.create_refused", topics=len(totals), error=_name(exc), reason=_message(exc))
             results = [TopicResult(name, exc) for name, _ in totals]
