@@ -287,7 +287,7 @@ class ReplicaFetcher:
             log.warning("replica_fetcher.behind_log_start", topic=p.topic, partition=p.index,
                         log_end_offset=p.log.log_end_offset, leader_log_start=result.log_start_offset)
             p.log.truncate_fully_and_start_at(result.log_start_offset)
-            p.high_watermark = min(p.high_watermark, p.log.log_end_offset)
+            p.log_restarted()
         else:
             state.needs_truncation = True
 

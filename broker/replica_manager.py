@@ -360,7 +360,8 @@ class ReplicaManager:
             plog.on_roll = plog.epoch_cache.on_deferred = functools.partial(self._request_flush, key)
             partition = Partition(key[0], topic_id, key[1], self.node_id, plog, self._wake,
                                   on_append=self._wake_append,
-                                  high_watermark=self._checkpointed_hw.get(key, 0))
+                                  high_watermark=self._checkpointed_hw.get(key, 0),
+                                  lag_ms=self.config.replica_lag_time_max_ms)
             self.partitions[key] = partition
             self._apply_role(partition, image, part_image)
         event, self._installed = self._installed, trio.Event()
@@ -487,11 +488,8 @@ class ReplicaManager:
     # -- replication bookkeeping (leader side) -----------------------------------------
 
     def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
-        partition.update_follower_fetch(replica_id, fetch_offset, _now_ms())
-        # Only a fetch from outside the ISR can make a new ISR candidate (a rising high
-        # watermark only makes joining harder), so ISR members skip the check.
-        if replica_id not in partition.isr and partition.isr_candidates_to_add():
-            self._isr_wake.set()
+        if partition.update_follower_fetch(replica_id, fetch_offset, _now_ms()):
+            self._isr_wake.set()  # a follower may join the ISR: expand now, not at the next tick
 
     # -- waiting for data ------------------------------------------------------------
 
@@ -538,31 +536,27 @@ class ReplicaManager:
             self._isr_wake = trio.Event()
             now = _now_ms()
             for partition in list(self.partitions.values()):
-                lagging = partition.isr_members_lagging(now, self.config.replica_lag_time_max_ms)
-                adding = partition.isr_candidates_to_add()
-                if not lagging and not adding:
+                change = partition.isr_changes(now)  # recorded as pending in the partition
+                if change is None:
                     continue
-                new_isr = tuple(sorted((set(partition.isr) - set(lagging)) | set(adding)))
-                if lagging:
+                if change.removed:
                     log.warning("isr.shrink", topic=partition.topic, partition=partition.index,
-                                removed=lagging, isr=list(new_isr))
-                if adding:
+                                removed=list(change.removed), isr=list(change.new_isr))
+                if change.added:
                     log.info("isr.expand", topic=partition.topic, partition=partition.index,
-                             added=adding, isr=list(new_isr))
-                await self._request_isr(partition, new_isr)
+                             added=list(change.added), isr=list(change.new_isr))
+                await self._request_isr(partition, change.new_isr)
 
     async def _request_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
         assert self._alter_partition is not None
-        partition.pending_isr = new_isr
         try:
             await self._alter_partition(partition, new_isr)
         except ControllerError as exc:
             log.info("isr.change_refused", topic=partition.topic, partition=partition.index,
                      error=exc.name, reason=exc.message)
-            if partition.pending_isr == new_isr:
-                partition.pending_isr = None
+            partition.alter_failed(new_isr)
         # On success the committed PartitionChange reaches us through `publish`, which
-        # clears `pending_isr` and installs the new ISR.
+        # clears the pending change and installs the new ISR.
 
     async def _checkpoint_loop(self) -> None:
         while True:
