@@ -12,6 +12,7 @@ log is flushed and checkpointed, and the voter stops.
 
 from __future__ import annotations
 
+import resource
 import uuid
 from dataclasses import dataclass
 
@@ -66,6 +67,36 @@ def advertised_endpoints(config: NodeConfig, bound: list[BoundListener]) -> tupl
     return tuple(out)
 
 
+# Descriptors a node needs besides one per segment of each hosted partition: listeners, the
+# quorum's and the control RPC's sockets, worker threads' files, logs.
+BASE_DESCRIPTORS = 256
+
+
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit (the JVM does the same for
+    Kafka); returns (soft, hard) after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+def check_descriptor_limit(partitions: int, max_connections: int | None) -> None:
+    """Warn when RLIMIT_NOFILE cannot cover the hosted partitions: each holds one descriptor per
+    segment (at least one), and each client connection one more."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    connections = max_connections if max_connections is not None and max_connections < 1 << 20 else 1000
+    needed = BASE_DESCRIPTORS + partitions + connections
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning("node.descriptor_limit_low", limit=soft, partitions=partitions, needed_at_least=needed,
+                    hint="raise the open-files limit (ulimit -n, LimitNOFILE=) to at least this; "
+                         "each segment of a partition holds one descriptor")
+
+
 class BrokerNode:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -118,6 +149,8 @@ class BrokerNode:
                         # Partition roles come only from metadata that includes our registration.
                         await loader.wait_for_offset(ctx.broker_epoch)
                         await replicas.catch_up()
+                        check_descriptor_limit(len(replicas.assigned_partitions()),
+                                               getattr(config, "max_connections", None))
                         nursery.start_soon(self._heartbeat_loop, ctx)
                         # The hosted logs open in worker threads (heartbeats go on meanwhile).
                         await replicas.wait_reconciled()

@@ -204,6 +204,10 @@ class ReplicaManager:
                         return False
         return True
 
+    def assigned_partitions(self) -> dict[tuple[str, int], str]:
+        """(topic, partition) -> topic id of every partition the current image gives this broker."""
+        return self._assigned(self.image)
+
     def _assigned(self, image: MetadataImage) -> dict[tuple[str, int], str]:
         """(topic, partition) -> topic id, for every partition the image gives this broker."""
         return {(topic.name, index): topic_id

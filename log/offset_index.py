@@ -6,9 +6,14 @@ batch's base offset whenever more than `index.interval.bytes` of log were
 written since the previous entry, so a lookup lands at most about one
 interval before the wanted batch and the segment scans headers from there.
 
-The file is plain-appended (not preallocated), so after a clean close it holds
-exactly the valid entries. The entries are also kept in memory (two `array`s,
-loaded once) and looked up with `bisect`.
+The entries live in memory (two `array`s, loaded once) and are looked up with
+`bisect`. The file holds no descriptor open: new entries are appended to it
+when the segment is flushed (roll, `flush.*` settings) or closed, and a
+truncation cuts it at once. So a partition's steady state costs one descriptor
+per segment (its `.log`), as in Kafka, where indexes are mmapped and their
+files closed. Entries not yet written when the process dies belong to a
+segment above the recovery point, whose index is rebuilt from the log on
+restart; after a clean close the file holds exactly the valid entries.
 """
 
 from __future__ import annotations
@@ -25,6 +30,31 @@ _U32_MAX = (1 << 32) - 1
 
 class CorruptIndex(Exception):
     """An index file cannot be trusted (bad size, entries out of order); rebuild it from the log."""
+
+
+def write_entries(path: Path, at: int, data: bytes, *, fsync: bool) -> None:
+    """Write `data` at byte `at` of the index file `path` (created if missing), cut the file
+    there, and close it again."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        position = at
+        while view:
+            written = os.pwrite(fd, view, position)
+            view, position = view[written:], position + written
+        os.ftruncate(fd, at + len(data))
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def cut_entries(path: Path, size: int) -> None:
+    """Cut the index file `path` to `size` bytes (a truncation reaches the disk at once)."""
+    try:
+        os.truncate(path, size)
+    except FileNotFoundError:
+        pass
 
 
 class OffsetIndex:
@@ -54,7 +84,9 @@ class OffsetIndex:
                 )
             self._relative.append(rel)
             self._positions.append(pos)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._written = len(self._relative)  # entries in the file
+        if not self.path.exists():
+            write_entries(self.path, 0, b"", fsync=False)
 
     def __len__(self) -> int:
         return len(self._relative)
@@ -87,7 +119,6 @@ class OffsetIndex:
             )
         if self.is_full:
             raise ValueError(f"{self.path.name}: index is full ({self.max_entries} entries)")
-        os.write(self._fd, _ENTRY.pack(rel, position))
         self._relative.append(rel)
         self._positions.append(position)
 
@@ -111,18 +142,29 @@ class OffsetIndex:
             return
         del self._relative[keep:]
         del self._positions[keep:]
-        os.ftruncate(self._fd, keep * self.ENTRY_SIZE)
+        if self._written > keep:
+            cut_entries(self.path, keep * self.ENTRY_SIZE)
+            self._written = keep
 
     def reset(self) -> None:
         self._truncate(0)
 
+    def _pending(self) -> bytes:
+        return b"".join(_ENTRY.pack(r, p) for r, p in zip(self._relative[self._written:],
+                                                          self._positions[self._written:], strict=True))
+
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """Write the new entries and fsync the file."""
+        count = len(self._relative)
+        write_entries(self.path, self._written * self.ENTRY_SIZE, self._pending(), fsync=True)
+        self._written = count
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write the new entries (no fsync: a clean close leaves the file exact)."""
+        count = len(self._relative)
+        if count > self._written:
+            write_entries(self.path, self._written * self.ENTRY_SIZE, self._pending(), fsync=False)
+            self._written = count
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)

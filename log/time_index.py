@@ -8,7 +8,8 @@ smaller maxTimestamps. An entry is added alongside each offset-index entry
 when the segment's max timestamp grew, and once more when the segment is
 rolled or closed so the last entry always holds the segment's max timestamp.
 
-Plain-appended like the offset index; loaded once into memory.
+Kept in memory and written like the offset index: no descriptor held, new entries
+appended on flush and close, truncations cut the file at once.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from raftka.log.offset_index import CorruptIndex
+from raftka.log.offset_index import CorruptIndex, cut_entries, write_entries
 
 _ENTRY = struct.Struct(">qI")
 _U32_MAX = (1 << 32) - 1
@@ -52,7 +53,9 @@ class TimeIndex:
                 )
             self._timestamps.append(ts)
             self._relative.append(rel)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._written = len(self._timestamps)  # entries in the file
+        if not self.path.exists():
+            write_entries(self.path, 0, b"", fsync=False)
 
     def __len__(self) -> int:
         return len(self._timestamps)
@@ -89,7 +92,6 @@ class TimeIndex:
             )
         if self.is_full and not force:
             return False
-        os.write(self._fd, _ENTRY.pack(timestamp, rel))
         self._timestamps.append(timestamp)
         self._relative.append(rel)
         return True
@@ -108,18 +110,29 @@ class TimeIndex:
             return
         del self._timestamps[keep:]
         del self._relative[keep:]
-        os.ftruncate(self._fd, keep * self.ENTRY_SIZE)
+        if self._written > keep:
+            cut_entries(self.path, keep * self.ENTRY_SIZE)
+            self._written = keep
 
     def reset(self) -> None:
         self.truncate_to_offset(self.base_offset)
 
+    def _pending(self) -> bytes:
+        return b"".join(_ENTRY.pack(t, r) for t, r in zip(self._timestamps[self._written:],
+                                                          self._relative[self._written:], strict=True))
+
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """Write the new entries and fsync the file."""
+        count = len(self._timestamps)
+        write_entries(self.path, self._written * self.ENTRY_SIZE, self._pending(), fsync=True)
+        self._written = count
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write the new entries (no fsync: a clean close leaves the file exact)."""
+        count = len(self._timestamps)
+        if count > self._written:
+            write_entries(self.path, self._written * self.ENTRY_SIZE, self._pending(), fsync=False)
+            self._written = count
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)

@@ -9,7 +9,7 @@ import sys
 import click
 import trio
 
-from raftka.broker.node import BrokerNode
+from raftka.broker.node import BrokerNode, raise_descriptor_limit
 from raftka.client.local_cluster import EXIT_WITH_PARENT_ENV, READY_MARKER
 from raftka.log.dir_lock import DirLocked, lock_dirs
 from raftka.raft_meta.metadata_loader import ClusterIdMismatch
@@ -76,6 +76,7 @@ def start(config_path: str, format_cluster_id: str | None = None) -> int:
 
 
 def _start_locked(config: NodeConfig, format_cluster_id: str | None) -> int:
+    raise_descriptor_limit()
     try:
         if format_cluster_id is not None:
             format_storage(config, format_cluster_id, ignore_formatted=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,8 @@ def test_offset_index_lookup(index: OffsetIndex, target: int, expected: tuple[in
 
 
 def test_offset_index_file_round_trip_and_truncate(index: OffsetIndex) -> None:
+    assert index.path.stat().st_size == 0  # entries reach the file on flush or close
+    index.flush()
     assert index.path.stat().st_size == 4 * 8
     again = OffsetIndex(index.path, 100, 1024)
     assert again.entries() == index.entries()
@@ -85,6 +88,7 @@ def test_time_index_lookup(tmp_path: Path, target: int, expected: tuple[int, int
     assert idx.maybe_append(2000, 9)
     assert idx.maybe_append(5000, 20)
     assert idx.lookup(target) == expected
+    idx.flush()
     again = TimeIndex(idx.path, 0, 1200)
     assert again.entries() == [(1000, 3), (2000, 9), (5000, 20)]
     again.truncate_to_offset(9)
@@ -124,3 +128,33 @@ def test_sparse_interval_and_rebuild_equals_original(open_log, part_dir: Path) -
     assert rebuilt.time_index.entries() == times
     for offset in range(0, log.log_end_offset, 7):
         assert log.read(offset, 1).first_offset <= offset < log.read(offset, 1).next_offset
+
+
+def test_indexes_hold_no_descriptor_and_write_on_flush_or_close(tmp_path: Path) -> None:
+    """One descriptor per segment (the .log), as in Kafka: index files are opened only to write."""
+    fds = len(os.listdir("/proc/self/fd"))
+    indexes = [OffsetIndex(tmp_path / f"{i:020d}.index", i, 1024) for i in range(50)]
+    times = [TimeIndex(tmp_path / f"{i:020d}.timeindex", i, 1200) for i in range(50)]
+    for i, (index, time_index) in enumerate(zip(indexes, times, strict=True)):
+        index.append(i + 1, 10)
+        time_index.maybe_append(1000, i + 1)
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert indexes[0].path.stat().st_size == 0
+    for index, time_index in zip(indexes, times, strict=True):
+        index.close()
+        time_index.close()
+    assert indexes[0].path.stat().st_size == 8 and times[0].path.stat().st_size == 12
+    assert OffsetIndex(indexes[0].path, 0, 1024).entries() == [(1, 10)]
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_a_truncation_reaches_the_file_at_once(tmp_path: Path) -> None:
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 1024)
+    for offset in (1, 5, 9):
+        index.append(offset, offset * 100)
+    index.flush()
+    index.truncate_to_offset(5)  # no flush: a crash now must not leave entries past the cut
+    assert OffsetIndex(index.path, 0, 1024).entries() == [(1, 100)]
+    index.append(7, 700)
+    index.close()
+    assert OffsetIndex(index.path, 0, 1024).entries() == [(1, 100), (7, 700)]
