@@ -30,7 +30,8 @@ import trio
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaConnectionError, error_for_code
 from raftka.client.lifecycle import OwnedNursery
-from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest, ListOffsetsRequest
+from raftka.client.list_offsets import list_offsets as list_offsets_by_leader
+from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest
 from raftka.client.records import TopicPartition
 from raftka.spark_source.arrow_records import decode_range, scan_range
 from raftka.spark_source.offset_ranges import OffsetRange
@@ -147,45 +148,12 @@ async def list_offsets(cluster: Cluster, targets: dict[TopicPartitionKey, int]
                        ) -> dict[TopicPartitionKey, int]:
     """ListOffsets for each partition: target EARLIEST (-2), LATEST (-1: the high
     watermark) or a timestamp (the first offset at or after it; LATEST's answer
-    when no record is that recent). Retries leader moves until the timeout."""
-    result: dict[TopicPartitionKey, int] = {}
-    pending = dict(targets)
-    while pending:
-        by_leader: dict[int, list[TopicPartitionKey]] = {}
-        for tp in pending:
-            leader = cluster.metadata.leader_for(_tp(tp))
-            if leader is not None:
-                by_leader.setdefault(leader, []).append(tp)
-        for leader, tps in by_leader.items():
-            topics: dict[str, list[dict]] = {}
-            for topic, partition in tps:
-                topics.setdefault(topic, []).append(
-                    {"partition_index": partition, "timestamp": pending[(topic, partition)]})
-            request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
-                {"name": t, "partitions": p} for t, p in topics.items()])
-            try:
-                response = await cluster.send_to(leader, ApiKey.LIST_OFFSETS, request)
-            except KafkaConnectionError:
-                continue
-            for t in response.topics:
-                for p in t.partitions:
-                    tp = (t.name, p.partition_index)
-                    if tp not in pending:
-                        continue
-                    if p.error_code:
-                        error = error_for_code(p.error_code, f"ListOffsets for {t.name}/"
-                                                             f"{p.partition_index}")
-                        if not (error.retriable or error.invalid_metadata):
-                            raise error
-                        continue
-                    if p.offset < 0 and pending[tp] >= 0:
-                        pending[tp] = LATEST  # no record at or after the timestamp
-                        continue
-                    result[tp] = p.offset
-                    del pending[tp]
-        if pending:
-            await trio.sleep(cluster.retry_backoff)
-            await cluster.refresh_metadata([t for t, _ in pending])
+    when no record is that recent). Retries leader moves until the caller's time limit."""
+    found = await list_offsets_by_leader(cluster, {_tp(tp): target for tp, target in targets.items()})
+    result = {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+    too_recent = [tp for tp, offset in result.items() if offset < 0 and targets[tp] >= 0]
+    if too_recent:  # no record at or after the timestamp
+        result.update(await list_offsets(cluster, {tp: LATEST for tp in too_recent}))
     return result
 
 
