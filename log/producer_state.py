@@ -1,7 +1,6 @@
 """Idempotent-producer state of one partition: who wrote what, and is this batch a retry?
 
-Kafka's broker owes an idempotent producer (PROTOCOL.md, "Idempotent
-producer"): per producer id, the current epoch and the last 5 batches it
+Kafka's broker owes an idempotent producer (KIP-98): per producer id, the current epoch and the last 5 batches it
 wrote (first/last sequence, first/last offset). A retried batch whose
 sequence range is retained is a duplicate and gets the original offsets back;
 anything else must continue the sequence or be rejected.
