@@ -69,9 +69,9 @@ def _spark():
 
 def _decode_only(bootstrap: str, count: int) -> float:
     """Seconds to fetch and decode every record on one core, no Spark."""
-    from raftka.spark_source.log_reader import iter_range_batches
     from raftka.spark_source.offset_ranges import OffsetRange
     from raftka.spark_source.options import parse_options
+    from raftka.spark_source.range_reader import iter_range_batches
 
     options = parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC})
     start = time.perf_counter()

@@ -87,3 +87,25 @@ async def test_without_a_timeout_the_callers_scope_bounds_it(cluster: Cluster) -
     with trio.move_on_after(0.2) as scope:
         await list_offsets(cluster, {MISSING: LATEST})
     assert scope.cancelled_caught
+
+
+async def test_the_bootstrap_connection_becomes_the_brokers(cluster: Cluster, bootstrap: str) -> None:
+    """One socket per broker: the bootstrap server at the broker's advertised address is it."""
+    boot = await cluster.any_connection()
+    (node_id,) = cluster.metadata.brokers
+    assert await cluster.connection(node_id) is boot
+    assert await cluster.any_connection() is boot
+
+
+async def test_another_name_for_the_broker_gets_its_own_connection(bootstrap: str, nursery: trio.Nursery) -> None:
+    port = bootstrap.rsplit(":", 1)[1]
+    cluster = Cluster(f"localhost:{port}", nursery)
+    try:
+        await cluster.refresh_metadata([TOPIC])
+        boot = await cluster.any_connection()
+        (node_id,) = cluster.metadata.brokers
+        node = await cluster.connection(node_id)
+        assert node is not boot and (node.host, boot.host) == ("127.0.0.1", "localhost")
+        assert (await list_offsets(cluster, {P0: LATEST}, timeout=10)) == {P0: 5}
+    finally:
+        await cluster.aclose()
