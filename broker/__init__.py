@@ -1,1 +1,1 @@
-"""raftka broker layer (see DESIGN.md)."""
+"""raftka broker layer: the trio server (docs/architecture.md, "Layers")."""

@@ -1,1 +1,1 @@
-"""raftka chaos layer (see DESIGN.md)."""
+"""raftka chaos layer: Jepsen-style runs against real nodes (README.md, "Chaos testing")."""

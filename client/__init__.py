@@ -1,4 +1,4 @@
-"""raftka's Python SDK (see DESIGN.md): trio-native clients plus blocking facades.
+"""raftka's Python SDK (docs/architecture.md, "Layers"): trio-native clients plus blocking facades.
 
     from raftka.client import AsyncProducer, AsyncConsumer, AsyncAdmin, TopicPartition   # trio
     from raftka.client import Producer, Consumer, Admin                                  # blocking

@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 import trio
 
+from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.connection import BrokerConnection
 from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
 from raftka.client.metadata import ClusterMetadata
@@ -22,24 +23,7 @@ from raftka.client.records import TopicPartition
 
 log = structlog.get_logger("raftka.client.cluster")
 
-
-def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    """`"h1:9092,h2:9093"` (or a list of such) as [(host, port)]. IPv6 hosts go in
-    brackets (`[::1]:9092`). Raises ValueError naming the bad entry."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out: list[tuple[str, int]] = []
-    for raw in items:
-        entry = raw.strip()
-        if not entry:
-            continue
-        host, sep, port = entry.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(
-                f"bootstrap server {entry!r} is not host:port (e.g. 127.0.0.1:9092)")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError(f"bootstrap_servers {servers!r} names no host:port")
-    return out
+__all__ = ["Cluster", "parse_bootstrap"]
 
 
 class Cluster:
@@ -80,6 +64,14 @@ class Cluster:
                 raise KafkaConnectionError(
                     f"broker {node_id} is not in the cluster metadata "
                     f"(known: {sorted(self.metadata.brokers)})")
+            boot = self._bootstrap_conn
+            if boot is not None and not boot.closed and (boot.host, boot.port) == (broker.host, broker.port):
+                # The bootstrap server is this broker: its connection becomes the broker's
+                # (as librdkafka does), rather than a second socket and handshake.
+                self._bootstrap_conn = None
+                boot.node_id = node_id
+                self._connections[node_id] = boot
+                return boot
             conn = await self._connect(broker.host, broker.port, node_id)
             self._connections[node_id] = conn
             return conn

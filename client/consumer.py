@@ -48,20 +48,18 @@ from raftka.client.errors import (
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
-    KafkaTimeoutError,
     OffsetOutOfRangeError,
     error_for_code,
 )
 from raftka.client.fetched_records import decode_fetched
 from raftka.client.group_membership import CommitFailedError, GroupMembership, OffsetAndMetadata
 from raftka.client.lifecycle import OwnedNursery
-from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest, ListOffsetsRequest
+from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
+from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest
 from raftka.client.records import ConsumerRecord, TopicPartition
 
 log = structlog.get_logger("raftka.client.consumer")
 
-EARLIEST = -2  # ListOffsets timestamps
-LATEST = -1
 _RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 
 
@@ -273,42 +271,8 @@ class AsyncConsumer:
 
     async def _list_offsets(self, tps: list[TopicPartition], timestamp: int,
                             ) -> dict[TopicPartition, int]:
-        cluster = self._require_cluster()
-        result: dict[TopicPartition, int] = {}
-        remaining = list(tps)
-        deadline = trio.current_time() + self.request_timeout_ms / 1000
-        while remaining:
-            by_node = await self._group_by_leader(remaining)
-            for node_id, group in by_node.items():
-                topics: dict[str, list[dict]] = {}
-                for tp in group:
-                    topics.setdefault(tp.topic, []).append(
-                        {"partition_index": tp.partition, "timestamp": timestamp})
-                request = ListOffsetsRequest(
-                    replica_id=-1, isolation_level=0,
-                    topics=[{"name": t, "partitions": p} for t, p in topics.items()])
-                try:
-                    response = await cluster.send_to(node_id, ApiKey.LIST_OFFSETS, request)
-                except KafkaConnectionError:
-                    continue
-                for t in response.topics:
-                    for p in t.partitions:
-                        tp = TopicPartition(t.name, p.partition_index)
-                        if p.error_code == 0:
-                            result[tp] = p.offset
-                            continue
-                        error = error_for_code(p.error_code, f"ListOffsets for {tp}")
-                        if not error.retriable:
-                            raise error
-            remaining = [tp for tp in tps if tp not in result]
-            if remaining:
-                if trio.current_time() > deadline:
-                    raise KafkaTimeoutError(
-                        f"could not list offsets for {sorted(remaining)} within "
-                        f"{self.request_timeout_ms} ms")
-                await trio.sleep(self.retry_backoff_ms / 1000)
-                await cluster.refresh_metadata()
-        return result
+        return await list_offsets(self._require_cluster(), {tp: timestamp for tp in tps},
+                                  timeout=self.request_timeout_ms / 1000)
 
     async def _group_by_leader(self, tps: Iterable[TopicPartition]
                                ) -> dict[int, list[TopicPartition]]:

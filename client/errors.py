@@ -69,7 +69,8 @@ class UnsupportedVersionError(KafkaError):
     code = int(ErrorCode.UNSUPPORTED_VERSION)
 
 
-# Codes after which a client refreshes metadata and retries (docs/PROTOCOL.md).
+# Codes after which a client refreshes metadata and retries: the Java client's
+# InvalidMetadataException subclasses.
 REFRESH_METADATA_CODES = frozenset(
     int(c)
     for c in (

@@ -9,12 +9,12 @@ from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaConnectionError, error_for_code
 from raftka.client.group_membership import GroupMembership
 from raftka.client.group_protocol import decode_assignment
+from raftka.client.list_offsets import LATEST, list_offsets_once
 from raftka.client.protocol import (
     ApiKey,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
-    ListOffsetsRequest,
 )
 from raftka.client.records import TopicPartition
 
@@ -99,28 +99,9 @@ async def _all_committed(membership: GroupMembership) -> dict[TopicPartition, in
 
 
 async def _log_end_offsets(cluster: Cluster, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Best effort, one round: a partition whose leader does not answer shows no lag."""
     await cluster.refresh_metadata({tp.topic for tp in tps})
-    by_leader: dict[int, list[TopicPartition]] = {}
-    for tp in tps:
-        leader = cluster.metadata.leader_for(tp)
-        if leader is not None:
-            by_leader.setdefault(leader, []).append(tp)
-    out: dict[TopicPartition, int] = {}
-    for node_id, group in by_leader.items():
-        topics: dict[str, list[dict]] = {}
-        for tp in group:
-            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": -1})
-        try:
-            response = await cluster.send_to(node_id, ApiKey.LIST_OFFSETS, ListOffsetsRequest(
-                replica_id=-1, isolation_level=0,
-                topics=[{"name": t, "partitions": p} for t, p in topics.items()]))
-        except KafkaConnectionError:
-            continue
-        for t in response.topics:
-            for p in t.partitions:
-                if p.error_code == 0:
-                    out[TopicPartition(t.name, p.partition_index)] = p.offset
-    return out
+    return (await list_offsets_once(cluster, {tp: LATEST for tp in tps})).offsets
 
 
 async def delete_group(cluster: Cluster, group_id: str) -> None:

@@ -1,1 +1,1 @@
-"""raftka log layer (see DESIGN.md)."""
+"""raftka log layer: record batches and on-disk partition logs (docs/architecture.md, "Layers")."""

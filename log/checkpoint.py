@@ -8,15 +8,19 @@ per line with space-separated fields:
     3 100
     5 250
 
-Writes go to `<name>.tmp`, are fsynced, renamed over the old file, and the
-directory is fsynced, so a crash leaves either the old or the new file whole.
+Writes go through `atomic_file.atomic_write` (`<name>.tmp`, fsynced, renamed over the old
+file, directory fsynced), so a crash leaves either the old or the new file whole.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from raftka.log.atomic_file import atomic_write, fsync_dir
+
+__all__ = ["CorruptCheckpoint", "fsync_dir", "read_checkpoint", "read_offsets", "write_checkpoint",
+           "write_offsets"]
 
 CHECKPOINT_VERSION = 0
 
@@ -30,18 +34,7 @@ def write_checkpoint(path: Path, entries: Sequence[Sequence[object]], version: i
     path = Path(path)
     lines = [str(version), str(len(entries))]
     lines.extend(" ".join(str(field) for field in entry) for entry in entries)
-    data = ("\n".join(lines) + "\n").encode()
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
 
 
 def read_checkpoint(path: Path, fields: int, version: int = CHECKPOINT_VERSION) -> list[list[str]] | None:
@@ -94,11 +87,3 @@ def read_offsets(path: Path) -> dict[tuple[str, int], int] | None:
             raise CorruptCheckpoint(f"{path}: entry {topic} {partition} {offset} has a non-integer field") from None
     return result
 
-
-def fsync_dir(directory: Path) -> None:
-    """Make renames and unlinks in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,7 +1,7 @@
 """Log compaction: keep only the newest record of each key, drop expired tombstones.
 
-This is the one place outside the SDK that decodes individual records (DESIGN.md,
-principle 2). It is pure: segment bytes in, segment bytes out. Choosing which
+This is the one place outside the SDK that decodes individual records (everywhere else
+the broker moves batches as opaque bytes: README.md, docs/architecture.md). It is pure: segment bytes in, segment bytes out. Choosing which
 segments to clean, swapping files and rebuilding indexes is the partition log's job.
 
 Kafka semantics, with these documented differences:

@@ -19,20 +19,24 @@ Durability: appends do not fsync unless `flush.messages` / `flush.ms` say so
 (replication is the durability mechanism, as in Kafka); rolls and `close`
 flush. `flush` advances the recovery point.
 
-Crash recovery (`open`): segments entirely below the recovery point are
-trusted: their indexes are sanity-checked and only the tail after the last
-index entry is parsed (headers only). From the first segment that reaches
-past the recovery point (or whose index is missing or inconsistent) on,
-every batch is checked (length, magic, CRC, offset order); the first bad
-byte and everything after it are truncated (`log.recovery.truncated`), and
-the indexes are rebuilt from the scan.
+Crash recovery (`open`): segments entirely below the recovery point (flushed)
+keep their indexes, which are sanity-checked, and by default
+(`verify_flushed=True`) every batch in them is CRC-checked as well: a corrupt
+batch there is logged (`log.corrupt_batch`) and the log is cut at it like a
+torn tail, so it is never served and a replica refetches the rest from its
+leader. Opening a log therefore reads all of its data once. From the first
+segment that reaches past the recovery point (or whose index is missing or
+inconsistent, or that failed the CRC check) on, every batch is checked
+(length, magic, CRC, offset order); the first bad byte and everything after
+it are truncated (`log.recovery.truncated`), and the indexes are rebuilt from
+the scan.
 
-Corruption below the recovery point: `read` checks each served batch's
-header (length, magic) -- a bad one raises CorruptRecord and is logged as
-`log.corrupt_batch`, never served -- but does not recompute CRCs, which would
-cost a pass over every fetched byte on the hot path. Consumers verify CRCs
-themselves; `verify_segments()` (used by tests and `raftka log dump`) checks
-every CRC on demand.
+Corruption below the recovery point that happens while the log is open:
+`read` checks each served batch's header (length, magic) -- a bad one raises
+CorruptRecord and is logged as `log.corrupt_batch`, never served -- but does
+not recompute CRCs, which would cost a pass over every fetched byte on the
+hot path. Consumers verify CRCs themselves; `verify_segments()` (used by tests
+and `raftka log dump`) checks every CRC on demand.
 
 Other documented choices:
 - `truncate_to(offset)` cuts at batch boundaries: a batch straddling `offset`

@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from raftka.log.atomic_file import atomic_write
+
 FILE_NAME = "partition.metadata"
 VERSION = 0
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)$")
@@ -38,11 +40,8 @@ def read_topic_id(directory: Path) -> str | None:
 
 def write_topic_id(directory: Path, topic_id: str) -> None:
     """Record `topic_id` in `directory` (tmp file + rename: never a half-written file)."""
-    path = Path(directory) / FILE_NAME
-    tmp = path.with_name(FILE_NAME + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write(f"version: {VERSION}\ntopic_id: {topic_id}\n")
-    os.replace(tmp, path)
+    atomic_write(Path(directory) / FILE_NAME, f"version: {VERSION}\ntopic_id: {topic_id}\n".encode(),
+                 durable=False)
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

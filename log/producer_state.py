@@ -1,7 +1,6 @@
 """Idempotent-producer state of one partition: who wrote what, and is this batch a retry?
 
-Kafka's broker owes an idempotent producer (PROTOCOL.md, "Idempotent
-producer"): per producer id, the current epoch and the last 5 batches it
+Kafka's broker owes an idempotent producer (KIP-98): per producer id, the current epoch and the last 5 batches it
 wrote (first/last sequence, first/last offset). A retried batch whose
 sequence range is retained is a duplicate and gets the original offsets back;
 anything else must continue the sequence or be rejected.
@@ -22,7 +21,6 @@ start offset. Both only bound memory; correctness does not depend on them.
 from __future__ import annotations
 
 import enum
-import os
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from types import MappingProxyType
 import structlog
 from crc32c import crc32c
 
+from raftka.log.atomic_file import atomic_write, fsync_dir
 from raftka.log.batch_header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from raftka.log.errors import InvalidProducerEpoch, LogError, OutOfOrderSequence
 
@@ -305,13 +304,7 @@ class ProducerStateManager:
             )
         final = snapshot_path(self._dir, offset)
         tmp = final.with_name(f"{offset:020d}{_TMP_SUFFIX}")
-        data = encode_snapshot(offset, self._entries)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-        _fsync_dir(self._dir)
+        atomic_write(final, encode_snapshot(offset, self._entries), tmp=tmp)
 
     def load(self, log_start_offset: int, log_end_offset: int) -> int:
         """Load the newest valid snapshot in [log_start_offset, log_end_offset].
@@ -359,13 +352,5 @@ class ProducerStateManager:
                 snapshot_path(self._dir, offset).unlink(missing_ok=True)
                 deleted = True
         if deleted:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
 
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename or unlink durable (the directory entry lives in the directory)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

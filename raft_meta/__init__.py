@@ -1,4 +1,4 @@
-"""raftka's metadata layer: KRaft-style records, image, controller and quorum (see DESIGN.md).
+"""raftka's metadata layer: KRaft-style records, image, controller and quorum (docs/architecture.md).
 
 Imports nothing of raftka's above it (never broker/ or client/); pysyncobj is
 imported only by `raft_meta.quorum`, `raft_meta.quorum_transport` (its TCP

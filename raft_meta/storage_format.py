@@ -10,12 +10,12 @@ first ControllerClaim is applied (see `metadata_loader`).
 from __future__ import annotations
 
 import base64
-import os
 import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from raftka.log.atomic_file import atomic_write
 from raftka.raft_meta.node_config import NodeConfig, parse_properties
 
 META_PROPERTIES = "meta.properties"
@@ -66,12 +66,7 @@ def write_meta_properties(directory: Path, meta: MetaProperties) -> None:
         f"node.id={meta.node_id}\n"
         f"version={meta.version}\n"
     )
-    tmp = directory / (META_PROPERTIES + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, directory / META_PROPERTIES)
+    atomic_write(directory / META_PROPERTIES, text.encode("utf-8"))
 
 
 def read_meta_properties(directory: Path) -> MetaProperties:

@@ -7,7 +7,7 @@ The public SDK, importable from here::
 
 Every other layer lives under this one namespace (`raftka.log`, `raftka.client`,
 `raftka.broker`, `raftka.raft_meta`, `raftka.spark_source`, `raftka.chaos`; see
-DESIGN.md). This module's own files (`cli`, `cmd_*`, `pytest_plugin`) sit above
+docs/architecture.md). This module's own files (`cli`, `cmd_*`, `pytest_plugin`) sit above
 every layer and no layer imports them.
 
 The names below are resolved on first use (PEP 562), so `import raftka` costs

@@ -14,9 +14,8 @@ so readers hold only parsed options and connect inside each call.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import structlog
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -30,16 +29,6 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from raftka.client.cluster import Cluster
-from raftka.spark_source.log_reader import (
-    SourceError,
-    data_loss,
-    iter_range_batches,
-    list_offsets,
-    resolve_offsets,
-    run_with_cluster,
-    topic_partitions,
-)
 from raftka.spark_source.offset_ranges import (
     OffsetRange,
     cap_offsets,
@@ -49,7 +38,16 @@ from raftka.spark_source.offset_ranges import (
 )
 from raftka.spark_source.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
 
-log = structlog.get_logger("raftka.spark_source")
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from raftka.client.cluster import Cluster
+
+# Spark calls each method below in a Python worker process, and what a method needs
+# differs: schema() (the `load()` call) only the options, the planner (plan/offsets) the
+# SDK and trio (log_reader), only the read tasks the Arrow decoding (range_reader). So
+# those I/O modules are imported inside the methods that use them, not here: a fresh
+# worker pays only for its own imports (docs/performance.md, "Spark: the first query").
 
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
               "timestamp timestamp, timestampType int")
@@ -89,6 +87,8 @@ class RaftkaDataSource(DataSource):
 
 
 def _resolve(cluster: Cluster, tps: list[TopicPartitionKey], spec: OffsetSpec, option: str):
+    from raftka.spark_source.log_reader import resolve_offsets
+
     return resolve_offsets(cluster, tps, spec.kind, spec.as_dict(), spec.timestamp, option)
 
 
@@ -100,6 +100,8 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         return
     if not isinstance(offset_range, OffsetRange):
         raise TypeError(f"expected an InputPartition holding an OffsetRange, got {partition!r}")
+    from raftka.spark_source.range_reader import iter_range_batches
+
     yield from iter_range_batches(options, offset_range)
 
 
@@ -109,6 +111,8 @@ class RaftkaBatchReader(DataSourceReader):
 
     def plan(self) -> list[OffsetRange]:
         """The offset ranges this read covers (resolved now, against the brokers)."""
+        from raftka.spark_source.log_reader import SourceError, run_with_cluster, topic_partitions
+
         options = self.options
 
         async def plan(cluster: Cluster) -> list[OffsetRange]:
@@ -150,6 +154,8 @@ class RaftkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         # Spark calls this twice in a fresh query: both must agree.
         if self._initial is None:
+            from raftka.spark_source.log_reader import run_with_cluster, topic_partitions
+
             options = self.options
 
             async def initial(cluster: Cluster) -> dict[TopicPartitionKey, int]:
@@ -171,6 +177,8 @@ class RaftkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_target = self._latest()
 
     def _latest(self) -> dict[TopicPartitionKey, int]:
+        from raftka.spark_source.log_reader import list_offsets, run_with_cluster, topic_partitions
+
         options = self.options
 
         async def latest(cluster: Cluster) -> dict[TopicPartitionKey, int]:
@@ -182,10 +190,14 @@ class RaftkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _earliest(self, tps: list[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         if not tps:
             return {}
+        from raftka.spark_source.log_reader import list_offsets, run_with_cluster
+
         return run_with_cluster(
             self.options, lambda cluster: list_offsets(cluster, {tp: EARLIEST for tp in tps}))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        from raftka.spark_source.log_reader import data_loss, log
+
         begin = from_stream_offset(start)
         latest = self._latest()
         for tp in sorted(set(begin) - set(latest)):

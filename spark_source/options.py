@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from raftka.client.cluster import parse_bootstrap
+from raftka.client.bootstrap import parse_bootstrap
 
 EARLIEST = -2  # Kafka's ListOffsets sentinels, also used in offset JSON
 LATEST = -1

@@ -1,4 +1,5 @@
-"""ApiVersions: the advertised ranges of PROTOCOL.md (never a flexible-only API)."""
+"""ApiVersions: the advertised ranges, `client.protocol.api_keys.ADVERTISED_VERSIONS` (never a
+flexible-only API)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ Layout
 - `framing.py`   FrameDecoder / encode_frame (4-byte size prefix)
 - `messages.py`  whole frames: decode_request, encode_response, encode_request,
                  decode_response, the ApiVersions v0 fallback
-- `api_keys.py`  ApiKey, ADVERTISED_VERSIONS (docs/PROTOCOL.md), flexibility
+- `api_keys.py`  ApiKey, ADVERTISED_VERSIONS (what ApiVersions answers), flexibility
 - `errors.py`    Kafka error codes (ErrorCode, error_info)
 - `exceptions.py` ProtocolError and its kinds
 

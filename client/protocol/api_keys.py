@@ -1,7 +1,8 @@
 """Kafka API keys, the version ranges raftka advertises, and flexibility.
 
-ADVERTISED_VERSIONS is exactly docs/PROTOCOL.md's table: what the broker puts
-in its ApiVersions response. DECLARED_VERSIONS is what the codec can parse;
+ADVERTISED_VERSIONS is what the broker puts in its ApiVersions response (the
+versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the codec
+against it). DECLARED_VERSIONS is what the codec can parse;
 it equals the advertised range except ApiVersions, declared up to v3 (the
 first flexible version, which librdkafka sends first) so a v3 request can be
 decoded even though the broker answers it with the v0 fallback.

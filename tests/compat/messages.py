@@ -19,7 +19,7 @@ from tests.compat.wire_client import WireConnection
 
 Headers = tuple[tuple[str, bytes], ...]
 
-# RecordBatch attribute bits 0-2 (docs/PROTOCOL.md).
+# RecordBatch attribute bits 0-2: the compression codec (raftka.log.compression).
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 

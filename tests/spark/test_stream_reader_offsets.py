@@ -9,9 +9,9 @@ import threading
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from raftka.spark_source.data_source import RaftkaStreamReader
-from raftka.spark_source.log_reader import iter_range_batches
 from raftka.spark_source.offset_ranges import OffsetRange
 from raftka.spark_source.options import parse_options
+from raftka.spark_source.range_reader import iter_range_batches
 from tests.spark.spark_support import create_topic, produce
 from tests.support import wait_until
 

@@ -6,7 +6,7 @@ from raftka.client.partitioner import murmur2, partition_for_key
 
 
 def test_java_vectors():
-    # Vectors from the Java client's tests (PROTOCOL.md).
+    # Values of the Java client's Utils.murmur2.
     assert murmur2(b"21") == -973932308
     assert murmur2(b"foobar") == -790332482
     assert murmur2(b"abc") == 479470107
