@@ -1,8 +1,8 @@
 """The metadata quorum: pysyncobj behind a small trio-facing `Quorum` interface.
 
-This module and `quorum_transport` (pysyncobj's TCP transport, bounded against
-peers that have not authenticated) are where pysyncobj is used (see docs/QUORUM.md
-for the verified facts and the settings used here). The replicated state is the
+This module, `quorum_transport` (pysyncobj's TCP transport, bounded against
+peers that have not authenticated) and `quorum_admin` (its status utility) are
+the only places pysyncobj is used; `tests/unit/test_layering.py` keeps it so. The replicated state is the
 metadata log itself: a list of `(offset, record bytes)` where the offset is
 the Raft index of the entry, after the latest snapshot of the image
 (`raft_meta/snapshot.py`). There is exactly one replicated method,
@@ -71,7 +71,8 @@ class SubmitError(RuntimeError):
 
 @dataclass(frozen=True)
 class QuorumSettings:
-    """pysyncobj timing; the defaults are the measured ones of docs/QUORUM.md."""
+    """pysyncobj timing; the defaults were measured (bench/quorum_bench.py: commit latency and
+    controller failover)."""
 
     raft_min_timeout: float = 0.5
     raft_max_timeout: float = 1.0
