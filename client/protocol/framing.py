@@ -48,6 +48,20 @@ class FrameDecoder:
         """Bytes received but not yet returned as part of a frame."""
         return len(self._buffer) - self._start
 
+    @property
+    def frame_size(self) -> int | None:
+        """Payload size of the frame in progress once its size prefix has arrived, else None."""
+        return self._need
+
+    @property
+    def missing(self) -> int:
+        """Bytes still to receive to complete the frame in progress or, before its size
+        prefix has arrived, the prefix. A reader that receives at most `missing + 4`
+        bytes at a time never holds more than one frame and the next prefix."""
+        if self._need is None:
+            return max(0, 4 - self.buffered)
+        return self._need - self.buffered
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Add received bytes; return every frame they complete (possibly none)."""
         if self._error is not None:
