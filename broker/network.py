@@ -31,8 +31,11 @@ Limits, with Kafka's names (the keys are in raft_meta/node_config.py):
 from __future__ import annotations
 
 import errno
+import fcntl
 import itertools
 import math
+import struct
+import termios
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -40,13 +43,14 @@ import structlog
 import trio
 
 from raftka.broker.connection_quotas import ConnectionLimits, ConnectionQuotas, normalise_ip
-from raftka.broker.request_memory import RequestMemoryPool, receive_window
+from raftka.broker.request_memory import RequestMemoryPool
 from raftka.broker.zero_copy import ChunkedResponse, send_response
 from raftka.client.protocol import FrameDecoder, FrameTooLarge, ProtocolError
 from raftka.client.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 log = structlog.get_logger("broker.network")
 
+RECEIVE_CHUNK = 256 * 1024
 ACCEPT_BACKOFF_MIN_S = 0.1
 ACCEPT_BACKOFF_MAX_S = 1.0
 # Repeated warnings (refused connections, a spent memory budget) are logged at most this often,
@@ -194,12 +198,25 @@ async def _write_responses(stream: trio.SocketStream, conn: _Connection,
                 conn.active()
 
 
+def _ready_bytes(sock: trio.socket.SocketType) -> int:
+    """Bytes the kernel holds for `sock`, ready to be received (FIONREAD)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
+
+
 async def _read_requests(stream: trio.SocketStream, handler: RequestHandler, conn: _Connection,
                          responses: trio.MemorySendChannel[bytes | ChunkedResponse | Deferred | None]) -> None:
-    decoder, memory = conn.decoder, conn.limits.memory
+    decoder, memory, sock = conn.decoder, conn.limits.memory, stream.socket
     async with responses:
         while True:
-            window = receive_window(decoder)
+            # Reserve what has arrived, then receive it: an idle connection holds no memory.
+            ready = _ready_bytes(sock)
+            if not ready:
+                await trio.lowlevel.wait_readable(sock)
+                ready = _ready_bytes(sock)
+            window = min(max(ready, 1), RECEIVE_CHUNK)  # nothing ready once readable: EOF or error
             await conn.reserve(window)  # waits while the request-memory budget is spent
             data = await stream.receive_some(window)
             conn.release(window - len(data))

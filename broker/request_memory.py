@@ -1,46 +1,28 @@
 """`queued.max.request.bytes`: one budget for the bytes every Kafka connection of the
 broker holds in requests partly received or not yet processed.
 
-A connection reserves the bytes of each `receive` before making it (the window)
-and gives back what did not arrive; the bytes of a whole request go back once
-its handler has returned. When the budget is spent a connection stops reading,
-leaving the bytes in the kernel (TCP backpressure), until memory is released.
+A connection asks the kernel how many bytes are waiting (FIONREAD), reserves
+them, then receives them; a whole request's bytes go back once its handler has
+returned. When the budget is spent a connection stops reading, leaving the
+bytes in the kernel (TCP backpressure), until memory is released.
 
 Two rules keep this from becoming a weapon or a deadlock:
 
-- Windows grow with what a request has really sent (`receive_window`): a
-  connection that announces a 100 MiB request and sends nothing holds a few
-  KiB of the budget, not 100 MiB (reserving the whole request at its size
-  prefix, as Kafka's MemoryPool does, would let one 4-byte message stall every
-  client).
+- Only bytes that have arrived are reserved. Kafka's MemoryPool reserves a
+  whole request when its size prefix arrives, so one connection announcing a
+  100 MiB request and sending nothing more holds 100 MiB of the budget and can
+  stall every client for `connections.max.idle.ms`; here it holds 4 bytes, and
+  an idle connection holds none.
 - The connection with the oldest request in progress may always read, past
   the budget: each request that has started can finish, so requests partly
   read by several connections never wait on one another forever. The budget
-  is therefore exceeded by at most one request (`socket.request.max.bytes`),
-  as Kafka's non-strict pool is.
+  is therefore exceeded by at most one request (`socket.request.max.bytes`)
+  plus one receive, as Kafka's non-strict pool is by one request.
 """
 
 from __future__ import annotations
 
 import trio
-
-from raftka.client.protocol import FrameDecoder
-
-# The largest single receive; a request's first receive is at most FIRST_WINDOW bytes and each
-# next one at most what the request has already delivered (TCP's slow start, in spirit).
-RECEIVE_CHUNK = 256 * 1024
-FIRST_WINDOW = 16 * 1024
-
-
-def receive_window(decoder: FrameDecoder) -> int:
-    """How many bytes a connection should ask the socket for next: the rest of the size
-    prefix, or the rest of the request plus the next prefix, bounded as above."""
-    missing = decoder.missing
-    size = decoder.frame_size
-    if size is None:
-        return missing
-    received = size - missing
-    return min(missing + 4, RECEIVE_CHUNK, max(FIRST_WINDOW, received))
 
 
 class RequestMemoryPool:

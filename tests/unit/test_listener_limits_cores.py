@@ -1,18 +1,16 @@
-"""The pure parts of the Kafka listener limits: connection quotas, the request-memory
-budget and its receive windows (broker/connection_quotas.py, broker/request_memory.py)."""
+"""The pure parts of the Kafka listener limits: connection quotas and the request-memory
+budget (broker/connection_quotas.py, broker/request_memory.py), and the frame decoder's
+view of the request in progress."""
 
 from __future__ import annotations
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raftka.broker.connection_quotas import ConnectionLimits, ConnectionQuotas, normalise_ip
-from raftka.broker.request_memory import (
-    FIRST_WINDOW,
-    RECEIVE_CHUNK,
-    RequestMemoryPool,
-    receive_window,
-)
+from raftka.broker.request_memory import RequestMemoryPool
 from raftka.client.protocol import FrameDecoder
 
 
@@ -71,35 +69,6 @@ async def test_wait_for_slot_returns_when_a_connection_closes() -> None:
         assert not got_slot.is_set()
         quotas.release("10.0.0.1")
         await got_slot.wait()
-
-
-def _decoder_at(size: int | None, received: int) -> FrameDecoder:
-    """A decoder whose request in progress is `size` bytes with `received` of them in (size None:
-    `received` bytes of a size prefix)."""
-    decoder = FrameDecoder(max_frame_size=2**31 - 1)
-    if size is None:
-        decoder.feed(b"\x00" * received)
-    else:
-        decoder.feed(size.to_bytes(4, "big") + b"\x00" * received)
-    return decoder
-
-
-@pytest.mark.parametrize(("size", "received", "window"), [
-    (None, 0, 4),                          # between requests: just the next size prefix
-    (None, 3, 1),
-    (10, 0, 14),                           # a small request: all of it and the next prefix
-    (10, 7, 7),
-    (1 << 20, 0, FIRST_WINDOW),            # a big one: starts small...
-    (1 << 20, FIRST_WINDOW, FIRST_WINDOW),
-    (1 << 20, 100_000, 100_000),           # ...grows with what it has delivered...
-    (1 << 20, 500_000, RECEIVE_CHUNK),     # ...up to the chunk size
-    (1 << 20, (1 << 20) - 10, 14),         # and never reads past the next prefix
-    (2**31 - 1, 0, FIRST_WINDOW),          # a huge claim costs the same as any other
-])
-def test_receive_window(size: int | None, received: int, window: int) -> None:
-    decoder = _decoder_at(size, received)
-    assert decoder.frame_size == size
-    assert receive_window(decoder) == window
 
 
 def test_decoder_missing_counts_down_to_the_next_frame() -> None:
@@ -168,3 +137,19 @@ async def test_reserve_waits_for_release_or_for_becoming_the_oldest() -> None:
 def test_pool_rejects_a_useless_capacity() -> None:
     with pytest.raises(ValueError, match="capacity must be > 0 or None, got 0"):
         RequestMemoryPool(0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=3000), max_size=12), st.data())
+def test_decoder_frames_are_independent_of_how_bytes_arrive(payloads: list[bytes], data) -> None:
+    stream = b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=20)))
+    decoder = FrameDecoder(max_frame_size=4000)
+    frames: list[bytes] = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        piece = stream[start:end]
+        frames += decoder.feed(data.draw(st.sampled_from([bytes, bytearray, memoryview]))(piece))
+        prefix_parsed = 4 if decoder.frame_size is not None else 0
+        assert decoder.buffered == end - sum(len(f) + 4 for f in frames) - prefix_parsed
+    assert frames == payloads and all(type(f) is bytes for f in frames)
+    decoder.eof()
