@@ -33,6 +33,10 @@ from raftka.raft_meta.records import (
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's block size for AllocateProducerIds
 MAX_TOPIC_NAME = 249
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: one client request may not make more
+# metadata records than this (a CreateTopics for 2^31-1 partitions would otherwise be
+# placed, in memory, on the event loop, before anything could refuse it).
+MAX_RECORDS_PER_USER_OP = 10_000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 UNCLEAN_KEY = "unclean.leader.election.enable"
 
@@ -123,6 +127,15 @@ def check_topic_name(name: str) -> None:
         )
 
 
+def _check_batch_size(records: int) -> None:
+    if records > MAX_RECORDS_PER_USER_OP:
+        raise ControllerError(
+            "POLICY_VIOLATION",
+            f"Unable to perform excessively large batch operation: {records} metadata records; "
+            f"expected at most {MAX_RECORDS_PER_USER_OP} per request",
+        )
+
+
 def create_topic(
     image: MetadataImage,
     name: str,
@@ -139,6 +152,7 @@ def create_topic(
         raise ControllerError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
     if num_partitions < 1:
         raise ControllerError("INVALID_PARTITIONS", f"number of partitions {num_partitions} must be >= 1")
+    _check_batch_size(1 + num_partitions)
     assignment = place_replicas(image.live_brokers(), num_partitions, replication_factor, start)
     records: list[MetadataRecord] = [
         Topic(name, topic_id, tuple(sorted((configs or {}).items())), request_id=request_id)
@@ -155,6 +169,7 @@ def create_partitions(image: MetadataImage, name: str, total: int, start: int = 
     current = len(topic.partitions)
     if total <= current:
         raise ControllerError("INVALID_PARTITIONS", f"topic {name!r} has {current} partitions; asked for {total}, expected more")
+    _check_batch_size(total - current)
     rf = len(topic.partitions[0].replicas) if topic.partitions else 1
     assignment = place_replicas(image.live_brokers(), total - current, rf, start, first_partition=current)
     return Decision(tuple(Partition(topic.topic_id, current + i, r, r, r[0]) for i, r in enumerate(assignment)))
