@@ -41,6 +41,7 @@ ALL_KINDS = frozenset(KIND_WEIGHTS)
 # refuse even without record validation.
 PROTOCOL_KINDS = ALL_KINDS - {"batch"}
 
+VARIANTS = 8  # valid requests made per corpus entry (rng-made names, offsets, batches)
 _INTERESTING_BYTES = (0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE, 0x3F, 0x40)
 _INT_BOUNDS = {
     "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1),
@@ -71,24 +72,37 @@ class Mutator:
         self.produce_entries = [e for e in self.entries if e.api_key == ApiKey.PRODUCE and e.version >= 3]
         self.kinds = sorted(kinds)
         self.weights = [KIND_WEIGHTS[k] for k in self.kinds]
+        self._cache: dict[tuple[int, int], tuple[bytes, list[Span]]] = {}
+
+    def _valid(self, entry_index: int, variant: int) -> tuple[bytes, list[Span]]:
+        """A valid request payload of corpus entry `entry_index` (one of VARIANTS per entry, made
+        once from the seed) and its layout."""
+        key = (entry_index, variant)
+        cached = self._cache.get(key)
+        if cached is None:
+            rng = random.Random(f"{self.seed}:valid:{entry_index}:{variant}")
+            payload = self.entries[entry_index].frame(rng, rng.randrange(1, 2**31 - 1))[4:]
+            cached = self._cache[key] = (payload, request_layout(payload))
+        return cached
 
     def frame(self, index: int) -> FuzzFrame:
         rng = random.Random(f"{self.seed}:{index}")
         kind = rng.choices(self.kinds, self.weights)[0]
-        correlation_id = rng.randrange(1, 2**31 - 1)
         if kind == "batch":
             entry = rng.choice(self.produce_entries)
             what, batch = mutated_batch(rng)
             body = entry.body(rng)
             body["topic_data"][0]["partition_data"][0]["records"] = batch
-            data = encode_request(entry.api_key, entry.version, correlation_id, body, client_id=CLIENT_ID)
+            data = encode_request(entry.api_key, entry.version, rng.randrange(1, 2**31 - 1), body,
+                                  client_id=CLIENT_ID)
             return FuzzFrame(index, kind, what, entry.name, data)
-        entry = rng.choice(self.entries)
-        payload = entry.frame(rng, correlation_id)[4:]
+        entry_index = rng.randrange(len(self.entries))
+        entry = self.entries[entry_index]
+        payload, spans = self._valid(entry_index, rng.randrange(VARIANTS))
         if kind == "none":
             return FuzzFrame(index, kind, "valid", entry.name, _framed(payload))
         if kind == "splice":
-            other = rng.choice(self.entries).frame(rng, correlation_id)[4:]
+            other, _ = self._valid(rng.randrange(len(self.entries)), rng.randrange(VARIANTS))
             cut_a, cut_b = rng.randrange(len(payload) + 1), rng.randrange(len(other) + 1)
             return FuzzFrame(index, kind, f"{cut_a} bytes + tail from {cut_b}", entry.name,
                              _framed(payload[:cut_a] + other[cut_b:]))
@@ -96,7 +110,7 @@ class Mutator:
             claimed = max(0, len(payload) + rng.choice((-1, 1, -len(payload) // 2, 1000, 2**20)))
             return FuzzFrame(index, kind, f"prefix {claimed} for {len(payload)} bytes", entry.name,
                              struct.pack(">i", claimed) + payload)
-        mutated, detail = _MUTATIONS[kind](rng, bytearray(payload))
+        mutated, detail = _MUTATIONS[kind](rng, bytearray(payload), spans)
         return FuzzFrame(index, kind, detail, entry.name, _framed(bytes(mutated)))
 
 
@@ -104,14 +118,14 @@ def _framed(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def _flip(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
+def _flip(rng: random.Random, buf: bytearray, spans: list[Span] = ()) -> tuple[bytearray, str]:
     bits = [rng.randrange(len(buf) * 8) for _ in range(rng.randint(1, 8))]
     for bit in bits:
         buf[bit // 8] ^= 1 << (bit % 8)
     return buf, f"bits {bits}"
 
 
-def _byte(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
+def _byte(rng: random.Random, buf: bytearray, spans: list[Span] = ()) -> tuple[bytearray, str]:
     changes = []
     for _ in range(rng.randint(1, 4)):
         pos = rng.randrange(len(buf))
@@ -120,26 +134,26 @@ def _byte(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
     return buf, f"bytes {changes}"
 
 
-def _truncate(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
+def _truncate(rng: random.Random, buf: bytearray, spans: list[Span] = ()) -> tuple[bytearray, str]:
     cut = rng.randrange(len(buf))
     return buf[:cut], f"cut at {cut} of {len(buf)}"
 
 
-def _append(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
+def _append(rng: random.Random, buf: bytearray, spans: list[Span] = ()) -> tuple[bytearray, str]:
     extra = rng.randbytes(rng.randint(1, 64))
     return buf + extra, f"{len(extra)} bytes appended"
 
 
-def _spans(buf: bytearray, kinds: tuple[str, ...]) -> list[Span]:
-    return [s for s in request_layout(bytes(buf)) if s.kind in kinds]
+def _spans(spans: list[Span], kinds: tuple[str, ...]) -> list[Span]:
+    return [s for s in spans if s.kind in kinds]
 
 
 def _replace(buf: bytearray, span: Span, new: bytes) -> bytearray:
     return buf[:span.offset] + new + buf[span.offset + span.width:]
 
 
-def _length(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
-    spans = _spans(buf, ("len16", "len32", "ulen"))
+def _length(rng: random.Random, buf: bytearray, layout: list[Span]) -> tuple[bytearray, str]:
+    spans = _spans(layout, ("len16", "len32", "ulen"))
     if not spans:
         return _flip(rng, buf)
     span = rng.choice(spans)
@@ -156,18 +170,18 @@ def _length(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
     return _replace(buf, span, new), f"{span.kind} at {span.offset}: {v} -> {lie}"
 
 
-def _varint(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
-    spans = _spans(buf, ("ulen", "varint", "varlong", "uvarint"))
+def _varint(rng: random.Random, buf: bytearray, layout: list[Span]) -> tuple[bytearray, str]:
+    spans = _spans(layout, ("ulen", "varint", "varlong", "uvarint"))
     if not spans:
-        return _length(rng, buf)
+        return _length(rng, buf, layout)
     span = rng.choice(spans)
     new = rng.choice((b"\xff" * 6, b"\xff" * 11 + b"\x01", b"\x80" * 5 + b"\x00", b"\xff" * 4 + b"\x7f",
                       uvarint(2**64), varint(-(2**63)), b"\xff"))
     return _replace(buf, span, new), f"{span.kind} at {span.offset} -> {new.hex()}"
 
 
-def _int(rng: random.Random, buf: bytearray) -> tuple[bytearray, str]:
-    spans = _spans(buf, tuple(_INT_FORMATS))
+def _int(rng: random.Random, buf: bytearray, layout: list[Span]) -> tuple[bytearray, str]:
+    spans = _spans(layout, tuple(_INT_FORMATS))
     span = rng.choice(spans)
     low, high = _INT_BOUNDS[span.kind]
     value = rng.choice((0, -1, 1, low, high, span.value + 1, span.value - 1, rng.randint(low, high)))

@@ -93,7 +93,7 @@ async def _exchange(stream: trio.SocketStream, decoder: FrameDecoder, frame: Fuz
 
 
 async def fuzz(address: tuple[str, int], mutator: Mutator, start: int, count: int, *,
-               concurrency: int = 8, frame_timeout: float = 2.0, pid: int | None = None,
+               concurrency: int = 16, frame_timeout: float = 0.5, pid: int | None = None,
                sample_every: int = 1000, progress: Callable[[FuzzStats], None] | None = None) -> FuzzStats:
     """Send frames start..start+count-1 of `mutator`; raise ConnectionError if the broker
     stops accepting connections."""
@@ -106,7 +106,7 @@ async def fuzz(address: tuple[str, int], mutator: Mutator, start: int, count: in
     async def worker(number: int) -> None:
         stream: trio.SocketStream | None = None
         decoder = FrameDecoder(max_frame_size=1 << 30)
-        sentinels = itertools.count(2_000_000_000 + number * 10_000_000)
+        sentinels = itertools.count(1_500_000_000 + number, concurrency)  # unique per worker
         for index in indexes:
             frame = mutator.frame(index)
             if stream is None:
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="first frame index (replay a range)")
     parser.add_argument("--kinds", choices=("all", "protocol"), default="all",
                         help="protocol: leave out the CRC-valid malformed batches")
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--max-seconds", type=float, default=None, help="stop sending after this long")
     parser.add_argument("--keep", action="store_true", help="keep the broker's directory")
     args = parser.parse_args(argv)
