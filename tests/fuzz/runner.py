@@ -200,7 +200,7 @@ def malformed_stored(bootstrap: str) -> list[str]:
     (an independent decoder): what does not decode."""
     from kafka.record.memory_records import MemoryRecords
 
-    from tests.compat.wire_client import WireConnection
+    from tests.compat.wire_client import EARLIEST, WireConnection
     from tests.unit.kafka_python_codecs import pyarrow_backed_kafka_codecs
 
     problems: list[str] = []
@@ -209,7 +209,10 @@ def malformed_stored(bootstrap: str) -> list[str]:
         for topic in metadata.topics:
             for part in topic.partitions:
                 where = f"{topic.name}-{part.partition_index}"
-                offset, end = 0, conn.end_offset(topic.name, part.partition_index)
+                # From the log start: retention may have deleted old segments (the fuzzer's
+                # timestamps are years old, and some batches claim 2^31 offsets).
+                start = conn.list_offset(topic.name, part.partition_index, EARLIEST)
+                offset, end = start.offset, conn.end_offset(topic.name, part.partition_index)
                 while offset < end:
                     result = conn.fetch(topic.name, part.partition_index, offset)
                     if result.error_code:
