@@ -108,8 +108,9 @@ class ListenerLimits:
         self.idle_s = connections_max_idle_ms / 1000.0
         self.quotas = ConnectionQuotas(connection_limits or ConnectionLimits())
         self.memory = RequestMemoryPool(None if queued_max_request_bytes < 0 else queued_max_request_bytes)
-        self._refusals = _Throttled("connection.rejected")
-        self._memory_spent = _Throttled("request_memory.exhausted")
+        self.refusal_warnings = _Throttled("connection.rejected")
+        self.memory_warnings = _Throttled("request_memory.exhausted")
+        self.slot_warnings = _Throttled("listener.connection_limit_reached")
 
     @classmethod
     def from_config(cls, config, listener_names: Iterable[str], inter_broker_listener: str) -> ListenerLimits:
@@ -138,16 +139,19 @@ class _Throttled:
         self.event = event
         self._keys: dict[object, tuple[float, int]] = {}  # key -> (next log time, suppressed)
 
-    def warn(self, key: object = None, **fields: object) -> None:
+    def warn(self, key: object = None, **fields: object) -> bool:
+        """Log the warning unless it was logged for `key` less than WARNING_INTERVAL_S ago;
+        True if it was logged now."""
         now = trio.current_time()
         next_time, suppressed = self._keys.get(key, (-math.inf, 0))
         if now < next_time:
             self._keys[key] = (next_time, suppressed + 1)
-            return
+            return False
         if len(self._keys) >= self.MAX_KEYS:
             self._keys.clear()
         self._keys[key] = (now + WARNING_INTERVAL_S, 0)
         log.warning(self.event, suppressed=suppressed, **fields)
+        return True
 
 
 class _Connection:
@@ -169,7 +173,7 @@ class _Connection:
     async def reserve(self, size: int) -> None:
         memory = self.limits.memory
         if not memory.may_reserve(self, size):
-            self.limits._memory_spent.warn(peer=self.info.peer, used_bytes=memory.used,
+            self.limits.memory_warnings.warn(peer=self.info.peer, used_bytes=memory.used,
                                            queued_max_request_bytes=memory.capacity,
                                            waiting_connections=memory.waiting + 1)
         await memory.reserve(self, size)
@@ -304,10 +308,13 @@ async def _accept_connections(listener_socket: trio.SocketListener, name: str, h
     while True:
         if not quotas.slot_available(name):
             # Kafka's acceptor blocks too: new connections wait in the kernel's backlog.
-            log.warning("listener.connection_limit_reached", listener=name, connections=quotas.total,
-                        max_connections=quotas.limits.max_connections)
+            warned = limits.slot_warnings.warn(name, listener=name, connections=quotas.total,
+                                               max_connections=quotas.limits.max_connections)
+            waited_from = trio.current_time()
             await quotas.wait_for_slot(name)
-            log.info("listener.accepting_again", listener=name, connections=quotas.total)
+            if warned:
+                log.info("listener.accepting_again", listener=name, connections=quotas.total,
+                         waited_ms=round((trio.current_time() - waited_from) * 1000))
         try:
             stream = await listener_socket.accept()
         except OSError as exc:  # EMFILE, ENFILE, ENOBUFS, ENOMEM, ...: keep the listener, retry
@@ -328,7 +335,7 @@ async def _accept_connections(listener_socket: trio.SocketListener, name: str, h
             continue
         refusal = quotas.admit(ip)
         if refusal is not None:
-            limits._refusals.warn(ip, listener=name, peer=ip, reason=refusal.reason, limit=refusal.limit,
+            limits.refusal_warnings.warn(ip, listener=name, peer=ip, reason=refusal.reason, limit=refusal.limit,
                                   error=str(refusal))
             stream.socket.close()
             continue
