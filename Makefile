@@ -4,8 +4,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# make fuzz N=1000000 SEED=42 KINDS=protocol (KINDS=all adds CRC-valid malformed batches)
+N     ?= 100000
+SEED  ?=
+KINDS ?= all
 
-.PHONY: install run test bench lint lock clean
+.PHONY: install run test bench fuzz lint lock clean
 
 install: $(STAMP)
 
@@ -23,6 +27,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The protocol fuzzer (tests/fuzz/) against a fresh broker: N frames, the seed printed.
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz --frames $(N) --kinds $(KINDS) $(if $(SEED),--seed $(SEED))
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -9,23 +9,53 @@ waits; responses still go back strictly in request order (librdkafka
 pipelines up to 5 requests, so acks=all throughput is not bound by one
 replication round trip per request). A connection that sends garbage or an
 oversize frame is logged and closed; every other connection is unaffected.
+
+Limits, with Kafka's names (the keys are in raft_meta/node_config.py):
+
+- `socket.request.max.bytes`: a size prefix above it closes the connection
+  before any of the request is buffered.
+- `queued.max.request.bytes`: the bytes held by requests partly received or
+  not yet processed, over all connections (broker/request_memory.py). When it
+  is spent, connections stop reading until memory is released.
+- `connections.max.idle.ms`: a connection is closed when, for that long, no
+  whole request has arrived and no response has been sent. Bytes of a request
+  that never completes do not count (slowloris), nor does time in a handler
+  (Kafka, too, counts only network activity: a 24-day long-poll does not pin
+  a connection).
+- `max.connections`, `max.connections.per.ip` (+ overrides): see
+  broker/connection_quotas.py.
+- An `accept()` error (EMFILE, ENFILE, ENOBUFS, ...) is logged and retried
+  after a back-off (100 ms doubling to 1 s); the listener is never lost.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import itertools
-from collections.abc import Awaitable, Callable
+import math
+import struct
+import termios
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 import structlog
 import trio
 
+from raftka.broker.connection_quotas import ConnectionLimits, ConnectionQuotas, normalise_ip
+from raftka.broker.request_memory import RequestMemoryPool
 from raftka.broker.zero_copy import ChunkedResponse, send_response
 from raftka.client.protocol import FrameDecoder, FrameTooLarge, ProtocolError
+from raftka.client.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 log = structlog.get_logger("broker.network")
 
 RECEIVE_CHUNK = 256 * 1024
+ACCEPT_BACKOFF_MIN_S = 0.1
+ACCEPT_BACKOFF_MAX_S = 1.0
+# Repeated warnings (refused connections, a spent memory budget) are logged at most this often,
+# with the number left out, so a flood of connections cannot flood the log.
+WARNING_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +96,99 @@ def _peer(stream: trio.SocketStream) -> str:
         return "?"
 
 
-async def _write_responses(stream: trio.SocketStream,
+class ListenerLimits:
+    """The limits every Kafka listener of one broker shares (Kafka's SocketServer settings):
+    one connection count and one request-memory budget for all of them."""
+
+    def __init__(self, *, max_request_bytes: int = DEFAULT_MAX_FRAME_SIZE,
+                 connections_max_idle_ms: int = 600_000,
+                 connection_limits: ConnectionLimits | None = None,
+                 queued_max_request_bytes: int = -1) -> None:
+        self.max_request_bytes = max_request_bytes
+        self.idle_s = connections_max_idle_ms / 1000.0
+        self.quotas = ConnectionQuotas(connection_limits or ConnectionLimits())
+        self.memory = RequestMemoryPool(None if queued_max_request_bytes < 0 else queued_max_request_bytes)
+        self.refusal_warnings = _Throttled("connection.rejected")
+        self.memory_warnings = _Throttled("request_memory.exhausted")
+        self.slot_warnings = _Throttled("listener.connection_limit_reached")
+
+    @classmethod
+    def from_config(cls, config, listener_names: Iterable[str], inter_broker_listener: str) -> ListenerLimits:
+        names = list(listener_names)
+        return cls(
+            max_request_bytes=config.socket_request_max_bytes,
+            connections_max_idle_ms=config.connections_max_idle_ms,
+            connection_limits=ConnectionLimits(
+                max_connections=config.max_connections,
+                max_connections_per_ip=config.max_connections_per_ip,
+                per_ip_overrides=dict(config.max_connections_per_ip_overrides),
+                # Kafka protects the inter-broker listener only when there are others to fill.
+                protected_listener=inter_broker_listener if len(names) > 1 else None,
+            ),
+            queued_max_request_bytes=config.queued_max_request_bytes,
+        )
+
+
+class _Throttled:
+    """A warning logged at most once per WARNING_INTERVAL_S per key (e.g. per client address),
+    counting the ones left out."""
+
+    MAX_KEYS = 1024
+
+    def __init__(self, event: str) -> None:
+        self.event = event
+        self._keys: dict[object, tuple[float, int]] = {}  # key -> (next log time, suppressed)
+
+    def warn(self, key: object = None, **fields: object) -> bool:
+        """Log the warning unless it was logged for `key` less than WARNING_INTERVAL_S ago;
+        True if it was logged now."""
+        now = trio.current_time()
+        next_time, suppressed = self._keys.get(key, (-math.inf, 0))
+        if now < next_time:
+            self._keys[key] = (next_time, suppressed + 1)
+            return False
+        if len(self._keys) >= self.MAX_KEYS:
+            self._keys.clear()
+        self._keys[key] = (now + WARNING_INTERVAL_S, 0)
+        log.warning(self.event, suppressed=suppressed, **fields)
+        return True
+
+
+class _Connection:
+    """One connection's state shared by its reader and writer."""
+
+    __slots__ = ("info", "decoder", "limits", "held", "scope")
+
+    def __init__(self, info: ConnectionInfo, limits: ListenerLimits) -> None:
+        self.info = info
+        self.limits = limits
+        self.decoder = FrameDecoder(max_frame_size=limits.max_request_bytes)
+        self.held = 0  # bytes of limits.memory this connection holds
+        self.scope = trio.CancelScope(deadline=trio.current_time() + limits.idle_s)
+
+    def active(self) -> None:
+        """A whole request arrived or a response went out: the idle clock starts again."""
+        self.scope.deadline = trio.current_time() + self.limits.idle_s
+
+    async def reserve(self, size: int) -> None:
+        memory = self.limits.memory
+        if not memory.may_reserve(self, size):
+            self.limits.memory_warnings.warn(peer=self.info.peer, used_bytes=memory.used,
+                                           queued_max_request_bytes=memory.capacity,
+                                           waiting_connections=memory.waiting + 1)
+        await memory.reserve(self, size)
+        self.held += size
+
+    def release(self, size: int) -> None:
+        self.held -= size
+        self.limits.memory.release(size)
+
+    def close(self) -> None:
+        self.limits.memory.request_finished(self)
+        self.release(self.held)
+
+
+async def _write_responses(stream: trio.SocketStream, conn: _Connection,
                            responses: trio.MemoryReceiveChannel[bytes | ChunkedResponse | Deferred | None]) -> None:
     """Send responses in request order. A Deferred is awaited here, in its turn: it only
     waits (for replication), so nothing is gained by running it in a task of its own, and
@@ -77,32 +199,57 @@ async def _write_responses(stream: trio.SocketStream,
                 response = await response.finish()  # an error ends the connection, in order
             if response is not None:
                 await send_response(stream, response)
+                conn.active()
 
 
-async def _read_requests(stream: trio.SocketStream, handler: RequestHandler, info: ConnectionInfo,
-                         decoder: FrameDecoder,
+def _ready_bytes(sock: trio.socket.SocketType) -> int:
+    """Bytes the kernel holds for `sock`, ready to be received (FIONREAD)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
+
+
+async def _read_requests(stream: trio.SocketStream, handler: RequestHandler, conn: _Connection,
                          responses: trio.MemorySendChannel[bytes | ChunkedResponse | Deferred | None]) -> None:
+    decoder, memory, sock = conn.decoder, conn.limits.memory, stream.socket
     async with responses:
         while True:
-            data = await stream.receive_some(RECEIVE_CHUNK)
+            # Reserve what has arrived, then receive it: an idle connection holds no memory.
+            ready = _ready_bytes(sock)
+            if not ready:
+                await trio.lowlevel.wait_readable(sock)
+                ready = _ready_bytes(sock)
+            window = min(max(ready, 1), RECEIVE_CHUNK)  # nothing ready once readable: EOF or error
+            await conn.reserve(window)  # waits while the request-memory budget is spent
+            data = await stream.receive_some(window)
+            conn.release(window - len(data))
             if not data:
                 return
-            for frame in decoder.feed(data):
-                await responses.send(await handler(frame, info))
+            frames = decoder.feed(data)
+            if frames:
+                memory.request_finished(conn)
+            if decoder.frame_size is not None:
+                memory.request_started(conn)
+            for frame in frames:
+                conn.active()
+                try:
+                    response = await handler(frame, conn.info)
+                finally:
+                    conn.release(len(frame) + 4)  # processed: its memory goes back to the budget
+                await responses.send(response)
 
 
-async def _serve(stream: trio.SocketStream, handler: RequestHandler, info: ConnectionInfo,
-                 max_request_bytes: int) -> None:
-    decoder = FrameDecoder(max_frame_size=max_request_bytes)
+async def _serve(stream: trio.SocketStream, handler: RequestHandler, conn: _Connection) -> None:
     send_responses, receive_responses = trio.open_memory_channel[bytes | ChunkedResponse | Deferred | None](
         MAX_IN_FLIGHT)
     error: Exception | None = None
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_write_responses, stream, receive_responses)
+        nursery.start_soon(_write_responses, stream, conn, receive_responses)
         # When the client half-closes, or sends garbage after good requests, the writer
         # still sends every answer owed (as Kafka would have) before the connection ends.
         try:
-            await _read_requests(stream, handler, info, decoder, send_responses)
+            await _read_requests(stream, handler, conn, send_responses)
         except Exception as exc:
             error = exc
     if error is not None:
@@ -117,13 +264,19 @@ def _first_error(exc: BaseException) -> BaseException:
 
 
 async def serve_connection(
-    stream: trio.SocketStream, handler: RequestHandler, listener: str, max_request_bytes: int
+    stream: trio.SocketStream, handler: RequestHandler, listener: str, limits: ListenerLimits
 ) -> None:
-    """Serve one client connection until it closes or misbehaves; never raises."""
+    """Serve one client connection until it closes, misbehaves or stays idle; never raises."""
     info = ConnectionInfo(next(_connection_ids), listener, _peer(stream))
+    conn = _Connection(info, limits)
     try:
         async with stream:
-            await _serve(stream, handler, info, max_request_bytes)
+            with conn.scope:
+                await _serve(stream, handler, conn)
+            if conn.scope.cancelled_caught:
+                log.info("connection.closed", reason="idle", peer=info.peer,
+                         connections_max_idle_ms=round(limits.idle_s * 1000),
+                         partial_request_bytes=conn.decoder.buffered)
     except Exception as group:
         exc = _first_error(group)
         if isinstance(exc, FrameTooLarge):
@@ -137,6 +290,64 @@ async def serve_connection(
         else:
             # A bug met while serving one connection closes that connection, never the broker.
             log.error("connection.closed", reason="internal_error", peer=info.peer, exc_info=exc)
+    finally:
+        conn.close()
+
+
+async def _accept_loop(listener_socket: trio.SocketListener, name: str, handler: RequestHandler,
+                       limits: ListenerLimits, nursery: trio.Nursery) -> None:
+    async with listener_socket:
+        await _accept_connections(listener_socket, name, handler, limits, nursery)
+
+
+async def _accept_connections(listener_socket: trio.SocketListener, name: str, handler: RequestHandler,
+                              limits: ListenerLimits, nursery: trio.Nursery) -> None:
+    quotas = limits.quotas
+    backoff = 0.0
+    failures = 0
+    while True:
+        if not quotas.slot_available(name):
+            # Kafka's acceptor blocks too: new connections wait in the kernel's backlog.
+            warned = limits.slot_warnings.warn(name, listener=name, connections=quotas.total,
+                                               max_connections=quotas.limits.max_connections)
+            waited_from = trio.current_time()
+            await quotas.wait_for_slot(name)
+            if warned:
+                log.info("listener.accepting_again", listener=name, connections=quotas.total,
+                         waited_ms=round((trio.current_time() - waited_from) * 1000))
+        try:
+            stream = await listener_socket.accept()
+        except OSError as exc:  # EMFILE, ENFILE, ENOBUFS, ENOMEM, ...: keep the listener, retry
+            failures += 1
+            backoff = min(ACCEPT_BACKOFF_MAX_S, max(ACCEPT_BACKOFF_MIN_S, backoff * 2))
+            log.warning("listener.accept_failed", listener=name, error=str(exc),
+                        errno=errno.errorcode.get(exc.errno or 0, exc.errno),
+                        retry_in_ms=round(backoff * 1000), failures=failures)
+            await trio.sleep(backoff)
+            continue
+        if failures:
+            log.info("listener.accept_recovered", listener=name, failures=failures)
+            backoff, failures = 0.0, 0
+        try:
+            ip = normalise_ip(stream.socket.getpeername()[0])
+        except OSError:  # the client is already gone
+            stream.socket.close()
+            continue
+        refusal = quotas.admit(ip)
+        if refusal is not None:
+            limits.refusal_warnings.warn(ip, listener=name, peer=ip, reason=refusal.reason, limit=refusal.limit,
+                                  error=str(refusal))
+            stream.socket.close()
+            continue
+        nursery.start_soon(_serve_admitted, stream, handler, name, limits, ip)
+
+
+async def _serve_admitted(stream: trio.SocketStream, handler: RequestHandler, listener: str,
+                          limits: ListenerLimits, ip: str) -> None:
+    try:
+        await serve_connection(stream, handler, listener, limits)
+    finally:
+        limits.quotas.release(ip)
 
 
 async def serve_listener(
@@ -145,16 +356,15 @@ async def serve_listener(
     handler: RequestHandler,
     *,
     listener: str,
-    max_request_bytes: int,
+    limits: ListenerLimits | None = None,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen on host:port and serve every connection in its own task."""
+    """Listen on host:port and serve every connection in its own task, within `limits`
+    (shared by every listener of the broker)."""
+    limits = limits or ListenerLimits()
     listeners = await trio.open_tcp_listeners(port, host=host or None)
     log.info("listener.started", listener=listener, host=host, port=port)
-
-    async def on_connection(stream: trio.SocketStream) -> None:
-        await serve_connection(stream, handler, listener, max_request_bytes)
-
     async with trio.open_nursery() as nursery:
+        for listener_socket in listeners:
+            nursery.start_soon(_accept_loop, listener_socket, listener, handler, limits, nursery)
         task_status.started(listeners)
-        await trio.serve_listeners(on_connection, listeners, handler_nursery=nursery)

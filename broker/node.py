@@ -24,7 +24,7 @@ from raftka.broker.control_rpc import ControlRpcServer
 from raftka.broker.controller_channel import ControllerChannel
 from raftka.broker.group_coordinator import GroupCoordinator
 from raftka.broker.kafka_apis import KafkaApis
-from raftka.broker.network import serve_listener
+from raftka.broker.network import ListenerLimits, serve_listener
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
 from raftka.raft_meta.controller import Controller
@@ -132,11 +132,14 @@ class BrokerNode:
                     await nursery.start(rpc.serve, rpc_host, rpc_port)
                     await nursery.start(replicas.run, self._alter_partition)
                     apis = KafkaApis(ctx)
-                    for endpoint in client_endpoints(config):
+                    endpoints = client_endpoints(config)
+                    limits = ListenerLimits.from_config(config, [e.name for e in endpoints],
+                                                        config.inter_broker_listener_name)
+                    for endpoint in endpoints:
                         sockets = await nursery.start(
                             lambda task_status, e=endpoint: serve_listener(
-                                e.host, e.port, apis.handle, listener=e.name,
-                                max_request_bytes=config.socket_request_max_bytes, task_status=task_status,
+                                e.host, e.port, apis.handle, listener=e.name, limits=limits,
+                                task_status=task_status,
                             )
                         )
                         port = sockets[0].socket.getsockname()[1]

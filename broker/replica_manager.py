@@ -566,7 +566,11 @@ class ReplicaManager:
         while True:
             await trio.sleep(HW_CHECKPOINT_INTERVAL_S)
             # Collected on the trio thread (partitions change there), written (fsync) off it.
-            await trio.to_thread.run_sync(self._write_hw_checkpoints, self._collect_high_watermarks())
+            try:
+                await trio.to_thread.run_sync(self._write_hw_checkpoints, self._collect_high_watermarks())
+            except OSError as exc:  # e.g. EMFILE: the next round retries; never end the broker
+                log.warning("hw_checkpoint.write_failed", error=str(exc),
+                            retry_in_s=HW_CHECKPOINT_INTERVAL_S)
 
     async def _log_cleanup_loop(self) -> None:
         """Retention (and compaction, for compacted topics) every `log.retention.check.interval.ms`.

@@ -18,6 +18,7 @@ both ports and the setting.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -182,6 +183,32 @@ def _protocol_map(raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def _ip_overrides(raw: str) -> tuple[tuple[str, int], ...]:
+    """`max.connections.per.ip.overrides`: `host:count,host:count` (IPv6 as `[::1]:5` or `::1:5`)."""
+    expected = "a comma-separated list of ip:count (IP addresses; host names are not resolved)"
+    pairs: dict[str, int] = {}
+    for item in _str_list(raw):
+        host, sep, count_text = item.rpartition(":")
+        host = host.strip().strip("[]")
+        try:
+            address = ipaddress.ip_address(host)
+            count = int(count_text)
+        except ValueError:
+            raise ValueError(expected) from None
+        if not sep or count < 0:
+            raise ValueError(expected)
+        mapped = getattr(address, "ipv4_mapped", None)
+        pairs[str(mapped or address)] = count
+    return tuple(pairs.items())
+
+
+def _queued_bytes(raw: str) -> int:
+    value = _int(raw)
+    if value == 0 or value < -1:
+        raise ValueError("a number of bytes > 0, or -1 for no limit")
+    return value
+
+
 def _cleanup_policy(raw: str) -> tuple[str, ...]:
     policies = _str_list(raw)
     if not policies or any(p not in ("delete", "compact") for p in policies):
@@ -224,6 +251,13 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _positive_int, "50"),
     "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", _positive_int, "3"),
     "socket.request.max.bytes": ("socket_request_max_bytes", _positive_int, "104857600"),
+    # Kafka listener limits (broker/network.py). Kafka's names and defaults, except
+    # queued.max.request.bytes: Kafka's default is -1 (no limit), raftka's 100 MiB.
+    "connections.max.idle.ms": ("connections_max_idle_ms", _positive_int, "600000"),
+    "max.connections": ("max_connections", _non_negative_int, "2147483647"),
+    "max.connections.per.ip": ("max_connections_per_ip", _non_negative_int, "2147483647"),
+    "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", _ip_overrides, ""),
+    "queued.max.request.bytes": ("queued_max_request_bytes", _queued_bytes, "104857600"),
     "log.segment.bytes": ("log_segment_bytes", _positive_int, "1073741824"),
     "log.retention.ms": ("log_retention_ms", _int, None),
     "log.retention.minutes": ("log_retention_minutes", _int, None),
@@ -295,6 +329,11 @@ class NodeConfig:
     offsets_topic_num_partitions: int
     transaction_state_log_replication_factor: int
     socket_request_max_bytes: int
+    connections_max_idle_ms: int
+    max_connections: int
+    max_connections_per_ip: int
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...]  # (ip, limit)
+    queued_max_request_bytes: int  # -1 = no limit
     log_segment_bytes: int
     log_retention_ms: int  # resolved from .ms > .minutes > .hours as Kafka does; -1 = forever
     log_retention_bytes: int
@@ -500,6 +539,11 @@ def _check_consistency(config: NodeConfig) -> None:
                 f"controller.quorum.voters port {voter.port}; expected the same port"
             )
     _check_rpc_ports(config)
+    if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
+        raise ConfigError(
+            "config key 'max.connections.per.ip': got 0 without max.connections.per.ip.overrides; "
+            "expected a limit > 0, or overrides naming the addresses allowed to connect"
+        )
     if config.is_broker:
         names = {e.name for e in config.broker_listeners()}
         if not names:

@@ -38,55 +38,83 @@ class FrameDecoder:
         if max_frame_size < 0:
             raise ValueError(f"max_frame_size must be >= 0, got {max_frame_size}")
         self.max_frame_size = max_frame_size
-        self._buffer = bytearray()
-        self._start = 0  # consumed prefix of _buffer, compacted lazily
+        self._prefix = bytearray()  # the next size prefix, while it is incomplete
         self._need: int | None = None  # payload size of the frame in progress
+        self._parts: list[bytes] = []  # received pieces of the frame in progress
+        self._have = 0  # bytes in _parts
         self._error: ProtocolError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as part of a frame."""
-        return len(self._buffer) - self._start
+        return len(self._prefix) + self._have
+
+    @property
+    def frame_size(self) -> int | None:
+        """Payload size of the frame in progress once its size prefix has arrived, else None."""
+        return self._need
+
+    @property
+    def missing(self) -> int:
+        """Bytes still to receive to complete the frame in progress or, before its size
+        prefix has arrived, the prefix. A reader that receives at most `missing + 4`
+        bytes at a time never holds more than one frame and the next prefix."""
+        if self._need is None:
+            return 4 - len(self._prefix)
+        return self._need - self._have
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
-        """Add received bytes; return every frame they complete (possibly none)."""
+        """Add received bytes; return every frame they complete (possibly none).
+
+        A frame spread over several feeds is kept as the pieces received and joined once
+        when complete (one copy, no regrowing buffer); a frame inside one feed is one slice."""
         if self._error is not None:
             raise self._error
-        self._buffer += data
+        view = memoryview(data)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
         frames: list[bytes] = []
-        buf = self._buffer
-        while True:
-            available = len(buf) - self._start
+        pos, end = 0, len(view)
+        while pos < end or self._need == 0:
             if self._need is None:
-                if available < 4:
-                    break
-                (size,) = _SIZE.unpack_from(buf, self._start)
+                if not self._prefix and end - pos >= 4:
+                    (size,) = _SIZE.unpack_from(view, pos)
+                    pos += 4
+                else:
+                    take = min(4 - len(self._prefix), end - pos)
+                    self._prefix += view[pos : pos + take]
+                    pos += take
+                    if len(self._prefix) < 4:
+                        break
+                    (size,) = _SIZE.unpack(self._prefix)
+                    self._prefix.clear()
                 if size < 0 or size > self.max_frame_size:
                     self._error = FrameTooLarge(
                         f"frame size prefix is {size} bytes; expected 0..{self.max_frame_size}"
                     )
-                    self._buffer = bytearray()
-                    self._start = 0
+                    self._parts, self._have = [], 0
                     raise self._error
                 self._need = size
-                self._start += 4
-                available -= 4
-            if available < self._need:
-                break
-            end = self._start + self._need
-            with memoryview(buf) as view:  # one copy out (a bytearray slice would be two)
-                frames.append(bytes(view[self._start : end]))
-            self._start = end
+            take = min(self._need - self._have, end - pos)
+            if take == self._need:  # the whole frame is in this feed
+                frames.append(bytes(view[pos : pos + take]))
+            else:
+                if take:
+                    whole = pos == 0 and take == end and type(data) is bytes
+                    self._parts.append(data if whole else bytes(view[pos : pos + take]))  # type: ignore[arg-type]
+                    self._have += take
+                if self._have < self._need:
+                    pos += take
+                    break
+                frames.append(b"".join(self._parts))
+                self._parts, self._have = [], 0
+            pos += take
             self._need = None
-        if self._start:
-            # Compact once per feed: amortised O(bytes received).
-            del buf[: self._start]
-            self._start = 0
         return frames
 
     def eof(self) -> None:
         """Call when the peer closed; raises TruncatedMessage if a frame was cut short."""
-        if self._need is not None or self.buffered:
+        if self._need is not None or self._prefix:
             raise TruncatedMessage(
                 f"connection closed inside a frame: {self.buffered} byte(s) of "
                 f"{'an unknown size' if self._need is None else self._need} received"

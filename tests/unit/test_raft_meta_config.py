@@ -61,6 +61,11 @@ def test_contract_file_is_all_a_node_needs(tmp_path: Path) -> None:
     assert (config.broker_session_timeout_ms, config.broker_heartbeat_interval_ms) == (9000, 2000)
     assert config.replica_lag_time_max_ms == 30000 and config.offsets_topic_replication_factor == 3
     assert config.socket_request_max_bytes == 104857600
+    # Listener limits: Kafka's defaults, except queued.max.request.bytes (Kafka: -1, unbounded)
+    assert config.connections_max_idle_ms == 600000
+    assert config.max_connections == config.max_connections_per_ip == 2**31 - 1
+    assert config.max_connections_per_ip_overrides == ()
+    assert config.queued_max_request_bytes == 104857600
     assert config.log_retention_ms == 168 * 3_600_000 and config.log_cleanup_policy == ("delete",)
 
 
@@ -104,6 +109,13 @@ def test_retention_precedence(tmp_path: Path) -> None:
         ({"log.dirs": None}, "'log.dirs' is missing"),
         ({"listener.security.protocol.map": "PLAINTEXT:SSL"}, "only PLAINTEXT"),
         ({"log.cleanup.policy": "shred"}, "delete, compact"),
+        ({"max.connections.per.ip.overrides": "host.example:5"},
+         "got 'host.example:5', expected a comma-separated list of ip:count"),
+        ({"max.connections.per.ip.overrides": "10.0.0.1:-1"}, "expected a comma-separated list of ip:count"),
+        ({"max.connections.per.ip.overrides": "10.0.0.1"}, "expected a comma-separated list of ip:count"),
+        ({"max.connections.per.ip": "0"}, "'max.connections.per.ip': got 0 without max.connections.per.ip.overrides"),
+        ({"queued.max.request.bytes": "0"}, "expected a number of bytes > 0, or -1 for no limit"),
+        ({"connections.max.idle.ms": "0"}, "'connections.max.idle.ms': got '0', expected an integer > 0"),
         # the controller RPC port trap: quorum port + controller.rpc.port.offset
         ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"},
          "voter 1's controller RPC port 127.0.0.1:9094 (its quorum port 9093 + offset 1) is also "
@@ -126,6 +138,18 @@ def test_bad_config_names_key_value_and_expectation(tmp_path: Path, overrides: d
     with pytest.raises(ConfigError) as info:
         parse_node_config(props, env={})
     assert message in str(info.value)
+
+
+def test_listener_limit_keys(tmp_path: Path) -> None:
+    config = parse_node_config(_props(
+        tmp_path, **{"connections.max.idle.ms": "1500", "max.connections": "100",
+                     "max.connections.per.ip": "0", "queued.max.request.bytes": "-1",
+                     "max.connections.per.ip.overrides": "10.0.0.1:5, [::1]:7,::ffff:10.0.0.2:0,fe80::1:3"}),
+        env={})
+    assert (config.connections_max_idle_ms, config.max_connections, config.max_connections_per_ip) == (1500, 100, 0)
+    assert config.queued_max_request_bytes == -1
+    # IPv6 with or without brackets; an IPv4-mapped address counts as its IPv4 address
+    assert config.max_connections_per_ip_overrides == (("10.0.0.1", 5), ("::1", 7), ("10.0.0.2", 0), ("fe80::1", 3))
 
 
 @pytest.mark.parametrize("voters", [

@@ -172,6 +172,12 @@ ERRORS = [
     ("topic exists", cluster(*topic()), lambda img: cd.create_topic(img, "t", 1, 1, "id"), "TOPIC_ALREADY_EXISTS"),
     ("bad topic name", cluster(), lambda img: cd.create_topic(img, "a/b", 1, 1, "id"), "INVALID_TOPIC_EXCEPTION"),
     ("zero partitions", cluster(), lambda img: cd.create_topic(img, "x", 0, 1, "id"), "INVALID_PARTITIONS"),
+    # Kafka's MAX_RECORDS_PER_USER_OP (10 000): refused before any placement (found by the fuzzer:
+    # 2^31-1 partitions took the broker to 21 GB)
+    ("too many partitions", cluster(), lambda img: cd.create_topic(img, "x", 2**31 - 1, 1, "id"), "POLICY_VIOLATION"),
+    ("one record too many", cluster(), lambda img: cd.create_topic(img, "x", 10_000, 1, "id"), "POLICY_VIOLATION"),
+    ("grow to too many partitions", cluster(*topic()), lambda img: cd.create_partitions(img, "t", 1_782_741_552),
+     "POLICY_VIOLATION"),
     ("alter partition stale leader epoch", cluster(*topic()),
      lambda img: cd.alter_partition(img, 1, 1, T, 0, 5, 0, (1,)), "FENCED_LEADER_EPOCH"),
     ("alter partition stale partition epoch", cluster(*topic(), PartitionChange(T, 0, 0, isr=(1, 2))),

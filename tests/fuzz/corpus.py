@@ -1,0 +1,178 @@
+"""Valid requests of every API the broker advertises, at every advertised version (plus the
+declared-but-unadvertised ApiVersions v3 and DescribeQuorum), aimed at the fuzzer's own
+topics and group so that mutations reach the handlers' real paths.
+
+Each entry builds its frame from an rng, so produce requests carry fresh batches and
+names vary a little; `FUZZ_TOPICS` must exist before the fuzzer runs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from raftka.client.protocol import ApiKey, encode_request
+from raftka.client.protocol.api_keys import ADVERTISED_VERSIONS, DECLARED_VERSIONS
+from tests.fuzz.batches import valid_batch
+
+FUZZ_TOPICS = {"fuzz-a": 3, "fuzz-b": 1}  # name -> partitions (created by the runner)
+FUZZ_GROUP = "fuzz-group"
+CLIENT_ID = "fuzzer"
+
+
+@dataclass(frozen=True)
+class Entry:
+    api_key: ApiKey
+    version: int
+    body: Callable[[random.Random], dict]
+
+    def frame(self, rng: random.Random, correlation_id: int) -> bytes:
+        """A valid, size-prefixed request frame."""
+        return encode_request(self.api_key, self.version, correlation_id, self.body(rng), client_id=CLIENT_ID)
+
+    @property
+    def name(self) -> str:
+        return f"{self.api_key.name} v{self.version}"
+
+
+def _topic(rng: random.Random) -> tuple[str, int]:
+    name = rng.choice(sorted(FUZZ_TOPICS))
+    return name, rng.randrange(FUZZ_TOPICS[name])
+
+
+def _produce(rng: random.Random) -> dict:
+    topic, partition = _topic(rng)
+    return {"transactional_id": None, "acks": rng.choice((-1, 1, 1, 0)), "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": partition, "records": valid_batch(rng).encode()}]}]}
+
+
+def _fetch(rng: random.Random) -> dict:
+    topic, partition = _topic(rng)
+    return {"replica_id": -1, "max_wait_ms": rng.choice((0, 10)), "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": rng.choice((0, 1)), "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "current_leader_epoch": -1, "fetch_offset": rng.choice((0, 1, 5)),
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 16}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def _list_offsets(rng: random.Random) -> dict:
+    topic, partition = _topic(rng)
+    return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": rng.choice((-1, -2, 0))}]}]}
+
+
+def _metadata(rng: random.Random) -> dict:
+    topics = rng.choice(([], [{"name": n} for n in FUZZ_TOPICS]))  # v0: [] means all topics
+    return {"topics": topics, "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+
+
+def _member(rng: random.Random) -> str:
+    return rng.choice(("", "fuzzer-member"))
+
+
+def _offset_commit(rng: random.Random) -> dict:
+    topic, partition = _topic(rng)
+    return {"group_id": FUZZ_GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": partition, "committed_offset": rng.randrange(10),
+                 "committed_leader_epoch": -1, "committed_metadata": "fuzz"}]}]}
+
+
+def _offset_fetch(rng: random.Random) -> dict:
+    topic, partition = _topic(rng)
+    return {"group_id": FUZZ_GROUP, "topics": [{"name": topic, "partition_indexes": [partition]}]}
+
+
+def _join(rng: random.Random) -> dict:
+    return {"group_id": FUZZ_GROUP, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+            "member_id": _member(rng), "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x01\x00\x06fuzz-a\xff\xff\xff\xff"}]}
+
+
+def _heartbeat(rng: random.Random) -> dict:
+    return {"group_id": FUZZ_GROUP, "generation_id": rng.choice((-1, 0, 1)), "member_id": _member(rng),
+            "group_instance_id": None}
+
+
+def _leave(rng: random.Random) -> dict:
+    member = _member(rng)
+    return {"group_id": FUZZ_GROUP, "member_id": member,
+            "members": [{"member_id": member, "group_instance_id": None}]}
+
+
+def _sync(rng: random.Random) -> dict:
+    member = _member(rng)
+    return {"group_id": FUZZ_GROUP, "generation_id": rng.choice((-1, 1)), "member_id": member,
+            "group_instance_id": None, "assignments": [{"member_id": member, "assignment": b"\x00\x01"}]}
+
+
+def _create_topics(rng: random.Random) -> dict:
+    # validate_only mostly; real creations reuse a few names, so they do not pile up.
+    return {"topics": [{"name": f"fuzz-made-{rng.randrange(4)}", "num_partitions": 1, "replication_factor": 1,
+                        "assignments": [], "configs": [{"name": "cleanup.policy", "value": "delete"}]}],
+            "timeout_ms": 5000, "validate_only": rng.random() < 0.8}
+
+
+def _delete_topics(rng: random.Random) -> dict:
+    return {"topic_names": [f"fuzz-made-{rng.randrange(4)}"], "timeout_ms": 5000}
+
+
+def _create_partitions(rng: random.Random) -> dict:
+    return {"topics": [{"name": "fuzz-b", "count": 2, "assignments": None}], "timeout_ms": 5000,
+            "validate_only": True}
+
+
+def _describe_configs(rng: random.Random) -> dict:
+    return {"resources": [{"resource_type": rng.choice((2, 4)),
+                           "resource_name": rng.choice(("fuzz-a", "1")), "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}
+
+
+def _leader_epoch(rng: random.Random) -> dict:
+    topic, partition = _topic(rng)
+    return {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+        {"partition": partition, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
+
+
+BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.FIND_COORDINATOR: lambda rng: {"key": FUZZ_GROUP, "key_type": 0},
+    ApiKey.JOIN_GROUP: _join,
+    ApiKey.HEARTBEAT: _heartbeat,
+    ApiKey.LEAVE_GROUP: _leave,
+    ApiKey.SYNC_GROUP: _sync,
+    ApiKey.DESCRIBE_GROUPS: lambda rng: {"groups": [FUZZ_GROUP], "include_authorized_operations": False},
+    ApiKey.LIST_GROUPS: lambda rng: {},
+    ApiKey.API_VERSIONS: lambda rng: {"client_software_name": "fuzzer", "client_software_version": "1"},
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.INIT_PRODUCER_ID: lambda rng: {"transactional_id": None, "transaction_timeout_ms": 60000},
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: _describe_configs,
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DELETE_GROUPS: lambda rng: {"groups_names": ["fuzz-other-group"]},
+    ApiKey.DESCRIBE_QUORUM: lambda rng: {"topics": [{"topic_name": "__cluster_metadata",
+                                                    "partitions": [{"partition_index": 0}]}]},
+}
+
+
+def corpus() -> list[Entry]:
+    """One entry per (API, version): every advertised version, ApiVersions up to its declared
+    v3 and DescribeQuorum (served, not advertised)."""
+    entries = []
+    for key, body in BODIES.items():
+        low, high = ADVERTISED_VERSIONS.get(key, DECLARED_VERSIONS[key])
+        if key == ApiKey.API_VERSIONS:
+            high = DECLARED_VERSIONS[key][1]
+        entries.extend(Entry(key, version, body) for version in range(low, high + 1))
+    return entries
