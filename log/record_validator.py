@@ -114,9 +114,9 @@ def _uniform_records(data: Buffer, pos: int, end: int, count: int, require_keys:
     fixed-size value, no headers, a one-byte timestamp delta. Then records sit at
     a fixed stride (one stride while offset deltas take one byte, the next while
     they take two), and each field can be checked for all records at once with
-    strided slices compared in C, instead of a Python step per record. Keys,
-    values and the unused attributes byte are free; every other byte is fixed
-    (lengths, a zero header count, offset delta = index) or bounded (a timestamp
+    strided slices compared in C, instead of a Python step per record. Keys and
+    values are free; every other byte is fixed (lengths, the unused attributes
+    byte 0, a zero header count, offset delta = index) or bounded (a timestamp
     delta below 0x80, a one-byte varlong). False means "not uniform", never
     "malformed": the caller then walks record by record and says what is wrong.
     """
@@ -154,7 +154,9 @@ def _uniform_records(data: Buffer, pos: int, end: int, count: int, require_keys:
             if seg[k::stride].tobytes() != bytes((c,)) * n:
                 return False
             k += 1
-        k += 1  # attributes: free
+        if seg[k::stride].tobytes() != bytes(n):  # attributes 0
+            return False
+        k += 1
         if not seg[k::stride].tobytes().isascii():  # one-byte timestampDelta
             return False
         k += 1
@@ -205,6 +207,11 @@ def _walk(data: Buffer, pos: int, end: int, count: int, require_keys: bool) -> t
                 if length < MIN_RECORD_BODY:
                     return index, f"its length is {length}, expected at least {MIN_RECORD_BODY}"
                 return index, f"its length is {length} but {end - p} bytes remain in the batch"
+            # Record attributes are unused in v2 and every producer writes 0. Kafka ignores them;
+            # refusing anything else keeps consumers that read this int8 as a varint (kafka-python)
+            # from losing their place in the record and stopping at this offset.
+            if data[p]:
+                return index, f"its attributes byte is {data[p]:#04x}, expected 0 (unused in v2 records)"
             # p + 1 skips the attributes byte; stop >= p + 6 keeps every read below in the record
             b = data[p + 1]
             if b < 0x80:

@@ -60,9 +60,6 @@ def test_fuzzed_requests_leave_the_broker_up_bounded_and_serving(fuzz_server: Se
     _run(fuzz_server, PROTOCOL_KINDS, FRAMES, check_stored=True, label="protocol")
 
 
-@pytest.mark.skipif(not os.environ.get("RAFTKA_FUZZ_BATCHES"),
-                    reason="needs leader-side record validation (issue 17, finding 1): until it is "
-                           "merged, CRC-valid malformed records are stored; run with RAFTKA_FUZZ_BATCHES=1")
 def test_fuzzed_record_batches_store_nothing_malformed(fuzz_server: ServerProcess) -> None:
     """Produce requests whose batches are malformed inside but carry a valid CRC (record
     lengths, varints, header counts, key/value bounds, deltas, counts, compression): the
@@ -97,7 +94,7 @@ def test_a_request_for_billions_of_partitions_is_refused(tmp_path, api_key: ApiK
             response = conn.request(api_key, version, body)
             results = response.topics if api_key == ApiKey.CREATE_TOPICS else response.results
             assert results[0].error_code == expected_error, results[0]
-            assert "excessively large" in results[0].error_message
+            assert "MAX_RECORDS_PER_USER_OP" in results[0].error_message
             assert conn.request(ApiKey.API_VERSIONS, 2, {}).error_code == 0
         assert rss_bytes(server.pid) - rss_before < 32 << 20
         assert not [line for line in server.log_path.read_text().splitlines() if '"level": "error"' in line]

@@ -32,7 +32,7 @@ from raftka.log.errors import (
 from raftka.log.partition_log import PartitionLog
 from raftka.log.record_batch import Record, decode_batch, encode_batch
 from raftka.log.record_validator import validate_records
-from raftka.log.varint import INT64_MAX, INT64_MIN, encode_varint
+from raftka.log.varint import INT64_MAX, INT64_MIN, decode_varint, encode_varint
 
 BOUND = 1 << 20
 CODECS = [c for c in Compression if c is not Compression.NONE]
@@ -241,7 +241,18 @@ def decoder_verdict(batch: bytes) -> bool:
         return False
     header = decoded.header
     return ([r.offset for r in decoded.records] == list(range(header.record_count))
-            and all(INT64_MIN <= r.timestamp - header.base_timestamp <= INT64_MAX for r in decoded.records))
+            and all(INT64_MIN <= r.timestamp - header.base_timestamp <= INT64_MAX for r in decoded.records)
+            and _record_attributes(batch, header.record_count) == [0] * header.record_count)
+
+
+def _record_attributes(batch: bytes, count: int) -> list[int]:
+    """Each record's attributes byte (unused in v2; the validator wants 0, see its module)."""
+    out, pos = [], HEADER_SIZE
+    for _ in range(count):
+        length, p = decode_varint(batch, pos)
+        out.append(batch[p])
+        pos = p + length
+    return out
 
 
 def validator_verdict(batch: bytes) -> bool:
@@ -377,3 +388,17 @@ def test_idempotent_batch_without_a_sequence_is_invalid(tmp_path) -> None:
             log.append(encode_batch([Record(None, b"v")], producer_id=7, producer_epoch=0), 0, now_ms=0)
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("attributes", [0x01, 0x80, 0x99, 0xFF])
+def test_record_attributes_must_be_zero(attributes: int) -> None:
+    """Unused in v2 and written 0 by every producer; kafka-python reads the byte as a varint, so
+    a set high bit makes it misread the rest of the record and stop at that offset for good
+    (found by the protocol fuzzer). Kafka ignores the byte; raftka refuses it."""
+    for records in ([Record(b"k", b"v", timestamp=1000)] * 3,            # the uniform fast path
+                    [Record(b"k" * i, b"v", timestamp=1000) for i in range(3)]):  # the walk
+        batch = bytearray(encode_batch(records, base_timestamp=1000))
+        _, p = decode_varint(batch, HEADER_SIZE)
+        batch[p] = attributes
+        with pytest.raises(InvalidRecord, match=f"record 0: its attributes byte is {attributes:#04x}, expected 0"):
+            validate(bytes(batch))
