@@ -14,6 +14,7 @@ checkpoint (`replication-offset-checkpoint` in every log dir).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import shutil
@@ -351,10 +352,14 @@ class ReplicaManager:
             opened = await trio.to_thread.run_sync(_open_logs, jobs)
         image = self.image
         stale: list[PartitionLog] = []
+        failed = []
         for (key, topic_id, _, _), plog in zip(jobs, opened, strict=True):
             self._opened(key, topic_id)
+            if plog is OPEN_FAILED:
+                failed.append((key, topic_id))
+                continue
             if plog is None:
-                continue  # logged by _open_logs; the next change to the partition retries it
+                continue  # another incarnation's directory: logged by _open_logs
             _, part_image = self._desired(image, key)
             if key in self.partitions or part_image is None or self._desired(image, key)[0] != topic_id:
                 stale.append(plog)
@@ -372,6 +377,14 @@ class ReplicaManager:
         event.set()
         if stale:
             await self._delete_dirs(stale)
+        if failed:  # e.g. EMFILE: try again after a pause, unless the image moved on meanwhile
+            await trio.sleep(RECONCILE_RETRY_S)
+            for key, topic_id in failed:
+                if key not in self.partitions and self._desired(self.image, key)[0] == topic_id \
+                        and self._opening.get(key) != topic_id:
+                    self._opening[key] = topic_id
+                    self._file_jobs.append(("open", (key, topic_id)))
+            self._file_wake.set()
 
     def _opened(self, key: tuple[str, int], topic_id: str) -> None:
         if self._opening.get(key) == topic_id:
@@ -653,8 +666,16 @@ DELETE_SUFFIX = "-delete"
 OpenJob = tuple[tuple[str, int], str, Path, LogConfig]
 
 
-def _open_logs(jobs: list[OpenJob]) -> list[PartitionLog | None]:
-    out: list[PartitionLog | None] = []
+class _OpenFailed:
+    """`_open_logs`' answer for a log that could not be opened (logged); it is retried."""
+
+
+OPEN_FAILED = _OpenFailed()
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOSPC})
+
+
+def _open_logs(jobs: list[OpenJob]) -> list[PartitionLog | _OpenFailed | None]:
+    out: list[PartitionLog | _OpenFailed | None] = []
     for (topic, index), topic_id, directory, config in jobs:
         plog = None
         try:
@@ -667,12 +688,17 @@ def _open_logs(jobs: list[OpenJob]) -> list[PartitionLog | None]:
                           dir=str(plog.dir), recorded=recorded, expected=topic_id)
                 plog.close()
                 plog = None
-        except Exception:
-            log.exception("partition.open_failed", topic=topic, partition=index)
+        except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS:
+                # Out of descriptors or memory for now: the file loop opens it again shortly.
+                log.warning("partition.open_failed", topic=topic, partition=index, error=str(exc),
+                            retry_in_s=RECONCILE_RETRY_S)
+            else:
+                log.exception("partition.open_failed", topic=topic, partition=index)
             if plog is not None:
                 with contextlib.suppress(Exception):
                     plog.close()
-            plog = None
+            plog = OPEN_FAILED
         out.append(plog)
     return out
 
