@@ -431,7 +431,11 @@ class ReplicaManager:
             self._roll_flush_wake = trio.Event()
             keys, self._roll_flush_wanted = sorted(self._roll_flush_wanted), set()
             partitions = [p for key in keys if (p := self.partitions.get(key)) is not None]
-            await self._for_each_in_threads(partitions, _flush_rolled, "log.roll_flush_failed")
+            again = await self._for_each_in_threads(partitions, _flush_rolled, "log.roll_flush_failed")
+            if again:  # e.g. EMFILE: the recovery point waits; flush them after a pause
+                await trio.sleep(RECONCILE_RETRY_S)
+                for partition in again:
+                    self._request_flush(partition.key)
 
     async def truncate(self, partition: Partition, offset: int) -> None:
         """Truncate a follower's log in a worker thread under the partition's lock."""
@@ -441,12 +445,15 @@ class ReplicaManager:
             await trio.to_thread.run_sync(partition.truncate_to, offset)
 
     async def _for_each_in_threads(self, partitions: list[Partition], fn: Callable[[Partition], object],
-                                   failure_event: str) -> None:
+                                   failure_event: str) -> list[Partition]:
+        """`fn` on each partition in worker threads; returns those to try again (see `_each`)."""
+        again: list[Partition] = []
         for i in range(0, len(partitions), RECONCILE_BATCH):
             chunk = partitions[i:i + RECONCILE_BATCH]
             async with self._locks.hold([p.key for p in chunk]):
                 live = [p for p in chunk if self.partitions.get(p.key) is p]
-                await trio.to_thread.run_sync(_each, live, fn, failure_event)
+                again += await trio.to_thread.run_sync(_each, live, fn, failure_event)
+        return again
 
     def _topic_settings(self, topic_configs: Mapping[str, str]) -> TopicConfig:
         """The effective config for a topic's overrides, parsed once per distinct set of them
@@ -745,12 +752,23 @@ def _compact(partition: Partition) -> None:
     partition.log.compact()
 
 
-def _each(partitions: list[Partition], fn: Callable[[Partition], object], failure_event: str) -> None:
+def _each(partitions: list[Partition], fn: Callable[[Partition], object], failure_event: str) -> list[Partition]:
+    """`fn` on each partition; the ones that failed for want of descriptors or memory (logged as
+    a warning, to be tried again); any other failure is logged as an error."""
+    again = []
     for partition in partitions:
         try:
             fn(partition)
+        except OSError as exc:
+            if exc.errno not in _RESOURCE_ERRNOS:
+                log.exception(failure_event, topic=partition.topic, partition=partition.index)
+                continue
+            log.warning(failure_event, topic=partition.topic, partition=partition.index, error=str(exc),
+                        retry_in_s=RECONCILE_RETRY_S)
+            again.append(partition)
         except Exception:
             log.exception(failure_event, topic=partition.topic, partition=partition.index)
+    return again
 
 
 class PartitionLocks:
