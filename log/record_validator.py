@@ -94,9 +94,12 @@ def validate_records(buf: Buffer, header: BatchHeader, *, max_uncompressed: int,
         start, end = 0, len(data)
     else:
         data = buf
-    if _uniform_records(data, start, end, header.record_count, require_keys):
+    # A one-byte timestamp delta (-64..63, all the fast path takes) cannot leave int64 unless the
+    # base timestamp sits at its very edge; such batches take the walk, which checks each sum.
+    if INT64_MIN + 64 <= header.base_timestamp <= INT64_MAX - 64 and \
+            _uniform_records(data, start, end, header.record_count, require_keys):
         return
-    failure = _walk(data, start, end, header.record_count, require_keys)
+    failure = _walk(data, start, end, header.record_count, require_keys, header.base_timestamp)
     if failure is not None:
         index, reason = failure
         where = f"record {index}: " if index is not None else ""
@@ -184,8 +187,11 @@ def _uniform_records(data: Buffer, pos: int, end: int, count: int, require_keys:
     return pos == end
 
 
-def _walk(data: Buffer, pos: int, end: int, count: int, require_keys: bool) -> tuple[int | None, str] | None:
-    """Check `count` records filling data[pos:end] exactly: None, or (record index or None, why not)."""
+def _walk(data: Buffer, pos: int, end: int, count: int, require_keys: bool,
+          base_timestamp: int = 0) -> tuple[int | None, str] | None:
+    """Check `count` records filling data[pos:end] exactly: None, or (record index or None, why not).
+    A record's timestamp, `base_timestamp` + its delta, must be an int64 (found by the fuzzer: a
+    sum past 2^63-1 was stored, and ListOffsets could not encode it)."""
     varint = decode_varint
     index = 0
     try:
@@ -215,11 +221,14 @@ def _walk(data: Buffer, pos: int, end: int, count: int, require_keys: bool) -> t
             # p + 1 skips the attributes byte; stop >= p + 6 keeps every read below in the record
             b = data[p + 1]
             if b < 0x80:
-                p += 2
+                ts_delta, p = (b >> 1) ^ -(b & 1), p + 2
             else:
                 ts_delta, p = decode_varlong(data, p + 1)
                 if not INT64_MIN <= ts_delta <= INT64_MAX or p > stop:
                     return index, f"its timestamp delta {ts_delta} is not an int64 within the record"
+            if not INT64_MIN <= base_timestamp + ts_delta <= INT64_MAX:
+                return index, (f"its timestamp {base_timestamp} + {ts_delta} is outside the int64 range "
+                               "of Kafka timestamps")
             # offsetDelta must be zigzag(index): 1 byte below 64, 2 below 8192
             z = index << 1
             if z < 0x80:

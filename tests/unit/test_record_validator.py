@@ -5,6 +5,7 @@ what the record-by-record walk refuses, and the walk agrees with the SDK's decod
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -402,3 +403,29 @@ def test_record_attributes_must_be_zero(attributes: int) -> None:
         batch[p] = attributes
         with pytest.raises(InvalidRecord, match=f"record 0: its attributes byte is {attributes:#04x}, expected 0"):
             validate(bytes(batch))
+
+
+@pytest.mark.parametrize(("base", "delta"), [(2**63 - 1, 1), (1_700_000_000_000, 2**63 - 1), (-(2**63), -1)])
+def test_a_record_timestamp_must_stay_an_int64(base: int, delta: int) -> None:
+    """Found by the protocol fuzzer (1 000 000 frames, seed 20261124): base timestamp + delta
+    past 2^63-1 was stored, and ListOffsets then failed to encode the record's timestamp."""
+    batch = bytearray(encode_batch([Record(b"k", b"v", timestamp=0)], base_timestamp=0))
+    header = parse_header(bytes(batch))
+    record = _rebuilt_record_with_delta(batch, delta)
+    out = bytearray(batch[:HEADER_SIZE]) + record
+    struct.pack_into(">q", out, 27, base)  # baseTimestamp
+    struct.pack_into(">i", out, 8, len(out) - 12)  # batchLength
+    assert header.record_count == 1
+    with pytest.raises(InvalidRecord, match="outside the int64 range"):
+        validate(bytes(out))
+
+
+def _rebuilt_record_with_delta(batch: bytearray, delta: int) -> bytes:
+    """The batch's single record re-encoded with timestamp delta `delta`."""
+    from raftka.log.varint import encode_varint, encode_varlong
+
+    _, p = decode_varint(batch, HEADER_SIZE)
+    body = bytes(batch[p:])
+    ts_end = decode_varint(body, 1)[1]  # attributes, then the old one-byte delta
+    new_body = body[:1] + encode_varlong(delta) + body[ts_end:]
+    return encode_varint(len(new_body)) + new_body
