@@ -16,9 +16,9 @@ no trio, no threads and no facades until a client class is touched.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from raftka import client as _client
 from raftka.client import PUBLIC as _PUBLIC  # the SDK's public names -> defining modules
 
 __version__ = "0.1.0"
@@ -27,11 +27,9 @@ __all__ = ["__version__", *sorted(_PUBLIC)]
 
 
 def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
+    if name not in _PUBLIC:
         raise AttributeError(f"module 'raftka' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this hook
+    value = globals()[name] = getattr(_client, name)  # resolved there; later lookups skip this hook
     return value
 
 
