@@ -58,13 +58,25 @@ ACCEPT_BACKOFF_MAX_S = 1.0
 WARNING_INTERVAL_S = 1.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ConnectionInfo:
-    """Who is on the other end, for handlers and logs."""
+    """Who is on the other end, for handlers, the authorizer and logs.
+
+    `principal` is Kafka's `User:<name>` form; `User:ANONYMOUS` until a listener's
+    authentication (TLS client certificate or SASL) sets it. Only the connection's own task
+    writes it.
+    """
 
     connection_id: int
     listener: str
     peer: str
+    principal: str = "User:ANONYMOUS"
+
+    @property
+    def host(self) -> str:
+        """The peer's address without its port (what ACL host patterns match)."""
+        host, _, port = self.peer.rpartition(":")
+        return host.strip("[]") if host and port.isdigit() else self.peer
 
 
 class CloseConnection(Exception):
