@@ -11,6 +11,7 @@ from bench import (
     engine_bench,
     limits_bench,
     log_bench,
+    metrics_bench,
     peer_bench,
     spark_bench,
     startup_bench,
@@ -37,6 +38,8 @@ def main() -> None:
     print("\n## Engine room: a latency probe while 2000 partitions are created, written and deleted "
           "and a bulk writer rolls 64 MiB segments (1 node)\n")
     print(engine_bench.format_table(engine_bench.run()))
+    print("\n## Metrics: produce with and without a Prometheus scrape of every node each second\n")
+    print(metrics_bench.format_table(metrics_bench.run()))
     print("\n## A peer: NATS JetStream vs raftka, both driven by Python clients (1 KiB messages)\n")
     print(peer_bench.format_table(peer_bench.run()))
     print("\n## Spark: batch read of 1 M 100-byte messages from 3 partitions into a noop sink\n")

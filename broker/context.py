@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from raftka.broker.controller_channel import ControllerChannel
 from raftka.broker.fetch_session import FetchSessionCache
 from raftka.broker.group_coordinator import GroupCoordinator
+from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
 from raftka.raft_meta.image import MetadataImage
@@ -31,3 +32,7 @@ class BrokerContext:
     @property
     def image(self) -> MetadataImage:
         return self.loader.image
+
+    @property
+    def metrics(self) -> BrokerMetrics:
+        return self.replicas.metrics

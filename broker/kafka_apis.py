@@ -10,6 +10,7 @@ reconnects and retries, and no other connection is affected.
 from __future__ import annotations
 
 import structlog
+import trio
 
 from raftka.broker.handlers import (
     api_versions,
@@ -24,6 +25,7 @@ from raftka.broker.handlers import (
     produce,
     topics_admin,
 )
+from raftka.broker.metrics import request_name
 from raftka.broker.network import CloseConnection, ConnectionInfo, Deferred
 from raftka.broker.zero_copy import ChunkedResponse
 from raftka.client.protocol import (
@@ -96,6 +98,8 @@ class KafkaApis:
         handler = HANDLERS.get(key)
         if handler is None:
             raise CloseConnection(f"{key.name} is not served by this broker")
+        started = trio.current_time()
+        name = _metric_name(key, request)
         try:
             response = await handler(self.ctx, header, request, conn)
         except ProtocolError:
@@ -106,11 +110,24 @@ class KafkaApis:
         if isinstance(response, produce.ReplicationWait):  # acks=all: answer once replicated
 
             async def finish() -> bytes:
-                return encode_response(header, key, header.api_version, await response.finish())
+                answer = encode_response(header, key, header.api_version, await response.finish())
+                self.ctx.metrics.request_done(name, header.api_version, trio.current_time() - started)
+                return answer
 
             return Deferred(finish)
+        self.ctx.metrics.request_done(name, header.api_version, trio.current_time() - started)
         if not expects_response(header, request):
             return None
         if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/zero_copy.py)
             return ChunkedResponse(encode_response_chunks(header, key, header.api_version, response))
         return encode_response(header, key, header.api_version, response)
+
+
+def _metric_name(key: ApiKey, request) -> str:
+    """Kafka's RequestMetrics name: Fetch splits into FetchConsumer and FetchFollower."""
+    if key == ApiKey.FETCH:
+        return "FetchFollower" if getattr(request, "replica_id", -1) >= 0 else "FetchConsumer"
+    return _NAMES.get(key) or _NAMES.setdefault(key, request_name(key.name))
+
+
+_NAMES: dict[ApiKey, str] = {}

@@ -24,6 +24,7 @@ from raftka.broker.control_rpc import ControlRpcServer
 from raftka.broker.controller_channel import ControllerChannel
 from raftka.broker.group_coordinator import GroupCoordinator
 from raftka.broker.kafka_apis import KafkaApis
+from raftka.broker.metrics_http import MetricsServer
 from raftka.broker.network import ListenerLimits, serve_listener
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
@@ -103,6 +104,7 @@ class BrokerNode:
         self.shutdown_requested = trio.Event()
         self.bound: list[BoundListener] = []
         self.ctx: BrokerContext | None = None
+        self.metrics_port: int | None = None
 
     def request_shutdown(self) -> None:
         self.shutdown_requested.set()
@@ -144,6 +146,10 @@ class BrokerNode:
                         )
                         port = sockets[0].socket.getsockname()[1]
                         self.bound.append(BoundListener(endpoint.name, endpoint.host, port))
+                    if config.metrics_port >= 0:
+                        host = config.metrics_host if config.metrics_host is not None else endpoints[0].host
+                        self.metrics_port = await nursery.start(
+                            MetricsServer(ctx, limits).serve, host, config.metrics_port)
                     with trio.CancelScope() as startup:
                         # A shutdown asked for while starting (SIGTERM, the launcher gone) ends
                         # start-up at once: there is nothing to hand over yet.

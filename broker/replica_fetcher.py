@@ -269,6 +269,7 @@ class ReplicaFetcher:
         if records is not None and len(records):
             try:
                 p.log.append_as_follower(records)
+                self.replicas.metrics.replication_bytes_in += len(records)
             except OffsetsNotContiguous as exc:
                 log.warning("replica_fetcher.not_contiguous", topic=p.topic, partition=p.index, error=str(exc))
                 state.needs_truncation = True

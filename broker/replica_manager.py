@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 import trio
 
+from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replica_fetcher import ReplicaFetcherManager
 from raftka.broker.topic_config import TopicConfig, effective_topic_config
@@ -62,6 +63,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.image = MetadataImage()
         self.fetchers = ReplicaFetcherManager(self)
+        self.metrics = BrokerMetrics()  # counters for the metrics endpoint (broker/metrics.py)
         self._alter_partition: AlterPartition | None = None
         # Set whenever any partition's high watermark or role changes (consumer long-polls).
         self._data_event = trio.Event()
@@ -564,9 +566,11 @@ class ReplicaManager:
                 if change is None:
                     continue
                 if change.removed:
+                    self.metrics.isr_shrinks += 1
                     log.warning("isr.shrink", topic=partition.topic, partition=partition.index,
                                 removed=list(change.removed), isr=list(change.new_isr))
                 if change.added:
+                    self.metrics.isr_expands += 1
                     log.info("isr.expand", topic=partition.topic, partition=partition.index,
                              added=list(change.added), isr=list(change.new_isr))
                 await self._request_isr(partition, change.new_isr)

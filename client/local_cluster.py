@@ -46,8 +46,10 @@ READY_MARKER = "raftka node ready"
 # The launcher's pid; a node whose parent is no longer that pid shuts down (raftka/cmd_server.py).
 EXIT_WITH_PARENT_ENV = "RAFTKA_EXIT_WITH_PARENT"
 PORT_STRIDE = 100
-# Node-relative ports: client, quorum, controller RPC (quorum + the default offset 1).
+# Node-relative ports: client, quorum, controller RPC (quorum + the default offset 1), and the
+# Prometheus metrics endpoint when the cluster has one (`metrics=True`: 9095, 9195, ...).
 PORT_OFFSETS = (0, 1, 2)
+METRICS_PORT_OFFSET = 3
 # Ports are chosen below Linux's ephemeral range (ip_local_port_range 32768-60999): a
 # port in that range can be taken by some connection's source port while its node is
 # down, and the restarted node then cannot bind it.
@@ -89,13 +91,14 @@ def free_low_port(used: set[int], host: str = "127.0.0.1") -> int:
     raise RuntimeError(f"no free port in 20000-{LOW_PORTS[1]} after 200 tries")
 
 
-def free_port_base(nodes: int, ports_of: Callable[[int], list[tuple[str, int]]] | None = None) -> int:
+def free_port_base(nodes: int, ports_of: Callable[[int], list[tuple[str, int]]] | None = None,
+                   offsets: tuple[int, ...] = PORT_OFFSETS) -> int:
     """A port base (a multiple of 10) whose nodes' ports are all free.
 
     `ports_of(base)` lists the (host, port) pairs a layout needs; the default is
-    LocalCluster's three loopback ports per node."""
+    LocalCluster's loopback ports per node (`offsets`)."""
     def default_ports(base: int) -> list[tuple[str, int]]:
-        return [("127.0.0.1", base + PORT_STRIDE * i + o) for i in range(nodes) for o in PORT_OFFSETS]
+        return [("127.0.0.1", base + PORT_STRIDE * i + o) for i in range(nodes) for o in offsets]
 
     ports_of = ports_of or default_ports
     for _ in range(200):
@@ -158,6 +161,10 @@ class Node:
         return f"{self.host}:{self.client_port}"
 
     @property
+    def metrics_port(self) -> int:
+        return self.client_port + METRICS_PORT_OFFSET
+
+    @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -171,7 +178,8 @@ class LocalCluster:
 
     def __init__(self, data_dir: str | Path, nodes: int = 3, *, port_base: int | None = None,
                  host: str = "127.0.0.1", extra_config: Mapping[str, str] | None = None,
-                 log_level: str = "INFO", on_line: Callable[[int, str], None] | None = None) -> None:
+                 log_level: str = "INFO", on_line: Callable[[int, str], None] | None = None,
+                 metrics: bool = False) -> None:
         if nodes < 1:
             raise ValueError(f"nodes={nodes}; expected at least 1")
         if port_base is not None and port_base + PORT_STRIDE * (nodes - 1) + 2 >= 32768:
@@ -184,6 +192,7 @@ class LocalCluster:
         self.on_line = on_line
         self.choose_ports = port_base is None
         self.node_count = nodes
+        self.metrics = metrics  # each node serves Prometheus metrics on its client port + 3
         self._lock = DirLock(self.data_dir)
         self._place(self.pick_port_base() if port_base is None else port_base)
 
@@ -197,7 +206,8 @@ class LocalCluster:
 
     def pick_port_base(self) -> int:
         """A free port base for this layout (subclasses with other ports override it)."""
-        return free_port_base(self.node_count)
+        offsets = PORT_OFFSETS + ((METRICS_PORT_OFFSET,) if self.metrics else ())
+        return free_port_base(self.node_count, offsets=offsets)
 
     # -- configuration ----------------------------------------------------------
 
@@ -261,7 +271,14 @@ class LocalCluster:
             "default.replication.factor": str(rf),
             "offsets.topic.replication.factor": str(rf),
             "min.insync.replicas": str(min(2, rf)),
+            **({"metrics.port": str(node.metrics_port)} if self.metrics else {}),
         }
+
+    def metrics_urls(self) -> dict[int, str]:
+        """Each node's Prometheus endpoint (empty without `metrics=True`)."""
+        if not self.metrics:
+            return {}
+        return {i: f"http://{n.host}:{n.metrics_port}/metrics" for i, n in self.nodes.items()}
 
     # -- processes ------------------------------------------------------------------
 

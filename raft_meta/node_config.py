@@ -102,6 +102,13 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _metrics_port(raw: str) -> int:
+    value = _int(raw)
+    if not -1 <= value <= 65535:
+        raise ValueError("a port 0-65535, or -1 for no metrics endpoint")
+    return value
+
+
 def _bool(raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered in ("true", "false"):
@@ -280,6 +287,10 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "rack": ("rack", _str, None),
     "num.network.threads": ("num_network_threads", _positive_int, "3"),  # accepted for Kafka files; trio ignores it
     "num.io.threads": ("num_io_threads", _positive_int, "8"),  # accepted for Kafka files; trio ignores it
+    # raftka's own: the Prometheus endpoint (broker/metrics_http.py; docs/metrics.md). -1: off,
+    # 0: any free port (logged as metrics.listening). The host defaults to the first listener's.
+    "metrics.port": ("metrics_port", _metrics_port, "-1"),
+    "metrics.host": ("metrics_host", _str, None),
 }
 
 
@@ -352,6 +363,8 @@ class NodeConfig:
     rack: str | None
     num_network_threads: int
     num_io_threads: int
+    metrics_port: int = -1
+    metrics_host: str | None = None
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property

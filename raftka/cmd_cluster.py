@@ -37,7 +37,8 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -
             click.echo(f"[node-{node_id}] {_short(line)}", err=True)
 
     try:
-        cluster = LocalCluster(data_dir, nodes, port_base=port_base, log_level=log_level, on_line=on_line)
+        cluster = LocalCluster(data_dir, nodes, port_base=port_base, log_level=log_level, on_line=on_line,
+                               metrics=True)
     except ValueError as exc:
         click.echo(f"raftka cluster up: {exc}", err=True)
         return 2
@@ -68,7 +69,7 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -
         f"  .venv/bin/raftka topics describe --bootstrap-server {cluster.nodes[1].bootstrap}\n"
         f"  .venv/bin/raftka quorum status --bootstrap-server {cluster.nodes[1].bootstrap}\n"
         "Any Kafka client works too, e.g. confluent-kafka with bootstrap.servers="
-        f"{bootstrap}\nCtrl-C stops every node cleanly; data stays in {cluster.data_dir}."
+        f"{bootstrap}\nPrometheus metrics: {' '.join(cluster.metrics_urls().values())}\nCtrl-C stops every node cleanly; data stays in {cluster.data_dir}."
     )
     sys.stdout.flush()
     while not stop.wait(0.5):

@@ -174,8 +174,21 @@ async def handle(ctx, header, request, conn=None) -> FetchResponse:
             break
         with trio.move_on_at(deadline):
             await event.wait()
+    _count(ctx.metrics, topics, follower)
     if session is not None:
         for sp, high_watermark, log_start_offset in sent:  # what this session's follower now knows
             sp.sent_high_watermark, sp.sent_log_start_offset = high_watermark, log_start_offset
     return FetchResponse(throttle_time_ms=0, error_code=0,
                          session_id=session.session_id if session is not None else 0, responses=topics)
+
+
+def _count(metrics, topics: list[dict], follower: bool) -> None:
+    """Bytes out (consumers) or replication bytes out (followers), and failed partitions."""
+    for topic in topics:
+        for entry in topic["partitions"]:
+            if entry["error_code"]:
+                metrics.fetch_failed(topic["topic"])
+            records = entry["records"]
+            size = len(records) if records is not None else 0
+            if size:
+                metrics.fetched(topic["topic"], size, follower=follower)

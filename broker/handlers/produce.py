@@ -80,11 +80,14 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
                 code = error_code_for(exc)
                 results[key] = _partition_result(pdata.index, code, message=str(exc),
                                                  record_errors=_record_errors(exc))
+                ctx.metrics.produce_failed(topic.name)
                 log.info("produce.rejected", topic=topic.name, partition=pdata.index, error_code=code,
                          error=str(exc))
                 continue
             results[key] = _partition_result(pdata.index, 0, info.first_offset, info.log_append_time,
                                              info.log_start_offset)
+            if not info.duplicate:
+                ctx.metrics.produced(topic.name, info.last_offset - info.first_offset + 1, len(pdata.records))
             if acks == -1:
                 waits.append((key, partition, info.last_offset + 1))
     if waits:
