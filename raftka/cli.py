@@ -117,7 +117,7 @@ def cluster() -> None:
 @click.option("--data-dir", default="cluster-data", show_default=True, type=click.Path(file_okay=False),
               help="Where each node's config, logs and metadata live; reused by the next `cluster up`.")
 @click.option("--port-base", default=9092, show_default=True, type=int,
-              help="Node i listens on port-base + 100*(i-1) (clients), +1 (quorum), +2 (controller RPC).")
+              help="Node i listens on port-base + 100*(i-1) (clients), +1 (quorum), +2 (controller RPC), +3 (metrics).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="The nodes' log level.")
@@ -138,6 +138,29 @@ def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet:
     from raftka.cmd_cluster import up
 
     sys.exit(up(nodes, data_dir, port_base, log_level.upper(), quiet))
+
+
+def _cluster_control_command(op: str, summary: str):
+    @cluster.command(name=op, help=summary)
+    @click.option("--node", required=op != "status", type=int, default=None, help="The node id (1..N).")
+    @click.option("--data-dir", default="cluster-data", show_default=True, type=click.Path(file_okay=False),
+                  help="The data dir of the running `cluster up`.")
+    def command(node: int | None, data_dir: str) -> None:
+        from raftka.cmd_cluster import control
+
+        sys.exit(control(data_dir, op, node))
+
+    return command
+
+
+for _op, _summary in (
+    ("kill", "Kill a node of the running `cluster up` with SIGKILL (a crash): watch the failover."),
+    ("stop", "Stop a node of the running `cluster up` cleanly (SIGTERM: controlled shutdown)."),
+    ("start", "Start a stopped or dead node of the running `cluster up`; returns once it serves."),
+    ("restart", "Stop, then start, a node of the running `cluster up`."),
+    ("status", "Show each node of the running `cluster up`: running (pid) or down (why)."),
+):
+    _cluster_control_command(_op, _summary)
 
 
 @main.group()

@@ -10,6 +10,7 @@ import threading
 import click
 
 from raftka.client.local_cluster import READY_MARKER, ClusterRunning, LocalCluster
+from raftka.cluster_control import ControlError, ControlServer, describe_exit, send
 
 
 def _short(line: str) -> str:
@@ -68,15 +69,42 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -
         f"--bootstrap-server {cluster.nodes[1].bootstrap}\n"
         f"  .venv/bin/raftka topics describe --bootstrap-server {cluster.nodes[1].bootstrap}\n"
         f"  .venv/bin/raftka quorum status --bootstrap-server {cluster.nodes[1].bootstrap}\n"
+        f"  .venv/bin/raftka cluster kill --node 2 --data-dir {data_dir}   (watch a failover; then: cluster start --node 2)\n"
         "Any Kafka client works too, e.g. confluent-kafka with bootstrap.servers="
         f"{bootstrap}\nPrometheus metrics: {' '.join(cluster.metrics_urls().values())}\nCtrl-C stops every node cleanly; data stays in {cluster.data_dir}."
     )
     sys.stdout.flush()
-    while not stop.wait(0.5):
-        dead = [n.node_id for n in cluster.nodes.values() if not n.running and not n.stopped_by_us]
-        if dead:
-            click.echo(f"raftka cluster up: node(s) {dead} exited; stopping the cluster", err=True)
-            break
+    control = ControlServer(cluster, cluster.data_dir)
+    control.start()
+    reported: set[tuple[int, int]] = set()  # (node, pid) whose exit was reported
+    try:
+        while not stop.wait(0.5):
+            for node in cluster.nodes.values():
+                process = node.process
+                if process is None or node.running or node.stopped_by_us or (node.node_id, process.pid) in reported:
+                    continue
+                reported.add((node.node_id, process.pid))
+                alive = [n.node_id for n in cluster.nodes.values() if n.running]
+                click.echo(
+                    f"raftka cluster up: node {node.node_id} exited ({describe_exit(process.returncode)}); "
+                    f"node(s) {alive or 'none'} keep serving. Bring it back with: "
+                    f"raftka cluster start --node {node.node_id} --data-dir {cluster.data_dir}", err=True)
+    finally:
+        control.close()
     click.echo("stopping the cluster ...", err=True)
     cluster.stop()
     return 0
+
+
+def control(data_dir: str, op: str, node: int | None) -> int:
+    """`raftka cluster kill|stop|start|restart|status`: ask the running `cluster up`."""
+    try:
+        reply = send(data_dir, op, node)
+    except ControlError as exc:
+        click.echo(f"raftka cluster {op}: {exc}", err=True)
+        return 1
+    except (OSError, ValueError) as exc:
+        click.echo(f"raftka cluster {op}: {exc}", err=True)
+        return 1
+    click.echo(reply.get("message", ""), err=not reply.get("ok"))
+    return 0 if reply.get("ok") else 1

@@ -58,7 +58,7 @@ def _node_pids(data_dir: Path) -> list[int]:
 
 
 def test_cluster_up_serves_reports_and_stops_cleanly(tmp_path):
-    base = free_port_base(3)
+    base = free_port_base(3, offsets=(0, 1, 2, 3))  # clients, quorum, control RPC, metrics
     bootstrap = f"127.0.0.1:{base}"
     up = ClusterUp(tmp_path, base)
     try:
@@ -95,7 +95,7 @@ def test_cluster_up_serves_reports_and_stops_cleanly(tmp_path):
         config = tmp_path / "node-1" / "server.properties"
         before = config.read_bytes()
         again = _raftka("cluster", "up", "--nodes", "3", "--data-dir", str(tmp_path),
-                        "--port-base", str(free_port_base(3)), "--quiet")
+                        "--port-base", str(free_port_base(3, offsets=(0, 1, 2, 3))), "--quiet")
         assert again.returncode == 1
         assert f"already running in {tmp_path}" in again.stderr and f"pid {up.proc.pid}" in again.stderr
         assert config.read_bytes() == before
