@@ -27,6 +27,7 @@ from raftka.broker.kafka_apis import KafkaApis
 from raftka.broker.network import ListenerLimits, serve_listener
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
+from raftka.raft_meta.authorizer import build_authorizer
 from raftka.raft_meta.controller import Controller
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.metadata_loader import MetadataLoader
@@ -122,7 +123,9 @@ class BrokerNode:
                 channel = ControllerChannel(config, controller, loader)
                 rpc = ControlRpcServer(controller, loader, config.controller_quorum_secret or "")
                 ctx = BrokerContext(config, cluster_id, loader, replicas, channel,
-                                    ProducerIdManager(self._allocate_producer_ids), groups=groups)
+                                    ProducerIdManager(self._allocate_producer_ids), groups=groups,
+                                    authorizer=build_authorizer(config.authorizer_class_name, config.super_users,
+                                                                config.allow_everyone_if_no_acl_found))
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)
