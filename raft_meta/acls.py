@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.records import AccessControlEntry, RemoveAccessControlEntry
 
 CLUSTER_NAME = "kafka-cluster"
@@ -27,6 +28,10 @@ WILDCARD_PRINCIPAL = "User:*"
 # Bounds on what one ACL may hold (Kafka has none; ours keep the metadata log and the image
 # small against a hostile CreateAcls). Names follow Kafka's topic-name limit spirit.
 MAX_ACL_FIELD_CHARS = 1000
+# The ACLs one CreateAcls asks for, or one DeleteAcls removes, travel between a broker and the
+# controller in one control-RPC frame (1 MiB): their text is capped well below it. That is
+# thousands of ordinary ACLs; over it the request is refused (POLICY_VIOLATION), nothing changes.
+MAX_ACL_BYTES_PER_REQUEST = 512 * 1024
 
 
 class ResourceType(IntEnum):
@@ -241,6 +246,14 @@ def matching(acls: Mapping[str, AclBinding], f: AclFilter) -> list[tuple[str, Ac
 
 # --- the controller's decisions ------------------------------------------------------------
 
+def check_request_size(acls: Iterable[AclBinding | AclFilter], what: str) -> None:
+    """Raise POLICY_VIOLATION if the ACLs' text exceeds MAX_ACL_BYTES_PER_REQUEST."""
+    size = sum(16 + len(a.resource_name or "") + len(a.principal or "") + len(a.host or "") for a in acls)
+    if size > MAX_ACL_BYTES_PER_REQUEST:
+        raise ControllerError("POLICY_VIOLATION", f"{what} holds {size} bytes of ACLs; one request may hold at "
+                                                  f"most {MAX_ACL_BYTES_PER_REQUEST}: split it")
+
+
 @dataclass(frozen=True)
 class AclOutcome:
     """One creation's or filter's outcome: `error` is (Kafka error name, message) or None;
@@ -254,6 +267,8 @@ def create_acls(acls: Mapping[str, AclBinding], bindings: Iterable[AclBinding],
                 new_id: Callable[[int], str]) -> tuple[tuple[AccessControlEntry, ...], list[AclOutcome]]:
     """Records for the valid, new bindings (in order), and an outcome per binding. `new_id(i)`
     gives the id of the i-th binding (drawn only for the ones created)."""
+    bindings = list(bindings)
+    check_request_size(bindings, "this CreateAcls request")
     existing = set(acls.values())
     records: list[AccessControlEntry] = []
     outcomes: list[AclOutcome] = []
@@ -288,4 +303,5 @@ def delete_acls(acls: Mapping[str, AclBinding],
                 removed.add(acl_id)
                 records.append(RemoveAccessControlEntry(acl_id))
         outcomes.append(AclOutcome(deleted=tuple(b for _, b in found)))
+    check_request_size((b for o in outcomes for b in o.deleted), "the reply to this DeleteAcls request")
     return tuple(records), outcomes

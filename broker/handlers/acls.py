@@ -20,6 +20,7 @@ from raftka.raft_meta.acls import (
     AclFilter,
     AclOperation,
     binding_error,
+    check_request_size,
     filter_error,
     matching,
 )
@@ -91,6 +92,7 @@ async def handle_create_acls(ctx, header, request, conn=None):
                 asked.append((i, b))
         if asked:
             try:
+                check_request_size((b for _, b in asked), "this CreateAcls request")
                 outcomes = await ctx.controller.create_acls([b.to_wire() for _, b in asked])
             except Exception as exc:  # the whole request: NOT_CONTROLLER, REQUEST_TIMED_OUT, POLICY_VIOLATION
                 message = exc.message if isinstance(exc, ControllerError) else str(exc)
@@ -123,6 +125,7 @@ async def handle_delete_acls(ctx, header, request, conn=None):
                 asked.append((i, f))
         if asked:
             try:
+                check_request_size((f for _, f in asked), "this DeleteAcls request")
                 outcomes = await ctx.controller.delete_acls([f.to_wire() for _, f in asked])
             except Exception as exc:
                 message = exc.message if isinstance(exc, ControllerError) else str(exc)

@@ -161,11 +161,13 @@ def test_prefixed_deny_read_fails_fetch_but_not_describe(secured: ServerProcess)
 def test_metadata_hides_topics_the_principal_may_not_describe(secured: ServerProcess) -> None:
     _create_topic(secured, "acl-hidden")
     _create_topic(secured, "acl-shown")
-    _deny(secured, CKResource.TOPIC, "acl-hidden", AclOperation.DESCRIBE)
+    _deny(secured, CKResource.TOPIC, "acl-hidden", AclOperation.DESCRIBE, CKPattern.PREFIXED)
     topics = _ck_admin(secured).list_topics(timeout=20).topics
     assert "acl-shown" in topics and "acl-hidden" not in topics
-    named = _ck_admin(secured).list_topics("acl-hidden", timeout=20).topics["acl-hidden"]
-    assert named.error is not None and named.error.code() == CKError.TOPIC_AUTHORIZATION_FAILED
+    # Named: the authorization error, whether the topic exists or not (existence is not revealed).
+    for name in ("acl-hidden", "acl-hidden-never-created"):
+        named = _ck_admin(secured).list_topics(name, timeout=20).topics[name]
+        assert named.error is not None and named.error.code() == CKError.TOPIC_AUTHORIZATION_FAILED, name
 
 
 def test_group_read_denied(secured: ServerProcess) -> None:

@@ -155,3 +155,18 @@ def test_delete_decision_removes_each_once_and_reports_per_filter() -> None:
     assert outcomes[0].deleted == (READ_ORDERS, DENY_PREFIX)
     assert outcomes[1].deleted == (DENY_PREFIX,)
     assert outcomes[2].error == ("INVALID_REQUEST", "filter operation 0 is unknown")
+
+
+def test_requests_too_big_for_one_control_frame_are_refused() -> None:
+    from raftka.raft_meta.acls import MAX_ACL_BYTES_PER_REQUEST, MAX_ACL_FIELD_CHARS
+    from raftka.raft_meta.controller_errors import ControllerError
+
+    big = [AclBinding(Res.TOPIC, f"{i:04d}" + "x" * (MAX_ACL_FIELD_CHARS - 4), Pat.LITERAL, "User:a", "*", Op.READ,
+                      Perm.ALLOW) for i in range(MAX_ACL_BYTES_PER_REQUEST // MAX_ACL_FIELD_CHARS + 1)]
+    with pytest.raises(ControllerError, match="POLICY_VIOLATION|one request may hold at most"):
+        create_acls({}, big, str)
+    existing = {str(i): b for i, b in enumerate(big)}
+    with pytest.raises(ControllerError, match="one request may hold at most"):
+        delete_acls(existing, [AclFilter()])
+    records, _ = create_acls({}, big[:100], str)
+    assert len(records) == 100
