@@ -21,6 +21,7 @@ None from `build_authorizer` and skip them.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ OPERATIONS_BY_TYPE: dict[int, tuple[AclOperation, ...]] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)  # a handful of client addresses, asked on every check
 def java_host_address(host: str) -> str:
     """`host` as Java's `getHostAddress()` prints it: IPv4 as is, IPv4-mapped IPv6 as IPv4,
     other IPv6 in full without `::` or leading zeros (`::1` -> `0:0:0:0:0:0:0:1`). A name
@@ -81,26 +83,30 @@ def parse_super_users(raw: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class _Index:
-    """The ACLs of one image arranged for lookups: per resource type, LITERAL by name and the
-    PREFIXED ones as a list (few in practice)."""
+    """The ACLs of one image arranged for lookups: LITERAL and PREFIXED by (type, name), and the
+    prefix lengths in use per type, so a name's candidate prefixes are a few dict lookups
+    (one per distinct length) however many PREFIXED ACLs there are."""
 
     literal: dict[tuple[int, str], tuple[AclBinding, ...]]
-    prefixed: dict[int, tuple[AclBinding, ...]]
+    prefixed: dict[tuple[int, str], tuple[AclBinding, ...]]
+    prefix_lengths: dict[int, tuple[int, ...]]
     by_type: dict[int, tuple[AclBinding, ...]]
 
 
 def _index(acls: Iterable[AclBinding]) -> _Index:
     literal: dict[tuple[int, str], list[AclBinding]] = {}
-    prefixed: dict[int, list[AclBinding]] = {}
+    prefixed: dict[tuple[int, str], list[AclBinding]] = {}
+    lengths: dict[int, set[int]] = {}
     by_type: dict[int, list[AclBinding]] = {}
     for b in acls:
         by_type.setdefault(b.resource_type, []).append(b)
         if b.pattern_type == PatternType.LITERAL:
             literal.setdefault((b.resource_type, b.resource_name), []).append(b)
         elif b.pattern_type == PatternType.PREFIXED:
-            prefixed.setdefault(b.resource_type, []).append(b)
+            prefixed.setdefault((b.resource_type, b.resource_name), []).append(b)
+            lengths.setdefault(b.resource_type, set()).add(len(b.resource_name))
     return _Index({k: tuple(v) for k, v in literal.items()}, {k: tuple(v) for k, v in prefixed.items()},
-                  {k: tuple(v) for k, v in by_type.items()})
+                  {k: tuple(sorted(v)) for k, v in lengths.items()}, {k: tuple(v) for k, v in by_type.items()})
 
 
 class StandardAuthorizer:
@@ -123,7 +129,10 @@ class StandardAuthorizer:
         found = list(index.literal.get((resource_type, name), ()))
         if name != WILDCARD:
             found.extend(index.literal.get((resource_type, WILDCARD), ()))
-        found.extend(b for b in index.prefixed.get(resource_type, ()) if name.startswith(b.resource_name))
+        for length in index.prefix_lengths.get(resource_type, ()):
+            if length > len(name):
+                break
+            found.extend(index.prefixed.get((resource_type, name[:length]), ()))
         return found
 
     def authorize(self, acls: Mapping[str, AclBinding], principal: str, host: str, operation: int,
