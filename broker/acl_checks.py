@@ -172,3 +172,17 @@ def config_resource_error(ctx, conn, op: Op, resource_type: int, name: str) -> t
     if allowed(ctx, conn, op, *target):
         return None
     return int(code), f"not authorized to {op.name} of {target[0].name.lower()} {target[1]!r}"
+
+
+def anonymous_inter_broker_warning(config) -> str | None:
+    """Why replication may be denied, if the authorizer is on and brokers talk to each other
+    over a PLAINTEXT listener (they are User:ANONYMOUS there and need CLUSTER_ACTION), else None."""
+    if not config.authorizer_class_name or ANONYMOUS in config.super_users:
+        return None
+    name = config.inter_broker_listener_name
+    protocol = dict(config.listener_security_protocol_map).get(name, name)
+    if protocol != "PLAINTEXT":
+        return None
+    return (f"the authorizer is on and the inter-broker listener {name} is PLAINTEXT: brokers connect as "
+            f"{ANONYMOUS}, so follower fetches need CLUSTER_ACTION on the cluster for it (an ACL, which lets any "
+            "client on that port act as a broker); authenticate brokers (SSL/SASL) and list them in super.users")

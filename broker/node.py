@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
+from raftka.broker.acl_checks import anonymous_inter_broker_warning
 from raftka.broker.context import BrokerContext
 from raftka.broker.control_rpc import ControlRpcServer
 from raftka.broker.controller_channel import ControllerChannel
@@ -112,6 +113,9 @@ class BrokerNode:
         config = self.config
         cluster_id = verify_storage(config)
         log.info("node.starting", node_id=config.node_id, cluster_id=cluster_id)
+        acl_warning = anonymous_inter_broker_warning(config)
+        if acl_warning is not None:
+            log.warning("acl.inter_broker_anonymous", reason=acl_warning)
         replicas = ReplicaManager(config)
         groups = GroupCoordinator(config, replicas, self._create_offsets_topic)
         replicas.add_leadership_listener(groups.on_leadership)

@@ -139,3 +139,26 @@ def test_authorized_operations_bitfield() -> None:
     c = ctx(allow(Res.TOPIC, "t", Op.READ))
     assert acl_checks.authorized_operations(c, ALICE, Res.TOPIC, "t") == (1 << Op.READ) | (1 << Op.DESCRIBE)
     assert acl_checks.authorized_operations(c, ALICE, Res.CLUSTER, "kafka-cluster") == 0
+
+
+@pytest.mark.parametrize("properties, warned", [
+    ({}, False),  # no authorizer
+    ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, True),
+    ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+      "super.users": "User:ANONYMOUS"}, False),
+])
+def test_anonymous_inter_broker_warning(properties: dict, warned: bool) -> None:
+    from raftka.raft_meta.node_config import parse_node_config
+
+    config = parse_node_config({"node.id": "1", "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                                "controller.quorum.voters": "1@localhost:9093", "log.dirs": "/tmp/unused",
+                                "controller.quorum.secret": "s" * 20, **properties}, env={})
+    assert (acl_checks.anonymous_inter_broker_warning(config) is not None) is warned
+
+
+def test_no_warning_when_brokers_use_a_secured_listener() -> None:
+    # (SSL/SASL listeners arrive with the TLS work; the rule only reads the protocol map.)
+    config = SimpleNamespace(authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                             super_users=frozenset(), inter_broker_listener_name="INTERNAL",
+                             listener_security_protocol_map=(("INTERNAL", "SASL_SSL"),))
+    assert acl_checks.anonymous_inter_broker_warning(config) is None
