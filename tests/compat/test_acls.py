@@ -221,3 +221,44 @@ def test_acls_survive_a_restart(secured: ServerProcess, tmp_path: Path) -> None:
         CKResource.TOPIC, "acl-kept", CKPattern.LITERAL, None, None, AclOperation.ANY,
         AclPermissionType.ANY)).result(timeout=30)
     assert found == [binding]
+
+
+def test_each_api_answers_kafkas_code_on_the_wire(secured: ServerProcess) -> None:
+    from raftka.client.protocol import ApiKey
+    from tests.compat.wire_client import WireConnection
+
+    for name in ("acl-wire", "acl-wire-ro"):
+        _create_topic(secured, name)
+    assert _ck_deliver(secured, "acl-wire-ro") is None
+    _deny(secured, CKResource.TOPIC, "acl-wire", AclOperation.ALL)  # DENY ALL: DESCRIBE too
+    _deny(secured, CKResource.TOPIC, "acl-wire-ro", AclOperation.READ)
+    _deny(secured, CKResource.GROUP, "acl-wire-g", AclOperation.DESCRIBE)
+    _deny(secured, CKResource.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS)
+    _deny(secured, CKResource.BROKER, "kafka-cluster", AclOperation.DELETE)  # else it grants every topic's DELETE
+    topic_denied, group_denied, cluster_denied = 29, 30, 31
+    with WireConnection(secured.bootstrap) as wire:
+        assert wire.list_offset("acl-wire", 0).error_code == topic_denied
+        assert wire.list_offset("acl-wire-ro", 0).error_code == 0  # READ denied, DESCRIBE not
+        assert wire.fetch("acl-wire-ro", 0, 0).error_code == topic_denied
+        assert wire.commit_offsets("acl-wire-ok", "acl-wire-ro", {0: 1}) == {0: topic_denied}  # READ on the topic
+        assert wire.find_coordinator("acl-wire-ok").error_code == 0  # creates __consumer_offsets
+        fetched = wait_until(lambda: (lambda r: r if r.error_code == 0 else None)(
+            wire.fetch_offsets("acl-wire-ok", "acl-wire", [0])), timeout=30, what="the group coordinator")
+        part = fetched.topics[0].partitions[0]
+        assert (fetched.error_code, part.error_code, part.committed_offset) == (0, topic_denied, -1)
+        assert wire.fetch_offsets("acl-wire-g", "acl-wire-ro", [0]).error_code == group_denied
+        assert wire.find_coordinator("acl-wire-g").error_code == group_denied
+        deleted = wire.request(ApiKey.DELETE_TOPICS, 3, {"topic_names": ["acl-wire", "acl-wire-none"],
+                                                         "timeout_ms": 15000})
+        assert {r.name: r.error_code for r in deleted.responses} == {"acl-wire": topic_denied,
+                                                                     "acl-wire-none": 3}
+        grown = wire.request(ApiKey.CREATE_PARTITIONS, 1, {"topics": [{"name": "acl-wire", "count": 2,
+                                                                       "assignments": None}],
+                                                           "timeout_ms": 15000, "validate_only": True})
+        assert grown.results[0].error_code == topic_denied
+        configs = wire.request(ApiKey.DESCRIBE_CONFIGS, 3, {"resources": [
+            {"resource_type": 2, "resource_name": "acl-wire", "configuration_keys": None},
+            {"resource_type": 2, "resource_name": "acl-wire-ro", "configuration_keys": ["cleanup.policy"]},
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+        assert [r.error_code for r in configs.results] == [topic_denied, 0, cluster_denied]
