@@ -140,7 +140,7 @@ async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitR
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ, (t.name for t in request.topics))
     refused = {key: group_denied or ErrorCode.TOPIC_AUTHORIZATION_FAILED for key in offsets
                if group_denied or key[0] in denied}
-    codes = {} if group_denied else await ctx.groups.commit(
+    codes = {} if group_denied or len(refused) == len(offsets) else await ctx.groups.commit(
         request.group_id, request.member_id, request.generation_id_or_member_epoch,
         {k: v for k, v in offsets.items() if k not in refused}, request.group_instance_id)
     codes = {**codes, **refused}
