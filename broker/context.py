@@ -10,6 +10,7 @@ from raftka.broker.group_coordinator import GroupCoordinator
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
+from raftka.raft_meta.authorizer import StandardAuthorizer
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.node_config import NodeConfig
@@ -28,6 +29,8 @@ class BrokerContext:
     broker_epoch: int = -1
     # Set once the node is registered and unfenced; False again during shutdown.
     serving: bool = field(default=False)
+    # authorizer.class.name set: the StandardAuthorizer (broker/acl_checks.py); None = no checks.
+    authorizer: StandardAuthorizer | None = None
 
     @property
     def image(self) -> MetadataImage:

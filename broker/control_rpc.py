@@ -112,6 +112,8 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "create_partitions": topic_results_to_wire,
     "delete_topic": lambda r: None,
     "allocate_producer_ids": lambda r: list(r),
+    "create_acls": lambda r: r,
+    "delete_acls": lambda r: r,
 }
 
 
@@ -272,6 +274,17 @@ def _is_total(value: object) -> bool:
     return isinstance(value, (list, tuple)) and len(value) == 2 and _is_str(value[0]) and _is_int(value[1])
 
 
+def _is_acl(value: object, optional_strings: bool = False) -> bool:
+    text = _optional(_is_str) if optional_strings else _is_str
+    return (isinstance(value, (list, tuple)) and len(value) == 7 and _is_int(value[0]) and text(value[1])
+            and _is_int(value[2]) and text(value[3]) and text(value[4]) and _is_int(value[5])
+            and _is_int(value[6]))
+
+
+def _is_acl_filter(value: object) -> bool:
+    return _is_acl(value, optional_strings=True)
+
+
 _INT, _STR = (_is_int, "an integer"), (_is_str, "a string")
 _OPT_INT, _OPT_STR = (_optional(_is_int), "an integer or null"), (_optional(_is_str), "a string or null")
 _BOOL = (lambda v: isinstance(v, bool), "true or false")
@@ -297,6 +310,11 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
                           "timeout_ms": (_OPT_INT, False)},
     "delete_topic": {"name": (_STR, True), "request_id": (_OPT_STR, False), "timeout_ms": (_OPT_INT, False)},
     "allocate_producer_ids": {"broker_id": (_INT, True), "broker_epoch": (_INT, True)},
+    "create_acls": {"acls": ((_list_of(_is_acl), "a list of [type, name, pattern, principal, host, "
+                                                  "operation, permission]"), True)},
+    "delete_acls": {"filters": ((_list_of(_is_acl_filter), "a list of [type, name|null, pattern, "
+                                                           "principal|null, host|null, operation, permission]"),
+                                True)},
 }
 assert SIGNATURES.keys() == METHODS.keys()
 

@@ -21,7 +21,7 @@ from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
-ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic"})
+ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls"})
 
 
 class ControllerChannel:
@@ -110,6 +110,15 @@ class ControllerChannel:
             "alter_partition", broker_id=broker_id, broker_epoch=broker_epoch, topic_id=topic_id,
             partition=partition, leader_epoch=leader_epoch, partition_epoch=partition_epoch, new_isr=new_isr)
         return leader_epoch_after, partition_epoch_after
+
+    async def create_acls(self, acls: Sequence[Sequence]) -> list[list]:
+        """One CreateAcls request: `AclBinding.to_wire()` lists in, `[error name, message]`
+        (or `[None, None]`) per ACL out (see `Controller.create_acls`)."""
+        return await self._call("create_acls", acls=[list(a) for a in acls])
+
+    async def delete_acls(self, filters: Sequence[Sequence]) -> list[dict]:
+        """One DeleteAcls request (see `Controller.delete_acls`)."""
+        return await self._call("delete_acls", filters=[list(f) for f in filters])
 
     async def aclose(self) -> None:
         for client in self._clients.values():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import structlog
 
+from raftka.broker.acl_checks import AuthorizationError
 from raftka.broker.partition import PartitionError
 from raftka.broker.replica_manager import UnknownTopicOrPartition
 from raftka.client.protocol import ErrorCode
@@ -37,6 +38,8 @@ def error_code_for(exc: BaseException) -> int:
     if isinstance(exc, PartitionError):
         return exc.code
     if isinstance(exc, ControllerError):
+        return exc.code
+    if isinstance(exc, AuthorizationError):
         return exc.code
     for kind, code in _BY_TYPE:
         if isinstance(exc, kind):

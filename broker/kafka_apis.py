@@ -13,6 +13,7 @@ import structlog
 import trio
 
 from raftka.broker.handlers import (
+    acls,
     api_versions,
     describe_configs,
     describe_quorum,
@@ -68,6 +69,9 @@ HANDLERS = {
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.DESCRIBE_QUORUM: describe_quorum.handle,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
+from raftka.broker.acl_checks import anonymous_inter_broker_warning
 from raftka.broker.context import BrokerContext
 from raftka.broker.control_rpc import ControlRpcServer
 from raftka.broker.controller_channel import ControllerChannel
@@ -28,6 +29,7 @@ from raftka.broker.metrics_http import MetricsServer
 from raftka.broker.network import ListenerLimits, serve_listener
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
+from raftka.raft_meta.authorizer import build_authorizer
 from raftka.raft_meta.controller import Controller
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.metadata_loader import MetadataLoader
@@ -113,6 +115,9 @@ class BrokerNode:
         config = self.config
         cluster_id = verify_storage(config)
         log.info("node.starting", node_id=config.node_id, cluster_id=cluster_id)
+        acl_warning = anonymous_inter_broker_warning(config)
+        if acl_warning is not None:
+            log.warning("acl.inter_broker_anonymous", reason=acl_warning)
         replicas = ReplicaManager(config)
         groups = GroupCoordinator(config, replicas, self._create_offsets_topic)
         replicas.add_leadership_listener(groups.on_leadership)
@@ -124,7 +129,9 @@ class BrokerNode:
                 channel = ControllerChannel(config, controller, loader)
                 rpc = ControlRpcServer(controller, loader, config.controller_quorum_secret or "")
                 ctx = BrokerContext(config, cluster_id, loader, replicas, channel,
-                                    ProducerIdManager(self._allocate_producer_ids), groups=groups)
+                                    ProducerIdManager(self._allocate_producer_ids), groups=groups,
+                                    authorizer=build_authorizer(config.authorizer_class_name, config.super_users,
+                                                                config.allow_everyone_if_no_acl_found))
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 
+from raftka.raft_meta.acls import AclBinding, binding_error
 from raftka.raft_meta.image import (
     REQUEST_ID_MEMORY,
     BrokerRegistration,
@@ -32,6 +33,7 @@ from raftka.raft_meta.image import (
 )
 from raftka.raft_meta.records import (
     NO_LEADER,
+    AccessControlEntry,
     Config,
     ControllerClaim,
     FenceBroker,
@@ -41,6 +43,7 @@ from raftka.raft_meta.records import (
     ProducerIds,
     RecordBatch,
     RegisterBroker,
+    RemoveAccessControlEntry,
     RemoveTopic,
     Topic,
     UndecodableRecord,
@@ -74,6 +77,7 @@ class _Draft:
         self.topic_ids = image.topic_ids
         self.configs = image.configs
         self.producer_id_blocks = image.producer_id_blocks
+        self.acls = image.acls
         self._owned: set[str] = set()  # names of the maps above that are this draft's copies
         self._owned_partitions: set[str] = set()  # topic ids whose partition map is this draft's copy
         self._request_order: deque[str] | None = None
@@ -99,6 +103,9 @@ class _Draft:
 
     def producer_id_blocks_for_change(self) -> dict[int, tuple[int, int]]:
         return self._own("producer_id_blocks")
+
+    def acls_for_change(self) -> dict[str, AclBinding]:
+        return self._own("acls")
 
     def partitions_for_change(self, topic_id: str) -> dict[int, PartitionImage]:
         """The partition map of an existing topic, as this draft's own copy (the topic's
@@ -363,6 +370,32 @@ def _controller_claim(draft: _Draft, r: ControllerClaim, offset: int) -> Metadat
     return MetadataDelta(offset, r, True, controller=True)
 
 
+def _access_control_entry(draft: _Draft, r: AccessControlEntry, offset: int) -> MetadataDelta:
+    if not isinstance(r.acl_id, str) or not r.acl_id:
+        raise _Reject(f"ACL id {r.acl_id!r} is not a non-empty string")
+    if r.acl_id in draft.acls:
+        raise _Reject(f"ACL id {r.acl_id} already exists: {draft.acls[r.acl_id].describe()}")
+    binding = AclBinding.from_record(r)
+    for value in (r.resource_type, r.pattern_type, r.operation, r.permission_type):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _Reject(f"ACL {r.acl_id} enum field {value!r} is not an integer")
+    for value in (r.resource_name, r.principal, r.host):
+        if not isinstance(value, str):
+            raise _Reject(f"ACL {r.acl_id} field {value!r:.200} is not a string")
+    problem = binding_error(binding)
+    if problem is not None:
+        raise _Reject(f"ACL {r.acl_id} is invalid: {problem}")
+    draft.acls_for_change()[r.acl_id] = binding
+    return MetadataDelta(offset, r, True, acls=True)
+
+
+def _remove_access_control_entry(draft: _Draft, r: RemoveAccessControlEntry, offset: int) -> MetadataDelta:
+    if r.acl_id not in draft.acls:
+        raise _Reject(f"ACL id {r.acl_id!r} does not exist")
+    del draft.acls_for_change()[r.acl_id]
+    return MetadataDelta(offset, r, True, acls=True)
+
+
 _HANDLERS = {
     RegisterBroker: _register,
     UnregisterBroker: _unregister,
@@ -375,6 +408,8 @@ _HANDLERS = {
     Config: _config,
     ProducerIds: _producer_ids,
     ControllerClaim: _controller_claim,
+    AccessControlEntry: _access_control_entry,
+    RemoveAccessControlEntry: _remove_access_control_entry,
 }
 
 

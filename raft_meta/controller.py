@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
+from raftka.raft_meta import acls as acl_decisions
 from raftka.raft_meta import controller_decisions as decide
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataImage
@@ -322,6 +323,39 @@ class Controller:
         image = await self._decide_and_commit(lambda img: decide.allocate_producer_ids(img, broker_id, broker_epoch))
         return image.producer_id_blocks[broker_id]
 
+    async def create_acls(self, acls: Sequence[Sequence]) -> list[list]:
+        """One CreateAcls request (ACLs as `AclBinding.to_wire()` lists), committed as one entry;
+        per ACL `[error name, message]` or `[None, None]`. Exact duplicates of stored ACLs
+        succeed and write nothing. Whole-request errors raised (POLICY_VIOLATION over
+        MAX_RECORDS_PER_USER_OP, REQUEST_TIMED_OUT, NOT_CONTROLLER)."""
+        bindings = [acl_decisions.AclBinding.from_wire(a) for a in acls]
+        outcomes: list[acl_decisions.AclOutcome] = []
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            records, made = acl_decisions.create_acls(img.acls, bindings, lambda _: str(uuid.uuid4()))
+            _check_user_op(len(records), "this CreateAcls request")
+            outcomes[:] = made
+            return decide.Decision(records)
+
+        await self._decide_and_commit(decision)
+        return [[None, None] if o.error is None else list(o.error) for o in outcomes]
+
+    async def delete_acls(self, filters: Sequence[Sequence]) -> list[dict]:
+        """One DeleteAcls request (filters as `AclFilter.to_wire()` lists), committed as one
+        entry; per filter `{"error": [name, message] | None, "deleted": [ACL wire lists]}`."""
+        parsed = [acl_decisions.AclFilter.from_wire(f) for f in filters]
+        outcomes: list[acl_decisions.AclOutcome] = []
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            records, made = acl_decisions.delete_acls(img.acls, parsed)
+            _check_user_op(len(records), "this DeleteAcls request")
+            outcomes[:] = made
+            return decide.Decision(records)
+
+        await self._decide_and_commit(decision)
+        return [{"error": None if o.error is None else list(o.error), "deleted": [b.to_wire() for b in o.deleted]}
+                for o in outcomes]
+
     def connection_lost(self, broker_id: int) -> None:
         """A control connection that carried `broker_id`'s registration or heartbeats ended.
 
@@ -434,3 +468,10 @@ class Controller:
             log.info("broker.liveness_probe_abandoned", broker_id=broker_id, reason=exc.message)
         finally:
             self._probing.discard(broker_id)
+
+
+def _check_user_op(records: int, what: str) -> None:
+    if records > decide.MAX_RECORDS_PER_USER_OP:
+        raise ControllerError("POLICY_VIOLATION", f"{what} would write {records} metadata records; one request "
+                                                  f"may write at most {decide.MAX_RECORDS_PER_USER_OP} (Kafka's "
+                                                  "MAX_RECORDS_PER_USER_OP), so nothing was changed")

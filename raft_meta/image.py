@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from raftka.raft_meta.acls import AclBinding
 from raftka.raft_meta.records import NO_LEADER, MetadataRecord, UndecodableRecord
 
 # How many recent request ids the image remembers for deduplication. A retry
@@ -72,6 +73,7 @@ class MetadataImage:
     controller: ControllerImage = ControllerImage()
     request_ids: frozenset[str] = frozenset()
     request_id_order: tuple[str, ...] = ()
+    acls: dict[str, AclBinding] = field(default_factory=dict)  # by ACL id, in creation order
 
     def topic_by_name(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -122,3 +124,4 @@ class MetadataDelta:
     configs: frozenset[tuple[str, str]] = frozenset()
     producer_ids: bool = False
     controller: bool = False
+    acls: bool = False  # an ACL was added or removed

@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftka.raft_meta.acls import principal_error
+from raftka.raft_meta.authorizer import STANDARD_AUTHORIZER, parse_super_users
+
 SECRET_ENV = "RAFTKA_QUORUM_SECRET"
 MIN_SECRET_BYTES = 16
 HIDDEN = "[hidden]"  # what error messages show instead of a sensitive value, as Kafka does
@@ -224,6 +227,22 @@ def _cleanup_policy(raw: str) -> tuple[str, ...]:
 
 
 # key -> (NodeConfig attribute, parser, default as written in a file or None for none)
+def _authorizer_class(raw: str) -> str:
+    raw = raw.strip()
+    if raw not in ("", STANDARD_AUTHORIZER):
+        raise ValueError(f"{raw!r} is not a supported authorizer; expected {STANDARD_AUTHORIZER} or empty")
+    return raw
+
+
+def _super_users(raw: str) -> frozenset[str]:
+    users = parse_super_users(raw)
+    for user in users:
+        if principal_error(user) is not None:
+            raise ValueError(f"super user {user!r} is not of the form Type:name (e.g. User:admin); "
+                             "entries are separated by ';'")
+    return users
+
+
 _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "node.id": ("node_id", _non_negative_int, None),
     "broker.id": ("node_id", _non_negative_int, None),  # Kafka's older name, same meaning
@@ -291,6 +310,10 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     # 0: any free port (logged as metrics.listening). The host defaults to the first listener's.
     "metrics.port": ("metrics_port", _metrics_port, "-1"),
     "metrics.host": ("metrics_host", _str, None),
+    # ACLs (raft_meta/authorizer.py): empty authorizer.class.name = no checks, as in Kafka.
+    "authorizer.class.name": ("authorizer_class_name", _authorizer_class, ""),
+    "super.users": ("super_users", _super_users, ""),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool, "false"),
 }
 
 
@@ -365,6 +388,9 @@ class NodeConfig:
     num_io_threads: int
     metrics_port: int = -1
     metrics_host: str | None = None
+    authorizer_class_name: str = ""
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -170,6 +170,34 @@ class RecordBatch:
 
 
 @dataclass(frozen=True)
+class AccessControlEntry:
+    """One ACL is added (Kafka's AccessControlEntryRecord): `acl_id` (UUID text), then the ACL's
+    seven fields with Kafka's enum codes (raft_meta/acls.py)."""
+
+    TYPE: ClassVar[str] = "AccessControlEntry"
+    VERSION: ClassVar[int] = 1
+    acl_id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RemoveAccessControlEntry:
+    """The ACL `acl_id` is removed (Kafka's RemoveAccessControlEntryRecord)."""
+
+    TYPE: ClassVar[str] = "RemoveAccessControlEntry"
+    VERSION: ClassVar[int] = 1
+    acl_id: str
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
 class UndecodableRecord:
     """Bytes that are not a record this code understands; `apply` skips them."""
 
@@ -191,6 +219,8 @@ MetadataRecord = (
     | ProducerIds
     | ControllerClaim
     | RecordBatch
+    | AccessControlEntry
+    | RemoveAccessControlEntry
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -208,6 +238,8 @@ RECORD_TYPES: dict[str, type] = {
         ProducerIds,
         ControllerClaim,
         RecordBatch,
+        AccessControlEntry,
+        RemoveAccessControlEntry,
     )
 }
 

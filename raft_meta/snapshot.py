@@ -12,7 +12,12 @@ Encoding: one CBOR map
                                       partition epoch], ...]], ...],
      "configs":   [[resource type, resource name, [[key, value], ...]], ...],
      "next_producer_id": int, "producer_id_blocks": [[broker, first id, size], ...],
-     "controller": [node id, epoch], "request_ids": [oldest ... newest]}
+     "controller": [node id, epoch], "request_ids": [oldest ... newest],
+     "acls":      [[acl id, resource type, name, pattern type, principal, host, operation,
+                    permission type], ...]}
+
+Version 2 added "acls"; a version-1 snapshot (written before ACLs existed) still loads, with
+none. An older node refuses a version-2 snapshot rather than load it without its ACLs.
 
 Lists keep the image's insertion order, so decoding gives back an equal image whose maps iterate
 in the same order (`topic_ids` is rebuilt from `topics`). `image_digest` hashes a canonical
@@ -29,6 +34,7 @@ from typing import Any
 
 import cbor2
 
+from raftka.raft_meta.acls import AclBinding, binding_error
 from raftka.raft_meta.image import (
     BrokerRegistration,
     ControllerImage,
@@ -40,7 +46,8 @@ from raftka.raft_meta.image import (
 )
 
 SNAPSHOT_TYPE = "MetadataSnapshot"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 class SnapshotError(ValueError):
@@ -69,6 +76,7 @@ def _body(image: MetadataImage) -> dict[str, Any]:
         "producer_id_blocks": [[broker, first, size] for broker, (first, size) in image.producer_id_blocks.items()],
         "controller": [image.controller.node_id, image.controller.epoch],
         "request_ids": list(image.request_id_order),
+        "acls": [[acl_id, *binding.to_wire()] for acl_id, binding in image.acls.items()],
     }
 
 
@@ -147,8 +155,9 @@ def decode_snapshot(raw: bytes) -> MetadataImage:
         raise SnapshotError(f"expected a CBOR map, got {type(body).__name__}")
     if body.get("type") != SNAPSHOT_TYPE:
         raise SnapshotError(f"type {body.get('type')!r} is not {SNAPSHOT_TYPE!r}")
-    if body.get("v") != SNAPSHOT_VERSION:
-        raise SnapshotError(f"snapshot version {body.get('v')!r} is not supported (expected {SNAPSHOT_VERSION})")
+    if body.get("v") not in READABLE_VERSIONS:
+        raise SnapshotError(f"snapshot version {body.get('v')!r} is not supported (expected one of "
+                            f"{list(READABLE_VERSIONS)})")
     missing = {"offset", "cluster_id", "brokers", "topics", "configs", "next_producer_id", "producer_id_blocks",
                "controller", "request_ids"} - body.keys()
     if missing:
@@ -175,6 +184,7 @@ def decode_snapshot(raw: bytes) -> MetadataImage:
     order = tuple(_str(r, "request id") for r in _list(body["request_ids"], "request_ids"))
     if len(set(order)) != len(order):
         raise SnapshotError("request_ids: an id is listed twice")
+    acls = _acls(body.get("acls", []) if body["v"] == 1 else body.get("acls"))
     return MetadataImage(
         offset=_int(body["offset"], "offset"),
         cluster_id=_str(body["cluster_id"], "cluster_id", optional=True),
@@ -187,7 +197,26 @@ def decode_snapshot(raw: bytes) -> MetadataImage:
         controller=ControllerImage(node_id, epoch),
         request_ids=frozenset(order),  # type: ignore[arg-type]
         request_id_order=order,  # type: ignore[arg-type]
+        acls=acls,
     )
+
+
+def _acls(value: Any) -> dict[str, AclBinding]:
+    acls: dict[str, AclBinding] = {}
+    for item in _list(value, "acls"):
+        acl_id, *fields = _list(item, "acl", 8)
+        acl_id = _str(acl_id, "acl id")
+        try:
+            binding = AclBinding.from_wire(fields)
+        except (TypeError, ValueError) as exc:
+            raise SnapshotError(f"acl {acl_id}: {exc}") from None
+        problem = binding_error(binding)
+        if problem is not None:
+            raise SnapshotError(f"acl {acl_id}: {problem}")
+        if acl_id in acls:
+            raise SnapshotError(f"acl {acl_id}: listed twice")
+        acls[acl_id] = binding  # type: ignore[index]
+    return acls
 
 
 def image_digest(image: MetadataImage) -> str:
@@ -201,6 +230,7 @@ def image_digest(image: MetadataImage) -> str:
         config[2].sort()
     body["configs"].sort(key=lambda c: (c[0], c[1]))
     body["producer_id_blocks"].sort()
+    body["acls"].sort(key=lambda a: a[0])
     return hashlib.sha256(cbor2.dumps(body, canonical=True)).hexdigest()
 
 
@@ -222,4 +252,5 @@ def snapshot_delta(before: MetadataImage, after: MetadataImage) -> MetadataDelta
         configs=frozenset(before.configs) | frozenset(after.configs),
         producer_ids=True,
         controller=True,
+        acls=True,
     )

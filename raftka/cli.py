@@ -453,5 +453,72 @@ def chaos_run(**options) -> None:
     sys.exit(run(**options))
 
 
+# --- acls ----------------------------------------------------------------------
+@main.group()
+def acls() -> None:
+    """Add, list and remove ACLs (like kafka-acls.sh; needs authorizer.class.name on the brokers)."""
+
+
+def _acl_options(func):
+    for decorator in reversed((
+        _BOOTSTRAP,
+        click.option("--allow-principal", "allow_principals", multiple=True, metavar="Type:name",
+                     help="Principal the ACL allows (repeatable), e.g. User:alice or User:*."),
+        click.option("--deny-principal", "deny_principals", multiple=True, metavar="Type:name",
+                     help="Principal the ACL denies (repeatable)."),
+        click.option("--allow-host", "allow_hosts", multiple=True, help="Host of the allow ACLs (default *)."),
+        click.option("--deny-host", "deny_hosts", multiple=True, help="Host of the deny ACLs (default *)."),
+        click.option("--operation", "operations", multiple=True,
+                     help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                          "AlterConfigs, IdempotentWrite, All (repeatable; default All)."),
+        click.option("--topic", "topics", multiple=True, help="Topic resource (repeatable; * = all)."),
+        click.option("--group", "groups", multiple=True, help="Consumer group resource (repeatable; * = all)."),
+        click.option("--cluster", is_flag=True, help="The cluster resource."),
+        click.option("--transactional-id", "transactional_ids", multiple=True, help="Transactional id resource."),
+        click.option("--resource-pattern-type", default="literal", show_default=True,
+                     help="literal or prefixed (add); also any or match (list, remove)."),
+        click.option("--producer", is_flag=True, help="Write, Describe, Create on the topics."),
+        click.option("--consumer", is_flag=True, help="Read, Describe on the topics, Read on the groups."),
+        click.option("--force", is_flag=True, help="Accepted for kafka-acls scripts (raftka never prompts)."),
+    )):
+        func = decorator(func)
+    return func
+
+
+def _acl_options_from(kwargs: dict, principals: tuple[str, ...] = ()):
+    from raftka.cmd_acls import AclOptions
+
+    kwargs.pop("force", None)
+    return AclOptions(principals=principals, **kwargs)
+
+
+@acls.command(name="add")
+@_acl_options
+def acls_add(bootstrap: str, **kwargs) -> None:
+    """Add ACLs (kafka-acls --add)."""
+    from raftka.cmd_acls import add_cmd
+
+    sys.exit(add_cmd(bootstrap, _acl_options_from(kwargs)))
+
+
+@acls.command(name="list")
+@_acl_options
+@click.option("--principal", "principals", multiple=True, help="Only the ACLs of this principal (repeatable).")
+def acls_list(bootstrap: str, principals: tuple[str, ...], **kwargs) -> None:
+    """List ACLs (kafka-acls --list), all of them without a resource option."""
+    from raftka.cmd_acls import list_cmd
+
+    sys.exit(list_cmd(bootstrap, _acl_options_from(kwargs, principals)))
+
+
+@acls.command(name="remove")
+@_acl_options
+def acls_remove(bootstrap: str, **kwargs) -> None:
+    """Remove ACLs (kafka-acls --remove); without principals, every ACL of the resources."""
+    from raftka.cmd_acls import remove_cmd
+
+    sys.exit(remove_cmd(bootstrap, _acl_options_from(kwargs)))
+
+
 if __name__ == "__main__":
     main()

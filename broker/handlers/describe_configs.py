@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from raftka.broker import acl_checks
 from raftka.broker.topic_config import REPLICATION_KEYS, broker_log_defaults, effective_topic_config
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
+from raftka.raft_meta.acls import AclOperation
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -47,7 +49,11 @@ async def handle(ctx, header, request, conn=None) -> DescribeConfigsResponse:
     for resource in request.resources:
         result = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name, "configs": []}
-        if resource.resource_type == RESOURCE_TOPIC:
+        refusal = acl_checks.config_resource_error(ctx, conn, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                                                   resource.resource_name)
+        if refusal is not None:
+            result.update(error_code=refusal[0], error_message=refusal[1])
+        elif resource.resource_type == RESOURCE_TOPIC:
             if ctx.image.topic_by_name(resource.resource_name) is None:
                 result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               error_message=f"topic {resource.resource_name!r} does not exist")

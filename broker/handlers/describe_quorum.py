@@ -8,8 +8,10 @@ so the caller asks the leader (the active controller) instead.
 
 from __future__ import annotations
 
+from raftka.broker import acl_checks
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
+from raftka.raft_meta.acls import AclOperation
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -17,6 +19,9 @@ DescribeQuorumResponse = response_class(ApiKey.DESCRIBE_QUORUM)
 
 
 async def handle(ctx, header, request, conn=None):
+    denied = acl_checks.cluster_error(ctx, conn, AclOperation.DESCRIBE)
+    if denied:
+        return DescribeQuorumResponse(error_code=denied, topics=[])
     status = ctx.loader.quorum.status()
     code = 0 if status.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
     voters = []

@@ -20,6 +20,7 @@ from __future__ import annotations
 import structlog
 import trio
 
+from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionError, SessionPartition
 from raftka.broker.zero_copy import FileRegion
@@ -102,7 +103,8 @@ def _idle(sp: SessionPartition, record_follower: bool, ctx, replica_id: int, now
     return True
 
 
-def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower: bool, incremental: bool):
+def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower: bool, incremental: bool,
+           denied: frozenset[str] = frozenset()):
     """(topic responses, total record bytes, any error, session updates to commit if sent).
 
     `incremental`: `wanted` are a session's partitions and the response names only those
@@ -123,6 +125,8 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
                  "preferred_read_replica": -1, "records": b""}
         has_records = False
         try:
+            if w.topic in denied:
+                raise acl_checks.topic_denied_error(w.topic)
             partition = ctx.replicas.get_leader(w.topic, w.partition, w.current_leader_epoch)
             if follower and record_follower:
                 ctx.replicas.record_follower_fetch(partition, request.replica_id, w.fetch_offset)
@@ -164,11 +168,12 @@ async def handle(ctx, header, request, conn=None) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=exc.error_code, session_id=0, responses=[])
     deadline = now + max(0, request.max_wait_ms) / 1000.0
     follower = request.replica_id >= 0
+    denied = acl_checks.fetch_denied(ctx, conn, follower, {w.topic for w in wanted})
     first = True
     while True:
         # Taken before reading, so no wake-up is missed.
         event = ctx.replicas.append_event() if follower else ctx.replicas.data_event()
-        topics, total, any_error, sent = _build(ctx, request, wanted, listed, first, incremental)
+        topics, total, any_error, sent = _build(ctx, request, wanted, listed, first, incremental, denied)
         first = False
         if total >= request.min_bytes or any_error or trio.current_time() >= deadline:
             break

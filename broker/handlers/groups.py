@@ -8,6 +8,7 @@ import time
 
 import structlog
 
+from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.broker.group_coordinator import OFFSETS_TOPIC, CoordinatorError
 from raftka.broker.group_state import CommittedOffset, GroupPhase
@@ -24,6 +25,7 @@ from raftka.client.protocol import (
     OffsetFetchResponse,
     SyncGroupResponse,
 )
+from raftka.raft_meta.acls import AclOperation
 
 log = structlog.get_logger("broker.groups")
 
@@ -47,6 +49,8 @@ async def handle_find_coordinator(ctx, header, request, conn=None) -> FindCoordi
                     f"key_type {request.key_type} (transactions) is not supported; expected 0 (group)")
     if not request.key:
         return fail(ErrorCode.INVALID_REQUEST, "the group id is empty; expected a non-empty string")
+    if acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, request.key):
+        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED, f"not authorized to DESCRIBE group {request.key!r}")
     groups = ctx.groups
     try:
         await groups.ensure_offsets_topic()
@@ -75,6 +79,10 @@ async def handle_find_coordinator(ctx, header, request, conn=None) -> FindCoordi
 
 
 async def handle_join_group(ctx, header, request, conn=None) -> JoinGroupResponse:
+    denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
+    if denied:
+        return JoinGroupResponse(throttle_time_ms=0, error_code=denied, generation_id=-1, protocol_name="",
+                                 leader="", member_id=request.member_id, members=[])
     result = await ctx.groups.join(
         request.group_id, request.member_id, client_id=header.client_id or "",
         client_host=_peer_host(conn), session_timeout_ms=request.session_timeout_ms,
@@ -89,6 +97,9 @@ async def handle_join_group(ctx, header, request, conn=None) -> JoinGroupRespons
 
 
 async def handle_sync_group(ctx, header, request, conn=None) -> SyncGroupResponse:
+    denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
+    if denied:
+        return SyncGroupResponse(throttle_time_ms=0, error_code=denied, assignment=b"")
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await ctx.groups.sync(request.group_id, request.member_id, request.generation_id, assignments,
                                    request.group_instance_id)
@@ -96,8 +107,8 @@ async def handle_sync_group(ctx, header, request, conn=None) -> SyncGroupRespons
 
 
 async def handle_heartbeat(ctx, header, request, conn=None) -> HeartbeatResponse:
-    code = ctx.groups.heartbeat(request.group_id, request.member_id, request.generation_id,
-                                request.group_instance_id)
+    code = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id) or ctx.groups.heartbeat(
+        request.group_id, request.member_id, request.generation_id, request.group_instance_id)
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
@@ -106,6 +117,9 @@ async def handle_leave_group(ctx, header, request, conn=None) -> LeaveGroupRespo
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
+    denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
+    if denied:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=denied, members=[])
     top, codes = ctx.groups.leave(request.group_id, members)
     if header.api_version >= 3:
         top = top if top in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -121,8 +135,15 @@ async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitR
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = CommittedOffset(
                 p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now)
-    codes = await ctx.groups.commit(request.group_id, request.member_id,
-                                    request.generation_id_or_member_epoch, offsets, request.group_instance_id)
+    # READ on the group (else every partition fails with 30), then READ on each topic (29).
+    group_denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
+    denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ, (t.name for t in request.topics))
+    refused = {key: group_denied or ErrorCode.TOPIC_AUTHORIZATION_FAILED for key in offsets
+               if group_denied or key[0] in denied}
+    codes = {} if group_denied or len(refused) == len(offsets) else await ctx.groups.commit(
+        request.group_id, request.member_id, request.generation_id_or_member_epoch,
+        {k: v for k, v in offsets.items() if k not in refused}, request.group_instance_id)
+    codes = {**codes, **refused}
     topics: dict[str, list[dict]] = {}
     for (name, index), code in codes.items():
         topics.setdefault(name, []).append({"partition_index": index, "error_code": code})
@@ -133,15 +154,28 @@ async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitR
 async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchResponse:
     wanted = None if request.topics is None else [
         (t.name, i) for t in request.topics for i in t.partition_indexes]
-    code, offsets = ctx.groups.fetch_offsets(request.group_id, wanted)
+    # DESCRIBE on the group, then on each topic: a named partition of a topic the caller may
+    # not DESCRIBE answers 29 with offset -1; the all-partitions form leaves it out.
+    code = acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, request.group_id)
+    if code:
+        offsets = dict.fromkeys(wanted or (), None)
+    else:
+        code, offsets = ctx.groups.fetch_offsets(request.group_id, wanted)
+    hidden = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, {name for name, _ in offsets},
+                                      log_denied=wanted is not None)
     topics: dict[str, list[dict]] = {}
     for (name, index), committed in offsets.items():
+        if name in hidden:
+            if wanted is None:
+                continue
+            committed = None
         topics.setdefault(name, []).append({
             "partition_index": index,
             "committed_offset": committed.offset if committed else -1,
             "committed_leader_epoch": committed.leader_epoch if committed else -1,
             "metadata": committed.metadata if committed else "",
-            "error_code": code if header.api_version < 2 else 0,
+            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in hidden and not code
+            else code if header.api_version < 2 else 0,
         })
     return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[
         {"name": name, "partitions": parts} for name, parts in topics.items()])
@@ -150,7 +184,9 @@ async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchRes
 async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGroupsResponse:
     described = []
     for group_id in request.groups:
-        code, group = ctx.groups.describe(group_id)
+        code, group = (acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, group_id), None)
+        if not code:
+            code, group = ctx.groups.describe(group_id)
         if group is None:
             described.append({"error_code": code, "group_id": group_id,
                               "group_state": GroupPhase.DEAD.value if code == 0 else "",
@@ -173,11 +209,14 @@ async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGro
 
 
 async def handle_list_groups(ctx, header, request, conn=None) -> ListGroupsResponse:
+    listed = ctx.groups.list_groups()
+    visible = acl_checks.visible_groups(ctx, conn, (g.group_id for g in listed))
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or ""}
-              for g in ctx.groups.list_groups()]
+              for g in listed if g.group_id in visible]
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
 async def handle_delete_groups(ctx, header, request, conn=None) -> DeleteGroupsResponse:
-    results = [{"group_id": g, "error_code": await ctx.groups.delete_group(g)} for g in request.groups_names]
+    results = [{"group_id": g, "error_code": acl_checks.group_error(ctx, conn, AclOperation.DELETE, g)
+                or await ctx.groups.delete_group(g)} for g in request.groups_names]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import structlog
 
+from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode, InitProducerIdResponse
 
@@ -16,6 +17,9 @@ async def handle(ctx, header, request, conn=None) -> InitProducerIdResponse:
         return InitProducerIdResponse(throttle_time_ms=0,
                                       error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                       producer_id=-1, producer_epoch=-1)
+    code = acl_checks.idempotent_write_error(ctx, conn)
+    if code:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
     try:
         producer_id = await ctx.producer_ids.next_id()
     except Exception as exc:

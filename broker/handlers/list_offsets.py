@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ListOffsetsResponse
+from raftka.raft_meta.acls import AclOperation
 
 EARLIEST = -2
 LATEST = -1
@@ -18,10 +20,12 @@ def _epoch_of(partition, offset: int) -> int:
     return epoch
 
 
-def _lookup(ctx, request, name: str, req_part) -> dict:
+def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozenset()) -> dict:
     result = {"partition_index": req_part.partition_index, "error_code": 0, "timestamp": -1,
               "offset": -1, "leader_epoch": -1}
     try:
+        if name in denied:
+            raise acl_checks.topic_denied_error(name)
         partition = ctx.replicas.get_leader(name, req_part.partition_index, req_part.current_leader_epoch)
         consumer = request.replica_id < 0
         if req_part.timestamp == EARLIEST:
@@ -40,8 +44,9 @@ def _lookup(ctx, request, name: str, req_part) -> dict:
 
 
 async def handle(ctx, header, request, conn=None) -> ListOffsetsResponse:
+    denied = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, (t.name for t in request.topics))
     topics = [
-        {"name": t.name, "partitions": [_lookup(ctx, request, t.name, p) for p in t.partitions]}
+        {"name": t.name, "partitions": [_lookup(ctx, request, t.name, p, denied) for p in t.partitions]}
         for t in request.topics
     ]
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

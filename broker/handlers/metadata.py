@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import structlog
 
+from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode, MetadataResponse
+from raftka.raft_meta.acls import AclOperation
 from raftka.raft_meta.controller_decisions import NewTopic
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataImage, TopicImage
@@ -42,6 +44,11 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
     )
     image: MetadataImage = ctx.image
     errors: dict[str, int] = {}
+    # Not DESCRIBE-able: named ones answer TOPIC_AUTHORIZATION_FAILED (existing or not), the
+    # all-topics form leaves them out.
+    denied = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, image.topic_ids if names is None else names,
+                                      log_denied=names is not None)
+    errors.update(dict.fromkeys(denied if names is not None else (), ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     if names is not None:
         to_create: list[str] = []
         for name in names:
@@ -55,6 +62,9 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
             else:
                 errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # until created below
                 to_create.append(name)
+        create_denied = acl_checks.create_topic_denied(ctx, conn, to_create)
+        errors.update(dict.fromkeys(create_denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        to_create = [n for n in to_create if n not in create_denied]
         if to_create:
             errors.update(await _auto_create(ctx, to_create))
             # Committed at the controller; this broker's image may be a moment behind (and its
@@ -72,10 +82,10 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
             brokers.append({"node_id": broker.broker_id, "host": endpoint[0], "port": endpoint[1],
                             "rack": broker.rack})
     topics = []
-    selected = sorted(image.topic_ids) if names is None else names
+    selected = sorted(n for n in image.topic_ids if n not in denied) if names is None else names
     for name in selected:
         topic = image.topic_by_name(name)
-        if topic is None:
+        if topic is None or name in denied:
             topics.append({"error_code": errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                            "name": name, "partitions": []})
             continue

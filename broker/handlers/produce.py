@@ -16,10 +16,12 @@ from __future__ import annotations
 import structlog
 import trio
 
+from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS
 from raftka.client.protocol import ErrorCode, ProduceResponse
 from raftka.log.errors import InvalidRecord
+from raftka.raft_meta.acls import AclOperation
 
 log = structlog.get_logger("broker.produce")
 
@@ -48,6 +50,7 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
     waits = []
     unsupported = header.api_version < MIN_SERVED_VERSION
     transactional = request.transactional_id is not None
+    denied = acl_checks.topics_denied(ctx, conn, AclOperation.WRITE, (t.name for t in request.topic_data))
     for topic in request.topic_data:
         for pdata in topic.partition_data:
             key = (topic.name, pdata.index)
@@ -58,6 +61,10 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
             if transactional:
                 results[key] = _partition_result(pdata.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                                  message="transactions are not supported by raftka")
+                continue
+            if topic.name in denied:
+                results[key] = _partition_result(pdata.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                 message=f"not authorized to write to topic {topic.name!r}")
                 continue
             if topic.name in INTERNAL_TOPICS:
                 results[key] = _partition_result(pdata.index, ErrorCode.INVALID_TOPIC_EXCEPTION,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import structlog
 
+from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_config import validate_topic_configs
 from raftka.broker.topic_names import topic_name_error
@@ -30,6 +31,7 @@ from raftka.client.protocol import (
     ErrorCode,
 )
 from raftka.raft_meta import controller_decisions as decide
+from raftka.raft_meta.acls import AclOperation
 from raftka.raft_meta.controller import TopicResult
 from raftka.raft_meta.controller_errors import ControllerError
 
@@ -61,7 +63,11 @@ def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | Non
 async def handle_create_topics(ctx, header, request, conn=None) -> CreateTopicsResponse:
     answers: dict[int, tuple[int, str | None]] = {}  # request position -> (error code, message)
     asked: list[tuple[int, decide.NewTopic]] = []
+    denied = acl_checks.create_topic_denied(ctx, conn, (t.name for t in request.topics))
     for position, topic in enumerate(request.topics):
+        if topic.name in denied:
+            answers[position] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            continue
         new_topic, refusal = _precheck(ctx, topic)
         if refusal is not None:
             answers[position] = refusal
@@ -111,8 +117,12 @@ def _name(exc: BaseException) -> str:
 
 async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsResponse:
     responses = []
+    denied = acl_checks.delete_topic_denied(ctx, conn, request.topic_names)
     for name in request.topic_names:
         code = 0
+        if name in denied:
+            responses.append({"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+            continue
         try:
             await ctx.controller.delete_topic(name, request.timeout_ms)
             log.info("topic.deleted", topic=name)
@@ -125,8 +135,11 @@ async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsR
 async def handle_create_partitions(ctx, header, request, conn=None) -> CreatePartitionsResponse:
     answers: dict[int, tuple[int, str | None]] = {}
     asked: list[tuple[int, tuple[str, int]]] = []
+    denied = acl_checks.topics_denied(ctx, conn, AclOperation.ALTER, (t.name for t in request.topics))
     for position, topic in enumerate(request.topics):
-        if topic.assignments:
+        if topic.name in denied:
+            answers[position] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized to ALTER topic {topic.name!r}")
+        elif topic.assignments:
             answers[position] = (ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
         else:
             asked.append((position, (topic.name, topic.count)))

@@ -32,6 +32,9 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -61,6 +64,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
+    # v0-1 only: kafka-python 3.x reads DescribeAcls v2/v3 as a 2.5/3.3 broker (docs/SECURITY.md).
+    ApiKey.DESCRIBE_ACLS: (0, 1),
+    ApiKey.CREATE_ACLS: (0, 1),
+    ApiKey.DELETE_ACLS: (0, 1),
 }
 
 # Produce v0-2 are advertised (librdkafka 2.0 stops compressing otherwise)
@@ -103,6 +110,9 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.CREATE_PARTITIONS: 2,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.DESCRIBE_ACLS: 2,
+    ApiKey.CREATE_ACLS: 2,
+    ApiKey.DELETE_ACLS: 2,
 }
 
 

@@ -58,6 +58,9 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
     ApiKey.DELETE_GROUPS: "DeleteGroups",
     ApiKey.DESCRIBE_QUORUM: "DescribeQuorum",
+    ApiKey.DESCRIBE_ACLS: "DescribeAcls",
+    ApiKey.CREATE_ACLS: "CreateAcls",
+    ApiKey.DELETE_ACLS: "DeleteAcls",
 }
 
 

@@ -625,6 +625,102 @@ DELETE_GROUPS_RESPONSE = MessageSchema(
     ),
 )
 
+DESCRIBE_ACLS_REQUEST = MessageSchema(
+    'DescribeAclsRequest', 29, 'request', '0-1', flexible='2+',
+    fields=(
+        F('resource_type_filter', 'int8', '0+'),
+        F('resource_name_filter', 'string', '0+', nullable='0+'),
+        F('pattern_type_filter', 'int8', '1+', default=3),
+        F('principal_filter', 'string', '0+', nullable='0+'),
+        F('host_filter', 'string', '0+', nullable='0+'),
+        F('operation', 'int8', '0+'),
+        F('permission_type', 'int8', '0+'),
+    ),
+)
+
+DESCRIBE_ACLS_RESPONSE = MessageSchema(
+    'DescribeAclsResponse', 29, 'response', '0-1', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('resources', '[]DescribeAclsResource', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('pattern_type', 'int8', '1+', default=3),
+            F('acls', '[]AclDescription', '0+', fields=(
+                F('principal', 'string', '0+'),
+                F('host', 'string', '0+'),
+                F('operation', 'int8', '0+'),
+                F('permission_type', 'int8', '0+'),
+            )),
+        )),
+    ),
+)
+
+CREATE_ACLS_REQUEST = MessageSchema(
+    'CreateAclsRequest', 30, 'request', '0-1', flexible='2+',
+    fields=(
+        F('creations', '[]AclCreation', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('resource_pattern_type', 'int8', '1+', default=3),
+            F('principal', 'string', '0+'),
+            F('host', 'string', '0+'),
+            F('operation', 'int8', '0+'),
+            F('permission_type', 'int8', '0+'),
+        )),
+    ),
+)
+
+CREATE_ACLS_RESPONSE = MessageSchema(
+    'CreateAclsResponse', 30, 'response', '0-1', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]AclCreationResult', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+        )),
+    ),
+)
+
+DELETE_ACLS_REQUEST = MessageSchema(
+    'DeleteAclsRequest', 31, 'request', '0-1', flexible='2+',
+    fields=(
+        F('filters', '[]DeleteAclsFilter', '0+', fields=(
+            F('resource_type_filter', 'int8', '0+'),
+            F('resource_name_filter', 'string', '0+', nullable='0+'),
+            F('pattern_type_filter', 'int8', '1+', default=3),
+            F('principal_filter', 'string', '0+', nullable='0+'),
+            F('host_filter', 'string', '0+', nullable='0+'),
+            F('operation', 'int8', '0+'),
+            F('permission_type', 'int8', '0+'),
+        )),
+    ),
+)
+
+DELETE_ACLS_RESPONSE = MessageSchema(
+    'DeleteAclsResponse', 31, 'response', '0-1', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('filter_results', '[]DeleteAclsFilterResult', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('matching_acls', '[]DeleteAclsMatchingAcl', '0+', fields=(
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+                F('resource_type', 'int8', '0+'),
+                F('resource_name', 'string', '0+'),
+                F('pattern_type', 'int8', '1+', default=3),
+                F('principal', 'string', '0+'),
+                F('host', 'string', '0+'),
+                F('operation', 'int8', '0+'),
+                F('permission_type', 'int8', '0+'),
+            )),
+        )),
+    ),
+)
+
 DESCRIBE_QUORUM_REQUEST = MessageSchema(
     'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
     fields=(
@@ -709,6 +805,12 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     CREATE_PARTITIONS_RESPONSE,
     DELETE_GROUPS_REQUEST,
     DELETE_GROUPS_RESPONSE,
+    DESCRIBE_ACLS_REQUEST,
+    DESCRIBE_ACLS_RESPONSE,
+    CREATE_ACLS_REQUEST,
+    CREATE_ACLS_RESPONSE,
+    DELETE_ACLS_REQUEST,
+    DELETE_ACLS_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
 )

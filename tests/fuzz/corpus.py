@@ -139,6 +139,12 @@ def _leader_epoch(rng: random.Random) -> dict:
         {"partition": partition, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
 
 
+def _acl_filter(rng: random.Random, suffix: str) -> dict:
+    return {f"resource_type{suffix}": rng.choice((1, 2)), f"resource_name{suffix}": rng.choice((None, "fuzz-a")),
+            f"pattern_type{suffix}": rng.choice((1, 3)), f"principal{suffix}": "User:fuzz",
+            f"host{suffix}": None, "operation": 1, "permission_type": 1}
+
+
 BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -163,6 +169,11 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.DELETE_GROUPS: lambda rng: {"groups_names": ["fuzz-other-group"]},
     ApiKey.DESCRIBE_QUORUM: lambda rng: {"topics": [{"topic_name": "__cluster_metadata",
                                                     "partitions": [{"partition_index": 0}]}]},
+    ApiKey.DESCRIBE_ACLS: lambda rng: _acl_filter(rng, "_filter"),
+    ApiKey.CREATE_ACLS: lambda rng: {"creations": [{
+        "resource_type": 2, "resource_name": "fuzz-a", "resource_pattern_type": rng.choice((3, 4)),
+        "principal": "User:fuzz", "host": "*", "operation": rng.choice((3, 4, 8)), "permission_type": 3}]},
+    ApiKey.DELETE_ACLS: lambda rng: {"filters": [_acl_filter(rng, "_filter")]},
 }
 
 

@@ -126,6 +126,10 @@ def test_the_cluster_key_depends_on_secret_and_cluster() -> None:
         ("create_topics", {"topics": [{"name": "t", "configs": [1]}]}, "argument 'topics'"),
         ("create_topics", {"topics": [{"name": "t", "num_partitions": 3}], "timeout_ms": 100}, None),
         ("allocate_producer_ids", {"broker_id": 1}, "argument 'broker_epoch' of allocate_producer_ids is missing"),
+        ("create_acls", {"acls": [[2, "t", 3, "User:a", "*", 3, 3]]}, None),
+        ("create_acls", {"acls": [[2, None, 3, "User:a", "*", 3, 3]]}, "argument 'acls'"),
+        ("delete_acls", {"filters": [[1, None, 1, None, None, 1, 1]]}, None),
+        ("delete_acls", {"filters": [[1, None, 1, None, None, 1]]}, "argument 'filters'"),
     ],
 )
 def test_arguments_are_checked_against_the_signature(method: str, args: dict, problem: str | None) -> None:

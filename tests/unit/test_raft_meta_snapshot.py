@@ -99,7 +99,7 @@ BAD = {
     "not cbor": (b"\xff\xfe", "not CBOR"),
     "not a map": (cbor2.dumps([1, 2]), "expected a CBOR map, got list"),
     "a record, not a snapshot": (encode_record(Topic("t", T1)), "type 'Topic' is not 'MetadataSnapshot'"),
-    "newer version": (_tampered(v=2), "snapshot version 2 is not supported (expected 1)"),
+    "newer version": (_tampered(v=3), "snapshot version 3 is not supported (expected one of [1, 2])"),
     "missing field": (_tampered(configs=...), "fields missing: ['configs']"),
     "offset not int": (_tampered(offset="7"), "offset: expected an integer, got '7'"),
     "broker short": (_tampered(brokers=[[1, "inc", 2]]), "broker: expected a list of 6 items"),
