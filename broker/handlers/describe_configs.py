@@ -73,4 +73,8 @@ async def handle(ctx, header, request, conn=None) -> DescribeConfigsResponse:
             wanted = set(resource.configuration_keys)
             result["configs"] = [c for c in result["configs"] if c["name"] in wanted]
         results.append(result)
+    if header.api_version == 0:  # v0 has is_default where later versions have config_source
+        for result in results:
+            for entry in result["configs"]:
+                entry["is_default"] = entry["config_source"] == SOURCE_DEFAULT_CONFIG
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -133,8 +133,10 @@ async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitR
     offsets = {}
     for t in request.topics:
         for p in t.partitions:
+            # v1 carries the commit's timestamp; -1 (and every other version) means now.
+            stamp = p.commit_timestamp if header.api_version == 1 and p.commit_timestamp >= 0 else now
             offsets[(t.name, p.partition_index)] = CommittedOffset(
-                p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now)
+                p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", stamp)
     # READ on the group (else every partition fails with 30), then READ on each topic (29).
     group_denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ, (t.name for t in request.topics))

@@ -40,6 +40,9 @@ def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozense
             result["leader_epoch"] = _epoch_of(partition, result["offset"])
     except Exception as exc:
         result["error_code"] = error_code_for(exc)
+    # v0 answers a list (Kafka's "offsets before"): raftka gives the one offset the later
+    # versions give, when there is one and max_num_offsets allows it (docs/compatibility.md).
+    result["old_style_offsets"] = [result["offset"]] if result["offset"] >= 0 and req_part.max_num_offsets > 0 else []
     return result
 
 

@@ -45,9 +45,9 @@ class ApiKey(IntEnum):
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 8),  # served 3-8; v0-2 answered with UNSUPPORTED_VERSION
     ApiKey.FETCH: (4, 11),
-    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.LIST_OFFSETS: (0, 5),  # v0: pre-KIP-896 (client/protocol/legacy_versions.py)
     ApiKey.METADATA: (0, 8),
-    ApiKey.OFFSET_COMMIT: (2, 7),
+    ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
     ApiKey.OFFSET_FETCH: (1, 5),
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
@@ -57,11 +57,11 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 4),
     ApiKey.LIST_GROUPS: (0, 2),
     ApiKey.API_VERSIONS: (0, 2),
-    ApiKey.CREATE_TOPICS: (2, 4),
-    ApiKey.DELETE_TOPICS: (1, 3),
+    ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
+    ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
-    ApiKey.DESCRIBE_CONFIGS: (1, 3),
+    ApiKey.DESCRIBE_CONFIGS: (0, 3),  # v0: pre-KIP-896
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
     # v0-1 only: kafka-python 3.x reads DescribeAcls v2/v3 as a 2.5/3.3 broker (docs/SECURITY.md).

@@ -21,6 +21,7 @@ import re
 import sys
 from pathlib import Path
 
+from raftka.client.protocol import legacy_versions
 from raftka.client.protocol.api_keys import DECLARED_VERSIONS, ApiKey
 from raftka.client.protocol.schema import (
     MAX_VERSION,
@@ -79,7 +80,7 @@ def snake_case(name: str) -> str:
 
 def load_spec(resources: Path, stem: str) -> dict:
     text = (resources / f"{stem}.json").read_text(encoding="utf-8")
-    return json.loads(_COMMENT.sub("", text))
+    return legacy_versions.apply(json.loads(_COMMENT.sub("", text)))
 
 
 def _clip(spec: str | None, window: VersionRange) -> str:

@@ -100,30 +100,32 @@ FETCH_RESPONSE = MessageSchema(
 )
 
 LIST_OFFSETS_REQUEST = MessageSchema(
-    'ListOffsetsRequest', 2, 'request', '1-5', flexible='6+',
+    'ListOffsetsRequest', 2, 'request', '0-5', flexible='6+',
     fields=(
-        F('replica_id', 'int32', '1+'),
+        F('replica_id', 'int32', '0+'),
         F('isolation_level', 'int8', '2+'),
-        F('topics', '[]ListOffsetsTopic', '1+', fields=(
-            F('name', 'string', '1+'),
-            F('partitions', '[]ListOffsetsPartition', '1+', fields=(
-                F('partition_index', 'int32', '1+'),
+        F('topics', '[]ListOffsetsTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]ListOffsetsPartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
                 F('current_leader_epoch', 'int32', '4+', default=-1),
-                F('timestamp', 'int64', '1+'),
+                F('timestamp', 'int64', '0+'),
+                F('max_num_offsets', 'int32', '0', default=1),
             )),
         )),
     ),
 )
 
 LIST_OFFSETS_RESPONSE = MessageSchema(
-    'ListOffsetsResponse', 2, 'response', '1-5', flexible='6+',
+    'ListOffsetsResponse', 2, 'response', '0-5', flexible='6+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
-        F('topics', '[]ListOffsetsTopicResponse', '1+', fields=(
-            F('name', 'string', '1+'),
-            F('partitions', '[]ListOffsetsPartitionResponse', '1+', fields=(
-                F('partition_index', 'int32', '1+'),
-                F('error_code', 'int16', '1+'),
+        F('topics', '[]ListOffsetsTopicResponse', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]ListOffsetsPartitionResponse', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('old_style_offsets', '[]int64', '0'),
                 F('timestamp', 'int64', '1+', default=-1),
                 F('offset', 'int64', '1+', default=-1),
                 F('leader_epoch', 'int32', '4+', default=-1),
@@ -176,34 +178,35 @@ METADATA_RESPONSE = MessageSchema(
 )
 
 OFFSET_COMMIT_REQUEST = MessageSchema(
-    'OffsetCommitRequest', 8, 'request', '2-7', flexible='8+',
+    'OffsetCommitRequest', 8, 'request', '0-7', flexible='8+',
     fields=(
-        F('group_id', 'string', '2+'),
-        F('generation_id_or_member_epoch', 'int32', '2+', default=-1),
-        F('member_id', 'string', '2+'),
+        F('group_id', 'string', '0+'),
+        F('generation_id_or_member_epoch', 'int32', '1+', default=-1),
+        F('member_id', 'string', '1+'),
         F('group_instance_id', 'string', '7+', nullable='7+', default=None),
         F('retention_time_ms', 'int64', '2-4', default=-1),
-        F('topics', '[]OffsetCommitRequestTopic', '2+', fields=(
-            F('name', 'string', '2+'),
-            F('partitions', '[]OffsetCommitRequestPartition', '2+', fields=(
-                F('partition_index', 'int32', '2+'),
-                F('committed_offset', 'int64', '2+'),
+        F('topics', '[]OffsetCommitRequestTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]OffsetCommitRequestPartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('committed_offset', 'int64', '0+'),
                 F('committed_leader_epoch', 'int32', '6+', default=-1),
-                F('committed_metadata', 'string', '2+', nullable='2+'),
+                F('commit_timestamp', 'int64', '1', default=-1),
+                F('committed_metadata', 'string', '0+', nullable='0+'),
             )),
         )),
     ),
 )
 
 OFFSET_COMMIT_RESPONSE = MessageSchema(
-    'OffsetCommitResponse', 8, 'response', '2-7', flexible='8+',
+    'OffsetCommitResponse', 8, 'response', '0-7', flexible='8+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
-        F('topics', '[]OffsetCommitResponseTopic', '2+', fields=(
-            F('name', 'string', '2+'),
-            F('partitions', '[]OffsetCommitResponsePartition', '2+', fields=(
-                F('partition_index', 'int32', '2+'),
-                F('error_code', 'int16', '2+'),
+        F('topics', '[]OffsetCommitResponseTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]OffsetCommitResponsePartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
             )),
         )),
     ),
@@ -440,53 +443,53 @@ API_VERSIONS_RESPONSE = MessageSchema(
 )
 
 CREATE_TOPICS_REQUEST = MessageSchema(
-    'CreateTopicsRequest', 19, 'request', '2-4', flexible='5+',
+    'CreateTopicsRequest', 19, 'request', '0-4', flexible='5+',
     fields=(
-        F('topics', '[]CreatableTopic', '2+', fields=(
-            F('name', 'string', '2+'),
-            F('num_partitions', 'int32', '2+'),
-            F('replication_factor', 'int16', '2+'),
-            F('assignments', '[]CreatableReplicaAssignment', '2+', fields=(
-                F('partition_index', 'int32', '2+'),
-                F('broker_ids', '[]int32', '2+'),
+        F('topics', '[]CreatableTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('num_partitions', 'int32', '0+'),
+            F('replication_factor', 'int16', '0+'),
+            F('assignments', '[]CreatableReplicaAssignment', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('broker_ids', '[]int32', '0+'),
             )),
-            F('configs', '[]CreatableTopicConfig', '2+', fields=(
-                F('name', 'string', '2+'),
-                F('value', 'string', '2+', nullable='2+'),
+            F('configs', '[]CreatableTopicConfig', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('value', 'string', '0+', nullable='0+'),
             )),
         )),
-        F('timeout_ms', 'int32', '2+', default=60000),
-        F('validate_only', 'bool', '2+', default=False),
+        F('timeout_ms', 'int32', '0+', default=60000),
+        F('validate_only', 'bool', '1+', default=False),
     ),
 )
 
 CREATE_TOPICS_RESPONSE = MessageSchema(
-    'CreateTopicsResponse', 19, 'response', '2-4', flexible='5+',
+    'CreateTopicsResponse', 19, 'response', '0-4', flexible='5+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
-        F('topics', '[]CreatableTopicResult', '2+', fields=(
-            F('name', 'string', '2+'),
-            F('error_code', 'int16', '2+'),
-            F('error_message', 'string', '2+', nullable='2+'),
+        F('topics', '[]CreatableTopicResult', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '1+', nullable='0+'),
         )),
     ),
 )
 
 DELETE_TOPICS_REQUEST = MessageSchema(
-    'DeleteTopicsRequest', 20, 'request', '1-3', flexible='4+',
+    'DeleteTopicsRequest', 20, 'request', '0-3', flexible='4+',
     fields=(
-        F('topic_names', '[]string', '1+'),
-        F('timeout_ms', 'int32', '1+'),
+        F('topic_names', '[]string', '0+'),
+        F('timeout_ms', 'int32', '0+'),
     ),
 )
 
 DELETE_TOPICS_RESPONSE = MessageSchema(
-    'DeleteTopicsResponse', 20, 'response', '1-3', flexible='4+',
+    'DeleteTopicsResponse', 20, 'response', '0-3', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
-        F('responses', '[]DeletableTopicResult', '1+', fields=(
-            F('name', 'string', '1+'),
-            F('error_code', 'int16', '1+'),
+        F('responses', '[]DeletableTopicResult', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('error_code', 'int16', '0+'),
         )),
     ),
 )
@@ -541,12 +544,12 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_CONFIGS_REQUEST = MessageSchema(
-    'DescribeConfigsRequest', 32, 'request', '1-3', flexible='4+',
+    'DescribeConfigsRequest', 32, 'request', '0-3', flexible='4+',
     fields=(
-        F('resources', '[]DescribeConfigsResource', '1+', fields=(
-            F('resource_type', 'int8', '1+'),
-            F('resource_name', 'string', '1+'),
-            F('configuration_keys', '[]string', '1+', nullable='1+'),
+        F('resources', '[]DescribeConfigsResource', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('configuration_keys', '[]string', '0+', nullable='0+'),
         )),
         F('include_synonyms', 'bool', '1+', default=False),
         F('include_documentation', 'bool', '3+', default=False),
@@ -554,27 +557,28 @@ DESCRIBE_CONFIGS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_CONFIGS_RESPONSE = MessageSchema(
-    'DescribeConfigsResponse', 32, 'response', '1-3', flexible='4+',
+    'DescribeConfigsResponse', 32, 'response', '0-3', flexible='4+',
     fields=(
-        F('throttle_time_ms', 'int32', '1+'),
-        F('results', '[]DescribeConfigsResult', '1+', fields=(
-            F('error_code', 'int16', '1+'),
-            F('error_message', 'string', '1+', nullable='1+'),
-            F('resource_type', 'int8', '1+'),
-            F('resource_name', 'string', '1+'),
-            F('configs', '[]DescribeConfigsResourceResult', '1+', fields=(
-                F('name', 'string', '1+'),
-                F('value', 'string', '1+', nullable='1+'),
-                F('read_only', 'bool', '1+'),
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]DescribeConfigsResult', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('configs', '[]DescribeConfigsResourceResult', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('value', 'string', '0+', nullable='0+'),
+                F('read_only', 'bool', '0+'),
                 F('config_source', 'int8', '1+', default=-1),
-                F('is_sensitive', 'bool', '1+'),
+                F('is_default', 'bool', '0'),
+                F('is_sensitive', 'bool', '0+'),
                 F('synonyms', '[]DescribeConfigsSynonym', '1+', fields=(
                     F('name', 'string', '1+'),
-                    F('value', 'string', '1+', nullable='1+'),
+                    F('value', 'string', '1+', nullable='0+'),
                     F('source', 'int8', '1+'),
                 )),
                 F('config_type', 'int8', '3+', default=0),
-                F('documentation', 'string', '3+', nullable='1+'),
+                F('documentation', 'string', '3+', nullable='0+'),
             )),
         )),
     ),
