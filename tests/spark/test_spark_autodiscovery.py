@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 SCRIPT = r"""
 from pyspark.sql import SparkSession
@@ -20,9 +19,8 @@ finally:
 
 
 def test_the_source_is_found_by_name_alone(tmp_path):
-    repo = Path(__file__).resolve().parents[2]
-    env = {"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin", "PYSPARK_PYTHON": sys.executable,
-           "HOME": str(tmp_path)}
+    # As installed (no PYTHONPATH), from a folder that is not the repository.
+    env = {"PATH": "/usr/bin:/bin", "PYSPARK_PYTHON": sys.executable, "HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=240,
                          cwd=tmp_path)
     text = out.stdout + out.stderr
