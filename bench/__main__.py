@@ -42,7 +42,8 @@ def main() -> None:
     print(metrics_bench.format_table(metrics_bench.run()))
     print("\n## A peer: NATS JetStream vs raftka, both driven by Python clients (1 KiB messages)\n")
     print(peer_bench.format_table(peer_bench.run()))
-    print("\n## Spark: batch read of 1 M 100-byte messages from 3 partitions into a noop sink\n")
+    print("\n## Spark: batch read of 1 M 100-byte messages from 3 partitions into a noop sink, "
+          "and the raftka sink writing 1 M 100-byte rows\n")
     print(spark_bench.format_table(spark_bench.run()))
     print("\nMetadata quorum commit latency and controller failover: "
           ".venv/bin/python bench/quorum_bench.py (see its docstring).")

@@ -13,8 +13,15 @@ broker) spent on the first query: on a shared machine that is the steadier figur
 Then throughput: 1 M records with 100-byte values (and 10-byte keys) in a
 3-partition topic on one local raftka node (a real process), read with
 `spark.read.format("raftka")` into the `noop` sink; plus the Arrow decoding alone
-on one core (the source's own share of the work). Every throughput figure is the
+on one core (the source's own share of the work). Every read figure is the
 best of `repeats` reads after one warm-up read. Goal: >= 500 000 rows/s.
+
+And the sink: 1 M rows (`spark.range`, a 10-byte key and a 100-byte value each,
+2 partitions) written with `df.write.format("raftka")` to a 3-partition topic,
+once with the sink's defaults (Kafka's: idempotent, acks=all, 16 KiB batches,
+key-hashed partitions) and once with `kafka.batch.size=262144`,
+`kafka.linger.ms=20`; each write appends to a fresh topic, once. MB/s counts
+the values' bytes.
 
     .venv/bin/python -m bench.spark_bench
 """
@@ -51,6 +58,10 @@ class Row:
     @property
     def rows_per_s(self) -> float | None:
         return self.rows / self.seconds if self.rows else None
+
+    @property
+    def mb_per_s(self) -> float | None:
+        return self.rows * VALUE_SIZE / 1e6 / self.seconds if self.rows else None
 
 
 async def _fill(bootstrap: str, count: int, topic: str = TOPIC) -> None:
@@ -166,6 +177,34 @@ def _best_noop_write(df, repeats: int) -> float:
     return min(times)
 
 
+def _writes(spark, bootstrap: str, count: int) -> list[Row]:
+    """df.write.format("raftka") of `count` 100-byte rows, with the defaults and tuned."""
+    df = spark.range(0, count, numPartitions=2).selectExpr(
+        "format_string('key-%06d', id % 1000000) AS key",
+        f"CAST(repeat('v', {VALUE_SIZE}) AS BINARY) AS value")
+    out = []
+    for label, options in (("defaults", {}),
+                           ("kafka.batch.size=262144, kafka.linger.ms=20",
+                            {"kafka.batch.size": "262144", "kafka.linger.ms": "20"})):
+        topic = f"bench-spark-write-{len(out)}"
+        trio.run(_create, bootstrap, topic)
+        start = time.perf_counter()
+        (df.write.format("raftka").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", topic).options(**options).mode("append").save())
+        elapsed = time.perf_counter() - start
+        written = (spark.read.format("raftka").option("kafka.bootstrap.servers", bootstrap)
+                   .option("subscribe", topic).load().count())
+        if written != count:
+            raise RuntimeError(f"the sink wrote {written} rows to {topic}, expected {count}")
+        out.append(Row(f"df.write raftka, local[2] ({label})", count, elapsed))
+    return out
+
+
+async def _create(bootstrap: str, topic: str) -> None:
+    async with AsyncAdmin(bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+
+
 def run(count: int = 1_000_000, repeats: int = 3) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="raftka-spark-bench-") as tmp:
         cluster = LocalCluster(Path(tmp), 1, extra_config={"num.partitions": str(PARTITIONS)})
@@ -189,6 +228,7 @@ def run(count: int = 1_000_000, repeats: int = 3) -> list[Row]:
                 split = (spark.read.format("raftka").option("kafka.bootstrap.servers", bootstrap)
                          .option("subscribe", TOPIC).option("minPartitions", "6").load())
                 rows.append(Row("  same, minPartitions=6", count, _best_noop_write(split, repeats)))
+                rows += _writes(spark, bootstrap, count)
             finally:
                 spark.stop()
             decode = min(_decode_only(bootstrap, count) for _ in range(repeats))
@@ -199,11 +239,12 @@ def run(count: int = 1_000_000, repeats: int = 3) -> list[Row]:
 
 
 def format_table(rows: list[Row]) -> str:
-    lines = ["| case | rows | seconds | rows/s |", "|---|---:|---:|---:|"]
+    lines = ["| case | rows | seconds | rows/s | MB/s |", "|---|---:|---:|---:|---:|"]
     for r in rows:
         rate = "" if r.rows_per_s is None else f"{r.rows_per_s:,.0f}"
+        mb = "" if r.mb_per_s is None else f"{r.mb_per_s:.1f}"
         count = f"{r.rows:,}" if r.rows else ""
-        lines.append(f"| {r.case} | {count} | {r.seconds:.2f} | {rate} |")
+        lines.append(f"| {r.case} | {count} | {r.seconds:.2f} | {rate} | {mb} |")
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""The PySpark Python Data Source `raftka`: batch and streaming reads of topics.
+"""The PySpark Python Data Source `raftka`: batch and streaming reads and writes of topics.
 
     from raftka.spark_source import RaftkaDataSource
     spark.dataSource.register(RaftkaDataSource)
@@ -6,7 +6,8 @@
           .option("kafka.bootstrap.servers", "127.0.0.1:9092")
           .option("subscribe", "events").load())
 
-Columns and options mirror Spark's built-in Kafka source (see options.py).
+Columns and options mirror Spark's built-in Kafka source (see options.py) and
+sink (sink.py, sink_options.py).
 Spark runs every method here in Python worker processes on pickled copies,
 so readers hold only parsed options and connect inside each call.
 """
@@ -76,7 +77,7 @@ class RaftkaDataSource(DataSource):
 
     def schema(self) -> str:
         # Validate early so a bad option fails at load(), naming the option.
-        include_headers = parse_options(self.options).include_headers
+        include_headers = parse_options(self.options, streaming=None).include_headers
         return SCHEMA_DDL + (HEADERS_DDL if include_headers else "")
 
     def reader(self, schema) -> DataSourceReader:
@@ -84,6 +85,28 @@ class RaftkaDataSource(DataSource):
 
     def streamReader(self, schema) -> DataSourceStreamReader:
         return RaftkaStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema, overwrite: bool):
+        from raftka.spark_source.sink import RaftkaBatchWriter
+
+        return RaftkaBatchWriter(_sink_options(self.options, schema, overwrite))
+
+    def streamWriter(self, schema, overwrite: bool):
+        from raftka.spark_source.sink import RaftkaStreamWriter
+
+        return RaftkaStreamWriter(_sink_options(self.options, schema, overwrite))
+
+
+def _sink_options(options, schema, overwrite: bool):
+    from raftka.spark_source.sink_options import SinkOptionError, check_columns, parse_sink_options
+
+    if overwrite:
+        # As Spark's Kafka sink: a topic is appended to, never replaced.
+        raise SinkOptionError("save mode overwrite (or outputMode complete) is not supported: "
+                              "the raftka sink appends to topics; use mode append")
+    parsed = parse_sink_options(options)
+    check_columns({f.name: f.dataType.simpleString() for f in schema.fields}, parsed.topic)
+    return parsed
 
 
 def _resolve(cluster: Cluster, tps: list[TopicPartitionKey], spec: OffsetSpec, option: str):

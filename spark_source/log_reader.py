@@ -65,7 +65,7 @@ def run_with_cluster(options: SourceOptions, fn: Callable[[Cluster], Awaitable[T
         owner = OwnedNursery()
         nursery = await owner.enter()
         try:
-            cluster = Cluster(options.bootstrap_servers, nursery, client_id="raftka-spark",
+            cluster = Cluster(options.bootstrap_servers, nursery, client_id=options.client_id,
                               request_timeout_ms=options.request_timeout_ms)
             try:
                 with trio.fail_after(timeout):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from raftka.client.bootstrap import parse_bootstrap
+from raftka.spark_source.kafka_options import SOURCE, KafkaOptionError, check_options
 
 EARLIEST = -2  # Kafka's ListOffsets sentinels, also used in offset JSON
 LATEST = -1
@@ -22,7 +23,7 @@ LATEST = -1
 TopicPartitionKey = tuple[str, int]
 
 
-class SourceOptionError(ValueError):
+class SourceOptionError(KafkaOptionError):
     """An option of the raftka data source is missing or has a bad value."""
 
 
@@ -57,6 +58,7 @@ class SourceOptions:
     fetch_max_bytes: int = 50 << 20
     max_partition_fetch_bytes: int = 4 << 20
     request_timeout_ms: int = 30000
+    client_id: str = "raftka-spark"
 
     @property
     def subscription(self) -> str:
@@ -177,10 +179,21 @@ def _offset_spec(options: Mapping[str, str], prefix: str, *, ending: bool) -> Of
                                                               allowed_negative=allowed))
 
 
-def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
+def parse_options(options: Mapping[str, str], *, streaming: bool | None = False) -> SourceOptions:
     """Validate `options` (keys in any case) into SourceOptions, or raise
-    SourceOptionError naming the option at fault."""
+    SourceOptionError naming the option at fault. `streaming=None`: batch or
+    streaming is not known yet (the schema() call), so the mode's own checks wait."""
     opts = {str(k).lower(): v for k, v in options.items()}
+    try:
+        check_options(opts, SOURCE)
+    except KafkaOptionError as exc:
+        raise SourceOptionError(str(exc)) from None
+    strategy = str(opts.get("startingoffsetsbytimestampstrategy", "latest")).strip().lower()
+    if strategy != "latest":
+        raise SourceOptionError(
+            "option startingOffsetsByTimestampStrategy must be 'latest' (a partition with no "
+            f"record at or after the timestamp starts at its latest offset), got {strategy!r}: "
+            "raftka's source has no 'error' strategy")
     servers = opts.get("kafka.bootstrap.servers")
     if not servers or not str(servers).strip():
         raise SourceOptionError(
@@ -228,13 +241,16 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sou
 
     starting = _offset_spec(opts, "starting", ending=False)
     ending = _offset_spec(opts, "ending", ending=True)
-    if streaming and ending is not None:
+    if streaming is True and ending is not None:
         raise SourceOptionError(
             "option endingOffsets (or endingTimestamp) is for batch reads only; a streaming "
             "query reads until it is stopped (use trigger(availableNow=True) for a bounded run)")
     max_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger", None)
-    if max_per_trigger is not None and not streaming:
-        max_per_trigger = None  # Spark's Kafka source ignores it in batch reads too
+    if max_per_trigger is not None and streaming is False:
+        # Spark's Kafka source ignores it in batch reads; raftka ignores no option.
+        raise SourceOptionError(
+            "option maxOffsetsPerTrigger applies to streaming reads only (a batch read covers "
+            "startingOffsets..endingOffsets)")
     return SourceOptions(
         bootstrap_servers=str(servers).strip(),
         subscribe=subscribe,
@@ -250,4 +266,5 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sou
         max_partition_fetch_bytes=_positive_int(opts, "kafka.max.partition.fetch.bytes",
                                                 4 << 20) or 0,
         request_timeout_ms=_positive_int(opts, "kafka.request.timeout.ms", 30000) or 0,
+        client_id=str(opts.get("kafka.client.id", "raftka-spark")),
     )

@@ -64,7 +64,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
                 .stdout.strip())
     # The libraries raftka and the app's tests use, from this environment (no network needed).
-    (site / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # (Every site-packages folder this run imports from: a venv may chain another's.)
+    shared = [sysconfig.get_paths()["purelib"]] + [p for p in sys.path if p.endswith("site-packages")]
+    (site / "zz_test_dependencies.pth").write_text("\n".join(dict.fromkeys(shared)) + "\n")
 
     app = root / "app"
     shutil.copytree(APP_TEMPLATE, app, ignore=shutil.ignore_patterns("__pycache__"))
@@ -158,3 +160,46 @@ def test_nodes_stop_when_pytest_is_killed(tmp_path: Path):
         proc.kill()
         proc.wait()
     wait_until(lambda: _node_pids(basetemp) == [], timeout=30, what="the orphaned node to shut down")
+
+
+
+@pytest.fixture(scope="module")
+def spark_input(tmp_path_factory: pytest.TempPathFactory):
+    """A raftka node with a 3-partition topic `wheel-in` of ROWS records."""
+    pytest.importorskip("pyspark")
+    from tests.integration.cluster_support import running_cluster
+    from tests.spark.spark_support import create_topic, produce
+    from tests.spark.standalone import ROWS
+
+    with running_cluster(tmp_path_factory.mktemp("raftka"), nodes=1) as node:
+        create_topic(node.bootstrap_servers, "wheel-in", 3)
+        yield node.bootstrap_servers, produce(node.bootstrap_servers, "wheel-in", ROWS,
+                                              headers=False)
+
+
+# Spark jobs in subprocesses: minutes on a loaded machine (a deadline, not a threshold).
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("where", ["local", "standalone"])
+def test_spark_finds_the_source_from_the_wheel(installed, spark_input, tmp_path: Path, where):
+    """`pip install raftka`, then a job from the app folder: format("raftka") reads and
+    writes with no registration, in local mode and with executors on a standalone cluster
+    (their Python workers import raftka from the wheel too)."""
+    from tests.spark.spark_support import create_topic
+    from tests.spark.standalone import check_job, run_job, standalone_cluster
+
+    bootstrap, produced = spark_input
+    python = str(installed["python"])
+    outs = [f"wheel-{where}-out", f"wheel-{where}-stream-out"]
+    for topic in outs:
+        create_topic(bootstrap, topic, 3)
+    args = {"bootstrap": bootstrap, "source": "wheel-in", "batch_out": outs[0],
+            "stream_out": outs[1], "checkpoint": str(tmp_path / "checkpoint")}
+    if where == "local":
+        got = run_job(python, installed["app"] / "spark-local", {**args, "master": "local[2]"})
+        assert got["task_jvms"] == [got["driver_jvm"]]
+    else:
+        with standalone_cluster(tmp_path / "spark", python) as cluster:
+            got = run_job(python, installed["app"] / "spark-cluster",
+                          {**args, "master": cluster.master_url})
+        assert got["driver_jvm"] not in got["task_jvms"]
+    check_job(bootstrap, produced, got, outs)

@@ -43,3 +43,35 @@ def produce(bootstrap: str, topic: str, count: int, *, partitions: int = 3, star
 
 def row_key(row) -> tuple[int, int]:
     return (row["partition"], row["offset"])
+
+
+def read_back(bootstrap: str, topic: str, timeout: float = 60.0) -> list[dict]:
+    """Every record of `topic` up to its high watermarks, read with confluent-kafka (an
+    independent client): dicts of partition, offset, key, value, headers, in offset order."""
+    import time
+
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "read-back",
+                                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        meta = consumer.list_topics(topic, timeout=30)
+        partitions = sorted(meta.topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p),
+                                                  timeout=30)[1] for p in partitions}
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
+        rows: list[dict] = []
+        position = {p: 0 for p in partitions}
+        deadline = time.monotonic() + timeout
+        while any(position[p] < ends[p] for p in partitions):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"read {position} of {topic}, expected up to {ends}")
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            position[msg.partition()] = msg.offset() + 1
+            rows.append({"partition": msg.partition(), "offset": msg.offset(), "key": msg.key(),
+                         "value": msg.value(), "headers": msg.headers()})
+    finally:
+        consumer.close()
+    return sorted(rows, key=lambda r: (r["partition"], r["offset"]))
