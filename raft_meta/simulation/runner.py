@@ -22,8 +22,10 @@ Usage: python -m raftka.raft_meta.simulation --seeds N --first-seed S [--as-is] 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import os
 import random
 import shutil
 import tempfile
@@ -44,6 +46,7 @@ from raftka.raft_meta.records import (
     RemoveTopic,
     Topic,
     UnfenceBroker,
+    decode_record,
     encode_record,
 )
 from raftka.raft_meta.simulation.checker import Checker, InvariantViolation
@@ -152,7 +155,6 @@ class SimVoter:
         if notifier is not None:  # its pipe would leak a descriptor pair per start
             for fd in (notifier._PipeNotifier__pipeR, notifier._PipeNotifier__pipeW):
                 try:
-                    import os
                     os.close(fd)
                 except OSError:
                     pass
@@ -215,6 +217,7 @@ class Simulation:
     voters: int = 0  # 0: the seed chooses 3 or 5
     snapshot_bytes: int = 2048
     compaction_entries: int = 200
+    quiet: bool = False  # no network faults (tests that inject their own)
     crashes: int = 0
     ops: dict[str, _Op] = field(default_factory=dict)
 
@@ -227,6 +230,8 @@ class Simulation:
             reorder=rng.random() < 0.5,
             delay_max_us=rng.choice((2_000, 20_000, 200_000)),
         )
+        if self.quiet:
+            profile = NetworkProfile()
         self.scheduler = Scheduler()
         self.network = SimNetwork(self.scheduler, self.seed, profile)
         self.network.on_delivered = self._delivered
@@ -314,7 +319,6 @@ class Simulation:
         node.schedule_tick(0)
 
     def _learn(self, record: bytes, offset: int) -> None:
-        from raftka.raft_meta.records import decode_record
         decoded = decode_record(record)
         if isinstance(decoded, RegisterBroker):
             self.brokers[decoded.broker_id] = offset
@@ -367,12 +371,19 @@ class Simulation:
                 return True
 
     def run(self) -> SeedResult:
+        with self.running():
+            return self._run()
+
+    @contextlib.contextmanager
+    def running(self):
+        """The simulated clock and the CRITICAL-line watch on this thread; everything stopped and
+        removed on exit. An invariant broken inside becomes a `SimulationFailure`."""
         self.events = 0
         logger = logging.getLogger("pysyncobj.syncobj")
         logger.addHandler(self.checker.critical)
         install_clock(self.scheduler)
         try:
-            return self._run()
+            yield self
         except InvariantViolation as exc:
             raise SimulationFailure(self.seed, self.scheduler.now_us, str(exc)) from None
         finally:
@@ -384,9 +395,20 @@ class Simulation:
                     node.sync = None
                 shutil.rmtree(node.directory, ignore_errors=True)
 
-    def _run(self) -> SeedResult:
+    def run_for(self, seconds: float, done=None) -> bool:
+        """Advance the simulated time (inside `running()`); True once `done()` holds."""
+        return self._run_until(self.scheduler.now_us + int(seconds * US), done)
+
+    def leader(self) -> SimVoter | None:
+        leaders = [n for n in self.alive() if n.sync._isLeader()]
+        return max(leaders, key=lambda n: n.sync._getTerm()) if leaders else None
+
+    def start_all(self) -> None:
         for node in self.nodes.values():
             node.start()
+
+    def _run(self) -> SeedResult:
+        self.start_all()
         chaos_end = int(self.chaos_s * US)
         self._every(self.op_rate_us, self.submit, chaos_end)
         self._every(self.fault_rate_us, self._fault, chaos_end)
@@ -434,7 +456,7 @@ def run_seed(seed: int, *, fix: bool = True, fsync: bool = True, chaos_s: float 
 def campaign(seeds: int, first_seed: int = 0, *, fix: bool = True, fsync: bool = True, chaos_s: float = 8.0,
              stop_at_first: bool = True, report=print) -> list[SimulationFailure]:
     failures: list[SimulationFailure] = []
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for seed in range(first_seed, first_seed + seeds):
         try:
             run_seed(seed, fix=fix, fsync=fsync, chaos_s=chaos_s)
@@ -447,8 +469,8 @@ def campaign(seeds: int, first_seed: int = 0, *, fix: bool = True, fsync: bool =
         if done % 1000 == 0:
             elapsed = time.perf_counter() - started
             report(f"{done} seeds, {elapsed:.1f} s, {done / elapsed:.1f} seeds/s")
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     done = seed - first_seed + 1 if seeds else 0
-    report(f"{done} seeds from {first_seed} in {elapsed:.1f} s ({done / elapsed if elapsed else 0:.1f} seeds/s), "
-           f"{len(failures)} failed")
+    report(f"{done} seeds from {first_seed} in {elapsed:.1f} s wall, {cpu:.1f} s CPU "
+           f"({done / cpu if cpu else 0:.1f} seeds per CPU second), {len(failures)} failed")
     return failures

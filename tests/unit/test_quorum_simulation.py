@@ -1,0 +1,103 @@
+"""The metadata quorum under the deterministic simulation (raft_meta/simulation/), and the
+pysyncobj deviations it found, each pinned by a test that fails with pysyncobj's own handling.
+
+`make simulate SEEDS=N FIRST_SEED=S` runs long campaigns; a failing seed prints itself and
+replays exactly with `run_seed(seed)`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from raftka.raft_meta.records import RegisterBroker, encode_record
+from raftka.raft_meta.simulation import Simulation, SimulationFailure, run_seed
+from raftka.raft_meta.simulation.checker import InvariantViolation
+
+SEEDS = 240  # about 30 s of one core; `make test` spreads the chunks over its workers
+CHUNK = 30
+
+
+@pytest.mark.parametrize("first", range(0, SEEDS, CHUNK))
+def test_simulated_quorum_keeps_raft_invariants(first: int) -> None:
+    for seed in range(first, first + CHUNK):
+        run_seed(seed)  # raises SimulationFailure naming the seed
+
+
+def test_a_seed_replays_exactly() -> None:
+    assert run_seed(7) == run_seed(7)
+
+
+# Seeds that failed before a fix in raft_meta/raft_core.py (see docs/architecture.md).
+@pytest.mark.parametrize(("seed", "before_the_fix"), [
+    (3, "a stale snapshot install wiped a longer log; a snapshot piece advanced the commit index unverified"),
+    (80, "a duplicated vote grant was counted twice: two leaders in term 1"),
+])
+def test_seeds_that_found_a_deviation_pass(seed: int, before_the_fix: str) -> None:
+    run_seed(seed)
+
+
+def test_pysyncobj_as_is_fails_the_simulation() -> None:
+    """The simulation reaches pysyncobj's truncation of matching entries: seed 0 logs the very
+    CRITICAL line of issue 20, seed 1 loses a committed entry, seed 4 changes one."""
+    failures = {}
+    for seed in (0, 1, 4):
+        with pytest.raises(SimulationFailure) as caught:
+            run_seed(seed, fix=False)
+        failures[seed] = caught.value.reason
+    assert "truncating already-applied log entries" in failures[0]
+    assert "lost committed entry" in failures[1]
+    assert "committed entry" in failures[4] and "changed" in failures[4]
+
+
+def _register(n: int) -> bytes:
+    return encode_record(RegisterBroker(n, f"incarnation-{n}", (("PLAINTEXT", f"b{n}", 9092),), request_id=f"r{n}"))
+
+
+def _stale_append_entries(fix: bool):
+    """A quiet 3-voter cluster commits 6 records; the leader's first AppendEntries that carried
+    entries to a follower is then delivered to that follower again (late, as a duplicate)."""
+    sim = Simulation(seed=11, fix=fix, voters=3, quiet=True)
+    with sim.running():
+        sim.start_all()
+        assert sim.run_for(10, lambda: sim.leader() is not None), "no leader"
+        leader = sim.leader()
+        follower = next(n for n in sim.alive() if n is not leader)
+        sent: list[dict] = []
+        send = sim.network.send
+
+        def capture(a: str, b: str, message: dict) -> bool:
+            if a == leader.address and b == follower.address and message.get("entries"):
+                sent.append(message)
+            return send(a, b, message)
+
+        sim.network.send = capture
+        for n in range(6):
+            leader.log.apply(_register(n + 1))
+            leader.schedule_tick(0)
+            sim.run_for(0.2)
+        assert sim.run_for(5, lambda: follower.log.last == leader.log.last and leader.log.last > 0)
+        log = follower.sync._SyncObj__raftLog
+        before = list(log.entries)
+        stale = sent[0]
+        assert stale["prevLogIdx"] + len(stale["entries"]) < before[-1][1], "the message must be stale"
+        follower.sync._SyncObj__transport.receive(leader.address, stale)
+        after = list(log.entries)
+        try:
+            sim.after_step(follower)
+            violation = None
+        except InvariantViolation as exc:
+            violation = str(exc)
+        return before, after, violation
+
+
+def test_a_follower_keeps_matching_entries_on_a_stale_append_entries() -> None:
+    before, after, violation = _stale_append_entries(fix=True)
+    assert after == before
+    assert violation is None
+
+
+def test_pysyncobj_as_is_truncates_matching_entries_on_a_stale_append_entries() -> None:
+    """The deviation the fix removes (Raft §5.3 deletes only on a conflict)."""
+    before, after, violation = _stale_append_entries(fix=False)
+    assert len(after) < len(before) and after == before[:len(after)]
+    assert violation is not None and "truncating already-applied log entries" in violation
