@@ -280,6 +280,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "rack": ("rack", _str, None),
     "num.network.threads": ("num_network_threads", _positive_int, "3"),  # accepted for Kafka files; trio ignores it
     "num.io.threads": ("num_io_threads", _positive_int, "8"),  # accepted for Kafka files; trio ignores it
+    # fsync the metadata journal (in batches) before a voter acknowledges entries (raft_meta/raft_core.py)
+    "metadata.log.fsync.enable": ("metadata_log_fsync_enable", _bool, "true"),
 }
 
 
@@ -352,6 +354,7 @@ class NodeConfig:
     rack: str | None
     num_network_threads: int
     num_io_threads: int
+    metadata_log_fsync_enable: bool = True
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
