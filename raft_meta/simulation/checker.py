@@ -13,6 +13,8 @@ Safety (Raft's, and the metadata's):
 - the image digest (`raft_meta/snapshot.py::image_digest`) is equal on every node at every
   applied offset;
 - every acknowledged submission is the committed record at its offset;
+- durability (with fsync on): a voter acknowledges entries only once they are on its
+  SimDisk's durable part, and a leader's commit index never passes its own durable log;
 - pysyncobj logs no CRITICAL line.
 
 Liveness is the runner's (`runner.py`): it needs time, not a step.
@@ -92,11 +94,21 @@ class Checker:
     def ack(self, request_id: str, offset: int, record: bytes, node: str) -> None:
         self.acks.append((request_id, offset, record, node))
 
+    def acknowledged(self, node: str, disk, message: dict) -> None:
+        """A voter sends `next_node_idx` (its acknowledgement); with fsync on it must be durable."""
+        if not message.get("success") or not disk.fsync:
+            return
+        idx = message["next_node_idx"] - 1
+        durable = disk.entries
+        if not durable or durable[-1][1] < idx:  # (below durable[0]: in the dump, durable too)
+            end = durable[-1][1] if durable else 0
+            self.fail(f"{node} acknowledged index {idx} before it was durable (durable journal ends at {end})")
+
     def crashed(self, node: str) -> None:
         self.views.setdefault(node, NodeView()).reset()
 
     # --- after every step ---
-    def after_step(self, node: str, sync, mlog) -> None:
+    def after_step(self, node: str, sync, mlog, disk=None) -> None:
         view = self.views.setdefault(node, NodeView())
         if self.critical.lines:
             self.fail(f"pysyncobj CRITICAL on {node}: {self.critical.lines[0]}")
@@ -105,6 +117,9 @@ class Checker:
             leader = self.leaders.setdefault(term, node)
             if leader != node:
                 self.fail(f"two leaders in term {term}: {leader} and {node}")
+            if disk is not None and disk.fsync and disk.entries and sync._SyncObj__raftCommitIndex > disk.entries[-1][1]:
+                self.fail(f"leader {node} committed index {sync._SyncObj__raftCommitIndex} beyond its durable "
+                          f"journal ({disk.entries[-1][1]})")
         entries = sync._SyncObj__raftLog.entries
         first, last = entries[0][1], entries[-1][1]
         if last < view.held:

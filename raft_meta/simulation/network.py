@@ -101,6 +101,7 @@ class SimNetwork:
         self.connected: set[frozenset] = set()
         self.links: dict[tuple[str, str], _Link] = {}
         self.on_delivered: Callable[[str], None] = lambda node: None
+        self.on_send: Callable[[str, str, dict], None] | None = None  # the checker's look at what leaves a node
         self.delivered = 0
 
     def _link(self, a: str, b: str) -> _Link:
@@ -180,6 +181,8 @@ class SimNetwork:
         pair = frozenset((a, b))
         if pair not in self.connected:
             return False
+        if self.on_send is not None:
+            self.on_send(a, b, message)
         link = self._link(a, b)
         rng, profile = link.rng, self.profile
         copies = 2 if profile.duplicate and rng.random() < profile.duplicate else 1

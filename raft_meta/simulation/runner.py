@@ -218,6 +218,7 @@ class Simulation:
     snapshot_bytes: int = 2048
     compaction_entries: int = 200
     quiet: bool = False  # no network faults (tests that inject their own)
+    tcp: bool = False  # what TCP allows: in order, no drops or duplicates within a connection (resets and partitions stay)
     crashes: int = 0
     ops: dict[str, _Op] = field(default_factory=dict)
 
@@ -232,9 +233,12 @@ class Simulation:
         )
         if self.quiet:
             profile = NetworkProfile()
+        elif self.tcp:
+            profile.drop, profile.duplicate, profile.reorder = 0.0, 0.0, False
         self.scheduler = Scheduler()
         self.network = SimNetwork(self.scheduler, self.seed, profile)
         self.network.on_delivered = self._delivered
+        self.network.on_send = self._sent
         self.checker = Checker()
         names = [f"n{i}" for i in range(1, self.voters + 1)]
         addresses = [f"{n}:1" for n in names]
@@ -253,9 +257,14 @@ class Simulation:
             self.after_step(node)
             node.schedule_tick(0)
 
+    def _sent(self, a: str, b: str, message: dict) -> None:
+        if message["type"] == "next_node_idx":
+            node = self.nodes[a.partition(":")[0]]
+            self.checker.acknowledged(node.name, node.disk, message)
+
     def after_step(self, node: SimVoter) -> None:
         if node.sync is not None:
-            self.checker.after_step(node.name, node.sync, node.log)
+            self.checker.after_step(node.name, node.sync, node.log, node.disk)
 
     def alive(self) -> list[SimVoter]:
         return [n for n in self.nodes.values() if n.alive]
@@ -448,18 +457,18 @@ class Simulation:
                           len(self.checker.leaders))
 
 
-def run_seed(seed: int, *, fix: bool = True, fsync: bool = True, chaos_s: float = 8.0) -> SeedResult:
+def run_seed(seed: int, *, fix: bool = True, fsync: bool = True, chaos_s: float = 8.0, tcp: bool = False) -> SeedResult:
     """Run one seed; raises SimulationFailure (which names the seed) if an invariant breaks."""
-    return Simulation(seed, fix=fix, fsync=fsync, chaos_s=chaos_s).run()
+    return Simulation(seed, fix=fix, fsync=fsync, chaos_s=chaos_s, tcp=tcp).run()
 
 
 def campaign(seeds: int, first_seed: int = 0, *, fix: bool = True, fsync: bool = True, chaos_s: float = 8.0,
-             stop_at_first: bool = True, report=print) -> list[SimulationFailure]:
+             tcp: bool = False, stop_at_first: bool = True, report=print) -> list[SimulationFailure]:
     failures: list[SimulationFailure] = []
     started, cpu = time.perf_counter(), time.process_time()
     for seed in range(first_seed, first_seed + seeds):
         try:
-            run_seed(seed, fix=fix, fsync=fsync, chaos_s=chaos_s)
+            run_seed(seed, fix=fix, fsync=fsync, chaos_s=chaos_s, tcp=tcp)
         except SimulationFailure as exc:
             report(str(exc))
             failures.append(exc)

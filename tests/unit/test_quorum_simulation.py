@@ -101,3 +101,33 @@ def test_pysyncobj_as_is_truncates_matching_entries_on_a_stale_append_entries() 
     before, after, violation = _stale_append_entries(fix=False)
     assert len(after) < len(before) and after == before[:len(after)]
     assert violation is not None and "truncating already-applied log entries" in violation
+
+
+def test_tcp_ordering_still_reaches_the_truncation() -> None:
+    """With only what TCP allows (in order, no drops or duplicates within a connection; resets,
+    partitions and crashes stay), pysyncobj as-is still truncates applied entries (seed 5: the
+    CRITICAL line of issue 20) and changes a committed entry (seed 12)."""
+    with pytest.raises(SimulationFailure, match="truncating already-applied log entries"):
+        run_seed(5, fix=False, tcp=True)
+    with pytest.raises(SimulationFailure, match=r"committed entry \d+ changed"):
+        run_seed(12, fix=False, tcp=True)
+    run_seed(5, tcp=True)
+    run_seed(12, tcp=True)
+
+
+@pytest.mark.parametrize("seed", [241, 260, 294])
+def test_without_fsync_a_power_loss_changes_committed_entries(seed: int) -> None:
+    """metadata.log.fsync.enable=false: acknowledged entries are lost with the page cache and a
+    committed entry is replaced. With fsync (the default) the same seed passes."""
+    with pytest.raises(SimulationFailure, match=r"committed entry \d+ changed"):
+        run_seed(seed, fsync=False)
+    run_seed(seed)
+
+
+def test_acknowledgements_wait_for_the_journal_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker's durability invariant can fail: a voter that acknowledges before syncing
+    (RaftSyncObj's hold disabled) is caught at once."""
+    from raftka.raft_meta import raft_core
+    monkeypatch.setattr(raft_core.RaftSyncObj, "_journal_dirty", lambda self: False)
+    with pytest.raises(SimulationFailure, match="before it was durable"):
+        run_seed(0)
