@@ -17,7 +17,8 @@ dump file in a scratch directory, so a restart loads the node's own files. The r
 The checker (`checker.py`) runs after every step. A failure raises `SimulationFailure`
 naming the seed; `run_seed(seed)` replays it exactly (same events, same outcome).
 
-Usage: python -m raftka.raft_meta.simulation --seeds N --first-seed S [--as-is] [--no-fsync]
+Usage: python -m raftka.raft_meta.simulation --seeds N --first-seed S [--tcp] [--no-fsync]
+       [--as-is | --without truncation|snapshot|votes]
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ _SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
 
 
 class SimulationFailure(AssertionError):
-    def __init__(self, seed: int, at_us: int, reason: str) -> None:
-        super().__init__(f"simulation seed {seed} failed at t={at_us / US:.6f}s: {reason} "
-                         f"(replay: make simulate SEEDS=1 FIRST_SEED={seed})")
+    def __init__(self, seed: int, at_us: int, reason: str, options: str = "") -> None:
+        replay = (f"python -m raftka.raft_meta.simulation --seeds 1 --first-seed {seed}{options}" if options
+                  else f"make simulate SEEDS=1 FIRST_SEED={seed}")
+        super().__init__(f"simulation seed {seed} failed at t={at_us / US:.6f}s: {reason} (replay: {replay})")
         self.seed = seed
         self.reason = reason
 
@@ -114,12 +116,32 @@ class _SimSyncObj(RaftSyncObj):
         return conf.raftMinTimeout + (conf.raftMaxTimeout - conf.raftMinTimeout) * self._sim_rng.random()
 
 
-class _AsIsSyncObj(_SimSyncObj):
-    """pysyncobj's own AppendEntries handling (truncates matching entries): `--as-is`.
-    The other fixes of raft_core stay, so a failure here is this deviation's."""
+class _WithoutTruncationFix(_SimSyncObj):
+    """pysyncobj's own AppendEntries handling (truncates matching entries): `--as-is`."""
 
     def _conflict_only(self, node, message):
         return message
+
+
+class _WithoutSnapshotFix(_SimSyncObj):
+    """pysyncobj's own snapshot install (wipes the log; commit index moved on every piece)."""
+
+    def _install_snapshot(self, node, message) -> None:
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
+
+    def _SyncObj__loadDumpFile(self, clearJournal):
+        SyncObj._SyncObj__loadDumpFile(self, clearJournal)
+
+
+class _WithoutVoteFix(_SimSyncObj):
+    """pysyncobj's own vote counting (every grant message counts)."""
+
+    def _first_vote(self, node, term: int) -> bool:
+        return True
+
+
+# The fixes of raft_core one can leave out, to see what each prevents (Simulation.without).
+WITHOUT = {"truncation": _WithoutTruncationFix, "snapshot": _WithoutSnapshotFix, "votes": _WithoutVoteFix}
 
 
 class SimVoter:
@@ -150,7 +172,7 @@ class SimVoter:
             logCompactionMinTime=300.0, journalFile=JournalSpec(str(self.directory / "raft.journal"), self._journal),
             fullDumpFile=str(self.directory / "raft.dump"),
         )
-        cls = _SimSyncObj if sim.fix else _AsIsSyncObj
+        cls = _SimSyncObj if sim.fix else WITHOUT[sim.without]
         transport = functools.partial(SimTransport, network=sim.network)
         sync = cls(self.address, self.others, conf, consumers=[self.log], transportClass=transport, sim_rng=self.rng)
         notifier = getattr(sync, "_SyncObj__pipeNotifier", None)
@@ -214,6 +236,7 @@ class _Op:
 class Simulation:
     seed: int
     fix: bool = True
+    without: str = "truncation"  # with fix=False: the raft_core fix left out (WITHOUT)
     fsync: bool = True
     chaos_s: float = 8.0
     voters: int = 0  # 0: the seed chooses 3 or 5
@@ -398,7 +421,9 @@ class Simulation:
         try:
             yield self
         except InvariantViolation as exc:
-            raise SimulationFailure(self.seed, self.scheduler.now_us, str(exc)) from None
+            options = "".join((f" --without {self.without}" if not self.fix else "",
+                               " --no-fsync" if not self.fsync else "", " --tcp" if self.tcp else ""))
+            raise SimulationFailure(self.seed, self.scheduler.now_us, str(exc), options) from None
         finally:
             install_clock(None)
             logger.removeHandler(self.checker.critical)
@@ -461,18 +486,21 @@ class Simulation:
                           len(self.checker.leaders))
 
 
-def run_seed(seed: int, *, fix: bool = True, fsync: bool = True, chaos_s: float = 8.0, tcp: bool = False) -> SeedResult:
-    """Run one seed; raises SimulationFailure (which names the seed) if an invariant breaks."""
-    return Simulation(seed, fix=fix, fsync=fsync, chaos_s=chaos_s, tcp=tcp).run()
+def run_seed(seed: int, *, fix: bool = True, fsync: bool = True, chaos_s: float = 8.0, tcp: bool = False,
+             without: str = "truncation") -> SeedResult:
+    """Run one seed; raises SimulationFailure (which names the seed) if an invariant breaks.
+    fix=False leaves out one fix of raft_core (`without`: truncation, snapshot or votes)."""
+    return Simulation(seed, fix=fix, fsync=fsync, chaos_s=chaos_s, tcp=tcp, without=without).run()
 
 
 def campaign(seeds: int, first_seed: int = 0, *, fix: bool = True, fsync: bool = True, chaos_s: float = 8.0,
-             tcp: bool = False, stop_at_first: bool = True, report=print) -> list[SimulationFailure]:
+             tcp: bool = False, without: str = "truncation", stop_at_first: bool = True,
+             report=print) -> list[SimulationFailure]:
     failures: list[SimulationFailure] = []
     started, cpu = time.perf_counter(), time.process_time()
     for seed in range(first_seed, first_seed + seeds):
         try:
-            run_seed(seed, fix=fix, fsync=fsync, chaos_s=chaos_s, tcp=tcp)
+            run_seed(seed, fix=fix, fsync=fsync, chaos_s=chaos_s, tcp=tcp, without=without)
         except SimulationFailure as exc:
             report(str(exc))
             failures.append(exc)
