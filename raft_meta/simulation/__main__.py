@@ -20,11 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fsync", action="store_true", help="journal never synced (metadata.log.fsync.enable=false)")
     parser.add_argument("--tcp", action="store_true",
                         help="only what TCP allows: no drops, duplicates or reordering within a connection")
+    parser.add_argument("--max-seconds", type=float, default=None, help="stop starting seeds after this long")
     parser.add_argument("--keep-going", action="store_true", help="run every seed, report all failures")
     args = parser.parse_args(argv)
     without = args.without or ("truncation" if args.as_is else None)
     failures = campaign(args.seeds, args.first_seed, fix=without is None, without=without or "truncation", fsync=not args.no_fsync,
-                        chaos_s=args.chaos_seconds, tcp=args.tcp, stop_at_first=not args.keep_going,
+                        chaos_s=args.chaos_seconds, tcp=args.tcp, max_seconds=args.max_seconds, stop_at_first=not args.keep_going,
                         report=lambda line: print(line, flush=True))
     return 1 if failures else 0
 
