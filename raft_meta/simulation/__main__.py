@@ -20,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fsync", action="store_true", help="journal never synced (metadata.log.fsync.enable=false)")
     parser.add_argument("--tcp", action="store_true",
                         help="only what TCP allows: no drops, duplicates or reordering within a connection")
-    parser.add_argument("--max-seconds", type=float, default=None, help="stop starting seeds after this long")
+    parser.add_argument("--max-cpu-seconds", dest="max_seconds", type=float, default=None,
+                        help="stop starting seeds after this much CPU time")
     parser.add_argument("--keep-going", action="store_true", help="run every seed, report all failures")
     args = parser.parse_args(argv)
     without = args.without or ("truncation" if args.as_is else None)
