@@ -1,22 +1,25 @@
 """pysyncobj's Raft, with its deviations from the Raft paper fixed in this one place.
 
 `RaftSyncObj` is the `SyncObj` every voter runs (`raft_meta/quorum.py`) and the simulation
-drives (`raft_meta/simulation/`). pysyncobj itself is unchanged; the two fixes override its
+drives (`raft_meta/simulation/`). pysyncobj itself is unchanged; the fixes override its
 private methods (reached through Python's name mangling; `_check_pysyncobj` fails the import
-if a pysyncobj upgrade renames them):
+if a pysyncobj upgrade renames them). Each was found by the simulation; docs/architecture.md
+("Quorum simulation and pysyncobj's deviations from Raft") names the seed that shows it.
 
-0. **A vote counts once per voter** (a duplicated grant message counted twice).
 1. **Truncate only on a conflict (Raft §5.3).** pysyncobj 0.3.17's follower deletes every
    entry after `prevLogIdx` whenever its log is longer, even when the entries match the
    leader's. A stale, re-sent or duplicated AppendEntries therefore cuts entries the follower
    has already acknowledged: the leader may have counted them toward a commit, and a new
-   leader can then be elected without a committed entry (the simulation finds this; see
-   docs/architecture.md, "Quorum simulation"). Here the follower skips the entries it already
-   holds with the same term, deletes from the first entry whose term differs (a real
-   conflict), and appends the rest. It acknowledges `prevLogIdx + len(entries)` -- what the
-   message proved, not its own log end -- and bounds its commit index by that index too
-   (its log may go on with entries the leader has not verified).
-2. **Durable before acknowledged.** With a `DurableFileJournal` (metadata.log.fsync.enable,
+   leader can then be elected without a committed entry. Here the follower skips the
+   entries it already holds with the same term, deletes from the first entry whose term
+   differs (a real conflict), and appends the rest. It acknowledges `prevLogIdx +
+   len(entries)` -- what the message proved, not its own log end -- and bounds its commit
+   index by that index too (its log may go on with entries the leader has not verified).
+2. **A snapshot does not wipe a log that holds it (Raft §7)**, and a snapshot piece does not
+   move the commit index past what it proves (`_install_snapshot`).
+3. **A vote counts once per voter** (pysyncobj counts grant messages: a duplicate made two
+   leaders in one term).
+4. **Durable before acknowledged.** With a `DurableFileJournal` (metadata.log.fsync.enable,
    the default), entries are fsynced before this node acknowledges them and before a leader
    counts itself toward a commit, in batches: acknowledgements wait in `_held_acks` while the
    journal has unsynced changes, and the start of the next tick syncs once and sends them
@@ -43,7 +46,8 @@ from pysyncobj.journal import FileJournal, MetaStorer
 
 def _check_pysyncobj() -> None:
     """Fail at import, not at run time, if pysyncobj no longer has what is overridden here."""
-    missing = [name for name in ("_SyncObj__onMessageReceived", "_SyncObj__sendNextNodeIdx", "_onTick")
+    missing = [name for name in ("_SyncObj__onMessageReceived", "_SyncObj__sendNextNodeIdx", "_onTick",
+                                 "_SyncObj__loadDumpFile", "_SyncObj__generateRaftTimeout")
                if not hasattr(SyncObj, name)]
     if not hasattr(pysyncobj_syncobj, "createJournal"):
         missing.append("pysyncobj.syncobj.createJournal")
