@@ -8,8 +8,11 @@ PYTEST_ARGS ?=
 N     ?= 100000
 SEED  ?=
 KINDS ?= all
+# make simulate SEEDS=100000 FIRST_SEED=0: the quorum simulation; exits 1 at the first failing seed
+SEEDS      ?= 1000
+FIRST_SEED ?= 0
 
-.PHONY: install run test bench fuzz lint lock clean
+.PHONY: install run test bench fuzz simulate lint lock clean
 
 install: $(STAMP)
 
@@ -31,6 +34,9 @@ bench: $(STAMP)
 # The protocol fuzzer (tests/fuzz/) against a fresh broker: N frames, the seed printed.
 fuzz: $(STAMP)
 	$(PY) -m tests.fuzz --frames $(N) --kinds $(KINDS) $(if $(SEED),--seed $(SEED))
+
+simulate: $(STAMP)
+	$(PY) -m raftka.raft_meta.simulation --seeds $(SEEDS) --first-seed $(FIRST_SEED)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

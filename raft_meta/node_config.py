@@ -314,6 +314,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "authorizer.class.name": ("authorizer_class_name", _authorizer_class, ""),
     "super.users": ("super_users", _super_users, ""),
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool, "false"),
+    # fsync the metadata journal (in batches) before a voter acknowledges entries (raft_meta/raft_core.py)
+    "metadata.log.fsync.enable": ("metadata_log_fsync_enable", _bool, "true"),
 }
 
 
@@ -391,6 +393,7 @@ class NodeConfig:
     authorizer_class_name: str = ""
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
+    metadata_log_fsync_enable: bool = True
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -13,8 +13,15 @@ Threads: pysyncobj runs its own tick thread. From trio we only *enqueue*
 `TrioToken.run_sync_soon` with trivial callbacks. Nothing blocks either side
 on the other.
 
-Durability: pysyncobj journals with mmap and never fsyncs; committed
-metadata survives kill -9 of a process, not the power loss of a majority.
+Raft: the voter is a `raft_core.RaftSyncObj`, pysyncobj with its deviations from the Raft
+paper fixed in that one module (truncation only on a conflict, stale snapshots, vote counting).
+
+Durability: pysyncobj journals with mmap and never fsyncs. With metadata.log.fsync.enable
+(the default) the journal is a `raft_core.DurableFileJournal`: entries are fsynced, in one
+batch per tick, before this voter acknowledges them or counts itself toward a commit, and the
+term and vote before any vote is sent (as KRaft does), so a committed record survives the
+power loss of every voter. Turned off, committed metadata survives kill -9 of a process, not
+the power loss of a majority.
 Memory and disk: the latest snapshot, the records after it (at most
 `metadata.log.max.record.bytes.between.snapshots` bytes) and the image at the
 last offset; pysyncobj's dump is that state, its journal the entries since the
@@ -35,11 +42,13 @@ from pathlib import Path
 import structlog
 import trio
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.journal import FileJournal
 
 from raftka.raft_meta.apply import apply_entry, replay
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.node_config import NodeConfig, check_secret
 from raftka.raft_meta.quorum_transport import QuorumTransport, TransportLimits
+from raftka.raft_meta.raft_core import DurableFileJournal, JournalSpec, RaftSyncObj
 from raftka.raft_meta.records import MetadataRecord, UndecodableRecord, decode_record, encode_record
 from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot
 
@@ -95,6 +104,8 @@ class QuorumSettings:
     # long a lost listener may take to bind again before the node stops with an error.
     pre_auth_timeout: float = 5.0
     listener_restore_timeout: float = 10.0
+    # metadata.log.fsync.enable: fsync journal entries (in batches) before acknowledging them.
+    fsync: bool = True
 
 
 @dataclass(frozen=True)
@@ -434,6 +445,7 @@ class Quorum:
     def _start_blocking(self, bind_address: str, secret: str, metadata_dir: Path, settings: QuorumSettings) -> None:
         metadata_dir.mkdir(parents=True, exist_ok=True)
         self_address = self.voters[self.node_id]
+        journal = str(metadata_dir / "raft.journal")
         others = [address for nid, address in sorted(self.voters.items()) if nid != self.node_id]
         conf = SyncObjConf(
             autoTickPeriod=settings.auto_tick_period if others else settings.lone_voter_tick_period,
@@ -451,14 +463,15 @@ class Quorum:
             maxBindRetries=settings.max_bind_retries,
             logCompactionMinEntries=settings.log_compaction_min_entries,
             logCompactionMinTime=settings.log_compaction_min_time,
-            journalFile=str(metadata_dir / "raft.journal"),
+            journalFile=JournalSpec(journal, functools.partial(
+                DurableFileJournal if settings.fsync else FileJournal, journal)),
             fullDumpFile=str(metadata_dir / "raft.dump"),
             onStateChanged=self._on_state_changed,
         )
         limits = TransportLimits(pre_auth_timeout=settings.pre_auth_timeout,
                                  restore_timeout=settings.listener_restore_timeout)
         transport = functools.partial(QuorumTransport, limits=limits, on_fatal=self._on_transport_fatal)
-        sync = SyncObj(self_address, others, conf, consumers=[self._log], transportClass=transport)
+        sync = RaftSyncObj(self_address, others, conf, consumers=[self._log], transportClass=transport)
         if not others:
             # A lone voter has nobody to hear from: hold its election at the next tick instead of
             # after a random raftMinTimeout..raftMaxTimeout (0.5-1 s of every 1-node start).
@@ -528,7 +541,8 @@ def open_quorum_from_config(config: NodeConfig, settings: QuorumSettings | None 
     voters = {v.node_id: v.address() for v in config.controller_quorum_voters}
     settings = dataclasses.replace(
         settings or QuorumSettings(),
-        snapshot_max_record_bytes=config.metadata_log_max_record_bytes_between_snapshots)
+        snapshot_max_record_bytes=config.metadata_log_max_record_bytes_between_snapshots,
+        fsync=config.metadata_log_fsync_enable)
     return open_quorum(
         config.node_id,
         voters,

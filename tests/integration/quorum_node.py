@@ -2,11 +2,14 @@
 
 Usage: python quorum_node.py --node-id 1 --voters 1=127.0.0.1:21001,2=... --dir D
 (secret from RAFTKA_QUORUM_SECRET; cluster id from --cluster-id; --pre-auth-timeout S
-overrides QuorumSettings.pre_auth_timeout).
+overrides QuorumSettings.pre_auth_timeout; --no-fsync is metadata.log.fsync.enable=false).
 
 stdin commands, one per line:
   submit PREFIX N     submit N Config records keyed PREFIX-0..N-1, one at a
                       time, retrying each with the same request id until it commits
+  parallel PREFIX N W submit N Config records with W submitters at a time (throughput)
+  topics PREFIX N     submit N topic creations (a Topic and 6 Partition records in one
+                      RecordBatch, as the controller writes them), one at a time
   status              print the quorum status
 stdout: JSON lines
   {"event": "ready"}
@@ -21,6 +24,7 @@ stdout: JSON lines
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -33,7 +37,7 @@ import trio
 
 from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.quorum import QuorumSettings, SubmitError, open_quorum
-from raftka.raft_meta.records import Config
+from raftka.raft_meta.records import Config, Partition, RecordBatch, Topic, encode_record
 
 _emit_lock = threading.Lock()  # the tick thread logs too: one whole line at a time
 
@@ -64,10 +68,20 @@ def configure_logging() -> None:
     )
 
 
-async def submit_many(quorum, prefix: str, count: int) -> None:
-    for i in range(count):
+def _config(prefix: str, i: int):
+    return Config("cluster", "", f"{prefix}-{i}", str(i), request_id=f"{prefix}-{i}")
+
+
+def _topic(prefix: str, i: int):
+    topic_id = f"00000000-0000-4000-8000-{i:012d}"
+    parts = [encode_record(Partition(topic_id, p, (1, 2, 3), (1, 2, 3), 1 + p % 3)) for p in range(6)]
+    return RecordBatch((encode_record(Topic(f"{prefix}-{i}", topic_id)), *parts), request_id=f"{prefix}-{i}")
+
+
+async def submit_many(quorum, prefix: str, count: int, make=_config, first: int = 0, step: int = 1) -> None:
+    for i in range(first, count, step):
         key = f"{prefix}-{i}"
-        record = Config("cluster", "", key, str(i), request_id=f"{prefix}-{i}")
+        record = make(prefix, i)
         started = time.monotonic()
         while True:
             try:
@@ -96,9 +110,12 @@ async def main() -> None:
     parser.add_argument("--dir", required=True)
     parser.add_argument("--cluster-id", default="AAAAAAAAAAAAAAAAAAAAAA")
     parser.add_argument("--pre-auth-timeout", type=float, default=None)
+    parser.add_argument("--no-fsync", action="store_true")
     args = parser.parse_args()
     configure_logging()
     settings = QuorumSettings() if args.pre_auth_timeout is None else QuorumSettings(pre_auth_timeout=args.pre_auth_timeout)
+    if args.no_fsync:
+        settings = dataclasses.replace(settings, fsync=False)
     voters = {int(k): v for k, v in (item.split("=", 1) for item in args.voters.split(","))}
 
     def publish(delta, image) -> None:
@@ -117,6 +134,11 @@ async def main() -> None:
                 words = line.split()
                 if words[:1] == ["submit"]:
                     nursery.start_soon(submit_many, quorum, words[1], int(words[2]))
+                elif words[:1] == ["topics"]:
+                    nursery.start_soon(submit_many, quorum, words[1], int(words[2]), _topic)
+                elif words[:1] == ["parallel"]:
+                    for w in range(int(words[3])):
+                        nursery.start_soon(submit_many, quorum, words[1], int(words[2]), _config, w, int(words[3]))
                 elif words[:1] == ["status"]:
                     s = quorum.status()
                     emit(event="status", leader=s.leader_id, term=s.term, is_leader=s.is_leader, last_offset=s.last_offset)

@@ -1,0 +1,270 @@
+"""pysyncobj's Raft, with its deviations from the Raft paper fixed in this one place.
+
+`RaftSyncObj` is the `SyncObj` every voter runs (`raft_meta/quorum.py`) and the simulation
+drives (`raft_meta/simulation/`). pysyncobj itself is unchanged; the fixes override its
+private methods (reached through Python's name mangling; `_check_pysyncobj` fails the import
+if a pysyncobj upgrade renames them). Each was found by the simulation; docs/architecture.md
+("Quorum simulation and pysyncobj's deviations from Raft") names the seed that shows it.
+
+1. **Truncate only on a conflict (Raft §5.3).** pysyncobj 0.3.17's follower deletes every
+   entry after `prevLogIdx` whenever its log is longer, even when the entries match the
+   leader's. A stale, re-sent or duplicated AppendEntries therefore cuts entries the follower
+   has already acknowledged: the leader may have counted them toward a commit, and a new
+   leader can then be elected without a committed entry. Here the follower skips the
+   entries it already holds with the same term, deletes from the first entry whose term
+   differs (a real conflict), and appends the rest. It acknowledges `prevLogIdx +
+   len(entries)` -- what the message proved, not its own log end -- and bounds its commit
+   index by that index too (its log may go on with entries the leader has not verified).
+2. **A snapshot does not wipe a log that holds it (Raft §7)**, and a snapshot piece does not
+   move the commit index past what it proves (`_install_snapshot`).
+3. **A vote counts once per voter** (pysyncobj counts grant messages: a duplicate made two
+   leaders in one term).
+4. **Durable before acknowledged.** With a `DurableFileJournal` (metadata.log.fsync.enable,
+   the default), entries are fsynced before this node acknowledges them and before a leader
+   counts itself toward a commit, in batches: acknowledgements wait in `_held_acks` while the
+   journal has unsynced changes, and the start of the next tick syncs once and sends them
+   all. `currentTerm`/`votedFor` are fsynced before any vote is sent. This is what KRaft
+   does for its metadata log.
+
+`createJournal` hook: pysyncobj builds its journal from `SyncObjConf.journalFile` inside
+`SyncObj.__init__` (before its tick thread could see another). A `JournalSpec` there (a
+`str` subclass naming the file) carries the factory to use instead; any other value keeps
+pysyncobj's own behaviour. The hook is installed once, at import.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pysyncobj.journal as pysyncobj_journal
+import pysyncobj.pickle as pysyncobj_pickle
+import pysyncobj.syncobj as pysyncobj_syncobj
+from pysyncobj import SyncObj
+from pysyncobj.journal import FileJournal, MetaStorer
+
+
+def _check_pysyncobj() -> None:
+    """Fail at import, not at run time, if pysyncobj no longer has what is overridden here."""
+    missing = [name for name in ("_SyncObj__onMessageReceived", "_SyncObj__sendNextNodeIdx", "_onTick",
+                                 "_SyncObj__loadDumpFile", "_SyncObj__generateRaftTimeout")
+               if not hasattr(SyncObj, name)]
+    if not hasattr(pysyncobj_syncobj, "createJournal"):
+        missing.append("pysyncobj.syncobj.createJournal")
+    if missing:
+        raise ImportError(f"pysyncobj changed: {missing} missing; raft_meta/raft_core.py was written for pysyncobj 0.3.17")
+
+
+_check_pysyncobj()
+
+
+class JournalSpec(str):
+    """A journal file name that also says how to open it (see the module docstring)."""
+
+    factory: object
+
+    def __new__(cls, path: str, factory):
+        spec = super().__new__(cls, path)
+        spec.factory = factory
+        return spec
+
+
+_pysyncobj_create_journal = pysyncobj_journal.createJournal
+
+
+def _create_journal(journal_file=None):
+    if isinstance(journal_file, JournalSpec):
+        return journal_file.factory()
+    return _pysyncobj_create_journal(journal_file)
+
+
+pysyncobj_syncobj.createJournal = _create_journal
+
+
+class _SyncedMetaStorer(MetaStorer):
+    """pysyncobj's term/vote file, written with fsync (file and directory) before the rename counts."""
+
+    def storeMeta(self, meta):
+        path = self.getPath()
+        with open(path + ".tmp", "wb") as f:
+            f.write(pysyncobj_pickle.dumps(meta))
+            f.flush()
+            os.fsync(f.fileno())
+        shutil.move(path + ".tmp", path)
+        _fsync_dir(os.path.dirname(path) or ".")
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DurableFileJournal(FileJournal):
+    """pysyncobj's mmap journal that knows what it has not synced yet; `sync()` makes it durable."""
+
+    def __init__(self, journal_file: str) -> None:
+        super().__init__(journal_file)
+        self.dirty = False
+        self._FileJournal__metaStorer = _SyncedMetaStorer(journal_file + ".meta")
+        self.syncs = 0
+
+    def add(self, command, idx, term):
+        super().add(command, idx, term)
+        self.dirty = True
+
+    def clear(self):
+        super().clear()
+        self.dirty = True
+
+    def deleteEntriesFrom(self, entryFrom):
+        super().deleteEntriesFrom(entryFrom)
+        self.dirty = True
+
+    def sync(self) -> None:
+        if not self.dirty:
+            return
+        mapped = self._FileJournal__journalFile
+        mapped.flush()  # msync
+        os.fsync(mapped._ResizableFile__f.fileno())  # the file's size changes too
+        self.dirty = False
+        self.syncs += 1
+
+
+class RaftSyncObj(SyncObj):
+    """`SyncObj` with Raft's truncation rule and durable acknowledgements (module docstring)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._held_acks: list[tuple[object, int, bool, bool]] = []
+        self._snapshot_idx: int | None = None  # last index of the snapshot just installed or kept
+        self._votes: tuple[int, set[str]] = (-1, set())  # (term, voters whose vote was counted)
+        super().__init__(*args, **kwargs)
+
+    # --- durability: sync once per tick, then acknowledge ---
+    def _journal_dirty(self) -> bool:
+        return getattr(self._SyncObj__raftLog, "dirty", False)
+
+    def sync_journal(self) -> None:
+        """Make the journal durable and send the acknowledgements that waited for it."""
+        journal = self._SyncObj__raftLog
+        if getattr(journal, "dirty", False):
+            journal.sync()
+        held, self._held_acks = self._held_acks, []
+        for node, next_idx, reset, success in held:
+            SyncObj._SyncObj__sendNextNodeIdx(self, node, reset=reset, nextNodeIdx=next_idx, success=success)
+
+    def _onTick(self, timeToWait=0.0):
+        self.sync_journal()
+        super()._onTick(timeToWait)
+
+    def _SyncObj__sendNextNodeIdx(self, node, reset=False, nextNodeIdx=None, success=False):
+        if nextNodeIdx is None:
+            if self._snapshot_idx is not None:  # a snapshot's acknowledgement: it proved up to its index
+                nextNodeIdx = self._snapshot_idx + 1
+            else:
+                nextNodeIdx = self._SyncObj__raftLog[-1][1] + 1
+        if self._held_acks or self._journal_dirty():
+            self._held_acks.append((node, nextNodeIdx, reset, success))
+            return
+        SyncObj._SyncObj__sendNextNodeIdx(self, node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
+
+    # --- Raft §5.3: delete only conflicting entries ---
+    def _SyncObj__onMessageReceived(self, node, message):
+        if message.get("type") == "response_vote" and not self._first_vote(node, message["term"]):
+            return
+        if (message.get("type") == "append_entries" and "prevLogIdx" in message
+                and message["term"] >= self._SyncObj__raftCurrentTerm):
+            transmission = message.get("transmission")
+            if transmission == "finish":  # the last piece of one large entry: reassemble it here
+                data = self._SyncObj__recvTransmission + message["data"]
+                self._SyncObj__recvTransmission = ""
+                message = {k: v for k, v in message.items() if k not in ("transmission", "data")}
+                message["entries"] = [pysyncobj_pickle.loads(data)]
+                transmission = None
+            if transmission is None:
+                message = self._conflict_only(node, message)
+                if message is None:
+                    return
+        elif (message.get("type") == "append_entries" and "prevLogIdx" not in message
+              and message["term"] >= self._SyncObj__raftCurrentTerm):
+            self._install_snapshot(node, message)
+            return
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
+
+    def _first_vote(self, node, term: int) -> bool:
+        """pysyncobj counts vote *messages*: a duplicated grant counts twice and can make two
+        leaders in one term. A vote counts once per voter and term."""
+        if self._votes[0] != term:
+            self._votes = (term, set())
+        if node.id in self._votes[1]:
+            return False
+        self._votes[1].add(node.id)
+        return True
+
+    # --- Raft §7: a snapshot does not wipe a log that already holds its last entry ---
+    def _install_snapshot(self, node, message) -> None:
+        """A piece of a snapshot (`serialized`). pysyncobj moves the commit index to the leader's
+        (bounded by its own log end) on every piece, though nothing in it verifies this node's
+        log; and on the last piece it clears the whole log and loads the dump even when this
+        node is already past it (a stale or re-sent snapshot), dropping entries it acknowledged.
+        Here the commit index follows the leader only up to an installed (or already held)
+        snapshot's index, and `_SyncObj__loadDumpFile` keeps the log when it already holds the
+        snapshot's last entry (or compacted past it)."""
+        commit = message["commit_index"]
+        self._snapshot_idx = None
+        try:
+            SyncObj._SyncObj__onMessageReceived(self, node, dict(message, commit_index=0))
+        finally:
+            idx, self._snapshot_idx = self._snapshot_idx, None
+        self._SyncObj__leaderCommitIndex = commit
+        if idx is not None and min(commit, idx) > self._SyncObj__raftCommitIndex:
+            self._SyncObj__raftCommitIndex = min(commit, idx)
+            self._SyncObj__raftLog.setRaftCommitIndex(self._SyncObj__raftCommitIndex)
+
+    def _SyncObj__loadDumpFile(self, clearJournal):
+        if clearJournal:  # a snapshot from the leader (at startup pysyncobj passes False)
+            try:
+                last = self._SyncObj__serializer.deserialize()[1]  # the dump's last entry: (command, idx, term)
+            except Exception:  # noqa: BLE001 - pysyncobj's own load reports it
+                last = None
+            if last is not None:
+                log = self._SyncObj__raftLog
+                first, end, idx = log[0][1], log[-1][1], last[1]
+                self._snapshot_idx = idx
+                if idx < first or (idx <= end and log[idx - first][2] == last[2]):
+                    return  # already held: keep the log and the state machine
+        SyncObj._SyncObj__loadDumpFile(self, clearJournal)
+
+    def _conflict_only(self, node, message):
+        """The AppendEntries pysyncobj should process so that it truncates only on a conflict;
+        None when it is fully handled here (all entries already held, log longer)."""
+        log = self._SyncObj__raftLog
+        prev_idx, prev_term = message["prevLogIdx"], message["prevLogTerm"]
+        entries = message.get("entries", [])
+        first, last = log[0][1], log[-1][1]
+        if prev_idx is None or prev_idx < first or prev_idx > last or log[prev_idx - first][2] != prev_term:
+            return message  # consistency check fails: pysyncobj answers it (and truncates nothing)
+        verified = prev_idx + len(entries)
+        skip = 0
+        while skip < len(entries):
+            idx = entries[skip][1]
+            if idx > last or log[idx - first][2] != entries[skip][2]:
+                break
+            skip += 1
+        message = dict(message, commit_index=min(message["commit_index"], verified))
+        if skip < len(entries) or verified >= last:
+            # pysyncobj deletes after the new prevLogIdx: from a conflicting entry, or nothing.
+            if skip:
+                message["prevLogIdx"], message["prevLogTerm"] = entries[skip - 1][1], entries[skip - 1][2]
+                message["entries"] = entries[skip:]
+            return message
+        # Every entry is held already and the log goes on: no truncation at all. pysyncobj
+        # still does the term/leader bookkeeping and the commit index (a message without
+        # prevLogIdx); the acknowledgement is sent here.
+        del message["prevLogIdx"], message["prevLogTerm"]
+        message.pop("entries", None)
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
+        self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=verified + 1, success=True)
+        return None

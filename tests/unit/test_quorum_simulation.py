@@ -1,0 +1,132 @@
+"""The metadata quorum under the deterministic simulation (raft_meta/simulation/), and the
+pysyncobj deviations it found, each pinned by a test that fails with pysyncobj's own handling.
+
+`make simulate SEEDS=N FIRST_SEED=S` runs long campaigns; a failing seed prints itself and
+replays exactly with `run_seed(seed)`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from raftka.raft_meta.records import RegisterBroker, encode_record
+from raftka.raft_meta.simulation import Simulation, SimulationFailure, run_seed
+from raftka.raft_meta.simulation.checker import InvariantViolation
+
+SEEDS = 240  # about 30 s of one core; `make test` spreads the chunks over its workers
+CHUNK = 30
+
+
+@pytest.mark.parametrize("first", range(0, SEEDS, CHUNK))
+def test_simulated_quorum_keeps_raft_invariants(first: int) -> None:
+    for seed in range(first, first + CHUNK):
+        run_seed(seed)  # raises SimulationFailure naming the seed
+
+
+def test_a_seed_replays_exactly() -> None:
+    assert run_seed(7) == run_seed(7)
+
+
+# Seeds that found a deviation: they fail with that one fix of raft_core left out, and pass.
+@pytest.mark.parametrize(("seed", "without", "failure"), [
+    (3, "snapshot", "n2 lost committed entry 22"),  # a stale snapshot install wiped a longer log
+    (80, "votes", "two leaders in term 1"),  # a duplicated vote grant counted twice
+])
+def test_seeds_that_found_a_deviation(seed: int, without: str, failure: str) -> None:
+    with pytest.raises(SimulationFailure, match=failure):
+        run_seed(seed, fix=False, without=without)
+    run_seed(seed)
+
+
+def test_pysyncobj_as_is_fails_the_simulation() -> None:
+    """The simulation reaches pysyncobj's truncation of matching entries (the only fix left out):
+    seed 0 logs the very CRITICAL line of issue 20; seed 1, with that line let pass, shows the
+    harm: a running voter drops a committed entry it had acknowledged."""
+    with pytest.raises(SimulationFailure, match="truncating already-applied log entries"):
+        run_seed(0, fix=False)
+    with pytest.raises(SimulationFailure, match="n3 lost committed entry 3"):
+        Simulation(1, fix=False, watch_critical=False).run()
+    run_seed(0)
+    run_seed(1)
+
+
+def _register(n: int) -> bytes:
+    return encode_record(RegisterBroker(n, f"incarnation-{n}", (("PLAINTEXT", f"b{n}", 9092),), request_id=f"r{n}"))
+
+
+def _stale_append_entries(fix: bool):
+    """A quiet 3-voter cluster commits 6 records; the leader's first AppendEntries that carried
+    entries to a follower is then delivered to that follower again (late, as a duplicate)."""
+    sim = Simulation(seed=11, fix=fix, voters=3, quiet=True)
+    with sim.running():
+        sim.start_all()
+        assert sim.run_for(10, lambda: sim.leader() is not None), "no leader"
+        leader = sim.leader()
+        follower = next(n for n in sim.alive() if n is not leader)
+        sent: list[dict] = []
+        send = sim.network.send
+
+        def capture(a: str, b: str, message: dict) -> bool:
+            if a == leader.address and b == follower.address and message.get("entries"):
+                sent.append(message)
+            return send(a, b, message)
+
+        sim.network.send = capture
+        for n in range(6):
+            leader.log.apply(_register(n + 1))
+            leader.schedule_tick(0)
+            sim.run_for(0.2)
+        assert sim.run_for(5, lambda: follower.log.last == leader.log.last and leader.log.last > 0)
+        log = follower.sync._SyncObj__raftLog
+        before = list(log.entries)
+        stale = sent[0]
+        assert stale["prevLogIdx"] + len(stale["entries"]) < before[-1][1], "the message must be stale"
+        follower.sync._SyncObj__transport.receive(leader.address, stale)
+        after = list(log.entries)
+        try:
+            sim.after_step(follower)
+            violation = None
+        except InvariantViolation as exc:
+            violation = str(exc)
+        return before, after, violation
+
+
+def test_a_follower_keeps_matching_entries_on_a_stale_append_entries() -> None:
+    before, after, violation = _stale_append_entries(fix=True)
+    assert after == before
+    assert violation is None
+
+
+def test_pysyncobj_as_is_truncates_matching_entries_on_a_stale_append_entries() -> None:
+    """The deviation the fix removes (Raft §5.3 deletes only on a conflict)."""
+    before, after, violation = _stale_append_entries(fix=False)
+    assert len(after) < len(before) and after == before[:len(after)]
+    assert violation is not None and "truncating already-applied log entries" in violation
+
+
+def test_tcp_ordering_still_reaches_the_truncation() -> None:
+    """With only what TCP allows (in order, no drops or duplicates within a connection; resets,
+    partitions and crashes stay), pysyncobj as-is still truncates applied entries: seeds 5
+    and 12 log the CRITICAL line of issue 20."""
+    for seed in (5, 12):
+        with pytest.raises(SimulationFailure, match="truncating already-applied log entries"):
+            run_seed(seed, fix=False, tcp=True)
+        run_seed(seed, tcp=True)
+
+
+@pytest.mark.parametrize("seed", [241, 260, 294])
+def test_without_fsync_a_power_loss_changes_committed_entries(seed: int) -> None:
+    """metadata.log.fsync.enable=false: acknowledged entries are lost with the page cache and a
+    committed entry is replaced. With fsync (the default) the same seed passes."""
+    with pytest.raises(SimulationFailure, match=r"committed entry \d+ changed"):
+        run_seed(seed, fsync=False)
+    run_seed(seed)
+
+
+def test_acknowledgements_wait_for_the_journal_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker's durability invariant can fail: a voter that acknowledges before syncing
+    (RaftSyncObj's hold disabled) is caught at once."""
+    from raftka.raft_meta import raft_core
+    monkeypatch.setattr(raft_core.RaftSyncObj, "_journal_dirty", lambda self: False)
+    with pytest.raises(SimulationFailure, match="before it was durable"):
+        run_seed(0)
