@@ -28,6 +28,7 @@ from raftka.client.protocol import (
 log = structlog.get_logger("broker.groups")
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
@@ -42,9 +43,16 @@ async def handle_find_coordinator(ctx, header, request, conn=None) -> FindCoordi
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                        node_id=-1, host="", port=-1)
 
+    if request.key_type == KEY_TYPE_TRANSACTION:
+        # Until transactions exist: a non-retriable answer, so init_transactions() fails at once
+        # instead of retrying COORDINATOR_NOT_AVAILABLE for its whole timeout. librdkafka and the
+        # Java client treat this code as fatal for the transactional producer; UNSUPPORTED_VERSION
+        # would be retried by librdkafka.
+        return fail(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    f"transactions are not supported by raftka yet (transactional id {request.key!r})")
     if request.key_type != KEY_TYPE_GROUP:
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    f"key_type {request.key_type} (transactions) is not supported; expected 0 (group)")
+        return fail(ErrorCode.INVALID_REQUEST,
+                    f"key_type {request.key_type} is unknown; expected 0 (group) or 1 (transaction)")
     if not request.key:
         return fail(ErrorCode.INVALID_REQUEST, "the group id is empty; expected a non-empty string")
     groups = ctx.groups
@@ -117,12 +125,22 @@ async def handle_leave_group(ctx, header, request, conn=None) -> LeaveGroupRespo
 async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitResponse:
     now = int(time.time() * 1000)
     offsets = {}
+    unknown: dict[tuple[str, int], int] = {}
+    image = ctx.image
     for t in request.topics:
+        topic = image.topic_by_name(t.name)
         for p in t.partitions:
+            if topic is None or p.partition_index not in topic.partitions:
+                # Kafka's rule: a partition the metadata does not know is answered, not stored.
+                unknown[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
             offsets[(t.name, p.partition_index)] = CommittedOffset(
                 p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now)
-    codes = await ctx.groups.commit(request.group_id, request.member_id,
-                                    request.generation_id_or_member_epoch, offsets, request.group_instance_id)
+    codes = {}
+    if offsets or not unknown:
+        codes = await ctx.groups.commit(request.group_id, request.member_id,
+                                        request.generation_id_or_member_epoch, offsets, request.group_instance_id)
+    codes.update(unknown)
     topics: dict[str, list[dict]] = {}
     for (name, index), code in codes.items():
         topics.setdefault(name, []).append({"partition_index": index, "error_code": code})
