@@ -1,8 +1,8 @@
 """Which version of each API the SDK speaks to a given broker (pure).
 
 The SDK can speak what the codec declares, except ApiVersions v3 (flexible,
-which raftka never advertises) and Produce v0-2 (advertised by raftka only
-to keep librdkafka compressing, never served). After ApiVersions, each API
+which raftka never advertises) and Produce v0-2 (message formats v0/v1,
+decoded only to refuse them). After ApiVersions, each API
 gets the highest version inside both ranges; an API with no overlap is
 simply absent, and using it raises UnsupportedVersionError.
 """

@@ -40,10 +40,10 @@ class ApiKey(IntEnum):
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 8),  # served 3-8; v0-2 answered with UNSUPPORTED_VERSION
+    ApiKey.PRODUCE: (3, 8),  # as Kafka 4 (KIP-896): v0-2 carry message formats v0/v1
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
-    ApiKey.METADATA: (0, 8),
+    ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (2, 7),
     ApiKey.OFFSET_FETCH: (1, 5),
     ApiKey.FIND_COORDINATOR: (0, 2),
@@ -63,16 +63,17 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 1),
 }
 
-# Produce v0-2 are advertised (librdkafka 2.0 stops compressing otherwise)
-# but not served.
-SERVED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    **ADVERTISED_VERSIONS,
-    ApiKey.PRODUCE: (3, 8),
-}
+# Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
+# broker). Produce v0-2 used to be advertised too, then refused: librdkafka 2.0.x stops
+# compressing when Produce v2 is missing, as it does against Kafka 4, which dropped them.
+SERVED_VERSIONS: dict[ApiKey, tuple[int, int]] = dict(ADVERTISED_VERSIONS)
 
 DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ADVERTISED_VERSIONS,
     ApiKey.API_VERSIONS: (0, 3),
+    # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
+    # per partition instead of a closed connection.
+    ApiKey.PRODUCE: (0, 8),
     # Flexible-only, so never advertised (kafka-python would infer a newer broker from it);
     # served for `raftka quorum status --bootstrap-server`, like kafka-metadata-quorum.
     ApiKey.DESCRIBE_QUORUM: (0, 1),

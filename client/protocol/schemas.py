@@ -133,19 +133,20 @@ LIST_OFFSETS_RESPONSE = MessageSchema(
 )
 
 METADATA_REQUEST = MessageSchema(
-    'MetadataRequest', 3, 'request', '0-8', flexible='9+',
+    'MetadataRequest', 3, 'request', '0-12', flexible='9+',
     fields=(
         F('topics', '[]MetadataRequestTopic', '0+', nullable='1+', fields=(
-            F('name', 'string', '0+'),
+            F('topic_id', 'uuid', '10+'),
+            F('name', 'string', '0+', nullable='10+'),
         )),
         F('allow_auto_topic_creation', 'bool', '4+', default=True),
-        F('include_cluster_authorized_operations', 'bool', '8+'),
+        F('include_cluster_authorized_operations', 'bool', '8-10'),
         F('include_topic_authorized_operations', 'bool', '8+'),
     ),
 )
 
 METADATA_RESPONSE = MessageSchema(
-    'MetadataResponse', 3, 'response', '0-8', flexible='9+',
+    'MetadataResponse', 3, 'response', '0-12', flexible='9+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('brokers', '[]MetadataResponseBroker', '0+', fields=(
@@ -158,7 +159,8 @@ METADATA_RESPONSE = MessageSchema(
         F('controller_id', 'int32', '1+', default=-1),
         F('topics', '[]MetadataResponseTopic', '0+', fields=(
             F('error_code', 'int16', '0+'),
-            F('name', 'string', '0+'),
+            F('name', 'string', '0+', nullable='12+'),
+            F('topic_id', 'uuid', '10+'),
             F('is_internal', 'bool', '1+', default=False),
             F('partitions', '[]MetadataResponsePartition', '0+', fields=(
                 F('error_code', 'int16', '0+'),
@@ -171,7 +173,7 @@ METADATA_RESPONSE = MessageSchema(
             )),
             F('topic_authorized_operations', 'int32', '8+', default=-2147483648),
         )),
-        F('cluster_authorized_operations', 'int32', '8+', default=-2147483648),
+        F('cluster_authorized_operations', 'int32', '8-10', default=-2147483648),
     ),
 )
 

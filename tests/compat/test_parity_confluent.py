@@ -93,3 +93,70 @@ def test_init_transactions_fails_fast(bootstrap: str) -> None:
         assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED or error.fatal(), error
     # Not a timing threshold: "before the timeout" is the whole difference between the answers.
     assert time.monotonic() - started < timeout
+
+
+def _wait_partitions(admin: AdminClient, topic: str, count: int | None) -> None:
+    """Until `topic` has `count` partitions (None: until it is gone), with a deadline."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        # All topics: naming one would let the admin handle (a producer inside) auto-create it.
+        listed = admin.list_topics(timeout=TIMEOUT).topics.get(topic)
+        exists = listed is not None and listed.error is None
+        if (count is None and not exists) or (count is not None and exists and len(listed.partitions) == count):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{topic} did not reach {count} partitions in {TIMEOUT}s")
+
+
+def test_producer_survives_topic_deleted_and_recreated_smaller(bootstrap: str) -> None:
+    """Produce continuously; delete the 10-partition topic and re-create it with 3 partitions.
+    librdkafka notices the re-creation only through a new topic id (Metadata v10+) and trusts
+    leader epochs only from v9: every message must end with a delivery report (delivered, or
+    an error), and what is produced after the re-creation is delivered."""
+    import threading
+
+    admin = _admin(bootstrap)
+    topic = "cf-recreated"
+    _create(admin, NewTopic(topic, 10, 1))
+    _wait_partitions(admin, topic, 10)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "allow.auto.create.topics": False, "topic.metadata.refresh.interval.ms": 1000})
+    reports: list[tuple[int, KafkaError | None]] = []
+    phase = {"now": 0}
+    stop = threading.Event()
+
+    def run() -> None:
+        i = 0
+        while not stop.is_set():
+            sent_in = phase["now"]
+            try:
+                producer.produce(topic, key=str(i).encode(), value=b"v",
+                                 on_delivery=lambda err, msg, p=sent_in: reports.append((p, err)))
+                i += 1
+            except BufferError:
+                pass
+            producer.poll(0.002)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not any(err is None for _, err in reports) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for future in admin.delete_topics([topic], operation_timeout=TIMEOUT).values():
+            future.result(TIMEOUT)
+        _wait_partitions(admin, topic, None)
+        _create(admin, NewTopic(topic, 3, 1))
+        _wait_partitions(admin, topic, 3)
+        phase["now"] = 1  # produced from here on: after the re-creation
+        deadline = time.monotonic() + 2 * TIMEOUT
+        while sum(1 for p, err in reports if p == 1 and err is None) < 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        worker.join(TIMEOUT)
+    remaining = producer.flush(TIMEOUT)
+    after = [err for p, err in reports if p == 1]
+    assert remaining == 0, f"{remaining} messages neither delivered nor failed (a silent stall)"
+    assert sum(1 for err in after if err is None) >= 200, \
+        f"after the re-creation: {len(after)} reports, errors {[e for e in after if e][:3]}"
