@@ -208,6 +208,10 @@ class GroupCoordinator:
     def _partition(self, group_id: str) -> Partition:
         index = self.partition_for(group_id)
         load = self._loads.get(index)
+        if load is None and self._leads_in_image(index):
+            # The metadata already names this broker (FindCoordinator answered with it) but its
+            # replica manager has not made it leader yet: a retriable "not yet", as while loading.
+            raise CoordinatorError(LOAD_IN_PROGRESS, f"{OFFSETS_TOPIC}-{index} is becoming led here")
         if load is None:
             raise CoordinatorError(NOT_COORDINATOR,
                                    f"broker {self.config.node_id} does not lead {OFFSETS_TOPIC}-{index} "
@@ -218,6 +222,12 @@ class GroupCoordinator:
         if partition is None or not partition.is_leader:
             raise CoordinatorError(NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{index} is not led here")
         return partition
+
+    def _leads_in_image(self, index: int) -> bool:
+        image = self.replicas.image
+        topic = image.topic_by_name(OFFSETS_TOPIC)
+        part = topic.partitions.get(index) if topic is not None else None
+        return part is not None and part.leader == self.config.node_id
 
     def _group(self, group_id: str, *, create: bool) -> GroupState | None:
         if not group_id:

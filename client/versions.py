@@ -18,6 +18,9 @@ from raftka.client.protocol import SERVED_VERSIONS, ApiKey
 CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **SERVED_VERSIONS,
     ApiKey.API_VERSIONS: (0, 2),
+    # The SDK (and the brokers' replica fetchers) fetch by topic name: v12+ add flexible
+    # encodings and topic ids (v13) that they do not need.
+    ApiKey.FETCH: (4, 11),
 }
 
 # The first ApiVersions request; a broker that cannot parse it answers with

@@ -41,7 +41,7 @@ class ApiKey(IntEnum):
 # (min, max) inclusive, as advertised in the ApiVersions response.
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 8),  # as Kafka 4 (KIP-896): v0-2 carry message formats v0/v1
-    ApiKey.FETCH: (4, 11),
+    ApiKey.FETCH: (4, 16),
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (2, 7),

@@ -10,6 +10,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 TIMEOUT = 20.0
+COORDINATOR_NOT_READY = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+                         KafkaError.COORDINATOR_NOT_AVAILABLE)
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -27,6 +29,17 @@ def test_commit_to_unknown_topic_is_refused_per_partition_and_not_stored(bootstr
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cf-commit-unknown",
                          "enable.auto.commit": False})
     try:
+        # A fresh broker creates __consumer_offsets on the first FindCoordinator and answers
+        # retriable errors while it loads: commit to the known partition alone until it lands.
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                consumer.commit(offsets=[TopicPartition("cf-commit-known", 0, 6)], asynchronous=False)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         wanted = [TopicPartition("cf-no-such-topic", 0, 123), TopicPartition("cf-commit-known", 0, 7),
                   TopicPartition("cf-commit-known", 5, 9)]  # partition 5 does not exist
         answered = {(tp.topic, tp.partition): tp for tp in consumer.commit(offsets=wanted, asynchronous=False)}
