@@ -5,7 +5,8 @@ versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the cod
 against it). DECLARED_VERSIONS is what the codec can parse;
 it equals the advertised range except ApiVersions, declared up to v3 (the
 first flexible version, which librdkafka sends first) so a v3 request can be
-decoded even though the broker answers it with the v0 fallback.
+decoded even though the broker answers it with the v0 fallback, and Produce,
+declared from v0 so that v0-2 (never advertised) are refused per partition.
 """
 
 from __future__ import annotations
