@@ -102,9 +102,9 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
                            "name": name, "topic_id": ZERO_UUID, "partitions": []})
             continue
         topics.append(_topic_entry(image, topic))
-    for topic_id in unknown_ids:
-        topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id,
-                       "partitions": []})
+    for topic_id in unknown_ids:  # the name is nullable from v12 only
+        topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None if header.api_version >= 12 else "",
+                       "topic_id": topic_id, "partitions": []})
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,

@@ -61,6 +61,9 @@ def test_fetch_by_topic_id_and_unknown_ids(bootstrap: str) -> None:
         by_id = {t.topic_id: t for t in response.topics}
         assert by_id[tid].name == "x-topic-ids" and by_id[tid].error_code == 0
         assert by_id[stranger].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+        response = conn.request(ApiKey.METADATA, 10, {"topics": [{"topic_id": stranger, "name": None}],
+                                                      "allow_auto_topic_creation": False})
+        assert [(t.name, t.error_code) for t in response.topics] == [("", ErrorCode.UNKNOWN_TOPIC_ID)]
 
         delete_topic(conn, "x-topic-ids")
         assert conn.create_topic("x-topic-ids") == 0
