@@ -7,8 +7,9 @@ meanwhile); on losing it, it drops those groups and parked requests get
 NOT_COORDINATOR, so clients look the coordinator up again.
 
 Parked JoinGroup/SyncGroup requests wait on events keyed by
-(group, kind, member); the pure state machine says whom to answer. One task
-ticks every group's timers (sessions, rebalance and sync deadlines).
+(group, kind, member); the pure state machine says whom to answer. Each group
+has one timer (broker/group_timers.py) at its next deadline (sessions,
+rebalance and sync deadlines), set again after every request that changes it.
 Offset commits and group metadata (after each completed rebalance and when a
 group empties) are written with acks=all before they are acknowledged.
 """
@@ -39,6 +40,8 @@ from raftka.broker.group_state import (
     Reply,
     SyncResult,
 )
+from raftka.broker.group_timers import DeadlineTimers
+from raftka.broker.group_timers import now_ms as _now_ms
 from raftka.broker.partition import NotLeaderOrFollower, Partition, PartitionError
 from raftka.broker.replica_manager import ReplicaManager
 from raftka.client.protocol import ErrorCode
@@ -46,7 +49,6 @@ from raftka.raft_meta.node_config import NodeConfig
 
 log = structlog.get_logger("broker.group_coordinator")
 
-TICK_S = 0.1
 COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
 
 NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
@@ -64,10 +66,6 @@ class CoordinatorError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _now_ms() -> float:
-    return trio.current_time() * 1000.0
 
 
 def _persist_mark(group: GroupState) -> tuple[int, str, int]:
@@ -110,6 +108,7 @@ class GroupCoordinator:
         self._persisted: dict[str, tuple[int, str, int]] = {}
         self._load_send, self._load_recv = trio.open_memory_channel[tuple[Partition, int]](math.inf)
         self._nursery: trio.Nursery | None = None
+        self.timers = DeadlineTimers()
 
     # --- leadership of __consumer_offsets partitions ------------------------
     def on_leadership(self, partition: Partition, is_leader: bool) -> None:
@@ -130,6 +129,7 @@ class GroupCoordinator:
         dropped = [gid for gid in self.groups if count and partition_for_group(gid, count) == index]
         for gid in dropped:
             del self.groups[gid]
+            self.timers.set(gid, None)
             self._persisted.pop(gid, None)
             for key in [k for k in self._waiters if k[0] == gid]:
                 kind, member = key[1], key[2]
@@ -142,7 +142,7 @@ class GroupCoordinator:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            nursery.start_soon(self._tick_loop)
+            nursery.start_soon(self.timers.run, self._on_due)
             task_status.started()
             async for partition, token in self._load_recv:
                 nursery.start_soon(self._load, partition, token)
@@ -160,6 +160,7 @@ class GroupCoordinator:
         for gid, group in groups.items():
             self.groups[gid] = group
             self._persisted[gid] = _persist_mark(group)
+            self._reschedule(group)
         load.loaded = True
         log.info("group.partition_loaded", partition=partition.index, groups=len(groups),
                  seconds=round(trio.current_time() - started, 3))
@@ -167,16 +168,22 @@ class GroupCoordinator:
     def _new_group(self, group_id: str) -> GroupState:
         return GroupState(group_id, initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
 
-    async def _tick_loop(self) -> None:
-        while True:
-            await trio.sleep(TICK_S)
-            now = _now_ms()
-            for gid, group in list(self.groups.items()):
-                replies, removed = group.tick(now)
-                for member in removed:
-                    log.info("group.member_expired", group=gid, member=member)
-                self._deliver(gid, replies)
-                self._persist_soon(group)
+    def _on_due(self, group_id: str, now: float) -> float | None:
+        """The group's timer fired (at its deadline): expire what is due; its next deadline."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        replies, removed = group.tick(now)
+        for member in removed:
+            log.info("group.member_expired", group=group_id, member=member)
+        self._deliver(group_id, replies)
+        self._persist_soon(group)
+        return group.next_deadline_ms()
+
+    def _reschedule(self, group: GroupState) -> None:
+        """Set the group's timer after a request changed it."""
+        if self.groups.get(group.group_id) is group:
+            self.timers.set(group.group_id, group.next_deadline_ms())
 
     # --- lookup -----------------------------------------------------------------
     def _partition_count(self) -> int:
@@ -201,6 +208,10 @@ class GroupCoordinator:
     def _partition(self, group_id: str) -> Partition:
         index = self.partition_for(group_id)
         load = self._loads.get(index)
+        if load is None and self._leads_in_image(index):
+            # The metadata already names this broker (FindCoordinator answered with it) but its
+            # replica manager has not made it leader yet: a retriable "not yet", as while loading.
+            raise CoordinatorError(LOAD_IN_PROGRESS, f"{OFFSETS_TOPIC}-{index} is becoming led here")
         if load is None:
             raise CoordinatorError(NOT_COORDINATOR,
                                    f"broker {self.config.node_id} does not lead {OFFSETS_TOPIC}-{index} "
@@ -211,6 +222,12 @@ class GroupCoordinator:
         if partition is None or not partition.is_leader:
             raise CoordinatorError(NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{index} is not led here")
         return partition
+
+    def _leads_in_image(self, index: int) -> bool:
+        image = self.replicas.image
+        topic = image.topic_by_name(OFFSETS_TOPIC)
+        part = topic.partitions.get(index) if topic is not None else None
+        return part is not None and part.leader == self.config.node_id
 
     def _group(self, group_id: str, *, create: bool) -> GroupState | None:
         if not group_id:
@@ -272,6 +289,7 @@ class GroupCoordinator:
             rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type, protocols=protocols,
             now_ms=_now_ms(), require_known_member_id=require_known_member_id,
             group_instance_id=group_instance_id)
+        self._reschedule(group)
         if replaced is not None and member_id in group.members:
             log.info("group.static_member_replaced", group=group_id, instance=group_instance_id,
                      old_member=replaced, member=member_id, phase=group.phase.value)
@@ -301,6 +319,7 @@ class GroupCoordinator:
             return SyncResult(int(ErrorCode.UNKNOWN_MEMBER_ID))
         before = group.phase
         replies = group.sync(member_id, generation_id, assignments, _now_ms(), group_instance_id)
+        self._reschedule(group)
         if before is GroupPhase.COMPLETING_REBALANCE and group.phase is GroupPhase.STABLE:
             code = await self._persist_group(group)
             if code:
@@ -316,7 +335,9 @@ class GroupCoordinator:
             return exc.code
         if group is None:
             return int(ErrorCode.UNKNOWN_MEMBER_ID)
-        return group.heartbeat(member_id, generation_id, _now_ms(), group_instance_id)
+        code = group.heartbeat(member_id, generation_id, _now_ms(), group_instance_id)
+        self._reschedule(group)
+        return code
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """Remove (member id, group instance id) pairs. Returns (error for the whole request,
@@ -331,6 +352,7 @@ class GroupCoordinator:
         codes = []
         for member_id, instance_id in members:
             code, replies = group.leave(member_id, _now_ms(), instance_id)
+            self._reschedule(group)
             if code == 0:
                 log.info("group.member_left", group=group_id, member=member_id, instance=instance_id)
             self._deliver(group_id, replies)
@@ -381,6 +403,7 @@ class GroupCoordinator:
         if group is None:
             return everyone(int(ErrorCode.UNKNOWN_MEMBER_ID) if member_id else int(ErrorCode.ILLEGAL_GENERATION))
         code = group.validate_commit(member_id, generation_id, _now_ms(), group_instance_id)
+        self._reschedule(group)
         if code or not offsets:
             return everyone(code)
         records = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
@@ -444,6 +467,7 @@ class GroupCoordinator:
         group.mark_dead()
         if self.groups.get(group_id) is group:
             del self.groups[group_id]
+            self.timers.set(group_id, None)
         self._persisted.pop(group_id, None)
         log.info("group.deleted", group=group_id)
         return 0

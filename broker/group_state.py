@@ -1,7 +1,7 @@
 """One consumer group's membership, as a pure state machine (Kafka's classic protocol).
 
 Driven by requests (`join`, `sync`, `heartbeat`, `leave`, `validate_commit`)
-and timer ticks (`tick(now_ms)`); it never reads a clock, never sleeps and
+and timers (`tick(now_ms)` at `next_deadline_ms()`); it never reads a clock, never sleeps and
 does no I/O. JoinGroup and SyncGroup answers are often delayed until other
 members act, so the methods return `Reply` values: answers owed to members
 whose requests are parked in the caller (the coordinator shell), keyed by
@@ -489,6 +489,22 @@ class GroupState:
         return []
 
     # --- timers -------------------------------------------------------------------
+    def next_deadline_ms(self) -> float | None:
+        """When `tick` next has something to do (None: nothing is timed). The shell sets one
+        timer at this instant, so a session expires exactly at its deadline (Kafka's timer
+        wheel), not at the next periodic tick. Only deadlines `tick` acts on count: a member
+        parked in JoinGroup has none (the rebalance timeout bounds it), and the initial
+        rebalance delay only once every known member has joined."""
+        deadlines = list(self.pending_members.values())
+        deadlines += [m.deadline_ms for m in self.members.values() if not m.awaiting_join]
+        if self.phase is GroupPhase.PREPARING_REBALANCE:
+            deadlines.append(self.join_deadline_ms)
+            if self._all_joined():
+                deadlines.append(self.initial_delay_until_ms)
+        elif self.phase is GroupPhase.COMPLETING_REBALANCE:
+            deadlines.append(self.sync_deadline_ms)
+        return min(deadlines, default=None)
+
     def tick(self, now_ms: float) -> tuple[list[Reply], list[str]]:
         """Expire sessions and phase deadlines. Returns the replies owed and the ids of the
         members removed (session expiry or a missed rebalance)."""

@@ -1,8 +1,8 @@
 """Which version of each API the SDK speaks to a given broker (pure).
 
 The SDK can speak what the codec declares, except ApiVersions v3 (flexible,
-which raftka never advertises) and Produce v0-2 (advertised by raftka only
-to keep librdkafka compressing, never served). After ApiVersions, each API
+which raftka never advertises) and Produce v0-2 (message formats v0/v1,
+decoded only to refuse them). After ApiVersions, each API
 gets the highest version inside both ranges; an API with no overlap is
 simply absent, and using it raises UnsupportedVersionError.
 """
@@ -18,6 +18,9 @@ from raftka.client.protocol import SERVED_VERSIONS, ApiKey
 CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **SERVED_VERSIONS,
     ApiKey.API_VERSIONS: (0, 2),
+    # The SDK (and the brokers' replica fetchers) fetch by topic name: v12+ add flexible
+    # encodings and topic ids (v13) that they do not need.
+    ApiKey.FETCH: (4, 11),
 }
 
 # The first ApiVersions request; a broker that cannot parse it answers with

@@ -248,7 +248,7 @@ def _walk(data: Buffer, pos: int, end: int, count: int, require_keys: bool,
             b = data[p]
             if b == 1:  # zigzag(-1): null key
                 if require_keys:
-                    return index, "its key is null, and a compacted topic needs a key on every record"
+                    return index, "Compacted topic cannot accept message without key (this record's key is null)"
                 p += 1
             else:
                 if b < 0x80:

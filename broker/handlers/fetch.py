@@ -13,9 +13,19 @@ leader then remembers every partition of the session and the follower's
 position in it, updates the follower state of all of them on each fetch
 (the ISR needs that), and answers only for partitions with news. Consumers
 get session_id 0: no session, full fetches, as before.
+
+v13+ name topics by id (librdkafka 2.x uses them once Metadata gives ids): the
+ids are resolved to names from the image first, and an id it does not know
+(a deleted or re-created topic) gets UNKNOWN_TOPIC_ID, so the client refreshes
+its metadata instead of reading the new topic at the old one's offsets. v15+
+carry a follower's id in ReplicaState. `last_fetched_epoch` (v12+, follower
+divergence) is not acted on: raftka's own followers fetch with v11 and
+truncate through OffsetsForLeaderEpoch.
 """
 
 from __future__ import annotations
+
+import uuid
 
 import structlog
 import trio
@@ -23,6 +33,7 @@ import trio
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionError, SessionPartition
+from raftka.broker.handlers.metadata import ZERO_UUID, topic_uuid
 from raftka.broker.zero_copy import FileRegion
 from raftka.client.protocol import ErrorCode, FetchResponse
 
@@ -160,7 +171,69 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
     return [{"topic": name, "partitions": parts} for name, parts in topics.items()], total, any_error, sent
 
 
+TOPIC_IDS_VERSION = 13  # v13+ name topics by id (KIP-516)
+REPLICA_STATE_VERSION = 15  # v15+ carry the follower's id in the tagged ReplicaState (KIP-903)
+
+
+def _resolve_topic_ids(ctx, request) -> tuple[dict[str, uuid.UUID], list]:
+    """v13+: name each requested topic from its id in the image, in place (the rest of this
+    module works on names). Returns (the id each resolved name was asked by, the request's
+    topics whose id the image does not know: they are answered UNKNOWN_TOPIC_ID, so a
+    client still fetching a deleted or re-created topic learns it)."""
+    image = ctx.image
+    ids: dict[str, uuid.UUID] = {}
+    unknown = []
+    known = []
+    for t in request.topics:
+        topic = image.topics.get(str(t.topic_id))
+        if topic is None:
+            unknown.append(t)
+            continue
+        t.topic = topic.name
+        ids[topic.name] = t.topic_id
+        known.append(t)
+    request.topics = known
+    forgotten = []
+    for t in request.forgotten_topics_data or ():
+        topic = image.topics.get(str(t.topic_id))
+        if topic is not None:
+            t.topic = topic.name
+            forgotten.append(t)
+    request.forgotten_topics_data = forgotten
+    return ids, unknown
+
+
+def _unknown_topic_entries(unknown) -> list[dict]:
+    return [{"topic": "", "topic_id": t.topic_id, "partitions": [
+        {"partition_index": p.partition, "error_code": ErrorCode.UNKNOWN_TOPIC_ID, "high_watermark": -1,
+         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+         "preferred_read_replica": -1, "records": b""} for p in t.partitions]} for t in unknown]
+
+
 async def handle(ctx, header, request, conn=None) -> FetchResponse:
+    if header.api_version >= REPLICA_STATE_VERSION:
+        request.replica_id = request.replica_state.replica_id
+    ids: dict[str, uuid.UUID] = {}
+    unknown = []
+    if header.api_version >= TOPIC_IDS_VERSION:
+        ids, unknown = _resolve_topic_ids(ctx, request)
+    response = await _handle(ctx, request, conn)
+    if header.api_version >= TOPIC_IDS_VERSION:
+        image = ctx.image
+        for entry in response.responses:
+            topic_id = ids.get(entry.topic)
+            if topic_id is None:  # a session partition this request did not name
+                topic = image.topic_by_name(entry.topic)
+                topic_id = topic_uuid(topic) if topic is not None else ZERO_UUID
+            entry.topic_id = topic_id
+        if unknown:
+            response = FetchResponse(throttle_time_ms=0, error_code=response.error_code,
+                                     session_id=response.session_id,
+                                     responses=[*response.responses, *_unknown_topic_entries(unknown)])
+    return response
+
+
+async def _handle(ctx, request, conn=None) -> FetchResponse:
     now = trio.current_time()
     try:
         session, wanted, listed, incremental = _open_session(ctx, request, now)

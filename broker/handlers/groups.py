@@ -30,6 +30,7 @@ from raftka.raft_meta.acls import AclOperation
 log = structlog.get_logger("broker.groups")
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
@@ -44,9 +45,16 @@ async def handle_find_coordinator(ctx, header, request, conn=None) -> FindCoordi
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                        node_id=-1, host="", port=-1)
 
+    if request.key_type == KEY_TYPE_TRANSACTION:
+        # Until transactions exist: a non-retriable answer, so init_transactions() fails at once
+        # instead of retrying COORDINATOR_NOT_AVAILABLE for its whole timeout. librdkafka and the
+        # Java client treat this code as fatal for the transactional producer; UNSUPPORTED_VERSION
+        # would be retried by librdkafka.
+        return fail(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    f"transactions are not supported by raftka yet (transactional id {request.key!r})")
     if request.key_type != KEY_TYPE_GROUP:
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    f"key_type {request.key_type} (transactions) is not supported; expected 0 (group)")
+        return fail(ErrorCode.INVALID_REQUEST,
+                    f"key_type {request.key_type} is unknown; expected 0 (group) or 1 (transaction)")
     if not request.key:
         return fail(ErrorCode.INVALID_REQUEST, "the group id is empty; expected a non-empty string")
     if acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, request.key):
@@ -131,8 +139,15 @@ async def handle_leave_group(ctx, header, request, conn=None) -> LeaveGroupRespo
 async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitResponse:
     now = int(time.time() * 1000)
     offsets = {}
+    unknown: dict[tuple[str, int], int] = {}
+    image = ctx.image
     for t in request.topics:
+        topic = image.topic_by_name(t.name)
         for p in t.partitions:
+            if topic is None or p.partition_index not in topic.partitions:
+                # Kafka's rule: a partition the metadata does not know is answered, not stored.
+                unknown[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
             # v1 carries the commit's timestamp; -1 (and every other version) means now.
             stamp = p.commit_timestamp if header.api_version == 1 and p.commit_timestamp >= 0 else now
             offsets[(t.name, p.partition_index)] = CommittedOffset(
@@ -140,12 +155,18 @@ async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitR
     # READ on the group (else every partition fails with 30), then READ on each topic (29).
     group_denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ, (t.name for t in request.topics))
-    refused = {key: group_denied or ErrorCode.TOPIC_AUTHORIZATION_FAILED for key in offsets
-               if group_denied or key[0] in denied}
-    codes = {} if group_denied or len(refused) == len(offsets) else await ctx.groups.commit(
-        request.group_id, request.member_id, request.generation_id_or_member_epoch,
-        {k: v for k, v in offsets.items() if k not in refused}, request.group_instance_id)
-    codes = {**codes, **refused}
+    if group_denied:  # nothing about the topics is revealed to a caller not allowed the group
+        refused = dict.fromkeys([*offsets, *unknown], group_denied)
+        unknown = {}
+    else:  # a topic the caller may not READ is refused whether it exists or not
+        refused = {key: ErrorCode.TOPIC_AUTHORIZATION_FAILED for key in [*offsets, *unknown] if key[0] in denied}
+        unknown = {key: code for key, code in unknown.items() if key not in refused}
+    remaining = {k: v for k, v in offsets.items() if k not in refused}
+    codes = {}
+    if remaining or not (refused or unknown):
+        codes = await ctx.groups.commit(request.group_id, request.member_id,
+                                        request.generation_id_or_member_epoch, remaining, request.group_instance_id)
+    codes = {**codes, **refused, **unknown}
     topics: dict[str, list[dict]] = {}
     for (name, index), code in codes.items():
         topics.setdefault(name, []).append({"partition_index": index, "error_code": code})

@@ -7,9 +7,15 @@ carries the new topic's leaders. All the unknown topics one request names are
 created together, as one user operation whose records are capped by
 MAX_RECORDS_PER_USER_OP (10 000): a request naming more topics than that
 allows gets POLICY_VIOLATION for each of them and creates none.
+
+v10+ carries each topic's id (the image's, new on every re-creation: librdkafka
+notices a deleted-and-re-created topic only by it) and may ask for topics by id
+(UNKNOWN_TOPIC_ID for an id the image does not know). v9+ is flexible.
 """
 
 from __future__ import annotations
+
+import uuid
 
 import structlog
 
@@ -25,24 +31,40 @@ from raftka.raft_meta.image import MetadataImage, TopicImage
 log = structlog.get_logger("broker.metadata")
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+ZERO_UUID = uuid.UUID(int=0)  # "no topic id" (v10+)
 AUTO_CREATE_VISIBLE_TIMEOUT_S = 10.0  # bound on waiting for this broker to see (and open) new topics
 
 
-def _requested_names(header, request) -> list[str] | None:
-    """None means every topic (v0: an empty list; v1+: null)."""
+def _requested_names(header, request, image: MetadataImage) -> tuple[list[str] | None, list[uuid.UUID]]:
+    """(names, unknown topic ids). Names None means every topic (v0: an empty list; v1+: null).
+
+    v10+ may name a topic by its id (name null) instead; an id the image does not know is
+    answered UNKNOWN_TOPIC_ID."""
     if request.topics is None:
-        return None
+        return None, []
     if header.api_version == 0 and not request.topics:
-        return None
-    return [t.name for t in request.topics]
+        return None, []
+    names: list[str] = []
+    unknown_ids: list[uuid.UUID] = []
+    for t in request.topics:
+        if t.name is not None:
+            names.append(t.name)
+            continue
+        topic_id = getattr(t, "topic_id", None) or ZERO_UUID
+        topic = image.topics.get(str(topic_id)) if topic_id != ZERO_UUID else None
+        if topic is None:
+            unknown_ids.append(topic_id)
+        else:
+            names.append(topic.name)
+    return names, unknown_ids
 
 
 async def handle(ctx, header, request, conn=None) -> MetadataResponse:
-    names = _requested_names(header, request)
+    image: MetadataImage = ctx.image
+    names, unknown_ids = _requested_names(header, request, image)
     allow_create = ctx.config.auto_create_topics_enable and (
         header.api_version < 4 or request.allow_auto_topic_creation
     )
-    image: MetadataImage = ctx.image
     errors: dict[str, int] = {}
     # Not DESCRIBE-able: named ones answer TOPIC_AUTHORIZATION_FAILED (existing or not), the
     # all-topics form leaves them out.
@@ -87,9 +109,12 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
         topic = image.topic_by_name(name)
         if topic is None or name in denied:
             topics.append({"error_code": errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                           "name": name, "partitions": []})
+                           "name": name, "topic_id": ZERO_UUID, "partitions": []})
             continue
         topics.append(_topic_entry(image, topic))
+    for topic_id in unknown_ids:  # the name is nullable from v12 only
+        topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None if header.api_version >= 12 else "",
+                       "topic_id": topic_id, "partitions": []})
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,
@@ -98,6 +123,16 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
         topics=topics,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
+
+
+def topic_uuid(topic: TopicImage) -> uuid.UUID:
+    """The topic's id as the protocol carries it (the image keeps the UUID's text, made by the
+    controller when the topic is created: a new one for each re-creation, kept in the metadata
+    log across restarts). An id that is not a UUID's text maps to a stable name-based UUID."""
+    try:
+        return uuid.UUID(topic.topic_id)
+    except ValueError:
+        return uuid.uuid5(uuid.NAMESPACE_URL, "raftka-topic:" + topic.topic_id)
 
 
 def _topic_entry(image: MetadataImage, topic: TopicImage) -> dict:
@@ -116,6 +151,7 @@ def _topic_entry(image: MetadataImage, topic: TopicImage) -> dict:
     return {
         "error_code": 0,
         "name": topic.name,
+        "topic_id": topic_uuid(topic),
         "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": partitions,
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,

@@ -5,7 +5,8 @@ versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the cod
 against it). DECLARED_VERSIONS is what the codec can parse;
 it equals the advertised range except ApiVersions, declared up to v3 (the
 first flexible version, which librdkafka sends first) so a v3 request can be
-decoded even though the broker answers it with the v0 fallback.
+decoded even though the broker answers it with the v0 fallback, and Produce,
+declared from v0 so that v0-2 (never advertised) are refused per partition.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ class ApiKey(IntEnum):
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 8),  # served 3-8; v0-2 answered with UNSUPPORTED_VERSION
-    ApiKey.FETCH: (4, 11),
+    ApiKey.PRODUCE: (3, 8),  # as Kafka 4 (KIP-896): v0-2 carry message formats v0/v1
+    ApiKey.FETCH: (4, 16),
     ApiKey.LIST_OFFSETS: (0, 5),  # v0: pre-KIP-896 (client/protocol/legacy_versions.py)
-    ApiKey.METADATA: (0, 8),
+    ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
     ApiKey.OFFSET_FETCH: (1, 5),
     ApiKey.FIND_COORDINATOR: (0, 2),
@@ -70,16 +71,17 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 1),
 }
 
-# Produce v0-2 are advertised (librdkafka 2.0 stops compressing otherwise)
-# but not served.
-SERVED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    **ADVERTISED_VERSIONS,
-    ApiKey.PRODUCE: (3, 8),
-}
+# Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
+# broker). Produce v0-2 used to be advertised too, then refused: librdkafka 2.0.x stops
+# compressing when Produce v2 is missing, as it does against Kafka 4, which dropped them.
+SERVED_VERSIONS: dict[ApiKey, tuple[int, int]] = dict(ADVERTISED_VERSIONS)
 
 DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ADVERTISED_VERSIONS,
     ApiKey.API_VERSIONS: (0, 3),
+    # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
+    # per partition instead of a closed connection.
+    ApiKey.PRODUCE: (0, 8),
     # Flexible-only, so never advertised (kafka-python would infer a newer broker from it);
     # served for `raftka quorum status --bootstrap-server`, like kafka-metadata-quorum.
     ApiKey.DESCRIBE_QUORUM: (0, 1),

@@ -65,8 +65,22 @@ def _frame(chunks: list) -> bytes:
     return b"".join(chunks)
 
 
-def _check_consumed(what: str, end: int, buf: memoryview) -> None:
-    if end != len(buf):
+# Trailing bytes tolerated after a request body, per (API, first version): a known client
+# quirk that Kafka (which never checks for trailing bytes) accepts. librdkafka 2.x asks
+# Metadata v9+ for "all topics" by leaving its 4-byte array-count placeholder as zeros:
+# the first byte reads as a null compact array, and 3 zero/flag bytes are left over.
+TOLERATED_TRAILING_BYTES: dict[tuple[ApiKey, int], int] = {
+    (ApiKey.METADATA, 9): 3,
+}
+
+
+def _tolerated_trailing(key: ApiKey, api_version: int) -> int:
+    return max((n for (k, first), n in TOLERATED_TRAILING_BYTES.items()
+                if k == key and api_version >= first), default=0)
+
+
+def _check_consumed(what: str, end: int, buf: memoryview, tolerated: int = 0) -> None:
+    if not (0 <= len(buf) - end <= tolerated):
         raise MalformedMessage(
             f"{what}: {len(buf) - end} unexpected byte(s) after the body "
             f"(body ended at offset {end} of {len(buf)})"
@@ -112,7 +126,7 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, Message]:
         )
     header, pos = decode_request_header(buf, request_header_version(api_key, api_version))
     body, end = codec.decode(buf, api_version, pos)
-    _check_consumed(f"{key.name} v{api_version} request", end, buf)
+    _check_consumed(f"{key.name} v{api_version} request", end, buf, _tolerated_trailing(key, api_version))
     return header, body
 
 

@@ -47,9 +47,14 @@ PRODUCE_RESPONSE = MessageSchema(
 )
 
 FETCH_REQUEST = MessageSchema(
-    'FetchRequest', 1, 'request', '4-11', flexible='12+',
+    'FetchRequest', 1, 'request', '4-16', flexible='12+',
     fields=(
-        F('replica_id', 'int32', '4+', default=-1),
+        F('cluster_id', 'string', '12+', nullable='12+', default=None, tag=0, tagged='12+'),
+        F('replica_id', 'int32', '4-14', default=-1),
+        F('replica_state', 'ReplicaState', '15+', tag=1, tagged='15+', fields=(
+            F('replica_id', 'int32', '15+', default=-1),
+            F('replica_epoch', 'int64', '15+', default=-1),
+        )),
         F('max_wait_ms', 'int32', '4+'),
         F('min_bytes', 'int32', '4+'),
         F('max_bytes', 'int32', '4+', default=2147483647),
@@ -57,17 +62,20 @@ FETCH_REQUEST = MessageSchema(
         F('session_id', 'int32', '7+', default=0),
         F('session_epoch', 'int32', '7+', default=-1),
         F('topics', '[]FetchTopic', '4+', fields=(
-            F('topic', 'string', '4+'),
+            F('topic', 'string', '4-12'),
+            F('topic_id', 'uuid', '13+'),
             F('partitions', '[]FetchPartition', '4+', fields=(
                 F('partition', 'int32', '4+'),
                 F('current_leader_epoch', 'int32', '9+', default=-1),
                 F('fetch_offset', 'int64', '4+'),
+                F('last_fetched_epoch', 'int32', '12+', default=-1),
                 F('log_start_offset', 'int64', '5+', default=-1),
                 F('partition_max_bytes', 'int32', '4+'),
             )),
         )),
         F('forgotten_topics_data', '[]ForgottenTopic', '7+', fields=(
-            F('topic', 'string', '7+'),
+            F('topic', 'string', '7-12'),
+            F('topic_id', 'uuid', '13+'),
             F('partitions', '[]int32', '7+'),
         )),
         F('rack_id', 'string', '11+', default=''),
@@ -75,19 +83,32 @@ FETCH_REQUEST = MessageSchema(
 )
 
 FETCH_RESPONSE = MessageSchema(
-    'FetchResponse', 1, 'response', '4-11', flexible='12+',
+    'FetchResponse', 1, 'response', '4-16', flexible='12+',
     fields=(
         F('throttle_time_ms', 'int32', '4+'),
         F('error_code', 'int16', '7+'),
         F('session_id', 'int32', '7+', default=0),
         F('responses', '[]FetchableTopicResponse', '4+', fields=(
-            F('topic', 'string', '4+'),
+            F('topic', 'string', '4-12'),
+            F('topic_id', 'uuid', '13+'),
             F('partitions', '[]PartitionData', '4+', fields=(
                 F('partition_index', 'int32', '4+'),
                 F('error_code', 'int16', '4+'),
                 F('high_watermark', 'int64', '4+'),
                 F('last_stable_offset', 'int64', '4+', default=-1),
                 F('log_start_offset', 'int64', '5+', default=-1),
+                F('diverging_epoch', 'EpochEndOffset', '12+', tag=0, tagged='12+', fields=(
+                    F('epoch', 'int32', '12+', default=-1),
+                    F('end_offset', 'int64', '12+', default=-1),
+                )),
+                F('current_leader', 'LeaderIdAndEpoch', '12+', tag=1, tagged='12+', fields=(
+                    F('leader_id', 'int32', '12+', default=-1),
+                    F('leader_epoch', 'int32', '12+', default=-1),
+                )),
+                F('snapshot_id', 'SnapshotId', '12+', tag=2, tagged='12+', fields=(
+                    F('end_offset', 'int64', '4+', default=-1),
+                    F('epoch', 'int32', '4+', default=-1),
+                )),
                 F('aborted_transactions', '[]AbortedTransaction', '4+', nullable='4+', fields=(
                     F('producer_id', 'int64', '4+'),
                     F('first_offset', 'int64', '4+'),
@@ -95,6 +116,12 @@ FETCH_RESPONSE = MessageSchema(
                 F('preferred_read_replica', 'int32', '11+', default=-1),
                 F('records', 'records', '4+', nullable='4+'),
             )),
+        )),
+        F('node_endpoints', '[]NodeEndpoint', '16+', tag=0, tagged='16+', fields=(
+            F('node_id', 'int32', '16+'),
+            F('host', 'string', '16+'),
+            F('port', 'int32', '16+'),
+            F('rack', 'string', '16+', nullable='16+', default=None),
         )),
     ),
 )
@@ -135,19 +162,20 @@ LIST_OFFSETS_RESPONSE = MessageSchema(
 )
 
 METADATA_REQUEST = MessageSchema(
-    'MetadataRequest', 3, 'request', '0-8', flexible='9+',
+    'MetadataRequest', 3, 'request', '0-12', flexible='9+',
     fields=(
         F('topics', '[]MetadataRequestTopic', '0+', nullable='1+', fields=(
-            F('name', 'string', '0+'),
+            F('topic_id', 'uuid', '10+'),
+            F('name', 'string', '0+', nullable='10+'),
         )),
         F('allow_auto_topic_creation', 'bool', '4+', default=True),
-        F('include_cluster_authorized_operations', 'bool', '8+'),
+        F('include_cluster_authorized_operations', 'bool', '8-10'),
         F('include_topic_authorized_operations', 'bool', '8+'),
     ),
 )
 
 METADATA_RESPONSE = MessageSchema(
-    'MetadataResponse', 3, 'response', '0-8', flexible='9+',
+    'MetadataResponse', 3, 'response', '0-12', flexible='9+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('brokers', '[]MetadataResponseBroker', '0+', fields=(
@@ -160,7 +188,8 @@ METADATA_RESPONSE = MessageSchema(
         F('controller_id', 'int32', '1+', default=-1),
         F('topics', '[]MetadataResponseTopic', '0+', fields=(
             F('error_code', 'int16', '0+'),
-            F('name', 'string', '0+'),
+            F('name', 'string', '0+', nullable='12+'),
+            F('topic_id', 'uuid', '10+'),
             F('is_internal', 'bool', '1+', default=False),
             F('partitions', '[]MetadataResponsePartition', '0+', fields=(
                 F('error_code', 'int16', '0+'),
@@ -173,7 +202,7 @@ METADATA_RESPONSE = MessageSchema(
             )),
             F('topic_authorized_operations', 'int32', '8+', default=-2147483648),
         )),
-        F('cluster_authorized_operations', 'int32', '8+', default=-2147483648),
+        F('cluster_authorized_operations', 'int32', '8-10', default=-2147483648),
     ),
 )
 

@@ -238,3 +238,37 @@ def test_same_subscription_compares_topics_not_ownership():
                                  (("cooperative-sticky", sub("u")),))
     assert same_subscription("connect", (("x", b"\x01"),), (("x", b"\x01"),))
     assert not same_subscription("connect", (("x", b"\x01"),), (("x", b"\x02"),))
+
+
+def test_static_member_expires_exactly_at_its_session_deadline():
+    """The core names the instant its session ends (the shell sets a timer there); a tick a
+    hair before it keeps the member, a tick at it removes it."""
+    group, a, b = stable_group()
+    assert group.heartbeat(a, 2, 2_500, "ia") == NONE
+    assert group.heartbeat(b, 2, 4_000) == NONE
+    assert group.next_deadline_ms() == 2_500 + SESSION  # a's session ends first
+    replies, removed = group.tick(2_500 + SESSION - 0.001)
+    assert removed == [] and a in group.members
+    replies, removed = group.tick(2_500 + SESSION)
+    assert removed == [a]
+    # The rebalance it caused has its own deadline: b's session still runs while b is not
+    # parked in JoinGroup, and the join phase ends at the rebalance timeout.
+    assert group.phase is GroupPhase.PREPARING_REBALANCE
+    assert group.next_deadline_ms() == min(4_000 + SESSION, 2_500 + SESSION + REBALANCE)
+
+
+@pytest.mark.parametrize(("setup", "expected"), [
+    ("empty", None),
+    ("stable", 3 + SESSION),  # both members synced at 3
+    ("completing", 2 + REBALANCE),  # after the join phase: the sync deadline (sessions end later)
+])
+def test_next_deadline_per_phase(setup, expected):
+    if setup == "empty":
+        group = make_group()
+    elif setup == "stable":
+        group, _, _ = stable_group()
+    else:
+        group = make_group()
+        a, _ = join(group, instance="ia", now=2, session=REBALANCE + 1)
+        assert group.phase is GroupPhase.COMPLETING_REBALANCE
+    assert group.next_deadline_ms() == expected

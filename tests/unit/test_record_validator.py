@@ -150,7 +150,7 @@ def test_malformed_records_inside_a_compressed_batch_are_refused(codec: Compress
 def test_null_key_is_refused_on_a_compacted_topic_only() -> None:
     batch = raw_batch(record(0, key=b"k") + record(1, key=None), 2)
     validate(batch)
-    with pytest.raises(InvalidRecord, match="compacted topic needs a key") as caught:
+    with pytest.raises(InvalidRecord, match="Compacted topic cannot accept message without key") as caught:
         validate(batch, require_keys=True)
     assert caught.value.record_index == 1
     validate(raw_batch(records(3, key=b"k"), 3), require_keys=True)
