@@ -12,7 +12,9 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker.handlers import (
+    alter_configs,
     api_versions,
+    describe_cluster,
     describe_configs,
     describe_quorum,
     fetch,
@@ -66,6 +68,10 @@ HANDLERS = {
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.DESCRIBE_QUORUM: describe_quorum.handle,
+    ApiKey.ALTER_CONFIGS: alter_configs.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+    ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from raftka.log import topic_configs
+from raftka.log.config import LOG_KEYS as _LOG_KEYS
 from raftka.log.config import LogConfig
 from raftka.raft_meta.node_config import NodeConfig
 
@@ -41,10 +43,16 @@ def broker_log_defaults(config: NodeConfig) -> dict[str, str]:
     return props
 
 
-def validate_topic_configs(configs: Mapping[str, str]) -> None:
-    """Raise ValueError naming the key for a topic config we cannot accept."""
-    log_props = {k: v for k, v in configs.items() if k not in REPLICATION_KEYS}
-    LogConfig.from_properties(log_props)
+def _log_props(configs: Mapping[str, str]) -> dict[str, str]:
+    """The keys the partition log acts on (the others are stored only: log/topic_configs.py)."""
+    return {k: v for k, v in configs.items() if k in _LOG_KEYS}
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    """The configs as stored (normalised); ValueError naming the key for one Kafka would refuse
+    (any key of Kafka 4's topic configs is accepted: log/topic_configs.py)."""
+    normalized = topic_configs.validate(configs)
+    LogConfig.from_properties(_log_props(normalized))
     if "min.insync.replicas" in configs:
         try:
             value = int(configs["min.insync.replicas"])
@@ -60,11 +68,12 @@ def validate_topic_configs(configs: Mapping[str, str]) -> None:
                 "unclean.leader.election.enable: got "
                 f"{configs['unclean.leader.election.enable']!r}, expected true or false"
             )
+    return normalized
 
 
 def effective_topic_config(config: NodeConfig, topic_configs: Mapping[str, str]) -> TopicConfig:
     props = broker_log_defaults(config)
-    props.update({k: v for k, v in topic_configs.items() if k not in REPLICATION_KEYS})
+    props.update(_log_props(topic_configs))
     min_isr = int(topic_configs.get("min.insync.replicas", config.min_insync_replicas))
     unclean_raw = topic_configs.get("unclean.leader.election.enable")
     unclean = (

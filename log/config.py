@@ -183,3 +183,6 @@ BROKER_KEYS: dict[str, str] = {
     "message.timestamp.type": "log.message.timestamp.type",
     "file.delete.delay.ms": "log.segment.delete.delay.ms",
 }
+
+# The topic keys the partition log acts on (log/topic_configs.py lists every key Kafka defines).
+LOG_KEYS = frozenset(_SPECS)

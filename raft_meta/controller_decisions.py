@@ -131,6 +131,60 @@ def check_topic_name(name: str) -> None:
         )
 
 
+def check_min_isr(topic: str, configs: Mapping[str, str], rf: int | None) -> None:
+    """Kafka refuses a topic whose min.insync.replicas exceeds its replication factor."""
+    raw = configs.get("min.insync.replicas")
+    if raw is None or rf is None:
+        return
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ControllerError("INVALID_CONFIG", f"min.insync.replicas {raw!r} of topic {topic!r} is not an "
+                                                "integer") from None
+    if value > rf:
+        raise ControllerError("INVALID_CONFIG", f"min.insync.replicas {value} of topic {topic!r} is larger than its "
+                                                f"replication factor {rf}; expected at most the replication factor "
+                                                "(acks=all writes could never succeed)")
+
+
+def _bad_assignment(message: str) -> ControllerError:
+    return ControllerError("INVALID_REPLICA_ASSIGNMENT", message)
+
+
+def check_manual_assignment(
+    image: MetadataImage, topic: str, replicas_by_partition: Sequence[tuple[int, ...]], first_partition: int,
+    replication_factor: int | None,
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(replicas, ISR) per partition of a manual assignment, by Kafka's rules: every list
+    non-empty, without duplicates, of registered brokers, all of one length (that of the
+    topic's existing partitions, when given), with at least one unfenced broker (the ISR is the
+    unfenced ones, the leader the first of them). Else INVALID_REPLICA_ASSIGNMENT."""
+    out = []
+    for offset, replicas in enumerate(replicas_by_partition):
+        index = first_partition + offset
+        replicas = tuple(replicas)
+        if not replicas:
+            raise _bad_assignment(f"partition {topic}-{index}: the replica list is empty; expected broker ids")
+        if len(set(replicas)) != len(replicas):
+            raise _bad_assignment(f"partition {topic}-{index}: the manual partition assignment {list(replicas)} "
+                                  "contains duplicate broker ids")
+        unknown = [b for b in replicas if b not in image.brokers]
+        if unknown:
+            raise _bad_assignment(f"partition {topic}-{index}: the manual partition assignment includes broker "
+                                  f"{unknown[0]}, but no such broker is registered (registered: "
+                                  f"{sorted(image.brokers)})")
+        expected = replication_factor if replication_factor is not None else len(out[0][0]) if out else None
+        if expected is not None and len(replicas) != expected:
+            raise _bad_assignment(f"partition {topic}-{index}: the manual partition assignment has "
+                                  f"{len(replicas)} replica(s); expected {expected}, like the topic's other partitions")
+        isr = tuple(b for b in replicas if image.is_live(b))
+        if not isr:
+            raise _bad_assignment(f"partition {topic}-{index}: all brokers of the manual partition assignment "
+                                  f"{list(replicas)} are fenced")
+        out.append((replicas, isr))
+    return out
+
+
 @dataclass(frozen=True)
 class NewTopic:
     """One topic of a CreateTopics request. None: the controller's num.partitions /
@@ -140,6 +194,9 @@ class NewTopic:
     num_partitions: int | None = None
     replication_factor: int | None = None
     configs: Mapping[str, str] = field(default_factory=dict)
+    # Manual replica assignment (CreateTopics `assignments`): partition index -> broker ids.
+    # With it, num_partitions and replication_factor must be None.
+    assignments: Mapping[int, tuple[int, ...]] | None = None
 
 
 def _over_records_cap(what: str, records: int) -> ControllerError:
@@ -177,11 +234,12 @@ def create_topics(
     errors: dict[str, ControllerError] = {}
     twice = _duplicates(t.name for t in topics)
     live = image.live_brokers()
-    planned: list[tuple[int, NewTopic, int, int]] = []
+    planned: list[tuple[int, NewTopic, int, int, list | None]] = []
     records_needed = 0
     for i, topic in enumerate(topics):
         partitions = default_partitions if topic.num_partitions is None else topic.num_partitions
         rf = default_replication_factor if topic.replication_factor is None else topic.replication_factor
+        manual: list[tuple[tuple[int, ...], tuple[int, ...]]] | None = None
         try:
             if topic.name in twice:
                 raise ControllerError("INVALID_REQUEST", f"topic {topic.name!r} is named more than once in the request")
@@ -189,22 +247,39 @@ def create_topics(
             if topic.name in image.topic_ids:
                 raise ControllerError("TOPIC_ALREADY_EXISTS", f"topic {topic.name!r} already exists "
                                                               f"({_layout(image.topic_by_name(topic.name))})")
+            if topic.assignments is not None:
+                if topic.num_partitions is not None or topic.replication_factor is not None:
+                    raise ControllerError("INVALID_REQUEST", "both num_partitions or replication_factor and a manual "
+                                                             "replica assignment were given; expected -1 for both "
+                                                             "with an assignment")
+                indexes = sorted(topic.assignments)
+                if indexes != list(range(len(indexes))) or not indexes:
+                    raise _bad_assignment(f"topic {topic.name!r}: partitions {indexes} of the manual assignment "
+                                          "should be a consecutive 0-based integer sequence")
+                manual = check_manual_assignment(image, topic.name, [topic.assignments[p] for p in indexes], 0, None)
+                partitions, rf = len(manual), len(manual[0][0])
             if partitions < 1:
                 raise ControllerError("INVALID_PARTITIONS", f"number of partitions {partitions} must be >= 1")
-            _check_replication_factor(rf, len(live))
+            if manual is None:
+                _check_replication_factor(rf, len(live))
+            check_min_isr(topic.name, topic.configs, rf)
         except ControllerError as exc:
             errors[topic.name] = exc
             continue
-        planned.append((i, topic, partitions, rf))
+        planned.append((i, topic, partitions, rf, manual))
         records_needed += 1 + partitions
     if records_needed > MAX_RECORDS_PER_USER_OP:
         raise _over_records_cap(f"creating {len(planned)} topic(s) with {records_needed - len(planned)} partitions",
                                 records_needed)
     records: list[MetadataRecord] = []
-    for i, topic, partitions, rf in planned:
+    for i, topic, partitions, rf, manual in planned:
         new_id = topic_id(i)
         request_id = (request_ids or {}).get(topic.name)
         records.append(Topic(topic.name, new_id, tuple(sorted(topic.configs.items())), request_id=request_id))
+        if manual is not None:
+            records.extend(Partition(new_id, index, replicas, isr, isr[0])
+                           for index, (replicas, isr) in enumerate(manual))
+            continue
         for index, replicas in enumerate(place_replicas(live, partitions, rf, start + i)):
             records.append(Partition(new_id, index, replicas, replicas, replicas[0]))
     return Decision(tuple(records)), errors
@@ -237,18 +312,21 @@ def create_topic(
 
 
 def create_partitions_batch(
-    image: MetadataImage, totals: Sequence[tuple[str, int]], start: int = 0
+    image: MetadataImage, totals: Sequence[tuple[str, int]], start: int = 0,
+    assignments: Mapping[str, Sequence[tuple[int, ...]]] | None = None,
 ) -> tuple[Decision, dict[str, ControllerError]]:
     """One CreatePartitions request, one user operation: grow each named topic to its total.
 
     Like `create_topics`: per-topic errors by name (a name given twice is INVALID_REQUEST), and
     the new Partition records of all topics together are capped by MAX_RECORDS_PER_USER_OP
     (POLICY_VIOLATION for the whole request, raised before any placement).
+    `assignments`: a topic's manual replica lists for its new partitions, one per partition
+    (checked by `check_manual_assignment`, of the topic's replication factor).
     """
     errors: dict[str, ControllerError] = {}
     twice = _duplicates(name for name, _ in totals)
     live = image.live_brokers()
-    planned: list[tuple[TopicImage, int, int]] = []
+    planned: list[tuple[TopicImage, int, int, list | None]] = []
     records_needed = 0
     for name, total in totals:
         try:
@@ -262,17 +340,29 @@ def create_partitions_batch(
                 raise ControllerError("INVALID_PARTITIONS",
                                       f"topic {name!r} has {current} partitions; asked for {total}, expected more")
             rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-            _check_replication_factor(rf, len(live))
+            manual = None
+            if assignments is not None and name in assignments:
+                given = list(assignments[name])
+                if len(given) != total - current:
+                    raise _bad_assignment(f"topic {name!r}: attempted to add {total - current} additional "
+                                          f"partition(s), but {len(given)} assignment(s) were given")
+                manual = check_manual_assignment(image, name, given, current, rf)
+            else:
+                _check_replication_factor(rf, len(live))
         except ControllerError as exc:
             errors[name] = exc
             continue
-        planned.append((topic, total, rf))
+        planned.append((topic, total, rf, manual))
         records_needed += total - current
     if records_needed > MAX_RECORDS_PER_USER_OP:
         raise _over_records_cap(f"adding {records_needed} partitions to {len(planned)} topic(s)", records_needed)
     records: list[MetadataRecord] = []
-    for topic, total, rf in planned:
+    for topic, total, rf, manual in planned:
         current = len(topic.partitions)
+        if manual is not None:
+            records.extend(Partition(topic.topic_id, current + i, replicas, isr, isr[0])
+                           for i, (replicas, isr) in enumerate(manual))
+            continue
         assignment = place_replicas(live, total - current, rf, start, first_partition=current)
         records.extend(Partition(topic.topic_id, current + i, r, r, r[0]) for i, r in enumerate(assignment))
     return Decision(tuple(records)), errors

@@ -8,6 +8,7 @@ import time
 
 import structlog
 
+from raftka.broker import authorized_operations as authz
 from raftka.broker.errors import error_code_for
 from raftka.broker.group_coordinator import OFFSETS_TOPIC, CoordinatorError
 from raftka.broker.group_state import CommittedOffset, GroupPhase
@@ -24,8 +25,12 @@ from raftka.client.protocol import (
     OffsetFetchResponse,
     SyncGroupResponse,
 )
+from raftka.client.protocol.api_keys import ApiKey
+from raftka.client.protocol.messages import response_class
 
 log = structlog.get_logger("broker.groups")
+
+OffsetDeleteResponse = response_class(ApiKey.OFFSET_DELETE)
 
 KEY_TYPE_GROUP = 0
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -149,6 +154,7 @@ async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchRes
 
 async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGroupsResponse:
     described = []
+    wanted = bool(getattr(request, "include_authorized_operations", False))
     for group_id in request.groups:
         code, group = ctx.groups.describe(group_id)
         if group is None:
@@ -167,15 +173,39 @@ async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGro
                          "member_metadata": m.metadata_for(group.protocol_name),
                          "member_assignment": m.assignment if stable else b""}
                         for m in group.members.values()],
-            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "authorized_operations": authz.authorized_operations(ctx, conn, authz.GROUP, group_id, wanted),
         })
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
 
+GROUP_TYPE_CLASSIC = "classic"  # every raftka group runs the classic protocol (KIP-848's is not served)
+
+
 async def handle_list_groups(ctx, header, request, conn=None) -> ListGroupsResponse:
-    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or ""}
-              for g in ctx.groups.list_groups()]
+    """v4+: each group's state, filtered by `states_filter`; v5+: its type ("classic"),
+    filtered by `types_filter`. Filters match case-insensitively, as in Kafka."""
+    states = {s.lower() for s in (getattr(request, "states_filter", None) or [])}
+    types = {t.lower() for t in (getattr(request, "types_filter", None) or [])}
+    groups = []
+    for g in ctx.groups.list_groups():
+        if states and g.phase.value.lower() not in states:
+            continue
+        if types and GROUP_TYPE_CLASSIC not in types:
+            continue
+        groups.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                       "group_state": g.phase.value, "group_type": GROUP_TYPE_CLASSIC})
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+async def handle_offset_delete(ctx, header, request, conn=None):
+    asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    code, codes = await ctx.groups.delete_offsets(request.group_id, asked)
+    topics: dict[str, list[dict]] = {}
+    if code == 0:
+        for (name, index), partition_code in codes.items():
+            topics.setdefault(name, []).append({"partition_index": index, "error_code": partition_code})
+    return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[
+        {"name": name, "partitions": parts} for name, parts in topics.items()])
 
 
 async def handle_delete_groups(ctx, header, request, conn=None) -> DeleteGroupsResponse:

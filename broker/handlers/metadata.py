@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import structlog
 
+from raftka.broker import authorized_operations as authz
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode, MetadataResponse
@@ -80,13 +81,16 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
                            "name": name, "partitions": []})
             continue
         topics.append(_topic_entry(image, topic))
+        if getattr(request, "include_topic_authorized_operations", False):
+            topics[-1]["topic_authorized_operations"] = authz.authorized_operations(ctx, conn, authz.TOPIC, name)
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=ctx.cluster_id,
         controller_id=image.controller.node_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authz.authorized_operations(
+            ctx, conn, authz.CLUSTER, "", getattr(request, "include_cluster_authorized_operations", False)),
     )
 
 

@@ -43,14 +43,19 @@ def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | Non
     problem = topic_name_error(topic.name)
     if problem is not None:
         return None, (ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    if topic.assignments:
-        return None, (ErrorCode.INVALID_REQUEST,
-                      "manual replica assignments are not supported; use num_partitions and replication_factor")
     configs = {c.name: c.value for c in topic.configs}
     try:
-        validate_topic_configs(configs)
+        configs = validate_topic_configs(configs)
     except ValueError as exc:
         return None, (ErrorCode.INVALID_CONFIG, str(exc))
+    if topic.assignments:
+        assignments = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+        if len(assignments) != len(topic.assignments):
+            return None, (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition is assigned more than once")
+        if topic.num_partitions != DEFAULT or topic.replication_factor != DEFAULT:
+            return None, (ErrorCode.INVALID_REQUEST, "both num_partitions or replication_factor and a manual "
+                                                     "replica assignment were given; expected -1 for both")
+        return decide.NewTopic(topic.name, None, None, configs, assignments), None
     partitions = ctx.config.num_partitions if topic.num_partitions == DEFAULT else topic.num_partitions
     rf = ctx.config.default_replication_factor if topic.replication_factor == DEFAULT else topic.replication_factor
     if rf < 1:
@@ -125,19 +130,20 @@ async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsR
 async def handle_create_partitions(ctx, header, request, conn=None) -> CreatePartitionsResponse:
     answers: dict[int, tuple[int, str | None]] = {}
     asked: list[tuple[int, tuple[str, int]]] = []
+    assignments: dict[str, list[tuple[int, ...]]] = {}
     for position, topic in enumerate(request.topics):
-        if topic.assignments:
-            answers[position] = (ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
-        else:
-            asked.append((position, (topic.name, topic.count)))
+        if topic.assignments is not None:
+            assignments[topic.name] = [tuple(a.broker_ids) for a in topic.assignments]
+        asked.append((position, (topic.name, topic.count)))
     if asked:
         totals = [t for _, t in asked]
         try:
             if request.validate_only:
-                _, errors = decide.create_partitions_batch(ctx.image, totals)
+                _, errors = decide.create_partitions_batch(ctx.image, totals, assignments=assignments)
                 results = [TopicResult(name, errors.get(name)) for name, _ in totals]
             else:
-                results = await ctx.controller.create_partitions(totals, request.timeout_ms)
+                results = await ctx.controller.create_partitions(totals, request.timeout_ms,
+                                                                 assignments=assignments or None)
                 await _wait_hosted(ctx, [r.name for r in results if r.error is None], request.timeout_ms)
         except Exception as exc:  # the whole request
             log.warning("partitions.create_refused", topics=len(totals), error=_name(exc), reason=_message(exc))

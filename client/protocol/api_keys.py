@@ -36,6 +36,13 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     DESCRIBE_QUORUM = 55
+    DELETE_RECORDS = 21
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -52,7 +59,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
@@ -61,6 +68,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
 # Produce v0-2 are advertised (librdkafka 2.0 stops compressing otherwise)
@@ -103,6 +114,13 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.CREATE_PARTITIONS: 2,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.DELETE_RECORDS: 2,
+    ApiKey.ALTER_CONFIGS: 2,
+    ApiKey.DESCRIBE_LOG_DIRS: 2,
+    ApiKey.ELECT_LEADERS: 2,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.OFFSET_DELETE: 99,  # no flexible version
+    ApiKey.DESCRIBE_CLUSTER: 0,
 }
 
 

@@ -58,6 +58,13 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
     ApiKey.DELETE_GROUPS: "DeleteGroups",
     ApiKey.DESCRIBE_QUORUM: "DescribeQuorum",
+    ApiKey.DELETE_RECORDS: "DeleteRecords",
+    ApiKey.ALTER_CONFIGS: "AlterConfigs",
+    ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    ApiKey.ELECT_LEADERS: "ElectLeaders",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+    ApiKey.OFFSET_DELETE: "OffsetDelete",
+    ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
 }
 
 

@@ -1,0 +1,174 @@
+"""Table tests of the admin decisions: (Incremental)AlterConfigs, min.insync.replicas against the
+replication factor, and manual replica assignments (CreateTopics / CreatePartitions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftka.raft_meta import controller_decisions as cd
+from raftka.raft_meta.config_decisions import (
+    APPEND,
+    DELETE,
+    SUBTRACT,
+    AlterResource,
+    ConfigOp,
+    alter_configs,
+)
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.records import Config, FenceBroker, Partition, Topic
+from tests.unit.test_raft_meta_controller import cluster, commit
+
+T = "tid"
+
+
+def two_replica_topic(configs=()):
+    return [Topic("t", T, tuple(configs)), Partition(T, 0, (1, 2), (1, 2), 1)]
+
+
+def res(name: str, *ops: ConfigOp, kind: str = "topic", incremental: bool = True) -> AlterResource:
+    return AlterResource(kind, name, tuple(ops), incremental)
+
+
+# (name, image records, resources, expected records, expected errors by position (name, text))
+ALTER_CASES = [
+    ("incremental set: one record", two_replica_topic(), [res("t", ConfigOp("retention.ms", "1000"))],
+     [Config("topic", "t", "retention.ms", "1000")], {}),
+    ("a stored-only Kafka key is accepted", two_replica_topic(),
+     [res("t", ConfigOp("compression.type", "zstd"), ConfigOp("min.cleanable.dirty.ratio", "0.2"))],
+     [Config("topic", "t", "compression.type", "zstd"), Config("topic", "t", "min.cleanable.dirty.ratio", "0.2")], {}),
+    ("incremental delete of an existing key", two_replica_topic([("retention.ms", "5")]),
+     [res("t", ConfigOp("retention.ms", None, DELETE))], [Config("topic", "t", "retention.ms", None)], {}),
+    ("setting the current value writes nothing", two_replica_topic([("retention.ms", "5")]),
+     [res("t", ConfigOp("retention.ms", "5"))], [], {}),
+    ("legacy AlterConfigs replaces the whole set", two_replica_topic([("retention.ms", "5"), ("segment.ms", "9")]),
+     [res("t", ConfigOp("segment.ms", "10"), incremental=False)],
+     [Config("topic", "t", "retention.ms", None), Config("topic", "t", "segment.ms", "10")], {}),
+    ("append and subtract on a list key", two_replica_topic([("cleanup.policy", "delete")]),
+     [res("t", ConfigOp("cleanup.policy", "compact", APPEND))],
+     [Config("topic", "t", "cleanup.policy", "delete,compact")], {}),
+    ("append to an unset list key starts from its default", two_replica_topic(),
+     [res("t", ConfigOp("cleanup.policy", "compact", APPEND))],
+     [Config("topic", "t", "cleanup.policy", "delete,compact")], {}),
+    ("subtract the last item deletes the key", two_replica_topic([("cleanup.policy", "compact")]),
+     [res("t", ConfigOp("cleanup.policy", "compact", SUBTRACT))], [Config("topic", "t", "cleanup.policy", None)], {}),
+    ("append on a non-list key", two_replica_topic(), [res("t", ConfigOp("retention.ms", "5", APPEND))], [],
+     {0: ("INVALID_CONFIG", "only allowed for list-typed configs")}),
+    ("unknown topic", two_replica_topic(), [res("nope", ConfigOp("retention.ms", "1"))], [],
+     {0: ("UNKNOWN_TOPIC_OR_PARTITION", "'nope' does not exist")}),
+    ("unknown key", two_replica_topic(), [res("t", ConfigOp("retention.msec", "1"))], [],
+     {0: ("INVALID_CONFIG", "Unknown topic config name: retention.msec")}),
+    ("bad value", two_replica_topic(), [res("t", ConfigOp("min.cleanable.dirty.ratio", "2"))], [],
+     {0: ("INVALID_CONFIG", "Invalid value '2' for configuration min.cleanable.dirty.ratio")}),
+    ("min.insync.replicas above the replication factor", two_replica_topic(),
+     [res("t", ConfigOp("min.insync.replicas", "3"))], [],
+     {0: ("INVALID_CONFIG", "min.insync.replicas 3 of topic 't' is larger than its replication factor 2")}),
+    ("min.insync.replicas equal to the replication factor", two_replica_topic(),
+     [res("t", ConfigOp("min.insync.replicas", "2"))], [Config("topic", "t", "min.insync.replicas", "2")], {}),
+    ("one bad resource does not stop the others", two_replica_topic(),
+     [res("nope", ConfigOp("retention.ms", "1")), res("t", ConfigOp("retention.ms", "2"))],
+     [Config("topic", "t", "retention.ms", "2")], {0: ("UNKNOWN_TOPIC_OR_PARTITION", "does not exist")}),
+    ("a resource named twice", two_replica_topic(),
+     [res("t", ConfigOp("retention.ms", "1")), res("t", ConfigOp("retention.ms", "2"))], [],
+     {0: ("INVALID_REQUEST", "more than once"), 1: ("INVALID_REQUEST", "more than once")}),
+    ("broker default (empty name) is the cluster-wide config", [],
+     [res("", ConfigOp("log.retention.ms", "60000"), kind="broker")],
+     [Config("cluster", "", "log.retention.ms", "60000")], {}),
+    ("a broker's own dynamic config", [],
+     [res("2", ConfigOp("unclean.leader.election.enable", "TRUE"), kind="broker")],
+     [Config("broker", "2", "unclean.leader.election.enable", "true")], {}),
+    ("a static broker key cannot change dynamically", [],
+     [res("1", ConfigOp("log.dirs", "/x"), kind="broker")], [],
+     {0: ("INVALID_REQUEST", "'log.dirs' cannot be updated dynamically")}),
+    ("an unknown broker key", [], [res("1", ConfigOp("no.such.key", "1"), kind="broker")], [],
+     {0: ("INVALID_CONFIG", "Unknown broker config name: no.such.key")}),
+    ("a bad broker value names the broker key", [], [res("", ConfigOp("log.retention.ms", "x"), kind="broker")], [],
+     {0: ("INVALID_CONFIG", "configuration log.retention.ms: not an integer")}),
+    ("a broker name that is not an id", [], [res("b1", ConfigOp("log.retention.ms", "1"), kind="broker")], [],
+     {0: ("INVALID_CONFIG", "expected a broker id or the empty name")}),
+]
+
+
+@pytest.mark.parametrize(("name", "records", "resources", "expected", "errors"), ALTER_CASES,
+                         ids=[c[0] for c in ALTER_CASES])
+def test_alter_configs(name, records, resources, expected, errors) -> None:
+    image = cluster(*records)
+    decision, refused = alter_configs(image, resources, frozenset({"log.dirs"}))
+    assert list(decision.records) == expected
+    assert {i: e.name for i, e in refused.items()} == {i: n for i, (n, _) in errors.items()}
+    for i, (_, text) in errors.items():
+        assert text in refused[i].message
+    after = commit(image, decision)  # every record applies
+    for record in expected:
+        stored = after.configs.get((record.resource_type, record.resource_name), {})
+        assert stored.get(record.name) == record.value
+
+
+def test_alter_configs_over_the_per_op_cap_is_refused_whole() -> None:
+    image = cluster(*two_replica_topic())
+    ops = tuple(ConfigOp("retention.ms", "1") for _ in range(1))
+    resources = [res("t", *ops)] + [res(str(b), ConfigOp("log.retention.ms", "1"), kind="broker")
+                                    for b in range(cd.MAX_RECORDS_PER_USER_OP)]
+    with pytest.raises(ControllerError) as caught:
+        alter_configs(image, resources)
+    assert caught.value.name == "POLICY_VIOLATION"
+
+
+@pytest.mark.parametrize(("configs", "rf", "error"), [
+    ({"min.insync.replicas": "2"}, 1, "INVALID_CONFIG"),
+    ({"min.insync.replicas": "1"}, 1, None),
+    ({"min.insync.replicas": "3"}, 3, None),
+])
+def test_create_topics_min_insync_against_replication_factor(configs, rf, error) -> None:
+    image = cluster()
+    decision, errors = cd.create_topics(image, [cd.NewTopic("m", 1, rf, configs)], lambda _: "id")
+    assert (errors["m"].name if "m" in errors else None) == error
+    assert bool(decision.records) == (error is None)
+
+
+# (name, extra records, assignments, expected (replicas, isr, leader) per partition or error text)
+MANUAL_CASES = [
+    ("explicit brokers, leader first", [], {0: (3, 1), 1: (2, 3)}, [((3, 1), (3, 1), 3), ((2, 3), (2, 3), 2)]),
+    ("a fenced broker stays a replica, out of the ISR", [FenceBroker(1, 1)], {0: (1, 2)}, [((1, 2), (2,), 2)]),
+    ("unknown broker", [], {0: (1, 9)}, "includes broker 9, but no such broker is registered"),
+    ("duplicate brokers", [], {0: (2, 2)}, "contains duplicate broker ids"),
+    ("empty replica list", [], {0: ()}, "the replica list is empty"),
+    ("uneven replication", [], {0: (1, 2), 1: (3,)}, "has 1 replica(s); expected 2"),
+    ("not 0-based consecutive", [], {1: (1,)}, "consecutive 0-based"),
+    ("every replica fenced", [FenceBroker(1, 1)], {0: (1,)}, "are fenced"),
+]
+
+
+@pytest.mark.parametrize(("name", "extra", "assignments", "expected"), MANUAL_CASES, ids=[c[0] for c in MANUAL_CASES])
+def test_create_topic_with_manual_assignment(name, extra, assignments, expected) -> None:
+    image = cluster(*extra)
+    decision, errors = cd.create_topics(image, [cd.NewTopic("m", None, None, {}, assignments)], lambda _: "mid")
+    if isinstance(expected, str):
+        assert errors["m"].name == "INVALID_REPLICA_ASSIGNMENT" and expected in errors["m"].message
+        assert decision.records == ()
+        return
+    assert not errors
+    parts = [r for r in decision.records if isinstance(r, Partition)]
+    assert [(p.replicas, p.isr, p.leader) for p in parts] == expected
+    commit(image, decision)
+
+
+def test_manual_assignment_with_counts_is_invalid_request() -> None:
+    _, errors = cd.create_topics(cluster(), [cd.NewTopic("m", 2, None, {}, {0: (1,)})], lambda _: "mid")
+    assert errors["m"].name == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize(("assignment", "expected"), [
+    ([(3, 1)], [((3, 1), (3, 1), 3)]),
+    ([(3, 9)], "no such broker is registered"),
+    ([(3,)], "has 1 replica(s); expected 2"),
+    ([(3, 1), (1, 2)], "attempted to add 1 additional partition(s), but 2 assignment(s) were given"),
+])
+def test_create_partitions_with_manual_assignment(assignment, expected) -> None:
+    image = cluster(*two_replica_topic())
+    decision, errors = cd.create_partitions_batch(image, [("t", 2)], assignments={"t": assignment})
+    if isinstance(expected, str):
+        assert errors["t"].name == "INVALID_REPLICA_ASSIGNMENT" and expected in errors["t"].message
+        return
+    assert [(p.partition, p.replicas, p.isr, p.leader) for p in decision.records] == [
+        (1 + i, *e) for i, e in enumerate(expected)]
+    commit(image, decision)
