@@ -118,6 +118,15 @@ def errors_from_wire(data: list) -> list[ControllerError | None]:
     return out
 
 
+def election_results_to_wire(results: list) -> list:
+    return [[name, index, None if e is None else [e.name, e.message]] for name, index, e in results]
+
+
+def election_results_from_wire(data: list) -> list[tuple[str, int, ControllerError | None]]:
+    errors = errors_from_wire([error for _, _, error in data])
+    return [(str(name), int(index), error) for (name, index, _), error in zip(data, errors, strict=True)]
+
+
 def new_topic_to_wire(topic: NewTopic) -> dict:
     wire = {"name": topic.name, "num_partitions": topic.num_partitions,
             "replication_factor": topic.replication_factor, "configs": dict(topic.configs)}
@@ -148,6 +157,7 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "delete_topic": lambda r: None,
     "allocate_producer_ids": lambda r: list(r),
     "alter_configs": errors_to_wire,
+    "elect_leaders": election_results_to_wire,
 }
 
 
@@ -180,6 +190,8 @@ def _wire_args(method: str, args: dict) -> dict:
         if args.get("assignments") is not None:
             args["assignments"] = {str(name): [tuple(int(b) for b in r) for r in lists]
                                    for name, lists in args["assignments"].items()}
+    if method == "elect_leaders" and args.get("partitions") is not None:
+        args = {**args, "partitions": [(str(name), int(index)) for name, index in args["partitions"]]}
     if method == "alter_configs":
         args = {**args, "resources": [_alter_resource(r) for r in args["resources"]]}
     return args
@@ -366,6 +378,9 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
                           "timeout_ms": (_OPT_INT, False),
                           "assignments": ((_optional(_is_partition_assignments),
                                            "a map of topic to lists of broker ids, or null"), False)},
+    "elect_leaders": {"election_type": (_INT, True),
+                      "partitions": ((_optional(_list_of(_is_total)), "a list of [topic, partition], or null"), True),
+                      "timeout_ms": (_OPT_INT, False)},
     "alter_configs": {"resources": ((_list_of(_is_alter_resource), "a list of {type, name, incremental, ops}"),
                                     True),
                       "timeout_ms": (_OPT_INT, False)},

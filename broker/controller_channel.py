@@ -16,6 +16,7 @@ from typing import Any
 from raftka.broker.control_rpc import (
     ControlRpcClient,
     alter_resource_to_wire,
+    election_results_from_wire,
     errors_from_wire,
     heartbeat_reply,
     new_topic_to_wire,
@@ -29,7 +30,7 @@ from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
-ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "alter_configs"})
+ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "alter_configs", "elect_leaders"})
 
 
 class ControllerChannel:
@@ -115,6 +116,14 @@ class ControllerChannel:
         wire = {"resources": [alter_resource_to_wire(r) for r in resources], "timeout_ms": timeout_ms}
         return await self._call("alter_configs", wire_args=wire, from_wire=errors_from_wire,
                                 resources=list(resources), timeout_ms=timeout_ms)
+
+    async def elect_leaders(self, election_type: int, partitions: Sequence[tuple[str, int]] | None,
+                            timeout_ms: int | None = None) -> list[tuple[str, int, ControllerError | None]]:
+        """One ElectLeaders request: (topic, partition, error or None) per partition reported."""
+        wire = {"election_type": election_type, "timeout_ms": timeout_ms,
+                "partitions": None if partitions is None else [[n, p] for n, p in partitions]}
+        return await self._call("elect_leaders", wire_args=wire, from_wire=election_results_from_wire,
+                                election_type=election_type, partitions=partitions, timeout_ms=timeout_ms)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         first, size = await self._call("allocate_producer_ids", broker_id=broker_id, broker_epoch=broker_epoch)

@@ -14,9 +14,12 @@ import structlog
 from raftka.broker.handlers import (
     alter_configs,
     api_versions,
+    delete_records,
     describe_cluster,
     describe_configs,
+    describe_log_dirs,
     describe_quorum,
+    elect_leaders,
     fetch,
     groups,
     init_producer_id,
@@ -72,6 +75,9 @@ HANDLERS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+    ApiKey.ELECT_LEADERS: elect_leaders.handle,
+    ApiKey.DELETE_RECORDS: delete_records.handle,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

@@ -437,6 +437,14 @@ class ReplicaManager:
                 for partition in again:
                     self._request_flush(partition.key)
 
+    async def delete_records(self, partition: Partition, offset: int) -> None:
+        """DeleteRecords on the leader: move the log start to `offset` (whole segments below it
+        go; the checkpoint is written) in a worker thread under the partition's lock, then wake
+        the fetches so followers hear of the new log start at once."""
+        async with self._locks.hold([partition.key]):
+            await trio.to_thread.run_sync(partition.log.increment_log_start_offset, offset)
+        self._wake()
+
     async def truncate(self, partition: Partition, offset: int) -> None:
         """Truncate a follower's log in a worker thread under the partition's lock."""
         async with self._locks.hold([partition.key]):

@@ -337,6 +337,21 @@ class Controller:
         await self._decide_and_commit(decision, _deadline(timeout_ms))
         return [refused.get(i) for i in range(len(resources))]
 
+    async def elect_leaders(self, election_type: int, partitions: Sequence[tuple[str, int]] | None,
+                            timeout_ms: int | None = None) -> list[tuple[str, int, ControllerError | None]]:
+        """One ElectLeaders request, committed as one entry: (topic, partition, error) per
+        partition reported (see `controller_decisions.elect_leaders`)."""
+        outcome: dict[tuple[str, int], ControllerError | None] = {}
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            made, results = decide.elect_leaders(img, election_type, partitions)
+            outcome.clear()
+            outcome.update(results)
+            return made
+
+        await self._decide_and_commit(decision, _deadline(timeout_ms))
+        return [(name, index, error) for (name, index), error in outcome.items()]
+
     async def delete_topic(self, name: str, request_id: str | None = None, timeout_ms: int | None = None) -> None:
         await self._decide_and_commit(lambda img: decide.delete_topic(img, name, request_id), _deadline(timeout_ms))
 

@@ -625,3 +625,75 @@ def preferred_leader_elections(image: MetadataImage) -> Decision:
 def allocate_producer_ids(image: MetadataImage, broker_id: int, broker_epoch: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> Decision:
     check_broker_epoch(image, broker_id, broker_epoch)
     return Decision((ProducerIds(broker_id, broker_epoch, image.next_producer_id, size),))
+
+
+# --- ElectLeaders ---------------------------------------------------------------
+
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
+
+
+def _elect_one(image: MetadataImage, topic: TopicImage, index: int, part: PartitionImage,
+               election_type: int) -> tuple[PartitionChange | None, ControllerError | None]:
+    name = f"{topic.name}-{index}"
+    if election_type == PREFERRED_ELECTION:
+        preferred = part.replicas[0]
+        if part.leader == preferred:
+            return None, ControllerError("ELECTION_NOT_NEEDED", f"{name}: the preferred replica {preferred} "
+                                                                "already leads")
+        if preferred not in part.isr or not image.is_live(preferred):
+            return None, ControllerError("PREFERRED_LEADER_NOT_AVAILABLE",
+                                         f"{name}: the preferred replica {preferred} is "
+                                         f"{'not in the ISR ' + str(list(part.isr)) if preferred not in part.isr else 'fenced'}")
+        return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=preferred), None
+    if part.has_leader and image.is_live(part.leader):
+        return None, ControllerError("ELECTION_NOT_NEEDED", f"{name}: replica {part.leader} leads already")
+    clean = [r for r in part.replicas if r in part.isr and image.is_live(r)]
+    if clean:
+        return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=clean[0]), None
+    dirty = [r for r in part.replicas if image.is_live(r)]
+    if not dirty:
+        return None, ControllerError("ELIGIBLE_LEADERS_NOT_AVAILABLE", f"{name}: no replica of "
+                                                                      f"{list(part.replicas)} is live")
+    return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=dirty[0], isr=(dirty[0],),
+                           unclean=True), None
+
+
+def elect_leaders(
+    image: MetadataImage, election_type: int, partitions: Sequence[tuple[str, int]] | None
+) -> tuple[Decision, dict[tuple[str, int], ControllerError | None]]:
+    """ElectLeaders, one user operation. PREFERRED: the first replica leads again where it is
+    live and in sync. UNCLEAN: a leaderless partition gets a leader, from the ISR if one is live,
+    else any live replica (possible data loss: a warning, as `fence_broker` logs it).
+    `partitions` None means every partition; then, as in Kafka, only the partitions that were
+    not ELECTION_NOT_NEEDED are reported. Errors per partition (by (topic, index)); over
+    MAX_RECORDS_PER_USER_OP the whole request is refused (POLICY_VIOLATION, raised)."""
+    if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+        raise ControllerError("INVALID_REQUEST", f"election type {election_type}; expected 0 (preferred) or "
+                                                 "1 (unclean)")
+    every = partitions is None
+    wanted = [(name, index) for name in sorted(image.topic_ids)
+              for index in sorted(image.topics[image.topic_ids[name]].partitions)] if every else list(partitions)
+    builder = _Builder()
+    results: dict[tuple[str, int], ControllerError | None] = {}
+    for name, index in wanted:
+        topic = image.topic_by_name(name)
+        part = topic.partitions.get(index) if topic is not None else None
+        if topic is None or part is None:
+            results[(name, index)] = ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {name}-{index} "
+                                                                                   "does not exist")
+            continue
+        if (name, index) in results:
+            continue  # named twice: elected once
+        change, error = _elect_one(image, topic, index, part, election_type)
+        if every and error is not None and error.name == "ELECTION_NOT_NEEDED":
+            continue
+        results[(name, index)] = error
+        if change is not None:
+            builder.records.append(change)
+            if change.unclean:
+                builder.warnings.append(("partition.unclean_leader_elected", {
+                    "topic": name, "partition": index, "leader": change.leader, "old_isr": list(part.isr),
+                    "possible_data_loss": True, "requested": True}))
+    if len(builder.records) > MAX_RECORDS_PER_USER_OP:
+        raise _over_records_cap(f"electing leaders of {len(builder.records)} partitions", len(builder.records))
+    return builder.done(), results

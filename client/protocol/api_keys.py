@@ -69,6 +69,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # v5 would make kafka-python infer a Kafka 4.3 broker
+    ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),

@@ -657,6 +657,96 @@ ALTER_CONFIGS_RESPONSE = MessageSchema(
     ),
 )
 
+DELETE_RECORDS_REQUEST = MessageSchema(
+    'DeleteRecordsRequest', 21, 'request', '0-2', flexible='2+',
+    fields=(
+        F('topics', '[]DeleteRecordsTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]DeleteRecordsPartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('offset', 'int64', '0+'),
+            )),
+        )),
+        F('timeout_ms', 'int32', '0+'),
+    ),
+)
+
+DELETE_RECORDS_RESPONSE = MessageSchema(
+    'DeleteRecordsResponse', 21, 'response', '0-2', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]DeleteRecordsTopicResult', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]DeleteRecordsPartitionResult', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('low_watermark', 'int64', '0+'),
+                F('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_LOG_DIRS_REQUEST = MessageSchema(
+    'DescribeLogDirsRequest', 35, 'request', '1-4', flexible='2+',
+    fields=(
+        F('topics', '[]DescribableLogDirTopic', '1+', nullable='1+', fields=(
+            F('topic', 'string', '1+'),
+            F('partitions', '[]int32', '1+'),
+        )),
+    ),
+)
+
+DESCRIBE_LOG_DIRS_RESPONSE = MessageSchema(
+    'DescribeLogDirsResponse', 35, 'response', '1-4', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '1+'),
+        F('error_code', 'int16', '3+'),
+        F('results', '[]DescribeLogDirsResult', '1+', fields=(
+            F('error_code', 'int16', '1+'),
+            F('log_dir', 'string', '1+'),
+            F('topics', '[]DescribeLogDirsTopic', '1+', fields=(
+                F('name', 'string', '1+'),
+                F('partitions', '[]DescribeLogDirsPartition', '1+', fields=(
+                    F('partition_index', 'int32', '1+'),
+                    F('partition_size', 'int64', '1+'),
+                    F('offset_lag', 'int64', '1+'),
+                    F('is_future_key', 'bool', '1+'),
+                )),
+            )),
+            F('total_bytes', 'int64', '4+', default=-1),
+            F('usable_bytes', 'int64', '4+', default=-1),
+        )),
+    ),
+)
+
+ELECT_LEADERS_REQUEST = MessageSchema(
+    'ElectLeadersRequest', 43, 'request', '0-2', flexible='2+',
+    fields=(
+        F('election_type', 'int8', '1+'),
+        F('topic_partitions', '[]TopicPartitions', '0+', nullable='0+', fields=(
+            F('topic', 'string', '0+'),
+            F('partitions', '[]int32', '0+'),
+        )),
+        F('timeout_ms', 'int32', '0+', default=60000),
+    ),
+)
+
+ELECT_LEADERS_RESPONSE = MessageSchema(
+    'ElectLeadersResponse', 43, 'response', '0-2', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '1+'),
+        F('replica_election_results', '[]ReplicaElectionResult', '0+', fields=(
+            F('topic', 'string', '0+'),
+            F('partition_result', '[]PartitionResult', '0+', fields=(
+                F('partition_id', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+            )),
+        )),
+    ),
+)
+
 INCREMENTAL_ALTER_CONFIGS_REQUEST = MessageSchema(
     'IncrementalAlterConfigsRequest', 44, 'request', '0-1', flexible='1+',
     fields=(
@@ -827,6 +917,12 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     DELETE_GROUPS_RESPONSE,
     ALTER_CONFIGS_REQUEST,
     ALTER_CONFIGS_RESPONSE,
+    DELETE_RECORDS_REQUEST,
+    DELETE_RECORDS_RESPONSE,
+    DESCRIBE_LOG_DIRS_REQUEST,
+    DESCRIBE_LOG_DIRS_RESPONSE,
+    ELECT_LEADERS_REQUEST,
+    ELECT_LEADERS_RESPONSE,
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
     INCREMENTAL_ALTER_CONFIGS_RESPONSE,
     OFFSET_DELETE_REQUEST,

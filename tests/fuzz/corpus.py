@@ -179,6 +179,11 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
         for r in _alter_configs(rng)["resources"]]},
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs,
     ApiKey.OFFSET_DELETE: _offset_delete,
+    ApiKey.DESCRIBE_LOG_DIRS: lambda rng: {"topics": rng.choice((None, [{"topic": "fuzz-a", "partitions": [0]}]))},
+    ApiKey.DELETE_RECORDS: lambda rng: {"timeout_ms": 1000, "topics": [{"name": "fuzz-made-0", "partitions": [
+        {"partition_index": 0, "offset": rng.choice((-1, 0, 10**12))}]}]},
+    ApiKey.ELECT_LEADERS: lambda rng: {"election_type": 0, "timeout_ms": 5000, "topic_partitions": [
+        {"topic": "fuzz-a", "partitions": [0]}]},
     ApiKey.DESCRIBE_CLUSTER: lambda rng: {"include_cluster_authorized_operations": rng.random() < 0.5,
                                           "endpoint_type": 1},
     ApiKey.LIST_GROUPS: lambda rng: {"states_filter": rng.choice(([], ["Empty"], ["stable", "Dead"])),

@@ -172,3 +172,58 @@ def test_create_partitions_with_manual_assignment(assignment, expected) -> None:
     assert [(p.partition, p.replicas, p.isr, p.leader) for p in decision.records] == [
         (1 + i, *e) for i, e in enumerate(expected)]
     commit(image, decision)
+
+
+# --- ElectLeaders -------------------------------------------------------------------------
+
+P, U = cd.PREFERRED_ELECTION, cd.UNCLEAN_ELECTION
+# (name, partition records after brokers 1..3, extra records, election type, partitions,
+#  expected changes (partition, leader, isr, unclean), expected errors by (topic, partition))
+ELECT_CASES = [
+    ("preferred: leadership goes back to the first replica", [Partition(T, 0, (1, 2), (1, 2), 2)], [], P,
+     [("t", 0)], [(0, 1, None, False)], {("t", 0): None}),
+    ("preferred: not needed", [Partition(T, 0, (1, 2), (1, 2), 1)], [], P, [("t", 0)], [],
+     {("t", 0): "ELECTION_NOT_NEEDED"}),
+    ("preferred: the preferred replica is out of the ISR", [Partition(T, 0, (1, 2), (2,), 2)], [], P,
+     [("t", 0)], [], {("t", 0): "PREFERRED_LEADER_NOT_AVAILABLE"}),
+    ("preferred: the preferred replica is fenced", [Partition(T, 0, (1, 2), (1, 2), 2)], [FenceBroker(1, 1)], P,
+     [("t", 0)], [], {("t", 0): "PREFERRED_LEADER_NOT_AVAILABLE"}),
+    ("unknown partition", [Partition(T, 0, (1, 2), (1, 2), 2)], [], P, [("t", 5), ("nope", 0)], [],
+     {("t", 5): "UNKNOWN_TOPIC_OR_PARTITION", ("nope", 0): "UNKNOWN_TOPIC_OR_PARTITION"}),
+    ("all partitions: the not-needed ones are not reported",
+     [Partition(T, 0, (1, 2), (1, 2), 1), Partition(T, 1, (1, 2), (1, 2), 2)], [], P, None,
+     [(1, 1, None, False)], {("t", 1): None}),
+    ("unclean: a leaderless partition takes a live replica out of the ISR",
+     [Partition(T, 0, (1, 2), (1,), 1)], [FenceBroker(1, 1)], U, [("t", 0)], [(0, 2, (2,), True)], {("t", 0): None}),
+    ("unclean: a live ISR member is preferred (clean)",
+     [Partition(T, 0, (1, 2, 3), (1, 3), 1)], [FenceBroker(1, 1)], U, [("t", 0)], [(0, 3, None, False)],
+     {("t", 0): None}),
+    ("unclean: not needed while the leader lives", [Partition(T, 0, (1, 2), (1,), 1)], [], U, [("t", 0)], [],
+     {("t", 0): "ELECTION_NOT_NEEDED"}),
+    ("unclean: no live replica", [Partition(T, 0, (1,), (1,), 1)], [FenceBroker(1, 1)], U, [("t", 0)], [],
+     {("t", 0): "ELIGIBLE_LEADERS_NOT_AVAILABLE"}),
+]
+
+
+@pytest.mark.parametrize(("name", "parts", "extra", "kind", "partitions", "changes", "errors"), ELECT_CASES,
+                         ids=[c[0] for c in ELECT_CASES])
+def test_elect_leaders(name, parts, extra, kind, partitions, changes, errors) -> None:
+    from raftka.raft_meta.records import PartitionChange
+
+    image = cluster(Topic("t", T), *parts)
+    if extra:  # fence without the controller's own reassignment, to set the scene exactly
+        image = commit(image, cd.Decision(tuple(extra)))
+    decision, results = cd.elect_leaders(image, kind, partitions)
+    got = [(r.partition, r.leader, r.isr, r.unclean) for r in decision.records if isinstance(r, PartitionChange)]
+    assert got == changes
+    assert {k: (None if e is None else e.name) for k, e in results.items()} == errors
+    assert bool(decision.warnings) == any(c[3] for c in changes)
+    after = commit(image, decision)
+    for index, leader, _, _ in changes:
+        assert after.partition(T, index).leader == leader
+
+
+def test_elect_leaders_refuses_an_unknown_type() -> None:
+    with pytest.raises(ControllerError) as caught:
+        cd.elect_leaders(cluster(), 7, None)
+    assert caught.value.name == "INVALID_REQUEST"
