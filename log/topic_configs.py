@@ -95,7 +95,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "cleanup.policy": TopicConfigDef("list", "delete", choices=("compact", "delete")),
     "unclean.leader.election.enable": _bool(False, effect="applied"),
     "min.insync.replicas": _int(1, 1),
-    "compression.type": TopicConfigDef("string", "producer", choices=COMPRESSION_TYPES, effect="stored"),
+    "compression.type": TopicConfigDef("string", "producer", choices=COMPRESSION_TYPES),
     "compression.gzip.level": _int(-1, -1, 9, effect="stored", expected="-1 (the codec's default) or 1..9"),
     "compression.lz4.level": _int(9, 1, 17, effect="stored"),
     "compression.zstd.level": _int(3, -131072, 22, effect="stored"),

@@ -150,3 +150,32 @@ def test_kafka_python_alter_configs(bootstrap: str) -> None:
         assert values["compression.type"]["value"] == "gzip"
     finally:
         client.close()
+
+
+def test_topic_compression_type_recompresses_like_kafka(admin: AdminClient, bootstrap: str) -> None:
+    """librdkafka sends gzip; the topic says zstd: the broker stores zstd and consumers read the same records."""
+    from confluent_kafka import Consumer, Producer
+
+    from tests.compat.messages import check_stored_batches
+
+    _result(admin.create_topics([NewTopic("cf-cfg-zstd", 1, 1, config={"compression.type": "zstd"})],
+                                operation_timeout=TIMEOUT)["cf-cfg-zstd"])
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "gzip", "linger.ms": 20,
+                         "enable.idempotence": True})
+    values = [b"payload-%d-" % i * 30 for i in range(200)]
+    for value in values:
+        producer.produce("cf-cfg-zstd", value=value, key=b"k")
+    assert producer.flush(TIMEOUT) == 0
+    assert check_stored_batches(bootstrap, "cf-cfg-zstd", [0], "zstd") >= 1
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cf-cfg-zstd-reader",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["cf-cfg-zstd"])
+        got: list[bytes] = []
+        while len(got) < len(values):
+            msg = consumer.poll(TIMEOUT)
+            assert msg is not None and msg.error() is None
+            got.append(msg.value())
+        assert got == values
+    finally:
+        consumer.close()
