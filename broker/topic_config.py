@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from raftka.log import topic_configs
 from raftka.log.config import LOG_KEYS as _LOG_KEYS
 from raftka.log.config import LogConfig
+from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS
+from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.node_config import NodeConfig
 
 # Topic-level keys that are not the log's business.
@@ -69,6 +71,46 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
                 f"{configs['unclean.leader.election.enable']!r}, expected true or false"
             )
     return normalized
+
+
+# Dynamic broker keys whose value is in another unit than their topic key's (ms).
+_UNIT_MS = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
+# Kafka's precedence among the keys that set one topic key: the finest unit wins.
+_PRECEDENCE = {"log.retention.ms": 3, "log.retention.minutes": 2, "log.retention.hours": 1,
+               "log.roll.ms": 2, "log.roll.hours": 1}
+
+
+def dynamic_topic_defaults(image: MetadataImage, node_id: int) -> dict[str, str]:
+    """The dynamic broker configs (AlterConfigs on brokers) as topic-level defaults: the
+    cluster-wide default ("broker" resource with the empty name) overlaid with this broker's own,
+    under their topic keys (`log.retention.ms` -> `retention.ms`, hours and minutes converted)."""
+    out: dict[str, str] = {}
+    for resource in (("cluster", ""), ("broker", str(node_id))):
+        chosen: dict[str, tuple[int, str]] = {}
+        for key, value in image.configs.get(resource, {}).items():
+            topic_key = DYNAMIC_BROKER_CONFIGS.get(key)
+            if topic_key is None:
+                continue
+            if key in _UNIT_MS:
+                try:
+                    value = str(int(value) * _UNIT_MS[key])
+                except ValueError:
+                    continue
+            rank = _PRECEDENCE.get(key, 0)
+            if topic_key not in chosen or rank > chosen[topic_key][0]:
+                chosen[topic_key] = (rank, value)
+        out.update({k: v for k, (_, v) in chosen.items()})
+    return out
+
+
+def topic_overrides(image: MetadataImage, node_id: int, topic: str) -> dict[str, str]:
+    """What overrides the static broker defaults for `topic`: dynamic broker defaults, then the
+    topic's own configs (Kafka's precedence)."""
+    own = image.configs.get(("topic", topic), {})
+    dynamic = dynamic_topic_defaults(image, node_id) if len(image.configs) > 0 else {}
+    if not dynamic:
+        return own
+    return {**dynamic, **own}
 
 
 def effective_topic_config(config: NodeConfig, topic_configs: Mapping[str, str]) -> TopicConfig:

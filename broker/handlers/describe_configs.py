@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from raftka.broker.topic_config import REPLICATION_KEYS, broker_log_defaults, effective_topic_config
+from raftka.broker.topic_config import (
+    REPLICATION_KEYS,
+    broker_log_defaults,
+    dynamic_topic_defaults,
+    effective_topic_config,
+)
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 from raftka.log.topic_configs import TOPIC_CONFIGS
 from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS
@@ -20,17 +25,24 @@ _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "do
 
 def _topic_configs(ctx, name: str) -> list[dict]:
     own = ctx.image.configs.get(("topic", name), {})
-    effective = effective_topic_config(ctx.config, own)
+    node = ctx.config.node_id
+    dynamic = dynamic_topic_defaults(ctx.image, node)
+    from_this_broker = {DYNAMIC_BROKER_CONFIGS[k] for k in ctx.image.configs.get(("broker", str(node)), {})
+                        if k in DYNAMIC_BROKER_CONFIGS}
+    merged = {**dynamic, **own}
+    effective = effective_topic_config(ctx.config, merged)
     values = effective.log.to_properties()
     values["min.insync.replicas"] = str(effective.min_insync_replicas)
     values["unclean.leader.election.enable"] = str(effective.unclean_leader_election).lower()
     for key, spec in TOPIC_CONFIGS.items():  # the keys raftka stores without acting on them
-        values.setdefault(key, own.get(key, spec.default))
+        values.setdefault(key, merged.get(key, spec.default))
     broker_set = set(broker_log_defaults(ctx.config)) | set(REPLICATION_KEYS)
     out = []
     for key, value in sorted(values.items()):
         if key in own:
             source = SOURCE_TOPIC_CONFIG
+        elif key in dynamic:
+            source = SOURCE_DYNAMIC_BROKER_CONFIG if key in from_this_broker else SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
         elif key in broker_set and key in ctx.config.raw:
             source = SOURCE_STATIC_BROKER_CONFIG
         else:

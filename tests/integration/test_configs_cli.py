@@ -53,6 +53,9 @@ def test_configs_alter_describe_and_topics_describe(bootstrap: str) -> None:
     assert broker.returncode == 0, broker.stderr
     shown = raftka("configs", "describe", "--entity-type", "brokers", "--entity-name", "1", *b)
     assert "  log.retention.ms=86400000 sensitive=false source=DYNAMIC_DEFAULT_BROKER_CONFIG" in shown.stdout
+    # ... and it is the topics' default now (the partitions' effective config reads the same overlay)
+    topic_all = raftka("configs", "describe", "--entity-type", "topics", "--entity-name", "cfg-t", "--all", *b)
+    assert "  retention.ms=86400000 sensitive=false source=DYNAMIC_DEFAULT_BROKER_CONFIG" in topic_all.stdout
 
 
 def test_configs_bad_arguments_exit_2() -> None:

@@ -227,3 +227,25 @@ def test_elect_leaders_refuses_an_unknown_type() -> None:
     with pytest.raises(ControllerError) as caught:
         cd.elect_leaders(cluster(), 7, None)
     assert caught.value.name == "INVALID_REQUEST"
+
+
+# --- dynamic broker configs as topic defaults (broker/topic_config.py) ----------------------
+
+@pytest.mark.parametrize(("cluster_wide", "own", "expected"), [
+    ({}, {}, {}),
+    ({"log.retention.ms": "5"}, {}, {"retention.ms": "5"}),
+    ({"log.retention.hours": "2"}, {}, {"retention.ms": "7200000"}),
+    ({"log.retention.hours": "2", "log.retention.ms": "9"}, {}, {"retention.ms": "9"}),  # ms wins, as in Kafka
+    ({"log.retention.ms": "5"}, {"log.retention.ms": "6"}, {"retention.ms": "6"}),  # the broker's own wins
+    ({"min.insync.replicas": "2", "log.cleanup.policy": "compact"}, {},
+     {"min.insync.replicas": "2", "cleanup.policy": "compact"}),
+])
+def test_dynamic_topic_defaults(cluster_wide: dict, own: dict, expected: dict) -> None:
+    from raftka.broker.topic_config import dynamic_topic_defaults, topic_overrides
+
+    records = [Config("cluster", "", k, v) for k, v in cluster_wide.items()]
+    records += [Config("broker", "1", k, v) for k, v in own.items()]
+    records += [Config("broker", "2", "log.retention.ms", "77")]  # another broker's: not ours
+    image = cluster(*two_replica_topic([("segment.ms", "3")]), *records)
+    assert dynamic_topic_defaults(image, 1) == expected
+    assert topic_overrides(image, 1, "t") == {**expected, "segment.ms": "3"}
