@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from raftka.log.config import LOG_KEYS, LogConfig
+
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 _DAY_MS = 24 * 60 * 60 * 1000
@@ -83,7 +85,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "segment.index.bytes": _int(10 * 1024 * 1024, 8),
     "flush.messages": _long(LONG_MAX, 1),
     "flush.ms": _long(LONG_MAX, 0),
-    "retention.bytes": _long(-1, None, expected="-1 (unlimited) or an integer >= 0"),
+    "retention.bytes": _long(-1, -1, expected="-1 (unlimited) or an integer >= 0"),
     "retention.ms": _long(7 * _DAY_MS, -1, expected="-1 (forever) or an integer >= 0"),
     "max.message.bytes": _int(1048588, 0),
     "index.interval.bytes": _int(4096, 0),
@@ -132,7 +134,19 @@ def _check_throttled(key: str, text: str) -> None:
 
 
 def normalize(key: str, raw: str | None) -> str:
-    """The value as stored (trimmed; lists de-duplicated; booleans lower case), or TopicConfigError."""
+    """The value as stored (trimmed; lists de-duplicated; booleans lower case), or TopicConfigError.
+    A key the partition log acts on must also pass `LogConfig` (one rule for create, alter and
+    the broker that applies it)."""
+    value = _normalize(key, raw)
+    if key in LOG_KEYS:
+        try:
+            LogConfig.from_properties({key: value})
+        except ValueError as exc:
+            raise TopicConfigError(f"Invalid value {raw!r} for configuration {key}: {exc}") from None
+    return value
+
+
+def _normalize(key: str, raw: str | None) -> str:
     spec = TOPIC_CONFIGS.get(key)
     if spec is None:
         raise TopicConfigError(f"Unknown topic config name: {key}")

@@ -57,6 +57,7 @@ def test_accepted_values(key: str, raw: str, stored: str) -> None:
     ("segment.jitter.ms", "-1", "out of range"),
     ("min.insync.replicas", "0", "out of range"),
     ("retention.ms", "-2", "-1 (forever) or an integer >= 0"),
+    ("retention.bytes", "-5", "-1 (unlimited) or an integer >= 0"),  # LogConfig's range too: never stored
     ("segment.ms", "1_000", "not an integer"),
     ("max.message.bytes", "2147483648", "out of range"),
     ("preallocate", "yes", "true or false"),
