@@ -207,6 +207,14 @@ def _over_records_cap(what: str, records: int) -> ControllerError:
     )
 
 
+class _WholeRequest(Exception):
+    """Carries a ControllerError that refuses the whole request out of a per-topic try block."""
+
+    def __init__(self, error: ControllerError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 def _duplicates(names: Iterable[str]) -> set[str]:
     counts = Counter(names)
     return {name for name, n in counts.items() if n > 1}
@@ -240,6 +248,10 @@ def create_topics(
         partitions = default_partitions if topic.num_partitions is None else topic.num_partitions
         rf = default_replication_factor if topic.replication_factor is None else topic.replication_factor
         manual: list[tuple[tuple[int, ...], tuple[int, ...]]] | None = None
+        if topic.assignments is not None and records_needed + 1 + len(topic.assignments) > MAX_RECORDS_PER_USER_OP:
+            # refused before checking each assigned partition: the cap bounds this request's work too
+            raise _over_records_cap(f"creating topic {topic.name!r} with {len(topic.assignments)} manually "
+                                    "assigned partitions", records_needed + 1 + len(topic.assignments))
         try:
             if topic.name in twice:
                 raise ControllerError("INVALID_REQUEST", f"topic {topic.name!r} is named more than once in the request")
@@ -343,12 +355,18 @@ def create_partitions_batch(
             manual = None
             if assignments is not None and name in assignments:
                 given = list(assignments[name])
+                if records_needed + len(given) > MAX_RECORDS_PER_USER_OP:
+                    over = _over_records_cap(f"adding {len(given)} manually assigned partitions to {name!r}",
+                                             records_needed + len(given))
+                    raise _WholeRequest(over)
                 if len(given) != total - current:
                     raise _bad_assignment(f"topic {name!r}: attempted to add {total - current} additional "
                                           f"partition(s), but {len(given)} assignment(s) were given")
                 manual = check_manual_assignment(image, name, given, current, rf)
             else:
                 _check_replication_factor(rf, len(live))
+        except _WholeRequest as whole:
+            raise whole.error from None
         except ControllerError as exc:
             errors[name] = exc
             continue

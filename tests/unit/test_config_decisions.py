@@ -249,3 +249,15 @@ def test_dynamic_topic_defaults(cluster_wide: dict, own: dict, expected: dict) -
     image = cluster(*two_replica_topic([("segment.ms", "3")]), *records)
     assert dynamic_topic_defaults(image, 1) == expected
     assert topic_overrides(image, 1, "t") == {**expected, "segment.ms": "3"}
+
+
+def test_manual_assignments_over_the_per_op_cap_are_refused_whole() -> None:
+    image = cluster(*two_replica_topic())
+    huge = {i: (1,) for i in range(cd.MAX_RECORDS_PER_USER_OP)}
+    with pytest.raises(ControllerError) as caught:
+        cd.create_topics(image, [cd.NewTopic("big", None, None, {}, huge)], lambda _: "bid")
+    assert caught.value.name == "POLICY_VIOLATION"
+    with pytest.raises(ControllerError) as caught:
+        cd.create_partitions_batch(image, [("t", 2 + cd.MAX_RECORDS_PER_USER_OP)],
+                                   assignments={"t": [(1, 2)] * (1 + cd.MAX_RECORDS_PER_USER_OP)})
+    assert caught.value.name == "POLICY_VIOLATION"
