@@ -14,6 +14,12 @@ that really exists (the message names its layout) and creates it otherwise.
 
 `validate_only` runs the controller's pure decision on the current image and
 discards it, so it reports exactly the errors a real request would get.
+
+Manual replica assignments (CreateTopics `assignments`, CreatePartitions `assignments`) are
+checked by the controller as Kafka does (`controller_decisions.check_manual_assignment`):
+INVALID_REPLICA_ASSIGNMENT for an unknown broker, duplicates, uneven replication or a count
+that does not match; with an assignment, CreateTopics' counts must be -1 (INVALID_REQUEST).
+Topic configs are validated against Kafka 4's full list (log/topic_configs.py).
 """
 
 from __future__ import annotations
