@@ -81,7 +81,9 @@ class Partition:
         self.index = index
         self.local_id = local_id
         self.log = plog
-        self.state = ReplicaState(local_id, lag_ms, high_watermark=high_watermark,
+        # Never below the log start (Kafka's updateHighWatermark clamps it too): after DeleteRecords
+        # and a crash, the checkpointed HW may be older than the log start checkpoint.
+        self.state = ReplicaState(local_id, lag_ms, high_watermark=max(high_watermark, plog.log_start_offset),
                                   log_end_offset=plog.log_end_offset)
         # Replaced every time the high watermark moves: waiters hold the old one.
         self.hw_changed = trio.Event()

@@ -14,6 +14,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.cluster_support import bootstrap_of, running_cluster, wait_partition
+from tests.support import wait_until
 
 TIMEOUT = 30.0
 
@@ -52,7 +53,8 @@ def test_delete_records_elect_leaders_and_log_dirs(tmp_path) -> None:
         # The followers moved too: the leader dies, the new one starts at 6.
         cluster.kill(1)
         wait_partition(cluster, "dr", lambda p: p.leader in (2, 3), exclude={1}, what="a new leader for dr")
-        assert _watermarks(bootstrap_of(cluster), "dr") == (6, 10)
+        wait_until(lambda: _watermarks(bootstrap_of(cluster), "dr") == (6, 10), timeout=TIMEOUT, interval=0.2,
+                   what="dr's watermarks (6, 10) on the new leader")
 
         # ... and it survives a restart: node 1 comes back, preferred election makes it lead again.
         cluster.start_node(1, wait=True)
@@ -61,12 +63,31 @@ def test_delete_records_elect_leaders_and_log_dirs(tmp_path) -> None:
         result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("dr", 0)]).result(TIMEOUT)
         assert result == {TopicPartition("dr", 0): None}
         wait_partition(cluster, "dr", lambda p: p.leader == 1, what="node 1 leading dr again")
-        assert _watermarks(bootstrap_of(cluster), "dr") == (6, 10)
+        # a new leader's high watermark catches up once its followers fetch: wait for it
+        wait_until(lambda: _watermarks(bootstrap_of(cluster), "dr") == (6, 10), timeout=TIMEOUT, interval=0.2,
+                   what="dr's watermarks (6, 10) on the restarted leader")
 
         again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("dr", 0)]).result(TIMEOUT)
         assert again[TopicPartition("dr", 0)].code() == KafkaError.ELECTION_NOT_NEEDED
         unclean = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("dr", 0)]).result(TIMEOUT)
         assert unclean[TopicPartition("dr", 0)].code() == KafkaError.ELECTION_NOT_NEEDED  # it has a leader
+
+        # UNCLEAN: dr2's replicas are 2 and 3; 3 falls out of the ISR, then 2 dies and 3 comes back:
+        # no ISR member is live, so the partition has no leader until an unclean election.
+        admin.create_topics([NewTopic("dr2", 1, replica_assignment=[[2, 3]])],
+                            operation_timeout=TIMEOUT)["dr2"].result(TIMEOUT)
+        wait_partition(cluster, "dr2", lambda p: p.leader == 2 and len(p.isr) == 2, what="dr2 led by 2")
+        cluster.kill(3)
+        wait_partition(cluster, "dr2", lambda p: tuple(p.isr) == (2,), exclude={3}, what="3 out of dr2's ISR")
+        cluster.kill(2)  # only node 1 runs until node 3 is back: the quorum waits for it
+        cluster.start_node(3, wait=True)
+        wait_partition(cluster, "dr2", lambda p: p.leader < 0, exclude={2}, what="dr2 leaderless")
+        admin = AdminClient({"bootstrap.servers": bootstrap_of(cluster)})
+        elected = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("dr2", 0)]).result(TIMEOUT)
+        assert elected == {TopicPartition("dr2", 0): None}
+        wait_partition(cluster, "dr2", lambda p: p.leader == 3 and tuple(p.isr) == (3,), exclude={2},
+                       what="3 elected uncleanly")
+        cluster.start_node(2, wait=True)
 
         # DescribeLogDirs (kafka-python): broker 1's dir holds dr-0 with its bytes.
         from kafka.admin import KafkaAdminClient
