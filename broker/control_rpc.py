@@ -52,6 +52,7 @@ import cbor2
 import structlog
 import trio
 
+from raftka.raft_meta.config_decisions import AlterResource, ConfigOp
 from raftka.raft_meta.controller import Controller, HeartbeatReply, TopicResult
 from raftka.raft_meta.controller_decisions import NewTopic
 from raftka.raft_meta.controller_errors import KAFKA_ERROR_CODES, ControllerError
@@ -102,6 +103,49 @@ def topic_results_from_wire(data: list[dict]) -> list[TopicResult]:
     return out
 
 
+def errors_to_wire(errors: list[ControllerError | None]) -> list[list[str] | None]:
+    return [None if e is None else [e.name, e.message] for e in errors]
+
+
+def errors_from_wire(data: list) -> list[ControllerError | None]:
+    out: list[ControllerError | None] = []
+    for error in data:
+        if error is None:
+            out.append(None)
+        else:
+            name = error[0] if error[0] in KAFKA_ERROR_CODES else "UNKNOWN_SERVER_ERROR"
+            out.append(ControllerError(name, str(error[1])))
+    return out
+
+
+def election_results_to_wire(results: list) -> list:
+    return [[name, index, None if e is None else [e.name, e.message]] for name, index, e in results]
+
+
+def election_results_from_wire(data: list) -> list[tuple[str, int, ControllerError | None]]:
+    errors = errors_from_wire([error for _, _, error in data])
+    return [(str(name), int(index), error) for (name, index, _), error in zip(data, errors, strict=True)]
+
+
+def new_topic_to_wire(topic: NewTopic) -> dict:
+    wire = {"name": topic.name, "num_partitions": topic.num_partitions,
+            "replication_factor": topic.replication_factor, "configs": dict(topic.configs)}
+    if topic.assignments is not None:
+        wire["assignments"] = [[index, list(replicas)] for index, replicas in sorted(topic.assignments.items())]
+    return wire
+
+
+def alter_resource_to_wire(resource: AlterResource) -> dict:
+    return {"type": resource.resource_type, "name": resource.resource_name, "incremental": resource.incremental,
+            "ops": [[op.name, op.value, op.op] for op in resource.ops]}
+
+
+def _alter_resource(data: Any) -> AlterResource:
+    return AlterResource(str(data["type"]), str(data["name"]),
+                         tuple(ConfigOp(str(n), None if v is None else str(v), int(o)) for n, v, o in data["ops"]),
+                         bool(data["incremental"]))
+
+
 # Method name -> how to turn the controller's result into CBOR-able data.
 METHODS: dict[str, Callable[[Any], Any]] = {
     "register_broker": lambda r: r,
@@ -114,6 +158,8 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "allocate_producer_ids": lambda r: list(r),
     "create_acls": lambda r: r,
     "delete_acls": lambda r: r,
+    "alter_configs": errors_to_wire,
+    "elect_leaders": election_results_to_wire,
 }
 
 
@@ -126,8 +172,11 @@ def _new_topic(data: Any) -> NewTopic:
     configs = data.get("configs") or {}
     if not isinstance(data["name"], str) or not isinstance(configs, dict):
         raise TypeError(f"a topic needs a string name and a map of configs: {data!r}")
+    assignments = data.get("assignments")
+    if assignments is not None:
+        assignments = {int(index): tuple(int(b) for b in replicas) for index, replicas in assignments}
     return NewTopic(data["name"], count(data.get("num_partitions")), count(data.get("replication_factor")),
-                    {str(k): str(v) for k, v in configs.items()})
+                    {str(k): str(v) for k, v in configs.items()}, assignments)
 
 
 def _wire_args(method: str, args: dict) -> dict:
@@ -140,6 +189,13 @@ def _wire_args(method: str, args: dict) -> dict:
         args = {**args, "topics": [_new_topic(t) for t in args["topics"]]}
     if method == "create_partitions":
         args = {**args, "totals": [(str(name), int(total)) for name, total in args["totals"]]}
+        if args.get("assignments") is not None:
+            args["assignments"] = {str(name): [tuple(int(b) for b in r) for r in lists]
+                                   for name, lists in args["assignments"].items()}
+    if method == "elect_leaders" and args.get("partitions") is not None:
+        args = {**args, "partitions": [(str(name), int(index)) for name, index in args["partitions"]]}
+    if method == "alter_configs":
+        args = {**args, "resources": [_alter_resource(r) for r in args["resources"]]}
     return args
 
 
@@ -263,11 +319,36 @@ def _is_configs(value: object) -> bool:
     return isinstance(value, dict) and all(_is_str(k) and _is_str(v) for k, v in value.items())
 
 
+def _is_replicas(value: object) -> bool:
+    return _list_of(_is_int)(value)
+
+
+def _is_indexed_replicas(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2 and _is_int(value[0]) and _is_replicas(value[1])
+
+
 def _is_new_topic(value: object) -> bool:
-    return (isinstance(value, dict) and set(value) <= {"name", "num_partitions", "replication_factor", "configs"}
+    return (isinstance(value, dict)
+            and set(value) <= {"name", "num_partitions", "replication_factor", "configs", "assignments"}
             and _is_str(value.get("name")) and _optional(_is_int)(value.get("num_partitions"))
             and _optional(_is_int)(value.get("replication_factor"))
-            and _optional(_is_configs)(value.get("configs")))
+            and _optional(_is_configs)(value.get("configs"))
+            and _optional(_list_of(_is_indexed_replicas))(value.get("assignments")))
+
+
+def _is_partition_assignments(value: object) -> bool:
+    return isinstance(value, dict) and all(_is_str(k) and _list_of(_is_replicas)(v) for k, v in value.items())
+
+
+def _is_config_op(value: object) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) == 3 and _is_str(value[0])
+            and _optional(_is_str)(value[1]) and _is_int(value[2]))
+
+
+def _is_alter_resource(value: object) -> bool:
+    return (isinstance(value, dict) and set(value) == {"type", "name", "incremental", "ops"}
+            and _is_str(value["type"]) and _is_str(value["name"]) and isinstance(value["incremental"], bool)
+            and _list_of(_is_config_op)(value["ops"]))
 
 
 def _is_total(value: object) -> bool:
@@ -307,7 +388,15 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
                                   "replication_factor, configs}"), True),
                       "timeout_ms": (_OPT_INT, False)},
     "create_partitions": {"totals": ((_list_of(_is_total), "a list of [name, total]"), True),
-                          "timeout_ms": (_OPT_INT, False)},
+                          "timeout_ms": (_OPT_INT, False),
+                          "assignments": ((_optional(_is_partition_assignments),
+                                           "a map of topic to lists of broker ids, or null"), False)},
+    "elect_leaders": {"election_type": (_INT, True),
+                      "partitions": ((_optional(_list_of(_is_total)), "a list of [topic, partition], or null"), True),
+                      "timeout_ms": (_OPT_INT, False)},
+    "alter_configs": {"resources": ((_list_of(_is_alter_resource), "a list of {type, name, incremental, ops}"),
+                                    True),
+                      "timeout_ms": (_OPT_INT, False)},
     "delete_topic": {"name": (_STR, True), "request_id": (_OPT_STR, False), "timeout_ms": (_OPT_INT, False)},
     "allocate_producer_ids": {"broker_id": (_INT, True), "broker_epoch": (_INT, True)},
     "create_acls": {"acls": ((_list_of(_is_acl), "a list of [type, name, pattern, principal, host, "

@@ -10,10 +10,19 @@ means "try again shortly", as the controller role moves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from raftka.broker.control_rpc import ControlRpcClient, heartbeat_reply, topic_results_from_wire
+from raftka.broker.control_rpc import (
+    ControlRpcClient,
+    alter_resource_to_wire,
+    election_results_from_wire,
+    errors_from_wire,
+    heartbeat_reply,
+    new_topic_to_wire,
+    topic_results_from_wire,
+)
+from raftka.raft_meta.config_decisions import AlterResource
 from raftka.raft_meta.controller import Controller, HeartbeatReply, TopicResult
 from raftka.raft_meta.controller_decisions import NewTopic
 from raftka.raft_meta.controller_errors import ControllerError
@@ -21,7 +30,8 @@ from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
-ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls"})
+ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls",
+                           "alter_configs", "elect_leaders"})
 
 
 class ControllerChannel:
@@ -76,9 +86,7 @@ class ControllerChannel:
 
     async def create_topics(self, topics: Sequence[NewTopic], timeout_ms: int | None = None) -> list[TopicResult]:
         """One CreateTopics request (a result per topic; whole-request errors raised)."""
-        wire = {"topics": [{"name": t.name, "num_partitions": t.num_partitions,
-                            "replication_factor": t.replication_factor, "configs": dict(t.configs)} for t in topics],
-                "timeout_ms": timeout_ms}
+        wire = {"topics": [new_topic_to_wire(t) for t in topics], "timeout_ms": timeout_ms}
         return await self._call("create_topics", wire_args=wire, from_wire=topic_results_from_wire,
                                 topics=list(topics), timeout_ms=timeout_ms)
 
@@ -93,12 +101,30 @@ class ControllerChannel:
     async def delete_topic(self, name: str, timeout_ms: int | None = None) -> None:
         await self._call("delete_topic", name=name, timeout_ms=timeout_ms)
 
-    async def create_partitions(self, totals: Sequence[tuple[str, int]],
-                                timeout_ms: int | None = None) -> list[TopicResult]:
+    async def create_partitions(self, totals: Sequence[tuple[str, int]], timeout_ms: int | None = None,
+                                assignments: Mapping[str, Sequence[tuple[int, ...]]] | None = None,
+                                ) -> list[TopicResult]:
         """One CreatePartitions request (a result per topic; whole-request errors raised)."""
-        wire = {"totals": [[name, total] for name, total in totals], "timeout_ms": timeout_ms}
+        wire: dict[str, Any] = {"totals": [[name, total] for name, total in totals], "timeout_ms": timeout_ms}
+        if assignments:
+            wire["assignments"] = {name: [list(r) for r in lists] for name, lists in assignments.items()}
         return await self._call("create_partitions", wire_args=wire, from_wire=topic_results_from_wire,
-                                totals=list(totals), timeout_ms=timeout_ms)
+                                totals=list(totals), timeout_ms=timeout_ms, assignments=assignments)
+
+    async def alter_configs(self, resources: Sequence[AlterResource],
+                            timeout_ms: int | None = None) -> list[ControllerError | None]:
+        """One (Incremental)AlterConfigs request: each resource's error (None: changed)."""
+        wire = {"resources": [alter_resource_to_wire(r) for r in resources], "timeout_ms": timeout_ms}
+        return await self._call("alter_configs", wire_args=wire, from_wire=errors_from_wire,
+                                resources=list(resources), timeout_ms=timeout_ms)
+
+    async def elect_leaders(self, election_type: int, partitions: Sequence[tuple[str, int]] | None,
+                            timeout_ms: int | None = None) -> list[tuple[str, int, ControllerError | None]]:
+        """One ElectLeaders request: (topic, partition, error or None) per partition reported."""
+        wire = {"election_type": election_type, "timeout_ms": timeout_ms,
+                "partitions": None if partitions is None else [[n, p] for n, p in partitions]}
+        return await self._call("elect_leaders", wire_args=wire, from_wire=election_results_from_wire,
+                                election_type=election_type, partitions=partitions, timeout_ms=timeout_ms)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         first, size = await self._call("allocate_producer_ids", broker_id=broker_id, broker_epoch=broker_epoch)

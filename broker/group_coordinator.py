@@ -44,6 +44,7 @@ from raftka.broker.group_timers import DeadlineTimers
 from raftka.broker.group_timers import now_ms as _now_ms
 from raftka.broker.partition import NotLeaderOrFollower, Partition, PartitionError
 from raftka.broker.replica_manager import ReplicaManager
+from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription
 from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.node_config import NodeConfig
 
@@ -446,6 +447,41 @@ class GroupCoordinator:
             return True
         except CoordinatorError:
             return False
+
+    async def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete: (group error, error per partition). Kafka's rules: an unknown or dead
+        group is GROUP_ID_NOT_FOUND; a non-empty group of another protocol NON_EMPTY_GROUP; in a
+        non-empty consumer group, a partition of a topic a member subscribes to is
+        GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset; the others are deleted (tombstones)."""
+        try:
+            group = self._group(group_id, create=False)
+            partition = self._partition(group_id)
+        except CoordinatorError as exc:
+            return exc.code, {}
+        if group is None or group.phase is GroupPhase.DEAD:
+            return GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] = set()
+        if group.members:
+            if group.protocol_type != PROTOCOL_TYPE:
+                return NON_EMPTY_GROUP, {}
+            for member in group.members.values():
+                for _, metadata in member.protocols:
+                    try:
+                        subscribed.update(decode_subscription(metadata).topics)
+                    except ValueError:
+                        continue
+        codes = {tp: int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) if tp[0] in subscribed else 0 for tp in tps}
+        doomed = [tp for tp, code in codes.items() if code == 0 and tp in group.offsets]
+        if doomed:
+            try:
+                await append_and_wait(partition, [(offset_key(group_id, t, p), None) for t, p in doomed],
+                                      COMMIT_TIMEOUT_S)
+            except Exception as exc:
+                return append_error_code(exc), {}
+            for tp in doomed:
+                group.offsets.pop(tp, None)
+            log.info("group.offsets_deleted", group=group_id, partitions=len(doomed))
+        return 0, codes
 
     async def delete_group(self, group_id: str) -> int:
         try:

@@ -14,9 +14,14 @@ import trio
 
 from raftka.broker.handlers import (
     acls,
+    alter_configs,
     api_versions,
+    delete_records,
+    describe_cluster,
     describe_configs,
+    describe_log_dirs,
     describe_quorum,
+    elect_leaders,
     fetch,
     groups,
     init_producer_id,
@@ -72,6 +77,13 @@ HANDLERS = {
     ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
     ApiKey.CREATE_ACLS: acls.handle_create_acls,
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    ApiKey.ALTER_CONFIGS: alter_configs.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+    ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+    ApiKey.ELECT_LEADERS: elect_leaders.handle,
+    ApiKey.DELETE_RECORDS: delete_records.handle,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

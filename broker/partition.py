@@ -81,12 +81,17 @@ class Partition:
         self.index = index
         self.local_id = local_id
         self.log = plog
-        self.state = ReplicaState(local_id, lag_ms, high_watermark=high_watermark,
+        # Never below the log start (Kafka's updateHighWatermark clamps it too): after DeleteRecords
+        # and a crash, the checkpointed HW may be older than the log start checkpoint.
+        self.state = ReplicaState(local_id, lag_ms, high_watermark=max(high_watermark, plog.log_start_offset),
                                   log_end_offset=plog.log_end_offset)
         # Replaced every time the high watermark moves: waiters hold the old one.
         self.hw_changed = trio.Event()
         self._on_high_watermark = on_high_watermark
         self._on_append = on_append
+        # DeleteRecords: each follower's log start offset, from its fetches (leader side).
+        self.follower_log_starts: dict[int, int] = {}
+        self.log_start_changed = trio.Event()  # replaced whenever one of them moves
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -187,6 +192,13 @@ class Partition:
             raise NotLeaderOrFollower(f"{self.topic}-{self.index}: {exc}") from None
         self._act(effects)
         return any(isinstance(e, CanJoinIsr) for e in effects)
+
+    def update_follower_log_start(self, replica_id: int, log_start_offset: int) -> None:
+        """A follower's fetch carried its log start offset (DeleteRecords waits for it)."""
+        if self.follower_log_starts.get(replica_id) != log_start_offset:
+            self.follower_log_starts[replica_id] = log_start_offset
+            event, self.log_start_changed = self.log_start_changed, trio.Event()
+            event.set()
 
     def isr_changes(self, now_ms: float) -> AlterIsr | None:
         """The ISR change due now (then pending), if any; see ReplicaState.isr_changes."""

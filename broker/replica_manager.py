@@ -30,7 +30,7 @@ import trio
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replica_fetcher import ReplicaFetcherManager
-from raftka.broker.topic_config import TopicConfig, effective_topic_config
+from raftka.broker.topic_config import TopicConfig, effective_topic_config, topic_overrides
 from raftka.log.checkpoint import read_offsets, write_offsets
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
@@ -143,6 +143,8 @@ class ReplicaManager:
             topic = image.topic_by_name(name) if kind == "topic" else None
             if topic is not None:
                 touched.update((name, p) for p in topic.partitions)
+            elif kind == "cluster" or (kind == "broker" and name == str(self.node_id)):
+                touched.update(self.partitions)  # a dynamic broker default: every hosted partition
         if delta.brokers:  # a leader's endpoint may have changed (re-registration)
             touched.update(p.key for p in self.partitions.values()
                            if p.leader in delta.brokers and not p.is_leader)
@@ -319,7 +321,7 @@ class ReplicaManager:
         return partition
 
     def _apply_role(self, partition: Partition, image: MetadataImage, part_image: PartitionImage) -> None:
-        settings = self._topic_settings(image.configs.get(("topic", partition.topic), {}))
+        settings = self._topic_settings(topic_overrides(image, self.node_id, partition.topic))
         partition.log.config = settings.log
         was_leader = partition.is_leader
         became_leader, became_follower = partition.apply_image(part_image, settings.min_insync_replicas,
@@ -346,7 +348,7 @@ class ReplicaManager:
             if key in self.partitions or self._desired(image, key)[0] != topic_id:
                 self._opened(key, topic_id)
                 continue  # installed meanwhile, or deleted / re-created before we got to it
-            settings = self._topic_settings(image.configs.get(("topic", key[0]), {}))
+            settings = self._topic_settings(topic_overrides(image, self.node_id, key[0]))
             jobs.append((key, topic_id, self._dir_for(key), settings.log))
         if not jobs:
             return
@@ -366,7 +368,7 @@ class ReplicaManager:
             if key in self.partitions or part_image is None or self._desired(image, key)[0] != topic_id:
                 stale.append(plog)
                 continue
-            settings = self._topic_settings(image.configs.get(("topic", key[0]), {}))
+            settings = self._topic_settings(topic_overrides(image, self.node_id, key[0]))
             plog.config = settings.log
             plog.on_roll = plog.epoch_cache.on_deferred = functools.partial(self._request_flush, key)
             partition = Partition(key[0], topic_id, key[1], self.node_id, plog, self._wake,
@@ -438,6 +440,14 @@ class ReplicaManager:
                 await trio.sleep(RECONCILE_RETRY_S)
                 for partition in again:
                     self._request_flush(partition.key)
+
+    async def delete_records(self, partition: Partition, offset: int) -> None:
+        """DeleteRecords on the leader: move the log start to `offset` (whole segments below it
+        go; the checkpoint is written) in a worker thread under the partition's lock, then wake
+        the fetches so followers hear of the new log start at once."""
+        async with self._locks.hold([partition.key]):
+            await trio.to_thread.run_sync(partition.log.increment_log_start_offset, offset)
+        self._wake()
 
     async def truncate(self, partition: Partition, offset: int) -> None:
         """Truncate a follower's log in a worker thread under the partition's lock."""

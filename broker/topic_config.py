@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from raftka.log import topic_configs
+from raftka.log.config import LOG_KEYS as _LOG_KEYS
 from raftka.log.config import LogConfig
+from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS
+from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.node_config import NodeConfig
 
 # Topic-level keys that are not the log's business.
@@ -41,10 +45,16 @@ def broker_log_defaults(config: NodeConfig) -> dict[str, str]:
     return props
 
 
-def validate_topic_configs(configs: Mapping[str, str]) -> None:
-    """Raise ValueError naming the key for a topic config we cannot accept."""
-    log_props = {k: v for k, v in configs.items() if k not in REPLICATION_KEYS}
-    LogConfig.from_properties(log_props)
+def _log_props(configs: Mapping[str, str]) -> dict[str, str]:
+    """The keys the partition log acts on (the others are stored only: log/topic_configs.py)."""
+    return {k: v for k, v in configs.items() if k in _LOG_KEYS}
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    """The configs as stored (normalised); ValueError naming the key for one Kafka would refuse
+    (any key of Kafka 4's topic configs is accepted: log/topic_configs.py)."""
+    normalized = topic_configs.validate(configs)
+    LogConfig.from_properties(_log_props(normalized))
     if "min.insync.replicas" in configs:
         try:
             value = int(configs["min.insync.replicas"])
@@ -60,11 +70,52 @@ def validate_topic_configs(configs: Mapping[str, str]) -> None:
                 "unclean.leader.election.enable: got "
                 f"{configs['unclean.leader.election.enable']!r}, expected true or false"
             )
+    return normalized
+
+
+# Dynamic broker keys whose value is in another unit than their topic key's (ms).
+_UNIT_MS = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
+# Kafka's precedence among the keys that set one topic key: the finest unit wins.
+_PRECEDENCE = {"log.retention.ms": 3, "log.retention.minutes": 2, "log.retention.hours": 1,
+               "log.roll.ms": 2, "log.roll.hours": 1}
+
+
+def dynamic_topic_defaults(image: MetadataImage, node_id: int) -> dict[str, str]:
+    """The dynamic broker configs (AlterConfigs on brokers) as topic-level defaults: the
+    cluster-wide default ("broker" resource with the empty name) overlaid with this broker's own,
+    under their topic keys (`log.retention.ms` -> `retention.ms`, hours and minutes converted)."""
+    out: dict[str, str] = {}
+    for resource in (("cluster", ""), ("broker", str(node_id))):
+        chosen: dict[str, tuple[int, str]] = {}
+        for key, value in image.configs.get(resource, {}).items():
+            topic_key = DYNAMIC_BROKER_CONFIGS.get(key)
+            if topic_key is None:
+                continue
+            if key in _UNIT_MS:
+                try:
+                    value = str(int(value) * _UNIT_MS[key])
+                except ValueError:
+                    continue
+            rank = _PRECEDENCE.get(key, 0)
+            if topic_key not in chosen or rank > chosen[topic_key][0]:
+                chosen[topic_key] = (rank, value)
+        out.update({k: v for k, (_, v) in chosen.items()})
+    return out
+
+
+def topic_overrides(image: MetadataImage, node_id: int, topic: str) -> dict[str, str]:
+    """What overrides the static broker defaults for `topic`: dynamic broker defaults, then the
+    topic's own configs (Kafka's precedence)."""
+    own = image.configs.get(("topic", topic), {})
+    dynamic = dynamic_topic_defaults(image, node_id) if len(image.configs) > 0 else {}
+    if not dynamic:
+        return own
+    return {**dynamic, **own}
 
 
 def effective_topic_config(config: NodeConfig, topic_configs: Mapping[str, str]) -> TopicConfig:
     props = broker_log_defaults(config)
-    props.update({k: v for k, v in topic_configs.items() if k not in REPLICATION_KEYS})
+    props.update(_log_props(topic_configs))
     min_isr = int(topic_configs.get("min.insync.replicas", config.min_insync_replicas))
     unclean_raw = topic_configs.get("unclean.leader.election.enable")
     unclean = (

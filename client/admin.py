@@ -28,6 +28,7 @@ from raftka.client.protocol import (
     DescribeConfigsRequest,
     Message,
 )
+from raftka.client.protocol.messages import request_class
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -62,6 +63,13 @@ class ConfigEntry:
     read_only: bool
     is_default: bool
     is_sensitive: bool
+    # Kafka's ConfigSource: 1 DYNAMIC_TOPIC_CONFIG, 2 DYNAMIC_BROKER_CONFIG,
+    # 3 DYNAMIC_DEFAULT_BROKER_CONFIG, 4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG (-1: unknown)
+    source: int = -1
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.source in (1, 2, 3)
 
 
 class AsyncAdmin:
@@ -178,12 +186,14 @@ class AsyncAdmin:
         return ClusterDescription(brokers, meta.controller_id, meta.cluster_id)
 
     async def describe_configs(self, topic: str | None = None, *, broker_id: int | None = None,
-                               keys: Iterable[str] | None = None) -> dict[str, ConfigEntry]:
-        """The configs of one topic (or one broker), by name."""
-        if (topic is None) == (broker_id is None):
-            raise ValueError("describe_configs needs exactly one of topic= or broker_id=")
+                               keys: Iterable[str] | None = None, broker_default: bool = False,
+                               ) -> dict[str, ConfigEntry]:
+        """The configs of one topic, one broker, or (`broker_default`) the cluster-wide dynamic
+        broker defaults, by name."""
+        if sum((topic is not None, broker_id is not None, broker_default)) != 1:
+            raise ValueError("describe_configs needs exactly one of topic=, broker_id= or broker_default=True")
         resource_type = TOPIC_RESOURCE if topic is not None else BROKER_RESOURCE
-        name = topic if topic is not None else str(broker_id)
+        name = topic if topic is not None else "" if broker_default else str(broker_id)
         request = DescribeConfigsRequest(resources=[{
             "resource_type": resource_type, "resource_name": name,
             "configuration_keys": None if keys is None else list(keys)}])
@@ -199,8 +209,31 @@ class AsyncAdmin:
             for c in result.configs:
                 # config_source 5 = DEFAULT_CONFIG (v1+)
                 out[c.name] = ConfigEntry(c.name, c.value, c.read_only, c.config_source == 5,
-                                          c.is_sensitive)
+                                          c.is_sensitive, c.config_source)
         return out
+
+    async def alter_configs(self, topic: str | None = None, *, broker_id: int | None = None,
+                            broker_default: bool = False, set_configs: Mapping[str, str] | None = None,
+                            delete: Iterable[str] = (), validate_only: bool = False) -> None:
+        """Set and delete dynamic configs of one topic, one broker or (`broker_default`) the
+        cluster-wide broker defaults, with IncrementalAlterConfigs (other keys keep their
+        values). Raises the broker's error (InvalidConfigError, ...) naming the resource."""
+        if sum((topic is not None, broker_id is not None, broker_default)) != 1:
+            raise ValueError("alter_configs needs exactly one of topic=, broker_id= or broker_default=True")
+        resource_type = TOPIC_RESOURCE if topic is not None else BROKER_RESOURCE
+        name = topic if topic is not None else "" if broker_default else str(broker_id)
+        ops = [{"name": k, "value": v, "config_operation": 0} for k, v in (set_configs or {}).items()]
+        ops += [{"name": k, "value": None, "config_operation": 1} for k in delete]
+        request = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)(
+            resources=[{"resource_type": resource_type, "resource_name": name, "configs": ops}],
+            validate_only=validate_only)
+        response = await self.cluster.send_any(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+        for result in response.responses:
+            if result.error_code:
+                what = f"topic {name!r}" if topic is not None else "the broker defaults" if broker_default \
+                    else f"broker {name}"
+                raise error_for_code(result.error_code, f"altering configs of {what}: "
+                                     f"{result.error_message or ''}".rstrip(": "))
 
 
 def _results(response: Message) -> list:

@@ -15,6 +15,9 @@ INT_MAX = (1 << 31) - 1
 
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+# Kafka's topic compression.type: "producer" keeps each batch as the producer compressed it; any
+# other value makes the leader re-compress batches that arrive with a different codec.
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 _DAY_MS = 24 * 60 * 60 * 1000
 
@@ -37,6 +40,7 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     message_timestamp_type: str = "CreateTime"
     file_delete_delay_ms: int = 60_000
+    compression_type: str = "producer"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -50,6 +54,13 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def target_codec(self) -> int | None:
+        """The codec id batches are stored with (None: as the producer sent them)."""
+        if self.compression_type == "producer":
+            return None
+        return ("uncompressed", "gzip", "snappy", "lz4", "zstd").index(self.compression_type)
 
     @property
     def log_append_time(self) -> bool:
@@ -164,6 +175,7 @@ _SPECS: dict[str, _Spec] = {
     "flush.ms": _Spec(int, 0, LONG_MAX),
     "message.timestamp.type": _Spec(str, choices=TIMESTAMP_TYPES),
     "file.delete.delay.ms": _Spec(int, 0, LONG_MAX),
+    "compression.type": _Spec(str, choices=COMPRESSION_TYPES),
 }
 
 # Topic key -> the broker key that sets its default (Kafka's names).
@@ -183,3 +195,6 @@ BROKER_KEYS: dict[str, str] = {
     "message.timestamp.type": "log.message.timestamp.type",
     "file.delete.delay.ms": "log.segment.delete.delay.ms",
 }
+
+# The topic keys the partition log acts on (log/topic_configs.py lists every key Kafka defines).
+LOG_KEYS = frozenset(_SPECS)

@@ -69,7 +69,9 @@ from typing import BinaryIO
 import structlog
 
 from raftka.log.batch_header import (
+    ATTR_CODEC_MASK,
     ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
     BatchHeader,
     parse_header,
     set_base_offset,
@@ -92,6 +94,7 @@ from raftka.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE
 from raftka.log.leader_epoch_cache import LeaderEpochCache
 from raftka.log.offset_index import CorruptIndex
 from raftka.log.producer_state import ProducerStateManager
+from raftka.log.record_batch import decode_batch, encode_batch
 from raftka.log.record_validator import UNCOMPRESSED_BOUND_FACTOR, validate_records
 from raftka.log.segment import (
     CLEANED_SUFFIX,
@@ -391,6 +394,10 @@ class PartitionLog:
         now = _now(now_ms)
         view = memoryview(batch_bytes).cast("B")
         headers = self._validate(view, from_client=True)
+        target = self.config.target_codec
+        if target is not None and any(h.attributes & ATTR_CODEC_MASK != target for h in headers):
+            view = memoryview(self._recompress(view, headers, target))
+            headers = self._validate(view, from_client=True)
         headers, duplicate = self._dedupe(view, headers)
         if not headers:
             assert duplicate is not None
@@ -477,6 +484,26 @@ class PartitionLog:
             offset += header.last_offset_delta + 1
             position += header.size
         return self._write_pieces(pieces, final, position, now)
+
+    def _recompress(self, view: memoryview, headers: list[BatchHeader], target: int) -> bytes:
+        """Kafka's rule for a topic whose compression.type is a codec: a batch that arrives
+        compressed otherwise is decoded and encoded again with the topic's codec (the records,
+        their offsets deltas, timestamps and the producer id, epoch and sequence unchanged).
+        The batches were validated first, so decoding them is bounded."""
+        out = []
+        for h in headers:
+            if h.attributes & ATTR_CODEC_MASK == target:
+                out.append(bytes(view[h.position : h.position + h.size]))
+                continue
+            batch = decode_batch(view, h.position, verify_crc=False)
+            out.append(encode_batch(
+                batch.records, base_offset=h.base_offset, compression=target, producer_id=h.producer_id,
+                producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                partition_leader_epoch=h.partition_leader_epoch,
+                log_append_time=bool(h.attributes & ATTR_TIMESTAMP_TYPE),
+                transactional=bool(h.attributes & ATTR_TRANSACTIONAL), base_timestamp=h.base_timestamp,
+                last_offset_delta=h.last_offset_delta))
+        return b"".join(out)
 
     def _rewrite_for_log_append_time(self, view: memoryview, headers: list[BatchHeader], first_offset: int,
                                      leader_epoch: int, now: int) -> bytearray:

@@ -32,11 +32,12 @@ import trio
 
 from raftka.raft_meta import acls as acl_decisions
 from raftka.raft_meta import controller_decisions as decide
+from raftka.raft_meta.config_decisions import AlterResource, alter_configs
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.liveness_probe import Reachability, probe_listeners
 from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.node_config import NodeConfig
+from raftka.raft_meta.node_config import STATIC_BROKER_KEYS, NodeConfig
 from raftka.raft_meta.quorum import Quorum, SubmitError
 from raftka.raft_meta.records import RecordBatch, encode_record
 
@@ -293,14 +294,18 @@ class Controller:
         return result.topic_id
 
     async def create_partitions(self, totals: Sequence[tuple[str, int]],
-                                timeout_ms: int | None = None) -> list[TopicResult]:
+                                timeout_ms: int | None = None,
+                                assignments: Mapping[str, Sequence[tuple[int, ...]]] | None = None,
+                                ) -> list[TopicResult]:
         """One CreatePartitions request, committed as one entry; a result per topic, in order.
-        Whole-request errors are raised as in `create_topics`."""
+        Whole-request errors are raised as in `create_topics`. `assignments`: manual replica
+        lists of the new partitions, by topic."""
         totals = [(name, int(total)) for name, total in totals]
         refused: dict[str, ControllerError] = {}
 
         def decision(img: MetadataImage) -> decide.Decision:
-            made, errors = decide.create_partitions_batch(img, totals, start=len(img.topics))
+            made, errors = decide.create_partitions_batch(img, totals, start=len(img.topics),
+                                                          assignments=assignments)
             refused.clear()
             refused.update(errors)
             return made
@@ -315,6 +320,38 @@ class Controller:
                                                                       "its partitions were not added")
             results.append(TopicResult(name, error))
         return results
+
+    async def alter_configs(self, resources: Sequence[AlterResource],
+                            timeout_ms: int | None = None) -> list[ControllerError | None]:
+        """One AlterConfigs / IncrementalAlterConfigs request, committed as one entry; the
+        error of each resource (None: changed), in order. Whole-request errors raised."""
+        resources = list(resources)
+        refused: dict[int, ControllerError] = {}
+        static_keys = frozenset(self.config.raw) | STATIC_BROKER_KEYS
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            made, errors = alter_configs(img, resources, static_keys)
+            refused.clear()
+            refused.update(errors)
+            return made
+
+        await self._decide_and_commit(decision, _deadline(timeout_ms))
+        return [refused.get(i) for i in range(len(resources))]
+
+    async def elect_leaders(self, election_type: int, partitions: Sequence[tuple[str, int]] | None,
+                            timeout_ms: int | None = None) -> list[tuple[str, int, ControllerError | None]]:
+        """One ElectLeaders request, committed as one entry: (topic, partition, error) per
+        partition reported (see `controller_decisions.elect_leaders`)."""
+        outcome: dict[tuple[str, int], ControllerError | None] = {}
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            made, results = decide.elect_leaders(img, election_type, partitions)
+            outcome.clear()
+            outcome.update(results)
+            return made
+
+        await self._decide_and_commit(decision, _deadline(timeout_ms))
+        return [(name, index, error) for (name, index), error in outcome.items()]
 
     async def delete_topic(self, name: str, request_id: str | None = None, timeout_ms: int | None = None) -> None:
         await self._decide_and_commit(lambda img: decide.delete_topic(img, name, request_id), _deadline(timeout_ms))

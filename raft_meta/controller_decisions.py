@@ -131,6 +131,60 @@ def check_topic_name(name: str) -> None:
         )
 
 
+def check_min_isr(topic: str, configs: Mapping[str, str], rf: int | None) -> None:
+    """Kafka refuses a topic whose min.insync.replicas exceeds its replication factor."""
+    raw = configs.get("min.insync.replicas")
+    if raw is None or rf is None:
+        return
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ControllerError("INVALID_CONFIG", f"min.insync.replicas {raw!r} of topic {topic!r} is not an "
+                                                "integer") from None
+    if value > rf:
+        raise ControllerError("INVALID_CONFIG", f"min.insync.replicas {value} of topic {topic!r} is larger than its "
+                                                f"replication factor {rf}; expected at most the replication factor "
+                                                "(acks=all writes could never succeed)")
+
+
+def _bad_assignment(message: str) -> ControllerError:
+    return ControllerError("INVALID_REPLICA_ASSIGNMENT", message)
+
+
+def check_manual_assignment(
+    image: MetadataImage, topic: str, replicas_by_partition: Sequence[tuple[int, ...]], first_partition: int,
+    replication_factor: int | None,
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(replicas, ISR) per partition of a manual assignment, by Kafka's rules: every list
+    non-empty, without duplicates, of registered brokers, all of one length (that of the
+    topic's existing partitions, when given), with at least one unfenced broker (the ISR is the
+    unfenced ones, the leader the first of them). Else INVALID_REPLICA_ASSIGNMENT."""
+    out = []
+    for offset, replicas in enumerate(replicas_by_partition):
+        index = first_partition + offset
+        replicas = tuple(replicas)
+        if not replicas:
+            raise _bad_assignment(f"partition {topic}-{index}: the replica list is empty; expected broker ids")
+        if len(set(replicas)) != len(replicas):
+            raise _bad_assignment(f"partition {topic}-{index}: the manual partition assignment {list(replicas)} "
+                                  "contains duplicate broker ids")
+        unknown = [b for b in replicas if b not in image.brokers]
+        if unknown:
+            raise _bad_assignment(f"partition {topic}-{index}: the manual partition assignment includes broker "
+                                  f"{unknown[0]}, but no such broker is registered (registered: "
+                                  f"{sorted(image.brokers)})")
+        expected = replication_factor if replication_factor is not None else len(out[0][0]) if out else None
+        if expected is not None and len(replicas) != expected:
+            raise _bad_assignment(f"partition {topic}-{index}: the manual partition assignment has "
+                                  f"{len(replicas)} replica(s); expected {expected}, like the topic's other partitions")
+        isr = tuple(b for b in replicas if image.is_live(b))
+        if not isr:
+            raise _bad_assignment(f"partition {topic}-{index}: all brokers of the manual partition assignment "
+                                  f"{list(replicas)} are fenced")
+        out.append((replicas, isr))
+    return out
+
+
 @dataclass(frozen=True)
 class NewTopic:
     """One topic of a CreateTopics request. None: the controller's num.partitions /
@@ -140,6 +194,9 @@ class NewTopic:
     num_partitions: int | None = None
     replication_factor: int | None = None
     configs: Mapping[str, str] = field(default_factory=dict)
+    # Manual replica assignment (CreateTopics `assignments`): partition index -> broker ids.
+    # With it, num_partitions and replication_factor must be None.
+    assignments: Mapping[int, tuple[int, ...]] | None = None
 
 
 def _over_records_cap(what: str, records: int) -> ControllerError:
@@ -148,6 +205,14 @@ def _over_records_cap(what: str, records: int) -> ControllerError:
         f"{what} would write {records} metadata records; one request may write at most "
         f"{MAX_RECORDS_PER_USER_OP} (Kafka's MAX_RECORDS_PER_USER_OP), so nothing was created",
     )
+
+
+class _WholeRequest(Exception):
+    """Carries a ControllerError that refuses the whole request out of a per-topic try block."""
+
+    def __init__(self, error: ControllerError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 def _duplicates(names: Iterable[str]) -> set[str]:
@@ -177,11 +242,16 @@ def create_topics(
     errors: dict[str, ControllerError] = {}
     twice = _duplicates(t.name for t in topics)
     live = image.live_brokers()
-    planned: list[tuple[int, NewTopic, int, int]] = []
+    planned: list[tuple[int, NewTopic, int, int, list | None]] = []
     records_needed = 0
     for i, topic in enumerate(topics):
         partitions = default_partitions if topic.num_partitions is None else topic.num_partitions
         rf = default_replication_factor if topic.replication_factor is None else topic.replication_factor
+        manual: list[tuple[tuple[int, ...], tuple[int, ...]]] | None = None
+        if topic.assignments is not None and records_needed + 1 + len(topic.assignments) > MAX_RECORDS_PER_USER_OP:
+            # refused before checking each assigned partition: the cap bounds this request's work too
+            raise _over_records_cap(f"creating topic {topic.name!r} with {len(topic.assignments)} manually "
+                                    "assigned partitions", records_needed + 1 + len(topic.assignments))
         try:
             if topic.name in twice:
                 raise ControllerError("INVALID_REQUEST", f"topic {topic.name!r} is named more than once in the request")
@@ -189,22 +259,39 @@ def create_topics(
             if topic.name in image.topic_ids:
                 raise ControllerError("TOPIC_ALREADY_EXISTS", f"topic {topic.name!r} already exists "
                                                               f"({_layout(image.topic_by_name(topic.name))})")
+            if topic.assignments is not None:
+                if topic.num_partitions is not None or topic.replication_factor is not None:
+                    raise ControllerError("INVALID_REQUEST", "both num_partitions or replication_factor and a manual "
+                                                             "replica assignment were given; expected -1 for both "
+                                                             "with an assignment")
+                indexes = sorted(topic.assignments)
+                if indexes != list(range(len(indexes))) or not indexes:
+                    raise _bad_assignment(f"topic {topic.name!r}: partitions {indexes} of the manual assignment "
+                                          "should be a consecutive 0-based integer sequence")
+                manual = check_manual_assignment(image, topic.name, [topic.assignments[p] for p in indexes], 0, None)
+                partitions, rf = len(manual), len(manual[0][0])
             if partitions < 1:
                 raise ControllerError("INVALID_PARTITIONS", f"number of partitions {partitions} must be >= 1")
-            _check_replication_factor(rf, len(live))
+            if manual is None:
+                _check_replication_factor(rf, len(live))
+            check_min_isr(topic.name, topic.configs, rf)
         except ControllerError as exc:
             errors[topic.name] = exc
             continue
-        planned.append((i, topic, partitions, rf))
+        planned.append((i, topic, partitions, rf, manual))
         records_needed += 1 + partitions
     if records_needed > MAX_RECORDS_PER_USER_OP:
         raise _over_records_cap(f"creating {len(planned)} topic(s) with {records_needed - len(planned)} partitions",
                                 records_needed)
     records: list[MetadataRecord] = []
-    for i, topic, partitions, rf in planned:
+    for i, topic, partitions, rf, manual in planned:
         new_id = topic_id(i)
         request_id = (request_ids or {}).get(topic.name)
         records.append(Topic(topic.name, new_id, tuple(sorted(topic.configs.items())), request_id=request_id))
+        if manual is not None:
+            records.extend(Partition(new_id, index, replicas, isr, isr[0])
+                           for index, (replicas, isr) in enumerate(manual))
+            continue
         for index, replicas in enumerate(place_replicas(live, partitions, rf, start + i)):
             records.append(Partition(new_id, index, replicas, replicas, replicas[0]))
     return Decision(tuple(records)), errors
@@ -237,18 +324,21 @@ def create_topic(
 
 
 def create_partitions_batch(
-    image: MetadataImage, totals: Sequence[tuple[str, int]], start: int = 0
+    image: MetadataImage, totals: Sequence[tuple[str, int]], start: int = 0,
+    assignments: Mapping[str, Sequence[tuple[int, ...]]] | None = None,
 ) -> tuple[Decision, dict[str, ControllerError]]:
     """One CreatePartitions request, one user operation: grow each named topic to its total.
 
     Like `create_topics`: per-topic errors by name (a name given twice is INVALID_REQUEST), and
     the new Partition records of all topics together are capped by MAX_RECORDS_PER_USER_OP
     (POLICY_VIOLATION for the whole request, raised before any placement).
+    `assignments`: a topic's manual replica lists for its new partitions, one per partition
+    (checked by `check_manual_assignment`, of the topic's replication factor).
     """
     errors: dict[str, ControllerError] = {}
     twice = _duplicates(name for name, _ in totals)
     live = image.live_brokers()
-    planned: list[tuple[TopicImage, int, int]] = []
+    planned: list[tuple[TopicImage, int, int, list | None]] = []
     records_needed = 0
     for name, total in totals:
         try:
@@ -262,17 +352,35 @@ def create_partitions_batch(
                 raise ControllerError("INVALID_PARTITIONS",
                                       f"topic {name!r} has {current} partitions; asked for {total}, expected more")
             rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-            _check_replication_factor(rf, len(live))
+            manual = None
+            if assignments is not None and name in assignments:
+                given = list(assignments[name])
+                if records_needed + len(given) > MAX_RECORDS_PER_USER_OP:
+                    over = _over_records_cap(f"adding {len(given)} manually assigned partitions to {name!r}",
+                                             records_needed + len(given))
+                    raise _WholeRequest(over)
+                if len(given) != total - current:
+                    raise _bad_assignment(f"topic {name!r}: attempted to add {total - current} additional "
+                                          f"partition(s), but {len(given)} assignment(s) were given")
+                manual = check_manual_assignment(image, name, given, current, rf)
+            else:
+                _check_replication_factor(rf, len(live))
+        except _WholeRequest as whole:
+            raise whole.error from None
         except ControllerError as exc:
             errors[name] = exc
             continue
-        planned.append((topic, total, rf))
+        planned.append((topic, total, rf, manual))
         records_needed += total - current
     if records_needed > MAX_RECORDS_PER_USER_OP:
         raise _over_records_cap(f"adding {records_needed} partitions to {len(planned)} topic(s)", records_needed)
     records: list[MetadataRecord] = []
-    for topic, total, rf in planned:
+    for topic, total, rf, manual in planned:
         current = len(topic.partitions)
+        if manual is not None:
+            records.extend(Partition(topic.topic_id, current + i, replicas, isr, isr[0])
+                           for i, (replicas, isr) in enumerate(manual))
+            continue
         assignment = place_replicas(live, total - current, rf, start, first_partition=current)
         records.extend(Partition(topic.topic_id, current + i, r, r, r[0]) for i, r in enumerate(assignment))
     return Decision(tuple(records)), errors
@@ -535,3 +643,75 @@ def preferred_leader_elections(image: MetadataImage) -> Decision:
 def allocate_producer_ids(image: MetadataImage, broker_id: int, broker_epoch: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> Decision:
     check_broker_epoch(image, broker_id, broker_epoch)
     return Decision((ProducerIds(broker_id, broker_epoch, image.next_producer_id, size),))
+
+
+# --- ElectLeaders ---------------------------------------------------------------
+
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
+
+
+def _elect_one(image: MetadataImage, topic: TopicImage, index: int, part: PartitionImage,
+               election_type: int) -> tuple[PartitionChange | None, ControllerError | None]:
+    name = f"{topic.name}-{index}"
+    if election_type == PREFERRED_ELECTION:
+        preferred = part.replicas[0]
+        if part.leader == preferred:
+            return None, ControllerError("ELECTION_NOT_NEEDED", f"{name}: the preferred replica {preferred} "
+                                                                "already leads")
+        if preferred not in part.isr or not image.is_live(preferred):
+            return None, ControllerError("PREFERRED_LEADER_NOT_AVAILABLE",
+                                         f"{name}: the preferred replica {preferred} is "
+                                         f"{'not in the ISR ' + str(list(part.isr)) if preferred not in part.isr else 'fenced'}")
+        return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=preferred), None
+    if part.has_leader and image.is_live(part.leader):
+        return None, ControllerError("ELECTION_NOT_NEEDED", f"{name}: replica {part.leader} leads already")
+    clean = [r for r in part.replicas if r in part.isr and image.is_live(r)]
+    if clean:
+        return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=clean[0]), None
+    dirty = [r for r in part.replicas if image.is_live(r)]
+    if not dirty:
+        return None, ControllerError("ELIGIBLE_LEADERS_NOT_AVAILABLE", f"{name}: no replica of "
+                                                                      f"{list(part.replicas)} is live")
+    return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=dirty[0], isr=(dirty[0],),
+                           unclean=True), None
+
+
+def elect_leaders(
+    image: MetadataImage, election_type: int, partitions: Sequence[tuple[str, int]] | None
+) -> tuple[Decision, dict[tuple[str, int], ControllerError | None]]:
+    """ElectLeaders, one user operation. PREFERRED: the first replica leads again where it is
+    live and in sync. UNCLEAN: a leaderless partition gets a leader, from the ISR if one is live,
+    else any live replica (possible data loss: a warning, as `fence_broker` logs it).
+    `partitions` None means every partition; then, as in Kafka, only the partitions that were
+    not ELECTION_NOT_NEEDED are reported. Errors per partition (by (topic, index)); over
+    MAX_RECORDS_PER_USER_OP the whole request is refused (POLICY_VIOLATION, raised)."""
+    if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+        raise ControllerError("INVALID_REQUEST", f"election type {election_type}; expected 0 (preferred) or "
+                                                 "1 (unclean)")
+    every = partitions is None
+    wanted = [(name, index) for name in sorted(image.topic_ids)
+              for index in sorted(image.topics[image.topic_ids[name]].partitions)] if every else list(partitions)
+    builder = _Builder()
+    results: dict[tuple[str, int], ControllerError | None] = {}
+    for name, index in wanted:
+        topic = image.topic_by_name(name)
+        part = topic.partitions.get(index) if topic is not None else None
+        if topic is None or part is None:
+            results[(name, index)] = ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {name}-{index} "
+                                                                                   "does not exist")
+            continue
+        if (name, index) in results:
+            continue  # named twice: elected once
+        change, error = _elect_one(image, topic, index, part, election_type)
+        if every and error is not None and error.name == "ELECTION_NOT_NEEDED":
+            continue
+        results[(name, index)] = error
+        if change is not None:
+            builder.records.append(change)
+            if change.unclean:
+                builder.warnings.append(("partition.unclean_leader_elected", {
+                    "topic": name, "partition": index, "leader": change.leader, "old_isr": list(part.isr),
+                    "possible_data_loss": True, "requested": True}))
+    if len(builder.records) > MAX_RECORDS_PER_USER_OP:
+        raise _over_records_cap(f"electing leaders of {len(builder.records)} partitions", len(builder.records))
+    return builder.done(), results

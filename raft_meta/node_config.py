@@ -636,3 +636,8 @@ def load_node_config(path: str | os.PathLike[str], env: Mapping[str, str] | None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from None
     return parse_node_config(parse_properties(text), env=env)
+
+
+# Every server.properties key raftka knows: AlterConfigs refuses to change one of them that is
+# not dynamic (raft_meta/config_decisions.py) with INVALID_REQUEST rather than "unknown key".
+STATIC_BROKER_KEYS = frozenset(_KEYS) | frozenset(_ACCEPTED_IGNORED)

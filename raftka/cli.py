@@ -518,6 +518,52 @@ def acls_remove(bootstrap: str, **kwargs) -> None:
     from raftka.cmd_acls import remove_cmd
 
     sys.exit(remove_cmd(bootstrap, _acl_options_from(kwargs)))
+# --- configs ------------------------------------------------------------------
+@main.group()
+def configs() -> None:
+    """Describe and alter topic and broker configs (like kafka-configs)."""
+
+
+_ENTITY_TYPE = click.option("--entity-type", required=True, type=click.Choice(["topics", "brokers"]),
+                            help="What to configure.")
+_ENTITY_NAME = click.option("--entity-name", default=None, help="The topic name, or the broker id.")
+_ENTITY_DEFAULT = click.option("--entity-default", is_flag=True,
+                               help="Brokers only: the cluster-wide default every broker inherits.")
+
+
+@configs.command(name="describe")
+@_BOOTSTRAP
+@_ENTITY_TYPE
+@_ENTITY_NAME
+@_ENTITY_DEFAULT
+@click.option("--all", "show_all", is_flag=True, help="Every config with its source, not only the dynamic ones.")
+def configs_describe(bootstrap: str, entity_type: str, entity_name: str | None, entity_default: bool,
+                     show_all: bool) -> None:
+    """Show a topic's or a broker's dynamic configs (--all: every config and its source)."""
+    from raftka.cmd_configs import describe
+
+    sys.exit(describe(bootstrap, entity_type, entity_name, entity_default, show_all))
+
+
+@configs.command(name="alter")
+@_BOOTSTRAP
+@_ENTITY_TYPE
+@_ENTITY_NAME
+@_ENTITY_DEFAULT
+@click.option("--add-config", "add", default=None, metavar="K=V[,K=[V1,V2]]",
+              help="Configs to set; a list value goes in square brackets.")
+@click.option("--delete-config", "delete", multiple=True, metavar="K[,K]", help="Configs to remove; repeatable.")
+def configs_alter(bootstrap: str, entity_type: str, entity_name: str | None, entity_default: bool,
+                  add: str | None, delete: tuple[str, ...]) -> None:
+    """Set or remove dynamic configs of a topic, a broker or the brokers' default.
+
+    \b
+    raftka configs alter --entity-type topics --entity-name orders --add-config retention.ms=60000
+    raftka configs alter --entity-type brokers --entity-default --add-config log.retention.ms=86400000
+    """
+    from raftka.cmd_configs import alter
+
+    sys.exit(alter(bootstrap, entity_type, entity_name, entity_default, add, delete))
 
 
 if __name__ == "__main__":

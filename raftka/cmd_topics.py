@@ -84,14 +84,21 @@ def list_topics(bootstrap: str) -> int:
 
 def describe(bootstrap: str, topic: str | None) -> int:
     async def action(admin: AsyncAdmin):
-        return await admin.describe_topics(None if topic is None else [topic])
+        described = await admin.describe_topics(None if topic is None else [topic])
+        configs = {}
+        for t in described:  # the topic's own configs, as kafka-topics prints them
+            entries = await admin.describe_configs(topic=t.name)
+            configs[t.name] = ",".join(f"{c.name}={c.value}" for c in sorted(entries.values(), key=lambda c: c.name)
+                                       if c.source == 1)
+        return described, configs
 
-    status, topics = run_admin("topics describe", bootstrap, action)
-    for t in topics or []:
+    status, result = run_admin("topics describe", bootstrap, action)
+    topics, configs = result if result is not None else ([], {})
+    for t in topics:
         leaders_ok = sum(1 for p in t.partitions if p.leader >= 0)
         click.echo(f"Topic: {t.name}\tPartitionCount: {len(t.partitions)}\t"
                    f"ReplicationFactor: {len(t.partitions[0].replicas) if t.partitions else 0}"
-                   f"\tLeaders: {leaders_ok}/{len(t.partitions)}")
+                   f"\tLeaders: {leaders_ok}/{len(t.partitions)}\tConfigs: {configs.get(t.name, '')}")
         for p in t.partitions:
             click.echo(f"\tTopic: {t.name}\tPartition: {p.partition}\t"
                        f"Leader: {p.leader if p.leader >= 0 else 'none'}\t"

@@ -3,43 +3,78 @@
 from __future__ import annotations
 
 from raftka.broker import acl_checks
-from raftka.broker.topic_config import REPLICATION_KEYS, broker_log_defaults, effective_topic_config
+from raftka.broker.topic_config import (
+    REPLICATION_KEYS,
+    broker_log_defaults,
+    dynamic_topic_defaults,
+    effective_topic_config,
+)
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
+from raftka.log.topic_configs import TOPIC_CONFIGS
 from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
+# Kafka's ConfigEntry.ConfigType ids (DescribeConfigs v3+)
+_CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
 
 def _topic_configs(ctx, name: str) -> list[dict]:
     own = ctx.image.configs.get(("topic", name), {})
-    effective = effective_topic_config(ctx.config, own)
+    node = ctx.config.node_id
+    dynamic = dynamic_topic_defaults(ctx.image, node)
+    from_this_broker = {DYNAMIC_BROKER_CONFIGS[k] for k in ctx.image.configs.get(("broker", str(node)), {})
+                        if k in DYNAMIC_BROKER_CONFIGS}
+    merged = {**dynamic, **own}
+    effective = effective_topic_config(ctx.config, merged)
     values = effective.log.to_properties()
     values["min.insync.replicas"] = str(effective.min_insync_replicas)
     values["unclean.leader.election.enable"] = str(effective.unclean_leader_election).lower()
+    for key, spec in TOPIC_CONFIGS.items():  # the keys raftka stores without acting on them
+        values.setdefault(key, merged.get(key, spec.default))
     broker_set = set(broker_log_defaults(ctx.config)) | set(REPLICATION_KEYS)
     out = []
     for key, value in sorted(values.items()):
         if key in own:
             source = SOURCE_TOPIC_CONFIG
+        elif key in dynamic:
+            source = SOURCE_DYNAMIC_BROKER_CONFIG if key in from_this_broker else SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
         elif key in broker_set and key in ctx.config.raw:
             source = SOURCE_STATIC_BROKER_CONFIG
         else:
             source = SOURCE_DEFAULT_CONFIG
+        spec = TOPIC_CONFIGS.get(key)
         out.append({"name": key, "value": value, "read_only": False, "config_source": source,
-                    "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None})
+                    "is_sensitive": False, "synonyms": [],
+                    "config_type": _CONFIG_TYPES.get(spec.kind, 0) if spec else 0, "documentation": None})
     return out
 
 
-def _broker_configs(ctx) -> list[dict]:
+def _broker_configs(ctx, name: str) -> list[dict]:
+    """A broker's configs: its static server.properties overlaid with the dynamic cluster-wide
+    defaults and its own dynamic configs (Kafka's precedence). The empty name: only the
+    dynamic cluster-wide defaults, as Kafka describes the default broker resource."""
+    cluster = ctx.image.configs.get(("cluster", ""), {})
+    values: dict[str, tuple[str | None, int, bool]] = {}  # key -> (value, source, read only)
+    if name:
+        for key, value in ctx.config.raw.items():
+            values[key] = (value, SOURCE_STATIC_BROKER_CONFIG, key not in DYNAMIC_BROKER_CONFIGS)
+    for key, value in cluster.items():
+        values[key] = (value, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, False)
+    if name:
+        for key, value in ctx.image.configs.get(("broker", name), {}).items():
+            values[key] = (value, SOURCE_DYNAMIC_BROKER_CONFIG, False)
     out = []
-    for key, value in sorted(ctx.config.raw.items()):
+    for key, (value, source, read_only) in sorted(values.items()):
         sensitive = "secret" in key or "password" in key
-        out.append({"name": key, "value": None if sensitive else value, "read_only": True,
-                    "config_source": SOURCE_STATIC_BROKER_CONFIG, "is_sensitive": sensitive,
+        out.append({"name": key, "value": None if sensitive else value, "read_only": read_only,
+                    "config_source": source, "is_sensitive": sensitive,
                     "synonyms": [], "config_type": 0, "documentation": None})
     return out
 
@@ -65,7 +100,7 @@ async def handle(ctx, header, request, conn=None) -> DescribeConfigsResponse:
                               error_message=f"broker {resource.resource_name!r} is not this broker "
                                             f"({ctx.config.node_id})")
             else:
-                result["configs"] = _broker_configs(ctx)
+                result["configs"] = _broker_configs(ctx, resource.resource_name)
         else:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"resource type {resource.resource_type}; expected 2 (topic) or 4 (broker)")

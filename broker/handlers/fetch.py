@@ -139,6 +139,8 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
             if w.topic in denied:
                 raise acl_checks.topic_denied_error(w.topic)
             partition = ctx.replicas.get_leader(w.topic, w.partition, w.current_leader_epoch)
+            if follower:
+                partition.update_follower_log_start(request.replica_id, w.log_start_offset)
             if follower and record_follower:
                 ctx.replicas.record_follower_fetch(partition, request.replica_id, w.fetch_offset)
                 w.recorded_at = now

@@ -9,6 +9,7 @@ import time
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker import authorized_operations as authz
 from raftka.broker.errors import error_code_for
 from raftka.broker.group_coordinator import OFFSETS_TOPIC, CoordinatorError
 from raftka.broker.group_state import CommittedOffset, GroupPhase
@@ -25,9 +26,13 @@ from raftka.client.protocol import (
     OffsetFetchResponse,
     SyncGroupResponse,
 )
+from raftka.client.protocol.api_keys import ApiKey
+from raftka.client.protocol.messages import response_class
 from raftka.raft_meta.acls import AclOperation
 
 log = structlog.get_logger("broker.groups")
+
+OffsetDeleteResponse = response_class(ApiKey.OFFSET_DELETE)
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -206,6 +211,7 @@ async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchRes
 
 async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGroupsResponse:
     described = []
+    wanted = bool(getattr(request, "include_authorized_operations", False))
     for group_id in request.groups:
         code, group = (acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, group_id), None)
         if not code:
@@ -226,17 +232,48 @@ async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGro
                          "member_metadata": m.metadata_for(group.protocol_name),
                          "member_assignment": m.assignment if stable else b""}
                         for m in group.members.values()],
-            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "authorized_operations": authz.authorized_operations(ctx, conn, authz.GROUP, group_id, wanted),
         })
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
 
+GROUP_TYPE_CLASSIC = "classic"  # every raftka group runs the classic protocol (KIP-848's is not served)
+
+
 async def handle_list_groups(ctx, header, request, conn=None) -> ListGroupsResponse:
+    """v4+: each group's state, filtered by `states_filter`; v5+: its type ("classic"),
+    filtered by `types_filter`. Filters match case-insensitively, as in Kafka."""
+    states = {s.lower() for s in (getattr(request, "states_filter", None) or [])}
+    types = {t.lower() for t in (getattr(request, "types_filter", None) or [])}
+    groups = []
     listed = ctx.groups.list_groups()
     visible = acl_checks.visible_groups(ctx, conn, (g.group_id for g in listed))
-    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or ""}
-              for g in listed if g.group_id in visible]
+    for g in listed:
+        if g.group_id not in visible:
+            continue
+        if states and g.phase.value.lower() not in states:
+            continue
+        if types and GROUP_TYPE_CLASSIC not in types:
+            continue
+        groups.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                       "group_state": g.phase.value, "group_type": GROUP_TYPE_CLASSIC})
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+async def handle_offset_delete(ctx, header, request, conn=None):
+    asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    denied_group = acl_checks.group_error(ctx, conn, AclOperation.DELETE, request.group_id)
+    if denied_group:  # Kafka: DELETE on the group, then READ on each topic
+        return OffsetDeleteResponse(error_code=denied_group, throttle_time_ms=0, topics=[])
+    denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ, {name for name, _ in asked})
+    code, codes = await ctx.groups.delete_offsets(request.group_id, [k for k in asked if k[0] not in denied])
+    codes = {**codes, **{k: ErrorCode.TOPIC_AUTHORIZATION_FAILED for k in asked if k[0] in denied}}
+    topics: dict[str, list[dict]] = {}
+    if code == 0:
+        for (name, index), partition_code in codes.items():
+            topics.setdefault(name, []).append({"partition_index": index, "error_code": partition_code})
+    return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[
+        {"name": name, "partitions": parts} for name, parts in topics.items()])
 
 
 async def handle_delete_groups(ctx, header, request, conn=None) -> DeleteGroupsResponse:

@@ -20,6 +20,7 @@ import uuid
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker import authorized_operations as authz
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode, MetadataResponse
@@ -112,6 +113,8 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
                            "name": name, "topic_id": ZERO_UUID, "partitions": []})
             continue
         topics.append(_topic_entry(image, topic))
+        if getattr(request, "include_topic_authorized_operations", False):
+            topics[-1]["topic_authorized_operations"] = authz.authorized_operations(ctx, conn, authz.TOPIC, name)
     for topic_id in unknown_ids:  # the name is nullable from v12 only
         topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None if header.api_version >= 12 else "",
                        "topic_id": topic_id, "partitions": []})
@@ -121,7 +124,8 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
         cluster_id=ctx.cluster_id,
         controller_id=image.controller.node_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authz.authorized_operations(
+            ctx, conn, authz.CLUSTER, "", getattr(request, "include_cluster_authorized_operations", False)),
     )
 
 

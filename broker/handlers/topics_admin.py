@@ -14,6 +14,12 @@ that really exists (the message names its layout) and creates it otherwise.
 
 `validate_only` runs the controller's pure decision on the current image and
 discards it, so it reports exactly the errors a real request would get.
+
+Manual replica assignments (CreateTopics `assignments`, CreatePartitions `assignments`) are
+checked by the controller as Kafka does (`controller_decisions.check_manual_assignment`):
+INVALID_REPLICA_ASSIGNMENT for an unknown broker, duplicates, uneven replication or a count
+that does not match; with an assignment, CreateTopics' counts must be -1 (INVALID_REQUEST).
+Topic configs are validated against Kafka 4's full list (log/topic_configs.py).
 """
 
 from __future__ import annotations
@@ -45,14 +51,19 @@ def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | Non
     problem = topic_name_error(topic.name)
     if problem is not None:
         return None, (ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    if topic.assignments:
-        return None, (ErrorCode.INVALID_REQUEST,
-                      "manual replica assignments are not supported; use num_partitions and replication_factor")
     configs = {c.name: c.value for c in topic.configs}
     try:
-        validate_topic_configs(configs)
+        configs = validate_topic_configs(configs)
     except ValueError as exc:
         return None, (ErrorCode.INVALID_CONFIG, str(exc))
+    if topic.assignments:
+        assignments = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+        if len(assignments) != len(topic.assignments):
+            return None, (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition is assigned more than once")
+        if topic.num_partitions != DEFAULT or topic.replication_factor != DEFAULT:
+            return None, (ErrorCode.INVALID_REQUEST, "both num_partitions or replication_factor and a manual "
+                                                     "replica assignment were given; expected -1 for both")
+        return decide.NewTopic(topic.name, None, None, configs, assignments), None
     partitions = ctx.config.num_partitions if topic.num_partitions == DEFAULT else topic.num_partitions
     rf = ctx.config.default_replication_factor if topic.replication_factor == DEFAULT else topic.replication_factor
     if rf < 1:
@@ -135,22 +146,24 @@ async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsR
 async def handle_create_partitions(ctx, header, request, conn=None) -> CreatePartitionsResponse:
     answers: dict[int, tuple[int, str | None]] = {}
     asked: list[tuple[int, tuple[str, int]]] = []
+    assignments: dict[str, list[tuple[int, ...]]] = {}
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.ALTER, (t.name for t in request.topics))
     for position, topic in enumerate(request.topics):
         if topic.name in denied:
             answers[position] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized to ALTER topic {topic.name!r}")
-        elif topic.assignments:
-            answers[position] = (ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
-        else:
-            asked.append((position, (topic.name, topic.count)))
+            continue
+        if topic.assignments is not None:
+            assignments[topic.name] = [tuple(a.broker_ids) for a in topic.assignments]
+        asked.append((position, (topic.name, topic.count)))
     if asked:
         totals = [t for _, t in asked]
         try:
             if request.validate_only:
-                _, errors = decide.create_partitions_batch(ctx.image, totals)
+                _, errors = decide.create_partitions_batch(ctx.image, totals, assignments=assignments)
                 results = [TopicResult(name, errors.get(name)) for name, _ in totals]
             else:
-                results = await ctx.controller.create_partitions(totals, request.timeout_ms)
+                results = await ctx.controller.create_partitions(totals, request.timeout_ms,
+                                                                 assignments=assignments or None)
                 await _wait_hosted(ctx, [r.name for r in results if r.error is None], request.timeout_ms)
         except Exception as exc:  # the whole request
             log.warning("partitions.create_refused", topics=len(totals), error=_name(exc), reason=_message(exc))

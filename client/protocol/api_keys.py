@@ -40,6 +40,13 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     DESCRIBE_QUORUM = 55
+    DELETE_RECORDS = 21
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -56,7 +63,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
     ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
@@ -69,6 +76,13 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (0, 1),
     ApiKey.CREATE_ACLS: (0, 1),
     ApiKey.DELETE_ACLS: (0, 1),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # v5 would make kafka-python infer a Kafka 4.3 broker
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -115,6 +129,13 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.DESCRIBE_ACLS: 2,
     ApiKey.CREATE_ACLS: 2,
     ApiKey.DELETE_ACLS: 2,
+    ApiKey.DELETE_RECORDS: 2,
+    ApiKey.ALTER_CONFIGS: 2,
+    ApiKey.DESCRIBE_LOG_DIRS: 2,
+    ApiKey.ELECT_LEADERS: 2,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.OFFSET_DELETE: 99,  # no flexible version
+    ApiKey.DESCRIBE_CLUSTER: 0,
 }
 
 

@@ -62,6 +62,13 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_ACLS: "DescribeAcls",
     ApiKey.CREATE_ACLS: "CreateAcls",
     ApiKey.DELETE_ACLS: "DeleteAcls",
+    ApiKey.DELETE_RECORDS: "DeleteRecords",
+    ApiKey.ALTER_CONFIGS: "AlterConfigs",
+    ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    ApiKey.ELECT_LEADERS: "ElectLeaders",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+    ApiKey.OFFSET_DELETE: "OffsetDelete",
+    ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
 }
 
 

@@ -421,19 +421,23 @@ DESCRIBE_GROUPS_RESPONSE = MessageSchema(
 )
 
 LIST_GROUPS_REQUEST = MessageSchema(
-    'ListGroupsRequest', 16, 'request', '0-2', flexible='3+',
+    'ListGroupsRequest', 16, 'request', '0-5', flexible='3+',
     fields=(
+        F('states_filter', '[]string', '4+'),
+        F('types_filter', '[]string', '5+'),
     ),
 )
 
 LIST_GROUPS_RESPONSE = MessageSchema(
-    'ListGroupsResponse', 16, 'response', '0-2', flexible='3+',
+    'ListGroupsResponse', 16, 'response', '0-5', flexible='3+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '0+'),
         F('groups', '[]ListedGroup', '0+', fields=(
             F('group_id', 'string', '0+'),
             F('protocol_type', 'string', '0+'),
+            F('group_state', 'string', '4+'),
+            F('group_type', 'string', '5+'),
         )),
     ),
 )
@@ -754,6 +758,208 @@ DELETE_ACLS_RESPONSE = MessageSchema(
     ),
 )
 
+ALTER_CONFIGS_REQUEST = MessageSchema(
+    'AlterConfigsRequest', 33, 'request', '0-2', flexible='2+',
+    fields=(
+        F('resources', '[]AlterConfigsResource', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('configs', '[]AlterableConfig', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('value', 'string', '0+', nullable='0+'),
+            )),
+        )),
+        F('validate_only', 'bool', '0+'),
+    ),
+)
+
+ALTER_CONFIGS_RESPONSE = MessageSchema(
+    'AlterConfigsResponse', 33, 'response', '0-2', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('responses', '[]AlterConfigsResourceResponse', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+        )),
+    ),
+)
+
+DELETE_RECORDS_REQUEST = MessageSchema(
+    'DeleteRecordsRequest', 21, 'request', '0-2', flexible='2+',
+    fields=(
+        F('topics', '[]DeleteRecordsTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]DeleteRecordsPartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('offset', 'int64', '0+'),
+            )),
+        )),
+        F('timeout_ms', 'int32', '0+'),
+    ),
+)
+
+DELETE_RECORDS_RESPONSE = MessageSchema(
+    'DeleteRecordsResponse', 21, 'response', '0-2', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]DeleteRecordsTopicResult', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]DeleteRecordsPartitionResult', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('low_watermark', 'int64', '0+'),
+                F('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_LOG_DIRS_REQUEST = MessageSchema(
+    'DescribeLogDirsRequest', 35, 'request', '1-4', flexible='2+',
+    fields=(
+        F('topics', '[]DescribableLogDirTopic', '1+', nullable='1+', fields=(
+            F('topic', 'string', '1+'),
+            F('partitions', '[]int32', '1+'),
+        )),
+    ),
+)
+
+DESCRIBE_LOG_DIRS_RESPONSE = MessageSchema(
+    'DescribeLogDirsResponse', 35, 'response', '1-4', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '1+'),
+        F('error_code', 'int16', '3+'),
+        F('results', '[]DescribeLogDirsResult', '1+', fields=(
+            F('error_code', 'int16', '1+'),
+            F('log_dir', 'string', '1+'),
+            F('topics', '[]DescribeLogDirsTopic', '1+', fields=(
+                F('name', 'string', '1+'),
+                F('partitions', '[]DescribeLogDirsPartition', '1+', fields=(
+                    F('partition_index', 'int32', '1+'),
+                    F('partition_size', 'int64', '1+'),
+                    F('offset_lag', 'int64', '1+'),
+                    F('is_future_key', 'bool', '1+'),
+                )),
+            )),
+            F('total_bytes', 'int64', '4+', default=-1),
+            F('usable_bytes', 'int64', '4+', default=-1),
+        )),
+    ),
+)
+
+ELECT_LEADERS_REQUEST = MessageSchema(
+    'ElectLeadersRequest', 43, 'request', '0-2', flexible='2+',
+    fields=(
+        F('election_type', 'int8', '1+'),
+        F('topic_partitions', '[]TopicPartitions', '0+', nullable='0+', fields=(
+            F('topic', 'string', '0+'),
+            F('partitions', '[]int32', '0+'),
+        )),
+        F('timeout_ms', 'int32', '0+', default=60000),
+    ),
+)
+
+ELECT_LEADERS_RESPONSE = MessageSchema(
+    'ElectLeadersResponse', 43, 'response', '0-2', flexible='2+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '1+'),
+        F('replica_election_results', '[]ReplicaElectionResult', '0+', fields=(
+            F('topic', 'string', '0+'),
+            F('partition_result', '[]PartitionResult', '0+', fields=(
+                F('partition_id', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+            )),
+        )),
+    ),
+)
+
+INCREMENTAL_ALTER_CONFIGS_REQUEST = MessageSchema(
+    'IncrementalAlterConfigsRequest', 44, 'request', '0-1', flexible='1+',
+    fields=(
+        F('resources', '[]AlterConfigsResource', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('configs', '[]AlterableConfig', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('config_operation', 'int8', '0+'),
+                F('value', 'string', '0+', nullable='0+'),
+            )),
+        )),
+        F('validate_only', 'bool', '0+'),
+    ),
+)
+
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = MessageSchema(
+    'IncrementalAlterConfigsResponse', 44, 'response', '0-1', flexible='1+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('responses', '[]AlterConfigsResourceResponse', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+        )),
+    ),
+)
+
+OFFSET_DELETE_REQUEST = MessageSchema(
+    'OffsetDeleteRequest', 47, 'request', '0-0', flexible='none',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]OffsetDeleteRequestTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]OffsetDeleteRequestPartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+OFFSET_DELETE_RESPONSE = MessageSchema(
+    'OffsetDeleteResponse', 47, 'response', '0-0', flexible='none',
+    fields=(
+        F('error_code', 'int16', '0+'),
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]OffsetDeleteResponseTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]OffsetDeleteResponsePartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_CLUSTER_REQUEST = MessageSchema(
+    'DescribeClusterRequest', 60, 'request', '0-1', flexible='0+',
+    fields=(
+        F('include_cluster_authorized_operations', 'bool', '0+'),
+        F('endpoint_type', 'int8', '1+', default=1),
+    ),
+)
+
+DESCRIBE_CLUSTER_RESPONSE = MessageSchema(
+    'DescribeClusterResponse', 60, 'response', '0-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+', default=None),
+        F('endpoint_type', 'int8', '1+', default=1),
+        F('cluster_id', 'string', '0+'),
+        F('controller_id', 'int32', '0+', default=-1),
+        F('brokers', '[]DescribeClusterBroker', '0+', fields=(
+            F('broker_id', 'int32', '0+'),
+            F('host', 'string', '0+'),
+            F('port', 'int32', '0+'),
+            F('rack', 'string', '0+', nullable='0+', default=None),
+        )),
+        F('cluster_authorized_operations', 'int32', '0+', default=-2147483648),
+    ),
+)
+
 DESCRIBE_QUORUM_REQUEST = MessageSchema(
     'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
     fields=(
@@ -844,6 +1050,20 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     CREATE_ACLS_RESPONSE,
     DELETE_ACLS_REQUEST,
     DELETE_ACLS_RESPONSE,
+    ALTER_CONFIGS_REQUEST,
+    ALTER_CONFIGS_RESPONSE,
+    DELETE_RECORDS_REQUEST,
+    DELETE_RECORDS_RESPONSE,
+    DESCRIBE_LOG_DIRS_REQUEST,
+    DESCRIBE_LOG_DIRS_RESPONSE,
+    ELECT_LEADERS_REQUEST,
+    ELECT_LEADERS_RESPONSE,
+    INCREMENTAL_ALTER_CONFIGS_REQUEST,
+    INCREMENTAL_ALTER_CONFIGS_RESPONSE,
+    OFFSET_DELETE_REQUEST,
+    OFFSET_DELETE_RESPONSE,
+    DESCRIBE_CLUSTER_REQUEST,
+    DESCRIBE_CLUSTER_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
 )

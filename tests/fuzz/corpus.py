@@ -143,6 +143,18 @@ def _acl_filter(rng: random.Random, suffix: str) -> dict:
     return {f"resource_type{suffix}": rng.choice((1, 2)), f"resource_name{suffix}": rng.choice((None, "fuzz-a")),
             f"pattern_type{suffix}": rng.choice((1, 3)), f"principal{suffix}": "User:fuzz",
             f"host{suffix}": None, "operation": 1, "permission_type": 1}
+def _alter_configs(rng: random.Random) -> dict:
+    # validate_only: the fuzz run must not change the topics' configs under the other APIs
+    return {"resources": [{"resource_type": rng.choice((2, 4)), "resource_name": rng.choice(("fuzz-a", "1")),
+                           "configs": [{"name": "retention.ms", "value": str(rng.randrange(1, 10**9)),
+                                        "config_operation": rng.randrange(4)}]}],
+            "validate_only": True}
+
+
+def _offset_delete(rng: random.Random) -> dict:
+    topic, partition = _topic(rng)
+    return {"group_id": "fuzz-other-group", "topics": [{"name": topic, "partitions": [
+        {"partition_index": partition}]}]}
 
 
 BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
@@ -158,7 +170,6 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.LEAVE_GROUP: _leave,
     ApiKey.SYNC_GROUP: _sync,
     ApiKey.DESCRIBE_GROUPS: lambda rng: {"groups": [FUZZ_GROUP], "include_authorized_operations": False},
-    ApiKey.LIST_GROUPS: lambda rng: {},
     ApiKey.API_VERSIONS: lambda rng: {"client_software_name": "fuzzer", "client_software_version": "1"},
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
@@ -167,6 +178,20 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.DESCRIBE_CONFIGS: _describe_configs,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DELETE_GROUPS: lambda rng: {"groups_names": ["fuzz-other-group"]},
+    ApiKey.ALTER_CONFIGS: lambda rng: {**_alter_configs(rng), "resources": [
+        {**r, "configs": [{"name": c["name"], "value": c["value"]} for c in r["configs"]]}
+        for r in _alter_configs(rng)["resources"]]},
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs,
+    ApiKey.OFFSET_DELETE: _offset_delete,
+    ApiKey.DESCRIBE_LOG_DIRS: lambda rng: {"topics": rng.choice((None, [{"topic": "fuzz-a", "partitions": [0]}]))},
+    ApiKey.DELETE_RECORDS: lambda rng: {"timeout_ms": 1000, "topics": [{"name": "fuzz-made-0", "partitions": [
+        {"partition_index": 0, "offset": rng.choice((-1, 0, 10**12))}]}]},
+    ApiKey.ELECT_LEADERS: lambda rng: {"election_type": 0, "timeout_ms": 5000, "topic_partitions": [
+        {"topic": "fuzz-a", "partitions": [0]}]},
+    ApiKey.DESCRIBE_CLUSTER: lambda rng: {"include_cluster_authorized_operations": rng.random() < 0.5,
+                                          "endpoint_type": 1},
+    ApiKey.LIST_GROUPS: lambda rng: {"states_filter": rng.choice(([], ["Empty"], ["stable", "Dead"])),
+                                     "types_filter": rng.choice(([], ["classic"], ["consumer"]))},
     ApiKey.DESCRIBE_QUORUM: lambda rng: {"topics": [{"topic_name": "__cluster_metadata",
                                                     "partitions": [{"partition_index": 0}]}]},
     ApiKey.DESCRIBE_ACLS: lambda rng: _acl_filter(rng, "_filter"),

@@ -71,3 +71,15 @@ async def test_min_insync_and_roles_come_from_the_core(open_log, autojump_clock)
     with pytest.raises(NotLeaderOrFollower):
         p.check_leader()
 
+
+
+def test_high_watermark_never_starts_below_the_log_start(open_log) -> None:
+    """DeleteRecords then a crash: the log start checkpoint (6) is newer than the HW checkpoint
+    (0). Kafka clamps the HW to the log start; a new leader must not report HW 0 < start 6."""
+    log = open_log()
+    log.append(make_batch(10), 0, now_ms=0)
+    log.increment_log_start_offset(6)
+    p = Partition("t", "tid", 0, 1, log, high_watermark=0)
+    assert p.high_watermark == 6
+    p.update_follower_log_start(2, 6)
+    assert p.follower_log_starts == {2: 6}

@@ -172,8 +172,8 @@ def test_compact_lengths_and_varints_are_bounded():
 
 def test_unknown_api_and_unsupported_versions_carry_the_header():
     with pytest.raises(UnknownApi) as info:
-        decode_request(_header(60, 0, correlation_id=11, client_id=b"me"))
-    assert info.value.header == RequestHeader(60, 0, 11, "me")
+        decode_request(_header(57, 0, correlation_id=11, client_id=b"me"))
+    assert info.value.header == RequestHeader(57, 0, 11, "me")
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(_header(ApiKey.PRODUCE, 9, correlation_id=12) + b"garbage")
     assert info.value.header == RequestHeader(0, 9, 12, "c")

@@ -139,11 +139,13 @@ def strategy(codec: MessageCodec, version: int) -> st.SearchStrategy:
 KP_RENAMES = {
     ("MetadataResponse", "topic_authorized_operations"): "authorized_operations",
     ("MetadataResponse", "cluster_authorized_operations"): "authorized_operations",
+    ("DescribeClusterResponse", "cluster_authorized_operations"): "authorized_operations",
 }
 KP_BITFIELDS = {
     ("MetadataResponse", "topic_authorized_operations"),
     ("MetadataResponse", "cluster_authorized_operations"),
     ("DescribeGroupsResponse", "authorized_operations"),
+    ("DescribeClusterResponse", "cluster_authorized_operations"),
 }
 
 

@@ -1,0 +1,89 @@
+"""AlterConfigs and IncrementalAlterConfigs: topics and dynamic broker configs.
+
+The controller decides (raft_meta/config_decisions.py) and commits the changes as Config
+records in one metadata entry; every broker applies them to its image, and the replica
+manager re-reads a changed topic's effective config. `validate_only` runs the same pure
+decision on this broker's image and discards it. Errors are per resource, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from raftka.broker import acl_checks
+from raftka.client.protocol import ErrorCode
+from raftka.client.protocol.api_keys import ApiKey
+from raftka.client.protocol.messages import response_class
+from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.config_decisions import SET, AlterResource, ConfigOp, alter_configs
+from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.node_config import STATIC_BROKER_KEYS
+
+log = structlog.get_logger("broker.admin")
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+_TYPES = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker"}
+# Kafka bounds a request by its size only; this bounds the work of one request's decision.
+MAX_RESOURCES = 1000
+REQUEST_TIMEOUT_MS = 30_000  # the requests carry no timeout; Kafka's request.timeout.ms
+
+AlterConfigsResponse = response_class(ApiKey.ALTER_CONFIGS)
+IncrementalAlterConfigsResponse = response_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+
+
+def _resource(entry, incremental: bool) -> AlterResource | tuple[int, str]:
+    kind = _TYPES.get(entry.resource_type)
+    if kind is None:
+        return ErrorCode.INVALID_REQUEST, (f"resource type {entry.resource_type} cannot be altered here; expected "
+                                           f"{RESOURCE_TOPIC} (topic) or {RESOURCE_BROKER} (broker)")
+    ops = tuple(ConfigOp(c.name, c.value, c.config_operation if incremental else SET) for c in entry.configs)
+    return AlterResource(kind, entry.resource_name, ops, incremental)
+
+
+async def _alter(ctx, request, incremental: bool, conn=None) -> list[dict]:
+    answers: dict[int, tuple[int, str | None]] = {}
+    asked: list[tuple[int, AlterResource]] = []
+    for position, entry in enumerate(request.resources):
+        if position >= MAX_RESOURCES:
+            answers[position] = (ErrorCode.POLICY_VIOLATION, f"more than {MAX_RESOURCES} resources in one request")
+            continue
+        refusal = acl_checks.config_resource_error(ctx, conn, AclOperation.ALTER_CONFIGS, entry.resource_type,
+                                                   entry.resource_name)
+        resource = refusal if refusal is not None else _resource(entry, incremental)
+        if isinstance(resource, tuple):
+            answers[position] = resource
+        else:
+            asked.append((position, resource))
+    if asked:
+        resources = [r for _, r in asked]
+        try:
+            if request.validate_only:
+                _, refused = alter_configs(ctx.image, resources, frozenset(ctx.config.raw) | STATIC_BROKER_KEYS)
+                errors = [refused.get(i) for i in range(len(resources))]
+            else:
+                errors = await ctx.controller.alter_configs(resources, REQUEST_TIMEOUT_MS)
+        except ControllerError as exc:  # the whole request: POLICY_VIOLATION, REQUEST_TIMED_OUT, NOT_CONTROLLER
+            errors = [exc] * len(resources)
+        for (position, resource), error in zip(asked, errors, strict=True):
+            if error is None:
+                answers[position] = (0, None)
+                if not request.validate_only:
+                    log.info("configs.altered", resource_type=resource.resource_type,
+                             resource_name=resource.resource_name, incremental=incremental,
+                             keys=[op.name for op in resource.ops])
+            else:
+                answers[position] = (error.code, error.message)
+    return [{"error_code": answers[i][0], "error_message": answers[i][1], "resource_type": entry.resource_type,
+             "resource_name": entry.resource_name} for i, entry in enumerate(request.resources)]
+
+
+async def handle_alter_configs(ctx, header, request, conn=None):
+    return AlterConfigsResponse(throttle_time_ms=0, responses=await _alter(ctx, request, incremental=False,
+                                                                                   conn=conn))
+
+
+async def handle_incremental_alter_configs(ctx, header, request, conn=None):
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=await _alter(ctx, request,
+                                                                                              incremental=True,
+                                                                                              conn=conn))

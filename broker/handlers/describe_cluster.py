@@ -1,0 +1,46 @@
+"""DescribeCluster: the cluster id, the active controller and the live brokers (the same view
+as Metadata, on the connection's listener), and the cluster's authorized operations when asked."""
+
+from __future__ import annotations
+
+from raftka.broker import acl_checks
+from raftka.broker import authorized_operations as authz
+from raftka.client.protocol import ErrorCode
+from raftka.client.protocol.api_keys import ApiKey
+from raftka.client.protocol.messages import response_class
+from raftka.raft_meta.acls import AclOperation
+
+DescribeClusterResponse = response_class(ApiKey.DESCRIBE_CLUSTER)
+
+ENDPOINT_TYPE_BROKER = 1  # v1+: 2 asks for controllers, which Kafka brokers refuse too
+
+
+async def handle(ctx, header, request, conn=None):
+    endpoint_type = getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKER)
+    image = ctx.image
+    if endpoint_type != ENDPOINT_TYPE_BROKER:
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"endpoint type {endpoint_type}; a broker answers only {ENDPOINT_TYPE_BROKER} (brokers)",
+            endpoint_type=endpoint_type, cluster_id=ctx.cluster_id or "", controller_id=-1, brokers=[],
+            cluster_authorized_operations=authz.OMITTED)
+    denied = acl_checks.cluster_error(ctx, conn, AclOperation.DESCRIBE)
+    if denied:
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=denied, error_message="not authorized to DESCRIBE the cluster",
+            endpoint_type=endpoint_type, cluster_id=ctx.cluster_id or "", controller_id=-1, brokers=[],
+            cluster_authorized_operations=authz.OMITTED)
+    listener = conn.listener if conn is not None else None
+    brokers = []
+    for broker in image.live_brokers():
+        endpoint = broker.listener(listener) if listener else None
+        if endpoint is None and broker.listeners:
+            endpoint = (broker.listeners[0][1], broker.listeners[0][2])
+        if endpoint is not None:
+            brokers.append({"broker_id": broker.broker_id, "host": endpoint[0], "port": endpoint[1],
+                            "rack": broker.rack})
+    return DescribeClusterResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
+        cluster_id=ctx.cluster_id or "", controller_id=image.controller.node_id, brokers=brokers,
+        cluster_authorized_operations=authz.authorized_operations(
+            ctx, conn, authz.CLUSTER, "", request.include_cluster_authorized_operations))
