@@ -430,5 +430,38 @@ def chaos_run(**options) -> None:
     sys.exit(run(**options))
 
 
+# --- metadata ------------------------------------------------------------------
+@main.group()
+def metadata() -> None:
+    """Inspect the metadata log (the Raft quorum's records and image)."""
+
+
+@metadata.command(name="dump")
+@click.option("--config", "-c", "config_path", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The node's server.properties (its metadata.log.dir is read).")
+@click.option("--metadata-dir", default=None, type=click.Path(exists=True, file_okay=False),
+              help="Or the metadata.log.dir itself (or its __cluster_metadata-0).")
+@click.option("--records/--no-records", "with_records", default=True, show_default=True,
+              help="List every committed record after the snapshot (else only their count).")
+def metadata_dump(config_path: str | None, metadata_dir: str | None, with_records: bool) -> None:
+    """Print a node's metadata log as JSON, like kafka-metadata-shell or
+    kafka-dump-log --cluster-metadata-decoder.
+
+    \b
+    Reads the node's files (raft.dump, raft.journal, raft.journal.meta)
+    read-only and without the directory lock, so it works on a stopped or a
+    running node. Prints the commit index, the snapshot offset, each committed
+    record after the snapshot (offset, Raft term, decoded fields), the entries
+    not yet known to be committed, and the image built from them with its
+    offset and digest (the digest `raftka quorum status --json` reports).
+    Exit status 1 when the files cannot be read.
+    """
+    from raftka.cmd_metadata import metadata_dump as run
+
+    if (config_path is None) == (metadata_dir is None):
+        raise click.UsageError("give exactly one of --config or --metadata-dir")
+    sys.exit(run(config_path, metadata_dir, with_records))
+
+
 if __name__ == "__main__":
     main()
