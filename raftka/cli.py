@@ -396,7 +396,8 @@ def chaos() -> None:
 @click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload under faults.")
 @click.option("--nemesis", default="kill,pause,partition", show_default=True,
               help="Comma list: kill, pause, partition, leader-kill, controller-kill, isolate-leader-then-kill, "
-                   "corrupt (stop a node, flip a bit in or truncate a closed segment, restart it), none.")
+                   "corrupt (stop a node, flip a bit in or truncate a closed segment, restart it), "
+                   "quorum (kill, pause or isolate the metadata quorum's Raft leader), none.")
 @click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Seconds each fault lasts (and half of it healthy between faults).")
 @click.option("--rate", default=50.0, show_default=True, type=float, help="Sends per second, all producers together.")
 @click.option("--topics", default=1, show_default=True, type=int, help="Topics (1 for now).")
