@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from raftka.chaos.cluster import QUORUM_BIND_HOST, ProxiedCluster
 from raftka.chaos.workload import Recorder
 from raftka.client.connection import BrokerConnection
 from raftka.client.errors import KafkaError
@@ -30,7 +31,7 @@ from raftka.client.protocol import ApiKey, MetadataRequest
 
 PROBE = "probe"  # the history's process for samples
 # Fields of `raftka quorum status --json` the checker uses.
-VOTER_FIELDS = ("node_id", "reachable", "state", "term", "commit_index", "last_applied", "image_offset",
+VOTER_FIELDS = ("node_id", "reachable", "error", "state", "term", "commit_index", "last_applied", "image_offset",
                 "image_digest_offset", "image_digest")
 
 
@@ -53,15 +54,32 @@ async def node_metadata(node: Node, timeout: float = 3.0) -> dict[str, dict[int,
 async def sample_node_metadata(node: Node, rec: Recorder, final: bool = False) -> bool:
     """Record one `node-metadata` op for `node`; False when it did not answer."""
     pid = node.process.pid if node.process is not None else None
+    topics = None
     try:
         topics = await node_metadata(node)
-    except (KafkaError, OSError, trio.TooSlowError):
+    except* (KafkaError, OSError, trio.TooSlowError):  # the connection's nursery may group them
+        pass
+    if topics is None:
         return False
     rec.record(PROBE, "ok", "node-metadata", {"node": node.node_id, "pid": pid, "final": final, "topics": topics})
     return True
 
 
-async def quorum_status(config_path: Path, timeout: float = 1.0) -> list[dict[str, Any]] | None:
+def direct_config(cluster: ProxiedCluster) -> Path:
+    """A copy of node 1's server.properties whose voters are the nodes' own quorum listeners
+    (not the harness's proxies): the probes see every voter whatever the partition."""
+    first = cluster.nodes[min(cluster.nodes)]
+    text = first.config_path.read_text()
+    voters = ",".join(f"{n.node_id}@{QUORUM_BIND_HOST}:{n.quorum_port}" for _, n in sorted(cluster.nodes.items()))
+    lines = [f"controller.quorum.voters={voters}" if line.startswith("controller.quorum.voters=") else line
+             for line in text.splitlines()]
+    path = Path(cluster.data_dir) / "probe.properties"
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o600)  # it holds the quorum secret
+    return path
+
+
+async def quorum_status(config_path: Path, timeout: float = 3.0) -> list[dict[str, Any]] | None:
     """Every voter's status as `raftka quorum status --config X --json` prints it (None: no answer)."""
     with trio.move_on_after(10 + 5 * timeout):
         result = await trio.run_process(

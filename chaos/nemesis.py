@@ -17,7 +17,7 @@ import trio
 
 from raftka.chaos.cluster import ProxiedCluster
 from raftka.chaos.corruption import Corruption, corrupt_segment, detection_in_log
-from raftka.chaos.metadata_probe import raft_leader
+from raftka.chaos.metadata_probe import direct_config, raft_leader
 from raftka.chaos.proxy import CLIENT
 from raftka.chaos.proxy import KINDS as PROXY_KINDS
 from raftka.chaos.workload import Recorder
@@ -105,7 +105,8 @@ class Nemesis:
             except Exception as exc:  # a fault that cannot start is recorded, not fatal
                 self.rec.record("nemesis", "info", fault.kind, {"id": fault.id, "phase": "error", "error": repr(exc)})
                 continue
-            await trio.sleep_until(t0 + fault.start + fault.duration)
+            # A fault whose start was slow (finding the Raft leader) still holds for half its duration.
+            await trio.sleep_until(max(t0 + fault.start + fault.duration, trio.current_time() + fault.duration / 2))
             with trio.CancelScope(shield=True):
                 await undo()
 
@@ -196,7 +197,7 @@ class Nemesis:
         """Kill, pause or isolate (every link to the other nodes cut; clients still reach it)
         the Raft leader of the metadata quorum, as the voters report it
         (`raftka quorum status`); the active controller if no voter claims to lead."""
-        config_path = self.cluster.nodes[min(self.cluster.nodes)].config_path
+        config_path = direct_config(self.cluster)
         with trio.fail_after(20):
             victim = await raft_leader(config_path)
             if victim is None:

@@ -22,6 +22,7 @@ from raftka.chaos.metadata_probe import (
     CRITICAL_KEEP,
     converged,
     critical_lines,
+    direct_config,
     sample_node_metadata,
     sample_quorum,
 )
@@ -224,7 +225,7 @@ async def _probe(cluster: ProxiedCluster, config: RunConfig, rec: Recorder, scop
             await trio.sleep(config.probe_interval)
 
     async def quorum_loop() -> None:
-        config_path = cluster.nodes[min(cluster.nodes)].config_path
+        config_path = direct_config(cluster)
         while True:
             await sample_quorum(config_path, rec)
             await trio.sleep(config.quorum_probe_interval)
@@ -239,7 +240,7 @@ async def _probe(cluster: ProxiedCluster, config: RunConfig, rec: Recorder, scop
 async def _final_metadata(cluster: ProxiedCluster, config: RunConfig, rec: Recorder) -> None:
     """After the heal: wait until every voter reports one image offset and its digest (the
     checker compares the digests), then record each node's final metadata (its topics)."""
-    config_path = cluster.nodes[min(cluster.nodes)].config_path
+    config_path = direct_config(cluster)
     deadline = trio.current_time() + config.converge_timeout
     voters = None
     while trio.current_time() < deadline:
