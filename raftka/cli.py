@@ -158,6 +158,9 @@ def quorum_status(bootstrap: str | None, config_path: str | None, as_json: bool,
     \b
     Give exactly one of --bootstrap-server (any broker; the active controller is
     asked) or --config (each voter is asked over its raft port, with the secret).
+    With --config, each voter also reports its metadata image: the offset of the
+    last record applied (image_offset) and the SHA-256 digest of the image at
+    image_digest_offset (the same as image_offset once the voter is quiet).
     """
     from raftka.cmd_quorum import quorum_status as run
     from raftka.cmd_quorum import quorum_status_via_broker
