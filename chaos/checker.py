@@ -18,7 +18,7 @@ that the corrupted node never reported detecting on restart.
 The metadata anomalies judge the metadata ops of chaos/metadata_probe.py and
 chaos/metadata_workload.py (all forbidden):
 - `metadata-divergence`: two voters reported different image digests at one offset, or the
-  voters' images did not converge to one offset and digest after the heal;
+  quorum did not settle after the heal (one leader, one image offset and digest on every voter);
 - `lost-topic-change`: an acknowledged topic creation missing, or an acknowledged deletion
   present, in a node's final metadata;
 - `leader-epoch-regression`: a node reported a partition's leader epoch lower than it had
@@ -450,7 +450,8 @@ def metadata_divergence_cases(a: Analysis) -> list[Case]:
                        for offset, digests in sorted(seen.items()) if len(digests) > 1]
     for o in a.metadata.final:
         if not o.value.get("converged"):
-            out.append({"after_heal": "the voters' images did not converge to one offset and digest",
+            out.append({"after_heal": "the quorum did not settle: one leader, and one image offset and digest "
+                                      "on every voter",
                         "voters": {v.get("node_id"): [v.get("image_offset"), (v.get("image_digest") or "")[:16]]
                                    for v in o.value.get("voters") or ()},
                         "missing_nodes": o.value.get("missing_nodes", [])})

@@ -1,6 +1,6 @@
 """What each node believes about the metadata, sampled the way a user would see it.
 
-- `sample_node_metadata`: a Metadata request to one node (through its client proxy): the
+- `sample_node_metadata`: a Metadata request to one node (on its own listener): the
   topics that node's broker knows and each partition's leader epoch. One `node-metadata` op.
 - `quorum_status`: `raftka quorum status --json` (a subprocess: the CLI, with a node's
   server.properties): per voter its role, term, commit index and its metadata image's offset
@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from raftka.chaos.cluster import QUORUM_BIND_HOST, ProxiedCluster
+from raftka.chaos.cluster import QUORUM_BIND_HOST, REAL_CLIENT_OFFSET, ProxiedCluster
 from raftka.chaos.workload import Recorder
 from raftka.client.connection import BrokerConnection
 from raftka.client.errors import KafkaError
@@ -39,7 +39,10 @@ async def node_metadata(node: Node, timeout: float = 3.0) -> dict[str, dict[int,
     """{topic: {partition: leader epoch}} as node `node` answers a Metadata request (all topics)."""
     with trio.fail_after(timeout):
         async with trio.open_nursery() as nursery:
-            conn = await BrokerConnection.connect(nursery, node.host, node.client_port, client_id="chaos-probe",
+            # The node's own listener, not its fault proxy: the probe sees the node whatever the
+            # partition, and adds no work to the proxies (each accept there scans /proc).
+            conn = await BrokerConnection.connect(nursery, node.host, node.client_port + REAL_CLIENT_OFFSET,
+                                                  client_id="chaos-probe",
                                                   request_timeout=timeout, connect_timeout=timeout)
             try:
                 version = conn.version(ApiKey.METADATA)
@@ -102,8 +105,11 @@ async def sample_quorum(config_path: Path, rec: Recorder, final: bool = False) -
 
 
 def converged(voters: list[dict[str, Any]] | None, nodes: int) -> bool:
-    """Every voter answered, has a digest of its latest image, and all are at one offset."""
+    """The quorum settled: every voter answered, one of them leads, and all have a digest of
+    their latest image at one offset."""
     if not voters or len(voters) != nodes or not all(v.get("reachable") for v in voters):
+        return False
+    if sum(1 for v in voters if v.get("state") == "leader") != 1:
         return False
     offsets = {(v.get("image_offset"), v.get("image_digest_offset")) for v in voters}
     (image, digest), = offsets if len(offsets) == 1 else ((None, None),)

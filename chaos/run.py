@@ -253,10 +253,15 @@ async def _final_metadata(cluster: ProxiedCluster, config: RunConfig, rec: Recor
     rec.record("harness", "info", "metadata-final", {"converged": ok, "voters": voters or [],
                                                     "missing_nodes": sorted(set(cluster.nodes) - answered)})
     await trio.sleep(config.settle)  # the brokers publish the converged image
-    for _, node in sorted(cluster.nodes.items()):
-        node_deadline = trio.current_time() + 30
-        while not await sample_node_metadata(node, rec, final=True) and trio.current_time() < node_deadline:
+    deadline = trio.current_time() + 30
+
+    async def final_sample(node) -> None:
+        while not await sample_node_metadata(node, rec, final=True) and trio.current_time() < deadline:
             await trio.sleep(0.5)
+
+    async with trio.open_nursery() as nursery:
+        for _, node in sorted(cluster.nodes.items()):
+            nursery.start_soon(final_sample, node)
 
 
 def scan_logs(cluster: ProxiedCluster, rec: Recorder) -> None:

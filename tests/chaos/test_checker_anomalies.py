@@ -170,7 +170,7 @@ TABLE = [
      [*quorum(voter(1, 7, "aa"), voter(2, 8, "bb"), voter(3, 7, None))], []),
     (metadata_divergence_cases, "the images did not converge after the heal",
      [*final(False, voter(1, 7, "aa"), voter(2, 5, "cc"))],
-     [{"after_heal": "the voters' images did not converge to one offset and digest",
+     [{"after_heal": "the quorum did not settle: one leader, and one image offset and digest on every voter",
        "voters": {1: [7, "aa"], 2: [5, "cc"]}, "missing_nodes": []}]),
     (metadata_divergence_cases, "converged", [*final(True, voter(1, 7, "aa"), voter(2, 7, "aa"))], []),
     # --- lost topic change

@@ -20,9 +20,9 @@ def test_critical_lines_of_stdlib_and_structlog(tmp_path):
     assert list(critical_lines(tmp_path / "missing.log")) == []
 
 
-def v(node, offset, digest_offset, digest="d", reachable=True):
+def v(node, offset, digest_offset, digest="d", reachable=True, state=None):
     return {"node_id": node, "reachable": reachable, "image_offset": offset, "image_digest_offset": digest_offset,
-            "image_digest": digest}
+            "image_digest": digest, "state": state or ("leader" if node == 1 else "follower")}
 
 
 @pytest.mark.parametrize(("voters", "expected"), [
@@ -32,6 +32,8 @@ def v(node, offset, digest_offset, digest="d", reachable=True):
     ([v(1, 5, 5), v(2, 5, 5)], False),  # a voter missing
     ([v(1, 5, 5), v(2, 5, 5), v(3, 5, 5, reachable=False)], False),
     ([v(1, 5, 5), v(2, 5, 5), v(3, 5, 5, digest=None)], False),
+    ([v(1, 5, 5, state="candidate"), v(2, 5, 5), v(3, 5, 5)], False),  # no leader: not settled
+    ([v(1, 5, 5), v(2, 5, 5, state="leader"), v(3, 5, 5)], False),  # two claim to lead
     (None, False),
 ])
 def test_converged(voters, expected):
