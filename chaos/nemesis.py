@@ -198,9 +198,12 @@ class Nemesis:
         the Raft leader of the metadata quorum, as the voters report it
         (`raftka quorum status`); the active controller if no voter claims to lead."""
         config_path = direct_config(self.cluster)
-        with trio.fail_after(20):
-            victim = await raft_leader(config_path)
-            if victim is None:
+        victim = None
+        with trio.move_on_after(10):  # an election may be under way (the previous fault's)
+            while (victim := await raft_leader(config_path)) is None:
+                await trio.sleep(0.5)
+        if victim is None:
+            with trio.fail_after(5):
                 _, victim = await self._describe()
         if victim not in self.cluster.nodes:
             raise RuntimeError(f"no Raft leader or controller known (got {victim!r})")
