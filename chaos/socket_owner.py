@@ -9,6 +9,7 @@ better: the accepted connection's peer port is the local port of a socket in
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
@@ -31,8 +32,16 @@ _NLMSG_ERROR = 2
 _NO_COOKIE = 0xFFFFFFFF
 
 
-def _diag_inode(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
-    """The inode by an exact sock_diag lookup; None if absent or netlink is unavailable."""
+class _Unavailable:
+    """sock_diag cannot answer here (not Linux, no netlink): read the table instead."""
+
+
+UNAVAILABLE = _Unavailable()
+
+
+def _diag_inode(local: tuple[str, int], remote: tuple[str, int]) -> int | None | _Unavailable:
+    """The inode by an exact sock_diag lookup: None when no such socket exists (the dialler may
+    have closed it already), UNAVAILABLE when netlink cannot be asked."""
     sockid = (struct.pack(">HH", local[1], remote[1]) + socket.inet_aton(local[0]) + bytes(12)
               + socket.inet_aton(remote[0]) + bytes(12) + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE))
     request = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
@@ -43,12 +52,15 @@ def _diag_inode(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
             sock.send(message)
             answer = sock.recv(65536)
     except (OSError, AttributeError):
-        return None
+        return UNAVAILABLE
     if len(answer) < 16:
-        return None
+        return UNAVAILABLE
     length, kind = struct.unpack_from("=IH", answer)
+    if kind == _NLMSG_ERROR and len(answer) >= 20:
+        (error,) = struct.unpack_from("=i", answer, 16)
+        return None if error == -errno.ENOENT else UNAVAILABLE
     if kind != _SOCK_DIAG_BY_FAMILY or length < 16 + 72 or len(answer) < 16 + 72:
-        return None  # NLMSG_ERROR: no such socket (ENOENT)
+        return UNAVAILABLE
     (inode,) = struct.unpack_from("=I", answer, 16 + 68)
     return inode or None
 
@@ -56,7 +68,9 @@ def _diag_inode(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
 def socket_inode(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
     """The inode of the TCP socket with this local and remote address, if it exists."""
     inode = _diag_inode(local, remote)
-    if inode is not None:
+    if not isinstance(inode, _Unavailable):
+        # Also when it is None: a closed dialler is not worth a table read (0.16 s each, and
+        # the proxies retry a failed lookup 20 times: dead connections stalled them for seconds).
         return inode
     want_local, want_remote = _hex_endpoint(*local), _hex_endpoint(*remote)
     try:
