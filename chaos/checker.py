@@ -14,6 +14,18 @@ Duplicates are only forbidden for idempotent producers (Kafka promises
 nothing about retried non-idempotent sends). Besides the queue anomalies,
 `undetected-corruption` lists segment corruptions (the `corrupt` nemesis)
 that the corrupted node never reported detecting on restart.
+
+The metadata anomalies judge the metadata ops of chaos/metadata_probe.py and
+chaos/metadata_workload.py (all forbidden):
+- `metadata-divergence`: two voters reported different image digests at one offset, or the
+  quorum did not settle after the heal (one leader, one image offset and digest on every voter);
+- `lost-topic-change`: an acknowledged topic creation missing, or an acknowledged deletion
+  present, in a node's final metadata;
+- `leader-epoch-regression`: a node reported a partition's leader epoch lower than it had
+  reported before (within one process incarnation: a restarted node replays its log from
+  its files and catches up from the leader);
+- `quorum-critical`: a CRITICAL line in a node's log (pysyncobj's "truncating already-applied
+  log entries", for one).
 """
 
 from __future__ import annotations
@@ -29,12 +41,14 @@ from raftka.chaos.history import NEMESIS, Op
 ANOMALIES = (
     "lost-write", "unseen", "duplicate", "inconsistent-offsets", "G1a", "nonmonotonic-send",
     "nonmonotonic-poll", "poll-skip", "unexpected", "lost-prefix", "lost-middle", "lost-postfix",
-    "undetected-corruption",
+    "undetected-corruption", "metadata-divergence", "lost-topic-change", "leader-epoch-regression",
+    "quorum-critical",
 )
 # lost-prefix/middle/postfix classify lost-write cases; they add no verdict of their own.
 ALWAYS_FORBIDDEN = frozenset({
     "lost-write", "unseen", "inconsistent-offsets", "G1a", "nonmonotonic-send", "nonmonotonic-poll",
-    "poll-skip", "unexpected", "undetected-corruption",
+    "poll-skip", "unexpected", "undetected-corruption", "metadata-divergence", "lost-topic-change",
+    "leader-epoch-regression", "quorum-critical",
 })
 EXAMPLES = 8  # cases kept per anomaly in the summary (all are counted)
 
@@ -100,6 +114,29 @@ class PollStep:
 
 
 @dataclass(frozen=True)
+class MetadataIndex:
+    """The metadata ops of a history, in history order."""
+
+    topic_changes: dict[str, dict[str, str]] = field(default_factory=dict)  # topic -> f -> outcome
+    node_metadata: list[Op] = field(default_factory=list)  # f "node-metadata"
+    quorum_status: list[Op] = field(default_factory=list)  # f "quorum-status"
+    final: list[Op] = field(default_factory=list)  # f "metadata-final": did the images converge
+    log_scans: list[Op] = field(default_factory=list)  # f "log-scan"
+
+
+def _metadata_index(ops: Sequence[Op]) -> MetadataIndex:
+    index = MetadataIndex()
+    lists = {"node-metadata": index.node_metadata, "quorum-status": index.quorum_status,
+             "metadata-final": index.final, "log-scan": index.log_scans}
+    for o in ops:
+        if o.f in ("create-topic", "delete-topic") and isinstance(o.value, str):
+            index.topic_changes.setdefault(o.value, {})[o.f] = o.type
+        elif o.f in lists and isinstance(o.value, dict):
+            lists[o.f].append(o)
+    return index
+
+
+@dataclass(frozen=True)
 class Analysis:
     """The indexes the anomaly functions share, built once by `analyse`."""
 
@@ -114,6 +151,7 @@ class Analysis:
     drained: dict[int, set[Any]]  # partition -> values of its completed final drain
     known_offsets: dict[int, list[int]]  # partition -> every offset claimed, sorted
     poll_steps: list[PollStep]  # in history order
+    metadata: MetadataIndex = field(default_factory=MetadataIndex)
 
     def read_finally(self, value: Any, send: Send) -> bool:
         """Whether the last word on `send`'s partition has `value`: its drain if it was
@@ -204,7 +242,7 @@ def analyse(history: Iterable[Op], *, idempotent: bool | None = None) -> Analysi
         ops=ops, idempotent=_is_idempotent(ops) if idempotent is None else idempotent,
         sends=index.sends, acked=index.acked, claims=index.claims, polled=index.polled,
         first_seen=index.first_seen, max_polled=index.max_polled, drained=index.drained,
-        known_offsets=index.known_offsets(), poll_steps=_poll_steps(ops))
+        known_offsets=index.known_offsets(), poll_steps=_poll_steps(ops), metadata=_metadata_index(ops))
 
 
 def _assignment_epochs(ops: Sequence[Op]) -> dict[tuple[Any, int], list[int]]:
@@ -400,6 +438,70 @@ def undetected_corruption_cases(a: Analysis) -> list[Case]:
     return out
 
 
+def metadata_divergence_cases(a: Analysis) -> list[Case]:
+    """Voters whose images differ at one offset (any sample), and a final state in which the
+    voters did not reach one offset and digest after the heal."""
+    seen: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))  # offset -> digest -> nodes
+    for o in a.metadata.quorum_status:
+        for v in o.value.get("voters", ()):
+            if v.get("image_digest") and v.get("image_digest_offset") is not None:
+                seen[v["image_digest_offset"]][v["image_digest"]].add(v.get("node_id"))
+    out: list[Case] = [{"offset": offset, "digests": {d[:16]: sorted(nodes) for d, nodes in sorted(digests.items())}}
+                       for offset, digests in sorted(seen.items()) if len(digests) > 1]
+    for o in a.metadata.final:
+        if not o.value.get("converged"):
+            out.append({"after_heal": "the quorum did not settle: one leader, and one image offset and digest "
+                                      "on every voter",
+                        "voters": {v.get("node_id"): [v.get("image_offset"), (v.get("image_digest") or "")[:16]]
+                                   for v in o.value.get("voters") or ()},
+                        "missing_nodes": o.value.get("missing_nodes", [])})
+    return out
+
+
+def lost_topic_change_cases(a: Analysis) -> list[Case]:
+    """Acknowledged topic creations absent, or acknowledged deletions present, in a node's last
+    final metadata (a name is created once; one whose deletion was attempted is not required)."""
+    final: dict[int, set[str]] = {}
+    for o in a.metadata.node_metadata:
+        if o.value.get("final"):
+            final[o.value["node"]] = set(o.value.get("topics") or ())
+    out: list[Case] = []
+    for topic, changes in sorted(a.metadata.topic_changes.items()):
+        if changes.get("create-topic") == "ok" and "delete-topic" not in changes:
+            out += [{"topic": topic, "change": "create", "node": node, "found": False}
+                    for node, names in sorted(final.items()) if topic not in names]
+        if changes.get("delete-topic") == "ok":
+            out += [{"topic": topic, "change": "delete", "node": node, "found": True}
+                    for node, names in sorted(final.items()) if topic in names]
+    return out
+
+
+def leader_epoch_regression_cases(a: Analysis) -> list[Case]:
+    """A node (one process incarnation) reported a partition's leader epoch below an earlier one."""
+    last: dict[tuple[Any, Any, str, Any], tuple[int, float]] = {}
+    out: list[Case] = []
+    for o in a.metadata.node_metadata:
+        node, pid = o.value.get("node"), o.value.get("pid")
+        for topic, partitions in sorted((o.value.get("topics") or {}).items()):
+            for partition, epoch in sorted(partitions.items()):
+                if not isinstance(epoch, int) or epoch < 0:
+                    continue
+                key = (node, pid, topic, partition)
+                previous = last.get(key)
+                if previous is not None and epoch < previous[0]:
+                    out.append({"node": node, "pid": pid, "topic": topic, "partition": partition, "epoch": epoch,
+                                "time": o.time, "previous": {"epoch": previous[0], "time": previous[1]}})
+                if previous is None or epoch >= previous[0]:
+                    last[key] = (epoch, o.time)
+    return out
+
+
+def quorum_critical_cases(a: Analysis) -> list[Case]:
+    """CRITICAL lines in the nodes' logs."""
+    return [{"node": o.value.get("node"), "line": line}
+            for o in a.metadata.log_scans for line in o.value.get("critical") or ()]
+
+
 FINDERS: dict[str, Callable[[Analysis], list[Case]]] = {
     "lost-write": lost_write_cases,
     "unseen": unseen_cases,
@@ -414,6 +516,10 @@ FINDERS: dict[str, Callable[[Analysis], list[Case]]] = {
     "lost-middle": lost_middle_cases,
     "lost-postfix": lost_postfix_cases,
     "undetected-corruption": undetected_corruption_cases,
+    "metadata-divergence": metadata_divergence_cases,
+    "lost-topic-change": lost_topic_change_cases,
+    "leader-epoch-regression": leader_epoch_regression_cases,
+    "quorum-critical": quorum_critical_cases,
 }
 assert tuple(FINDERS) == ANOMALIES
 
@@ -466,4 +572,17 @@ def stats(a: Analysis) -> dict[str, Any]:
         "values_polled": len(a.first_seen),
         "worst_lag_s": round(worst_lag, 3), "worst_lag_value": worst_value,
         "longest_unavailability_s": round(unavailable, 3), "unavailability_window": window,
+        **metadata_stats(a),
     }
+
+
+def metadata_stats(a: Analysis) -> dict[str, Any]:
+    m = a.metadata
+    outcomes = defaultdict(int)
+    for changes in m.topic_changes.values():
+        for f, outcome in changes.items():
+            outcomes[f"{f}-{outcome}"] += 1
+    return {"topic_changes": dict(sorted(outcomes.items())), "node_metadata_samples": len(m.node_metadata),
+            "quorum_status_samples": len(m.quorum_status),
+            "digests_compared": sum(1 for o in m.quorum_status for v in o.value.get("voters", ())
+                                    if v.get("image_digest"))}

@@ -17,6 +17,7 @@ import trio
 
 from raftka.chaos.cluster import ProxiedCluster
 from raftka.chaos.corruption import Corruption, corrupt_segment, detection_in_log
+from raftka.chaos.metadata_probe import direct_config, raft_leader
 from raftka.chaos.proxy import CLIENT
 from raftka.chaos.proxy import KINDS as PROXY_KINDS
 from raftka.chaos.workload import Recorder
@@ -24,7 +25,10 @@ from raftka.client.admin import AsyncAdmin
 
 log = structlog.get_logger("chaos.nemesis")
 
-KINDS = ("kill", "pause", "partition", "leader-kill", "controller-kill", "isolate-leader-then-kill", "corrupt")
+KINDS = ("kill", "pause", "partition", "leader-kill", "controller-kill", "isolate-leader-then-kill", "corrupt",
+         "quorum")
+# What the quorum nemesis does to the Raft leader of the metadata quorum (drawn from the seed).
+QUORUM_ACTIONS = ("kill", "pause", "isolate")
 # How the corrupt nemesis damages a closed segment, and how it stops the node first.
 CORRUPTIONS = ("flip", "truncate")
 STOPS = ("term", "kill")
@@ -38,7 +42,7 @@ class Fault:
     start: float  # seconds into the fault window
     duration: float
     nodes: tuple[int, ...] = ()  # for kill / pause / partition: the victims (one side of a partition)
-    variant: str = ""  # corrupt: "<flip|truncate>/<term|kill>"
+    variant: str = ""  # corrupt: "<flip|truncate>/<term|kill>"; quorum: kill | pause | isolate
     seed: int = 0  # corrupt: picks the partition, segment, batch and bit
 
 
@@ -74,6 +78,8 @@ def make_schedule(seed: int, kinds: tuple[str, ...], time_limit: float, interval
         if kind == "corrupt":
             variant = f"{rng.choice(CORRUPTIONS)}/{rng.choice(STOPS)}"
             fault_seed = rng.randrange(1 << 31)
+        elif kind == "quorum":
+            variant = rng.choice(QUORUM_ACTIONS)
         out.append(Fault(len(out), kind, round(t, 3), interval, victims, variant, fault_seed))
         t += interval * 1.5
     return out
@@ -99,7 +105,8 @@ class Nemesis:
             except Exception as exc:  # a fault that cannot start is recorded, not fatal
                 self.rec.record("nemesis", "info", fault.kind, {"id": fault.id, "phase": "error", "error": repr(exc)})
                 continue
-            await trio.sleep_until(t0 + fault.start + fault.duration)
+            # A fault whose start was slow (finding the Raft leader) still holds for half its duration.
+            await trio.sleep_until(max(t0 + fault.start + fault.duration, trio.current_time() + fault.duration / 2))
             with trio.CancelScope(shield=True):
                 await undo()
 
@@ -155,6 +162,8 @@ class Nemesis:
             return await self._isolate_leader_then_kill(fault)
         if kind == "corrupt":
             return await self._corrupt(fault)
+        if kind == "quorum":
+            return await self._quorum(fault)
         raise ValueError(f"nemesis kind {kind!r}; expected one of {KINDS}")
 
     async def _partition(self, side: set[int], cut_clients: bool = False,
@@ -183,6 +192,43 @@ class Nemesis:
             await trio.to_thread.run_sync(self.cluster.start_node, leader)
             self._note(fault, "stop", nodes=[leader])
         return kill_then_heal
+
+    async def _quorum(self, fault: Fault):
+        """Kill, pause or isolate (every link to the other nodes cut; clients still reach it)
+        the Raft leader of the metadata quorum, as the voters report it
+        (`raftka quorum status`); the active controller if no voter claims to lead."""
+        config_path = direct_config(self.cluster)
+        victim = None
+        with trio.move_on_after(10):  # an election may be under way (the previous fault's)
+            while (victim := await raft_leader(config_path)) is None:
+                await trio.sleep(0.5)
+        if victim is None:
+            with trio.fail_after(5):
+                _, victim = await self._describe()
+        if victim not in self.cluster.nodes:
+            raise RuntimeError(f"no Raft leader or controller known (got {victim!r})")
+        action = fault.variant or "kill"
+        if action == "kill":
+            await trio.to_thread.run_sync(self.cluster.kill, victim)
+            self.killed.add(victim)
+        elif action == "pause":
+            self.cluster.pause(victim)
+            self.paused.add(victim)
+        else:
+            await self._partition({victim})
+        self._note(fault, "start", nodes=[victim], action=action)
+
+        async def undo() -> None:
+            if action == "kill":
+                await trio.to_thread.run_sync(self.cluster.start_node, victim)
+                self.killed.discard(victim)
+            elif action == "pause":
+                self.cluster.resume(victim)
+                self.paused.discard(victim)
+            else:
+                await trio.to_thread.run_sync(self.cluster.proxies.heal)
+            self._note(fault, "stop", nodes=[victim], action=action)
+        return undo
 
     async def _corrupt(self, fault: Fault):
         """Stop the node, damage one closed segment of a partition it hosts, restart it at the undo.

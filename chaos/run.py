@@ -18,6 +18,15 @@ import trio
 from raftka.chaos.checker import CheckResult, check
 from raftka.chaos.cluster import ProxiedCluster, find_port_base
 from raftka.chaos.history import HistoryWriter, Op, read_history
+from raftka.chaos.metadata_probe import (
+    CRITICAL_KEEP,
+    converged,
+    critical_lines,
+    direct_config,
+    sample_node_metadata,
+    sample_quorum,
+)
+from raftka.chaos.metadata_workload import MetadataWorkload, MetadataWorkloadConfig
 from raftka.chaos.nemesis import Fault, Nemesis, make_schedule
 from raftka.chaos.workload import Recorder, Workload, WorkloadConfig, drain
 from raftka.client.admin import AsyncAdmin, NewTopic
@@ -52,6 +61,13 @@ class RunConfig:
     # closed ones (a 3-partition topic at 50 sends/s rolls about every 15 s at 16 KiB).
     segment_bytes: int | None = 16384
     whole_timeout: float = 60.0
+    # The metadata side (chaos/metadata_*.py): topic creations/deletions every this many
+    # seconds, each node's metadata sampled every `probe_interval`, the voters' image digests
+    # every `quorum_probe_interval` (a `raftka quorum status` subprocess).
+    metadata_interval: float = 2.0
+    probe_interval: float = 1.0
+    quorum_probe_interval: float = 5.0
+    converge_timeout: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,7 @@ def run(config: RunConfig, on_op: Callable[[Op], None] | None = None,
     (directory / "config.json").write_text(json.dumps({**asdict(config), "out": str(config.out)}, indent=1))
     cluster: ProxiedCluster | None = None
     writer = HistoryWriter(directory / "history.jsonl")
+    rec = Recorder(writer, on_op)
     drained = False
     try:
         if config.against:
@@ -131,12 +148,15 @@ def run(config: RunConfig, on_op: Callable[[Op], None] | None = None,
             cluster.start()
             cluster.wait_ready(config.whole_timeout)
             bootstrap = cluster.bootstrap_servers
-        drained = trio.run(_main, config, cluster, bootstrap, schedule, Recorder(writer, on_op), phase)
+        drained = trio.run(_main, config, cluster, bootstrap, schedule, rec, phase)
     finally:
-        writer.close()
-        if cluster is not None:
-            phase("stopping the cluster")
-            cluster.stop(timeout=15)
+        try:
+            if cluster is not None:
+                phase("stopping the cluster")
+                cluster.stop(timeout=15)
+                scan_logs(cluster, rec)
+        finally:
+            writer.close()
     phase("checking")
     result = check(read_history(directory / "history.jsonl"), idempotent=config.idempotence)
     from raftka.chaos.report import write_report
@@ -158,8 +178,14 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
                                consumer_mode=config.consumer_mode, group_id=f"chaos-{config.seed}")
     workload = Workload(wl_config, rec)
     nemesis = Nemesis(cluster, rec, config.topic, config.partition_mode) if cluster is not None else None
+    meta_workload = MetadataWorkload(MetadataWorkloadConfig(
+        bootstrap, config.seed, config.metadata_interval, min(config.replication_factor, config.nodes)), rec)
+    probing = trio.CancelScope()
     async with trio.open_nursery() as nursery:
         await workload.run(nursery)
+        if cluster is not None:
+            nursery.start_soon(meta_workload.run)
+            nursery.start_soon(_probe, cluster, config, rec, probing)
         phase(f"faults for {config.time_limit:.0f}s ({len(schedule)} scheduled)")
         t0 = trio.current_time()
         if nemesis is not None and schedule:
@@ -170,11 +196,17 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
         if nemesis is not None:
             await nemesis.heal_all()
         workload.stop_producing.set()
+        meta_workload.stop.set()
         phase("waiting for the cluster to be whole")
         try:
             await _wait_whole(cluster, config, bootstrap)
         except Exception as exc:  # still drain what we can; the checker reports the rest as unseen
             rec.record("harness", "info", "whole", {"error": repr(exc)})
+        if cluster is not None:
+            phase("waiting for the voters' metadata images to converge")
+            probing.cancel()
+            await meta_workload.finished.wait()  # every topic change has its outcome first
+            await _final_metadata(cluster, config, rec)
         if nemesis is not None and nemesis.corruptions:
             phase("checking that corrupted nodes reported the damage")
             await nemesis.check_corruptions()
@@ -182,3 +214,59 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
         workload.stop_consuming.set()
     phase("draining every partition")
     return await drain(wl_config, rec, timeout=max(30.0, config.whole_timeout))
+
+
+async def _probe(cluster: ProxiedCluster, config: RunConfig, rec: Recorder, scope: trio.CancelScope) -> None:
+    """Sample every node's metadata and the voters' image digests until cancelled."""
+
+    async def node_loop(node_id: int) -> None:
+        while True:
+            await sample_node_metadata(cluster.nodes[node_id], rec)
+            await trio.sleep(config.probe_interval)
+
+    async def quorum_loop() -> None:
+        config_path = direct_config(cluster)
+        while True:
+            await sample_quorum(config_path, rec)
+            await trio.sleep(config.quorum_probe_interval)
+
+    with scope:
+        async with trio.open_nursery() as nursery:
+            for node_id in cluster.nodes:
+                nursery.start_soon(node_loop, node_id)
+            nursery.start_soon(quorum_loop)
+
+
+async def _final_metadata(cluster: ProxiedCluster, config: RunConfig, rec: Recorder) -> None:
+    """After the heal: wait until every voter reports one image offset and its digest (the
+    checker compares the digests), then record each node's final metadata (its topics)."""
+    config_path = direct_config(cluster)
+    deadline = trio.current_time() + config.converge_timeout
+    voters = None
+    while trio.current_time() < deadline:
+        voters = await sample_quorum(config_path, rec, final=True)
+        if converged(voters, len(cluster.nodes)):
+            break
+        await trio.sleep(0.5)
+    ok = converged(voters, len(cluster.nodes))
+    answered = {v.get("node_id") for v in voters or () if v.get("reachable")}
+    rec.record("harness", "info", "metadata-final", {"converged": ok, "voters": voters or [],
+                                                    "missing_nodes": sorted(set(cluster.nodes) - answered)})
+    await trio.sleep(config.settle)  # the brokers publish the converged image
+    deadline = trio.current_time() + 30
+
+    async def final_sample(node) -> None:
+        while not await sample_node_metadata(node, rec, final=True) and trio.current_time() < deadline:
+            await trio.sleep(0.5)
+
+    async with trio.open_nursery() as nursery:
+        for _, node in sorted(cluster.nodes.items()):
+            nursery.start_soon(final_sample, node)
+
+
+def scan_logs(cluster: ProxiedCluster, rec: Recorder) -> None:
+    """One `log-scan` op per node: the CRITICAL lines of its log (the checker fails on any)."""
+    for node_id, node in sorted(cluster.nodes.items()):
+        lines = list(critical_lines(node.log_path))
+        rec.record("harness", "info", "log-scan", {"node": node_id, "critical": lines[:CRITICAL_KEEP],
+                                                   "count": len(lines)})

@@ -50,7 +50,7 @@ from raftka.raft_meta.node_config import NodeConfig, check_secret
 from raftka.raft_meta.quorum_transport import QuorumTransport, TransportLimits
 from raftka.raft_meta.raft_core import DurableFileJournal, JournalSpec, RaftSyncObj
 from raftka.raft_meta.records import MetadataRecord, UndecodableRecord, decode_record, encode_record
-from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot
+from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot, image_digest
 
 log = structlog.get_logger("raft_meta.quorum")
 
@@ -249,6 +249,10 @@ class Quorum:
         self._sync: SyncObj | None = None
         self.fatal_error: str | None = None  # set (tick thread) when the voter cannot go on
         self._fatal_scope = trio.CancelScope()
+        # (offset, digest) of the image at that offset, computed off both the trio loop and the
+        # tick thread by `_digest_loop` (one tuple, assigned atomically: read from any thread).
+        self._digest: tuple[int, str | None] = (-1, None)
+        self._digest_scope = trio.CancelScope()
 
     # --- called in the tick thread: trivial, never raise ---
     def _notify_from_tick_thread(self) -> None:
@@ -436,6 +440,40 @@ class Quorum:
             match_index=match,
         )
 
+    # --- the image digest (`raftka quorum status`, the chaos checker) ---
+    def image_state(self) -> dict[str, object]:
+        """The image this voter applied and its digest: `image_offset` (offset of the last record
+        applied), `digest` (`snapshot.image_digest` of the image at `digest_offset`; it trails
+        `image_offset` by at most one digest computation while records arrive), `image_error`.
+        Cheap: reads attributes only, so it can answer from the tick thread."""
+        digest_offset, digest = self._digest
+        return {"image_offset": self._log.image.offset, "digest_offset": digest_offset, "digest": digest,
+                "image_error": self._log.image_error}
+
+    def _on_image_command(self, args, callback) -> None:
+        # pysyncobj admin channel (tick thread): `TcpUtility.executeCommand(address, ["image"])`.
+        callback(self.image_state(), None)
+
+    async def _digest_loop(self, min_gap: float = 0.05) -> None:
+        """Keep `_digest` at the latest image: hash it in a worker thread each time it changed,
+        then rest at least four times as long as the hash took (at most ~20 % of a core on a
+        huge image while records stream in; a quiet voter's digest is of its last offset)."""
+        with self._digest_scope:
+            while True:
+                image = self._log.image  # immutable; the tick thread swaps the reference
+                if image.offset == self._digest[0] or self._log.image_error is not None:
+                    await self._changed.wait()
+                    continue
+                started = trio.current_time()
+                try:
+                    digest = await trio.to_thread.run_sync(image_digest, image, abandon_on_cancel=True)
+                except Exception:  # noqa: BLE001 - a system task must not raise; the digest stays stale
+                    log.exception("metadata.digest_failed", offset=image.offset)
+                    await self._changed.wait()
+                    continue
+                self._digest = (image.offset, digest)
+                await trio.sleep(max(min_gap, 4 * (trio.current_time() - started)))
+
     def transfer_leadership(self) -> None:
         """Ask pysyncobj to hand leadership to another voter (controlled shutdown)."""
         if self._sync is not None:
@@ -472,6 +510,8 @@ class Quorum:
                                  restore_timeout=settings.listener_restore_timeout)
         transport = functools.partial(QuorumTransport, limits=limits, on_fatal=self._on_transport_fatal)
         sync = RaftSyncObj(self_address, others, conf, consumers=[self._log], transportClass=transport)
+        # An admin-channel command next to pysyncobj's own "status" (raft_meta/quorum_admin.py).
+        sync._SyncObj__transport.setOnUtilityMessageCallback("image", self._on_image_command)
         if not others:
             # A lone voter has nobody to hear from: hold its election at the next tick instead of
             # after a random raftMinTimeout..raftMaxTimeout (0.5-1 s of every 1-node start).
@@ -525,10 +565,13 @@ async def open_quorum(
     # that created the SyncObj exits, and trio's worker threads exit when idle (~10 s).
     quorum._start_blocking(bind_address or voters[node_id], secret, directory, settings)
     log.info("quorum.started", node_id=node_id, voters=dict(voters), metadata_dir=str(directory))
+    # A system task (it never raises), so the body's exceptions are not wrapped by a nursery.
+    trio.lowlevel.spawn_system_task(quorum._digest_loop, name="raftka.quorum.digest")
     try:
         with quorum._fatal_scope:
             yield quorum
     finally:
+        quorum._digest_scope.cancel()
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(quorum._stop_blocking)
         log.info("quorum.stopped", node_id=node_id)

@@ -26,6 +26,12 @@ class VoterStatus:
     commit_index: int | None = None
     last_applied: int | None = None
     has_quorum: bool | None = None
+    # The voter's metadata image: offset of the last record applied, and the digest
+    # (`snapshot.image_digest`) of the image at `image_digest_offset` (equal to `image_offset`
+    # once the voter is quiet). None: the voter did not say (an older raftka).
+    image_offset: int | None = None
+    image_digest_offset: int | None = None
+    image_digest: str | None = None
 
 
 def query_voter(node_id: int, address: str, secret: str, ids_by_address: dict[str, int], timeout: float = 3.0) -> VoterStatus:
@@ -38,6 +44,7 @@ def query_voter(node_id: int, address: str, secret: str, ids_by_address: dict[st
     if not isinstance(status, dict):
         # TcpUtility returns None when it cannot connect at all.
         return VoterStatus(node_id, address, False, error="cannot connect (or wrong controller.quorum.secret)")
+    image = _image_state(address, secret, timeout)
     leader = status.get("leader")
     leader_address = None if leader is None else getattr(leader, "id", str(leader))
     return VoterStatus(
@@ -50,7 +57,19 @@ def query_voter(node_id: int, address: str, secret: str, ids_by_address: dict[st
         commit_index=status.get("commit_idx"),
         last_applied=status.get("last_applied"),
         has_quorum=status.get("has_quorum"),
+        image_offset=image.get("image_offset"),
+        image_digest_offset=image.get("digest_offset"),
+        image_digest=image.get("digest"),
     )
+
+
+def _image_state(address: str, secret: str, timeout: float) -> dict:
+    """The voter's answer to the "image" command (raft_meta/quorum.py), {} if it gave none."""
+    try:
+        answer = TcpUtility(secret, timeout=timeout).executeCommand(address, ["image"])
+    except (UtilityException, OSError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
 
 
 def describe_quorum(config: NodeConfig, timeout: float = 3.0) -> list[VoterStatus]:

@@ -181,6 +181,9 @@ def quorum_status(bootstrap: str | None, config_path: str | None, as_json: bool,
     \b
     Give exactly one of --bootstrap-server (any broker; the active controller is
     asked) or --config (each voter is asked over its raft port, with the secret).
+    With --config, each voter also reports its metadata image: the offset of the
+    last record applied (image_offset) and the SHA-256 digest of the image at
+    image_digest_offset (the same as image_offset once the voter is quiet).
     """
     from raftka.cmd_quorum import quorum_status as run
     from raftka.cmd_quorum import quorum_status_via_broker
@@ -419,7 +422,8 @@ def chaos() -> None:
 @click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload under faults.")
 @click.option("--nemesis", default="kill,pause,partition", show_default=True,
               help="Comma list: kill, pause, partition, leader-kill, controller-kill, isolate-leader-then-kill, "
-                   "corrupt (stop a node, flip a bit in or truncate a closed segment, restart it), none.")
+                   "corrupt (stop a node, flip a bit in or truncate a closed segment, restart it), "
+                   "quorum (kill, pause or isolate the metadata quorum's Raft leader), none.")
 @click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Seconds each fault lasts (and half of it healthy between faults).")
 @click.option("--rate", default=50.0, show_default=True, type=float, help="Sends per second, all producers together.")
 @click.option("--topics", default=1, show_default=True, type=int, help="Topics (1 for now).")
@@ -564,6 +568,37 @@ def configs_alter(bootstrap: str, entity_type: str, entity_name: str | None, ent
     from raftka.cmd_configs import alter
 
     sys.exit(alter(bootstrap, entity_type, entity_name, entity_default, add, delete))
+# --- metadata ------------------------------------------------------------------
+@main.group()
+def metadata() -> None:
+    """Inspect the metadata log (the Raft quorum's records and image)."""
+
+
+@metadata.command(name="dump")
+@click.option("--config", "-c", "config_path", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The node's server.properties (its metadata.log.dir is read).")
+@click.option("--metadata-dir", default=None, type=click.Path(exists=True, file_okay=False),
+              help="Or the metadata.log.dir itself (or its __cluster_metadata-0).")
+@click.option("--records/--no-records", "with_records", default=True, show_default=True,
+              help="List every committed record after the snapshot (else only their count).")
+def metadata_dump(config_path: str | None, metadata_dir: str | None, with_records: bool) -> None:
+    """Print a node's metadata log as JSON, like kafka-metadata-shell or
+    kafka-dump-log --cluster-metadata-decoder.
+
+    \b
+    Reads the node's files (raft.dump, raft.journal, raft.journal.meta)
+    read-only and without the directory lock, so it works on a stopped or a
+    running node. Prints the commit index, the snapshot offset, each committed
+    record after the snapshot (offset, Raft term, decoded fields), the entries
+    not yet known to be committed, and the image built from them with its
+    offset and digest (the digest `raftka quorum status --json` reports).
+    Exit status 1 when the files cannot be read.
+    """
+    from raftka.cmd_metadata import metadata_dump as run
+
+    if (config_path is None) == (metadata_dir is None):
+        raise click.UsageError("give exactly one of --config or --metadata-dir")
+    sys.exit(run(config_path, metadata_dir, with_records))
 
 
 if __name__ == "__main__":

@@ -30,10 +30,13 @@ def quorum_status(config_path: str, as_json: bool, timeout: float) -> int:
     print(f"HighWatermark:  {max((v.commit_index or 0 for v in reachable), default='unknown')}")
     print(f"CurrentVoters:  {[v.node_id for v in voters]}")
     print()
-    print(f"{'NodeId':<8}{'Address':<24}{'State':<11}{'Term':<7}{'CommitIdx':<11}{'LastApplied':<12}")
+    print(f"{'NodeId':<8}{'Address':<24}{'State':<11}{'Term':<7}{'CommitIdx':<11}{'LastApplied':<12}"
+          f"{'ImageOffset':<13}ImageDigest")
     for v in voters:
         if v.reachable:
-            print(f"{v.node_id:<8}{v.address:<24}{v.state:<11}{v.term:<7}{v.commit_index:<11}{v.last_applied:<12}")
+            digest = "?" if v.image_digest is None else f"{v.image_digest[:16]}@{v.image_digest_offset}"
+            print(f"{v.node_id:<8}{v.address:<24}{v.state:<11}{v.term:<7}{v.commit_index:<11}{v.last_applied:<12}"
+                  f"{'?' if v.image_offset is None else v.image_offset!s:<13}{digest}")
         else:
             print(f"{v.node_id:<8}{v.address:<24}unreachable: {v.error}")
     return 0 if reachable else 1

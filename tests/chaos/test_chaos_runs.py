@@ -35,6 +35,25 @@ def test_short_run_under_kill_pause_partition_is_valid(tmp_path):
     assert all((result.directory / "cluster" / f"node-{i}" / "server.log").exists() for i in (1, 2, 3))
 
 
+def test_short_run_under_the_quorum_nemesis_checks_the_metadata(tmp_path):
+    """The Raft leader killed, paused and isolated (seed 2 draws all three) while topics come and
+    go: the voters' image digests are compared, the topic changes and leader epochs checked."""
+    config = RunConfig(out=tmp_path, nodes=3, time_limit=24, nemeses=("quorum",), interval=5,
+                       rate=20, partitions=2, seed=2)
+    result = run(config)
+    summary = result.check.to_json()
+    assert result.check.valid, summary
+    history = read_history(result.directory / "history.jsonl")
+    actions = {o.value.get("action") for o in history if o.f == "quorum" and o.value.get("phase") == "stop"}
+    assert actions == {"kill", "pause", "isolate"}, [o for o in history if o.process == "nemesis"]
+    (final,) = [o.value for o in history if o.f == "metadata-final"]
+    assert final["converged"] and len({v["image_digest"] for v in final["voters"]}) == 1, final
+    stats = result.check.stats
+    assert stats["topic_changes"].get("create-topic-ok", 0) > 0 and stats["digests_compared"] >= 3, stats
+    assert {o.value["node"] for o in history if o.f == "node-metadata" and o.value["final"]} == {1, 2, 3}
+    assert {o.value["node"] for o in history if o.f == "log-scan"} == {1, 2, 3}
+
+
 def batch_headers(node_dir, topic: str, partition: int) -> list[tuple[int, int, int]]:
     """(base offset, last offset, crc) of every batch one replica holds, across its segments."""
     out = []

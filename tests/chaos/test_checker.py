@@ -45,6 +45,14 @@ def test_clean_history_is_valid_with_stats():
 
 
 CASES = {
+    "metadata-divergence": [op("probe", "ok", "quorum-status", {"voters": [
+        {"node_id": 1, "image_digest_offset": 3, "image_digest": "a"},
+        {"node_id": 2, "image_digest_offset": 3, "image_digest": "b"}]})],
+    "lost-topic-change": [op("meta", "invoke", "create-topic", "m"), op("meta", "ok", "create-topic", "m"),
+                          op("probe", "ok", "node-metadata", {"node": 1, "final": True, "topics": {}})],
+    "leader-epoch-regression": [op("probe", "ok", "node-metadata", {"node": 1, "topics": {"t": {"0": 2}}}),
+                                op("probe", "ok", "node-metadata", {"node": 1, "topics": {"t": {"0": 1}}})],
+    "quorum-critical": [op("harness", "info", "log-scan", {"node": 1, "critical": ["CRITICAL:x:y"]})],
     # acked value 3 at offset 1 never read, but offset 2 was read
     "lost-write": [*send(0, 1, 0, 0), *send(0, 3, 0, 1), *send(0, 5, 0, 2),
                    *poll(9, [(0, 0, 1), (0, 2, 5)])],

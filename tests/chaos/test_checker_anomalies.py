@@ -15,13 +15,17 @@ from raftka.chaos.checker import (
     duplicate_cases,
     g1a_cases,
     inconsistent_offset_cases,
+    leader_epoch_regression_cases,
     lost_middle_cases,
     lost_postfix_cases,
     lost_prefix_cases,
+    lost_topic_change_cases,
     lost_write_cases,
+    metadata_divergence_cases,
     nonmonotonic_poll_cases,
     nonmonotonic_send_cases,
     poll_skip_cases,
+    quorum_critical_cases,
     undetected_corruption_cases,
     unexpected_cases,
     unseen_cases,
@@ -53,6 +57,28 @@ def corrupt(detected: bool) -> list:
     return [op("nemesis", "info", "corrupt", {"id": 0, "node": 2, "kind": "flip", "phase": "start"}, time=4.0),
             op("nemesis", "info", "corrupt", {"id": 0, "node": 2, "kind": "flip", "phase": "checked",
                                               "detected": detected}, time=5.0)]
+
+
+def voter(node: int, offset: int, digest: str | None, image_offset: int | None = None) -> dict:
+    return {"node_id": node, "reachable": True, "image_offset": offset if image_offset is None else image_offset,
+            "image_digest_offset": offset, "image_digest": digest}
+
+
+def quorum(*voters: dict, t: float = 1.0) -> list:
+    return [op("probe", "ok", "quorum-status", {"final": False, "voters": list(voters)}, time=t)]
+
+
+def final(converged: bool, *voters: dict) -> list:
+    return [op("harness", "info", "metadata-final", {"converged": converged, "voters": list(voters)}, time=9.0)]
+
+
+def topic(f: str, name: str, outcome: str = "ok", t: float = 1.0) -> list:
+    return [op("meta", "invoke", f, name, time=t), op("meta", outcome, f, name, time=t + 0.1)]
+
+
+def node_md(node: int, topics: dict, *, pid: int = 100, is_final: bool = False, t: float = 1.0) -> list:
+    return [op("probe", "ok", "node-metadata", {"node": node, "pid": pid, "final": is_final, "topics": topics},
+               time=t)]
 
 
 THREE = [*send(0, 1, 0, 0), *send(0, 2, 0, 1), *send(0, 3, 0, 2)]  # values 1, 2, 3 at offsets 0..2 of p0
@@ -136,6 +162,40 @@ TABLE = [
     (undetected_corruption_cases, "the node never reported the flipped segment", corrupt(detected=False),
      [{"id": 0, "node": 2, "kind": "flip", "detected": False}]),
     (undetected_corruption_cases, "the node reported it", corrupt(detected=True), []),
+    # --- metadata divergence
+    (metadata_divergence_cases, "two voters, one offset, two digests",
+     [*quorum(voter(1, 7, "aa"), voter(2, 7, "bb")), *quorum(voter(3, 7, "aa"), t=2.0)],
+     [{"offset": 7, "digests": {"aa": [1, 3], "bb": [2]}}]),
+    (metadata_divergence_cases, "different offsets may differ; a voter without a digest is skipped",
+     [*quorum(voter(1, 7, "aa"), voter(2, 8, "bb"), voter(3, 7, None))], []),
+    (metadata_divergence_cases, "the images did not converge after the heal",
+     [*final(False, voter(1, 7, "aa"), voter(2, 5, "cc"))],
+     [{"after_heal": "the quorum did not settle: one leader, and one image offset and digest on every voter",
+       "voters": {1: [7, "aa"], 2: [5, "cc"]}, "missing_nodes": []}]),
+    (metadata_divergence_cases, "converged", [*final(True, voter(1, 7, "aa"), voter(2, 7, "aa"))], []),
+    # --- lost topic change
+    (lost_topic_change_cases, "an acknowledged creation missing on node 2",
+     [*topic("create-topic", "m1"), *node_md(1, {"m1": {}}, is_final=True), *node_md(2, {}, is_final=True)],
+     [{"topic": "m1", "change": "create", "node": 2, "found": False}]),
+    (lost_topic_change_cases, "an acknowledged deletion still present on node 1",
+     [*topic("create-topic", "m1"), *topic("delete-topic", "m1", t=2.0), *node_md(1, {"m1": {}}, is_final=True)],
+     [{"topic": "m1", "change": "delete", "node": 1, "found": True}]),
+    (lost_topic_change_cases, "indeterminate changes may go either way; non-final samples do not count",
+     [*topic("create-topic", "m1", "info"), *topic("create-topic", "m2"), *topic("delete-topic", "m2", "info"),
+      *node_md(1, {}, is_final=False, t=0.5), *node_md(1, {"m1": {}}, is_final=True)], []),
+    # --- leader epoch regression
+    (leader_epoch_regression_cases, "node 1 reports epoch 3 after 4",
+     [*node_md(1, {"t": {0: 4}}, t=1.0), *node_md(1, {"t": {0: 3}}, t=2.0)],
+     [{"node": 1, "pid": 100, "topic": "t", "partition": 0, "epoch": 3, "time": 2.0,
+       "previous": {"epoch": 4, "time": 1.0}}]),
+    (leader_epoch_regression_cases, "another node, a restarted process, or unknown (-1) epochs",
+     [*node_md(1, {"t": {0: 4}}, t=1.0), *node_md(2, {"t": {0: 3}}, t=2.0),
+      *node_md(1, {"t": {0: 2}}, pid=101, t=3.0), *node_md(2, {"t": {0: -1}}, t=4.0)], []),
+    # --- quorum critical
+    (quorum_critical_cases, "pysyncobj truncated applied entries on node 3",
+     [op("harness", "info", "log-scan", {"node": 3, "critical": ["CRITICAL:pysyncobj.syncobj:truncating"]})],
+     [{"node": 3, "line": "CRITICAL:pysyncobj.syncobj:truncating"}]),
+    (quorum_critical_cases, "clean logs", [op("harness", "info", "log-scan", {"node": 3, "critical": []})], []),
 ]
 
 
