@@ -36,6 +36,11 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     DESCRIBE_QUORUM = 55
+    # security (issue 15, TLS/SASL helper)
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -61,6 +66,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
+    # SaslHandshake v0 (raw SASL frames, kafka-python <= 2.0) is not served; SaslAuthenticate
+    # v2 (flexible) is not advertised (docs/SECURITY.md).
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 1),
 }
 
 # Produce v0-2 are advertised (librdkafka 2.0 stops compressing otherwise)
@@ -76,6 +85,10 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Flexible-only, so never advertised (kafka-python would infer a newer broker from it);
     # served for `raftka quorum status --bootstrap-server`, like kafka-metadata-quorum.
     ApiKey.DESCRIBE_QUORUM: (0, 1),
+    # Flexible-only (v0): served unadvertised, like DescribeQuorum (kafka-python would infer a
+    # newer broker from them); the SDK and `raftka users` call them.
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # The first version of each API that uses compact strings/arrays and tagged
@@ -103,6 +116,10 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.CREATE_PARTITIONS: 2,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.SASL_HANDSHAKE: 99,  # never flexible (frozen, KAFKA-9577)
+    ApiKey.SASL_AUTHENTICATE: 2,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
 }
 
 

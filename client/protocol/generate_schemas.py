@@ -58,6 +58,10 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
     ApiKey.DELETE_GROUPS: "DeleteGroups",
     ApiKey.DESCRIBE_QUORUM: "DescribeQuorum",
+    ApiKey.SASL_HANDSHAKE: "SaslHandshake",
+    ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
 
 
