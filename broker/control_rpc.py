@@ -112,6 +112,7 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "create_partitions": topic_results_to_wire,
     "delete_topic": lambda r: None,
     "allocate_producer_ids": lambda r: list(r),
+    "alter_scram_credentials": lambda results: [[r.user, r.error, r.message] for r in results],
 }
 
 
@@ -138,6 +139,12 @@ def _wire_args(method: str, args: dict) -> dict:
         args = {**args, "topics": [_new_topic(t) for t in args["topics"]]}
     if method == "create_partitions":
         args = {**args, "totals": [(str(name), int(total)) for name, total in args["totals"]]}
+    if method == "alter_scram_credentials":
+        from raftka.raft_meta.scram_decisions import ScramUpsertion
+
+        args = {"deletions": [(str(n), int(m)) for n, m in args["deletions"]],
+                "upsertions": [ScramUpsertion(str(n), int(m), int(i), bytes(s), bytes(k1), bytes(k2))
+                               for n, m, i, s, k1, k2 in args["upsertions"]]}
     return args
 
 
@@ -297,6 +304,11 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
                           "timeout_ms": (_OPT_INT, False)},
     "delete_topic": {"name": (_STR, True), "request_id": (_OPT_STR, False), "timeout_ms": (_OPT_INT, False)},
     "allocate_producer_ids": {"broker_id": (_INT, True), "broker_epoch": (_INT, True)},
+    "alter_scram_credentials": {
+        "deletions": ((_list_of(lambda v: isinstance(v, (list, tuple)) and len(v) == 2), "a list of [user, mechanism]"),
+                      True),
+        "upsertions": ((_list_of(lambda v: isinstance(v, (list, tuple)) and len(v) == 6),
+                        "a list of [user, mechanism, iterations, salt, stored key, server key]"), True)},
 }
 assert SIGNATURES.keys() == METHODS.keys()
 

@@ -21,7 +21,7 @@ from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
-ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic"})
+ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "alter_scram_credentials"})
 
 
 class ControllerChannel:
@@ -110,6 +110,20 @@ class ControllerChannel:
             "alter_partition", broker_id=broker_id, broker_epoch=broker_epoch, topic_id=topic_id,
             partition=partition, leader_epoch=leader_epoch, partition_epoch=partition_epoch, new_isr=new_isr)
         return leader_epoch_after, partition_epoch_after
+
+    async def alter_scram_credentials(self, deletions: list, upsertions: list) -> list:
+        """A ScramResult per user (raft_meta/scram_decisions.py)."""
+        from raftka.raft_meta.scram_decisions import ScramResult
+
+        wire = {"deletions": [[n, m] for n, m in deletions],
+                "upsertions": [[u.name, u.mechanism, u.iterations, u.salt, u.stored_key, u.server_key]
+                               for u in upsertions]}
+
+        def from_wire(data: list) -> list:
+            return [ScramResult(str(user), error, message) for user, error, message in data]
+
+        return await self._call("alter_scram_credentials", wire_args=wire, from_wire=from_wire,
+                                deletions=deletions, upsertions=upsertions)
 
     async def aclose(self) -> None:
         for client in self._clients.values():

@@ -22,9 +22,12 @@ from raftka.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    scram_credentials,
     topics_admin,
 )
-from raftka.broker.network import CloseConnection, ConnectionInfo, Deferred
+from raftka.broker.handlers import sasl as sasl_handlers
+from raftka.broker.network import CloseConnection, ConnectionInfo, Deferred, FinalResponse
+from raftka.broker.sasl_server import FAILED, PreAuthViolation
 from raftka.broker.zero_copy import ChunkedResponse
 from raftka.client.protocol import (
     ApiKey,
@@ -66,10 +69,15 @@ HANDLERS = {
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.DESCRIBE_QUORUM: describe_quorum.handle,
+    ApiKey.SASL_HANDSHAKE: sasl_handlers.handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl_handlers.handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).
-SERVED_UNADVERTISED = frozenset({ApiKey.DESCRIBE_QUORUM})
+SERVED_UNADVERTISED = frozenset({ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                                 ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 
 class KafkaApis:
@@ -78,6 +86,11 @@ class KafkaApis:
 
     async def handle(self, frame, conn: ConnectionInfo) -> bytes | ChunkedResponse | Deferred | None:
         header = peek_request_header(frame)
+        if conn.authenticator is not None:  # a SASL listener, before authentication
+            try:
+                conn.authenticator.admit(header.api_key)
+            except PreAuthViolation as exc:
+                raise CloseConnection(f"{exc} (client {header.client_id!r})") from None
         if needs_api_versions_fallback(header):
             return api_versions_fallback_response(header.correlation_id)
         try:
@@ -111,6 +124,10 @@ class KafkaApis:
             return Deferred(finish)
         if not expects_response(header, request):
             return None
+        authenticator = conn.authenticator
+        if authenticator is not None and authenticator.state == FAILED:  # answered, then closed
+            return FinalResponse(encode_response(header, key, header.api_version, response),
+                                 f"SASL authentication failed ({key.name})")
         if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/zero_copy.py)
             return ChunkedResponse(encode_response_chunks(header, key, header.api_version, response))
         return encode_response(header, key, header.api_version, response)

@@ -28,6 +28,7 @@ from raftka.raft_meta.image import (
     MetadataDelta,
     MetadataImage,
     PartitionImage,
+    ScramCredentialImage,
     TopicImage,
 )
 from raftka.raft_meta.records import (
@@ -42,10 +43,12 @@ from raftka.raft_meta.records import (
     RecordBatch,
     RegisterBroker,
     RemoveTopic,
+    RemoveUserScramCredential,
     Topic,
     UndecodableRecord,
     UnfenceBroker,
     UnregisterBroker,
+    UserScramCredential,
     decode_record,
 )
 
@@ -74,6 +77,7 @@ class _Draft:
         self.topic_ids = image.topic_ids
         self.configs = image.configs
         self.producer_id_blocks = image.producer_id_blocks
+        self.scram_credentials = image.scram_credentials
         self._owned: set[str] = set()  # names of the maps above that are this draft's copies
         self._owned_partitions: set[str] = set()  # topic ids whose partition map is this draft's copy
         self._request_order: deque[str] | None = None
@@ -99,6 +103,9 @@ class _Draft:
 
     def producer_id_blocks_for_change(self) -> dict[int, tuple[int, int]]:
         return self._own("producer_id_blocks")
+
+    def scram_credentials_for_change(self) -> dict[tuple[str, int], ScramCredentialImage]:
+        return self._own("scram_credentials")
 
     def partitions_for_change(self, topic_id: str) -> dict[int, PartitionImage]:
         """The partition map of an existing topic, as this draft's own copy (the topic's
@@ -363,6 +370,32 @@ def _controller_claim(draft: _Draft, r: ControllerClaim, offset: int) -> Metadat
     return MetadataDelta(offset, r, True, controller=True)
 
 
+SCRAM_MECHANISM_IDS = (1, 2)  # SCRAM-SHA-256, SCRAM-SHA-512
+SCRAM_ITERATIONS = (4096, 16384)
+
+
+def _user_scram_credential(draft: _Draft, r: UserScramCredential, offset: int) -> MetadataDelta:
+    if not r.name:
+        raise _Reject("SCRAM credential with an empty user name")
+    if r.mechanism not in SCRAM_MECHANISM_IDS:
+        raise _Reject(f"SCRAM mechanism {r.mechanism} is not one of {SCRAM_MECHANISM_IDS}")
+    low, high = SCRAM_ITERATIONS
+    if not low <= r.iterations <= high:
+        raise _Reject(f"SCRAM iterations {r.iterations} outside {low}..{high}")
+    if not (r.salt and r.stored_key and r.server_key):
+        raise _Reject(f"SCRAM credential of {r.name!r} lacks its salt, StoredKey or ServerKey")
+    draft.scram_credentials_for_change()[(r.name, r.mechanism)] = ScramCredentialImage(
+        bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations)
+    return MetadataDelta(offset, r, True)
+
+
+def _remove_user_scram_credential(draft: _Draft, r: RemoveUserScramCredential, offset: int) -> MetadataDelta:
+    if (r.name, r.mechanism) not in draft.scram_credentials:
+        raise _Reject(f"no SCRAM credential of user {r.name!r} for mechanism {r.mechanism} to remove")
+    del draft.scram_credentials_for_change()[(r.name, r.mechanism)]
+    return MetadataDelta(offset, r, True)
+
+
 _HANDLERS = {
     RegisterBroker: _register,
     UnregisterBroker: _unregister,
@@ -375,6 +408,8 @@ _HANDLERS = {
     Config: _config,
     ProducerIds: _producer_ids,
     ControllerClaim: _controller_claim,
+    UserScramCredential: _user_scram_credential,
+    RemoveUserScramCredential: _remove_user_scram_credential,
 }
 
 

@@ -170,6 +170,33 @@ class RecordBatch:
 
 
 @dataclass(frozen=True)
+class UserScramCredential:
+    """Kafka's UserScramCredentialRecord: one user's credential for one mechanism (1 =
+    SCRAM-SHA-256, 2 = SCRAM-SHA-512). Never the password: salt, StoredKey, ServerKey."""
+
+    TYPE: ClassVar[str] = "UserScramCredential"
+    VERSION: ClassVar[int] = 1
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RemoveUserScramCredential:
+    """Kafka's RemoveUserScramCredentialRecord."""
+
+    TYPE: ClassVar[str] = "RemoveUserScramCredential"
+    VERSION: ClassVar[int] = 1
+    name: str
+    mechanism: int
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
 class UndecodableRecord:
     """Bytes that are not a record this code understands; `apply` skips them."""
 
@@ -191,6 +218,8 @@ MetadataRecord = (
     | ProducerIds
     | ControllerClaim
     | RecordBatch
+    | UserScramCredential
+    | RemoveUserScramCredential
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -208,6 +237,8 @@ RECORD_TYPES: dict[str, type] = {
         ProducerIds,
         ControllerClaim,
         RecordBatch,
+        UserScramCredential,
+        RemoveUserScramCredential,
     )
 }
 

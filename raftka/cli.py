@@ -68,11 +68,13 @@ def storage_random_uuid() -> None:
 @click.option("--config", "-c", "config_path", required=True, type=click.Path(exists=True, dir_okay=False), help="The node's server.properties.")
 @click.option("--cluster-id", "-t", required=True, help="From `raftka storage random-uuid`; the same on every node.")
 @click.option("--ignore-formatted", "-g", is_flag=True, help="Skip dirs already formatted with these ids.")
-def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool) -> None:
+@click.option("--add-scram", "-S", "add_scram", multiple=True, metavar="'SCRAM-SHA-256=[name=N,password=P]'",
+              help="A SCRAM user created with the cluster (Kafka's syntax; repeatable).")
+def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, add_scram: tuple[str, ...]) -> None:
     """Write meta.properties into every log dir and the metadata dir."""
     from raftka.cmd_storage import format_dirs
 
-    sys.exit(format_dirs(config_path, cluster_id, ignore_formatted))
+    sys.exit(format_dirs(config_path, cluster_id, ignore_formatted, add_scram))
 
 
 # --- server / cluster / quorum --------------------------------------------
