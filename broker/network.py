@@ -339,6 +339,8 @@ async def _secure(stream: trio.SocketStream, transport, info: ConnectionInfo,
         except ValueError as exc:  # no ssl.principal.mapping.rules rule matched
             log.warning("connection.closed", reason="principal_mapping_failed", peer=info.peer, error=str(exc))
             return None
+        if info.principal != "User:ANONYMOUS":
+            log.info("tls.client_authenticated", peer=info.peer, listener=info.listener, principal=info.principal)
         out = tls
     if transport.sasl:
         info.authenticator = transport.new_authenticator()

@@ -37,11 +37,13 @@ class Issued:
 
 
 def _name(common_name: str, organisation: str | None = None, unit: str | None = None) -> x509.Name:
-    parts = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if unit:
-        parts.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit))
+    # Most significant first (O, OU, CN): the DN then reads CN=...,OU=...,O=... (RFC 2253 order).
+    parts = []
     if organisation:
         parts.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organisation))
+    if unit:
+        parts.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit))
+    parts.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
     return x509.Name(parts)
 
 

@@ -124,7 +124,10 @@ def cluster() -> None:
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="The nodes' log level.")
 @click.option("--quiet", is_flag=True, help="Do not stream the nodes' logs.")
-def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -> None:
+@click.option("--secure", is_flag=True,
+              help="Only SASL_SSL listeners: a private CA and node certificates, SCRAM users and a "
+                   "DATA_DIR/client.properties; prints the client settings to use.")
+def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool, secure: bool) -> None:
     """Start N local nodes (broker + quorum voter each) and keep them running until Ctrl-C.
 
     \b
@@ -139,7 +142,7 @@ def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet:
     """
     from raftka.cmd_cluster import up
 
-    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), quiet))
+    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), quiet, secure))
 
 
 @main.group()
@@ -177,7 +180,14 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
-_BOOTSTRAP = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of any broker.")
+_BOOTSTRAP_SERVER = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of any broker.")
+
+
+def _BOOTSTRAP(command):  # noqa: N802 - used as the decorator it replaces
+    """--bootstrap-server, plus --command-config (client security, raftka/command_config.py)."""
+    from raftka.command_config import option
+
+    return option(_BOOTSTRAP_SERVER(command))
 
 
 @topics.command(name="create")
@@ -381,8 +391,9 @@ def perf_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: int, 
     """
     from raftka.client.perf import ConsumePerfConfig
     from raftka.cmd_perf import consume
+    from raftka.command_config import security
 
-    config = ConsumePerfConfig(bootstrap=bootstrap, topic=topic, num_records=num_records,
+    config = ConsumePerfConfig(bootstrap=bootstrap, topic=topic, num_records=num_records, security=security(),
                                timeout_ms=timeout_ms, fetch_max_bytes=fetch_max_bytes,
                                report_interval_s=reporting_interval / 1000)
     sys.exit(consume(config, as_json=as_json))
@@ -430,6 +441,50 @@ def chaos_run(**options) -> None:
     from raftka.cmd_chaos import run
 
     sys.exit(run(**options))
+
+
+# --- users (SCRAM credentials, like kafka-configs --entity-type users) -------------------
+@main.group()
+def users() -> None:
+    """Manage SCRAM users (AlterUserScramCredentials / DescribeUserScramCredentials)."""
+
+
+@users.command(name="create")
+@_BOOTSTRAP
+@click.option("--user", "user", required=True, help="The user name.")
+@click.option("--password", default=None, help="The password (prompted for when not given).")
+@click.option("--mechanism", "mechanisms", multiple=True, default=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+              show_default=True, type=click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"]), help="Repeatable.")
+@click.option("--iterations", default=4096, show_default=True, type=click.IntRange(4096, 16384))
+def users_create(bootstrap: str, user: str, password: str | None, mechanisms: tuple[str, ...],
+                 iterations: int) -> None:
+    """Create (or replace) a user's SCRAM credentials; the password never leaves this process."""
+    from raftka.cmd_users import create
+
+    if password is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    sys.exit(create(bootstrap, user, password, mechanisms, iterations))
+
+
+@users.command(name="delete")
+@_BOOTSTRAP
+@click.option("--user", "user", required=True)
+@click.option("--mechanism", "mechanisms", multiple=True, default=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+              show_default=True, type=click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"]))
+def users_delete(bootstrap: str, user: str, mechanisms: tuple[str, ...]) -> None:
+    """Delete a user's SCRAM credentials (the ones that exist among --mechanism)."""
+    from raftka.cmd_users import delete
+
+    sys.exit(delete(bootstrap, user, mechanisms))
+
+
+@users.command(name="list")
+@_BOOTSTRAP
+def users_list(bootstrap: str) -> None:
+    """Every SCRAM user with its mechanisms and iteration counts (never a secret)."""
+    from raftka.cmd_users import list_users
+
+    sys.exit(list_users(bootstrap))
 
 
 if __name__ == "__main__":
