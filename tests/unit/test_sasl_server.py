@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.broker.sasl_server import AUTHENTICATE, DONE, FAILED, HANDSHAKE, PreAuthViolation, SaslAuthenticator
+from raftka.broker.sasl_server import (
+    AUTHENTICATE,
+    DONE,
+    FAILED,
+    HANDSHAKE,
+    PreAuthViolation,
+    SaslAuthenticator,
+)
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.scram import ScramClient, make_credential
 from raftka.raft_meta.security_config import JaasConfig, ListenerSecurity

@@ -9,7 +9,12 @@ import pytest
 
 from raftka.raft_meta.apply import replay
 from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.records import RemoveUserScramCredential, UserScramCredential, decode_record, encode_record
+from raftka.raft_meta.records import (
+    RemoveUserScramCredential,
+    UserScramCredential,
+    decode_record,
+    encode_record,
+)
 from raftka.raft_meta.scram_decisions import ScramUpsertion, alter_scram_credentials
 from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot, image_digest
 from raftka.scram_args import parse_scram_argument
