@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from raftka.client.bootstrap import parse_bootstrap
+from raftka.client.security import ClientSecurity
 
 EARLIEST = -2  # Kafka's ListOffsets sentinels, also used in offset JSON
 LATEST = -1
@@ -57,6 +58,9 @@ class SourceOptions:
     fetch_max_bytes: int = 50 << 20
     max_partition_fetch_bytes: int = 4 << 20
     request_timeout_ms: int = 30000
+    # kafka.security.protocol, kafka.sasl.*, kafka.ssl.* (client/security.py), as Spark's Kafka
+    # source passes `kafka.`-prefixed options to its clients.
+    security: ClientSecurity | None = None
 
     @property
     def subscription(self) -> str:
@@ -250,4 +254,18 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sou
         max_partition_fetch_bytes=_positive_int(opts, "kafka.max.partition.fetch.bytes",
                                                 4 << 20) or 0,
         request_timeout_ms=_positive_int(opts, "kafka.request.timeout.ms", 30000) or 0,
+        security=_security(opts),
     )
+
+
+def _security(opts: Mapping[str, str]) -> ClientSecurity | None:
+    """`kafka.security.protocol`, `kafka.sasl.*`, `kafka.ssl.*` -> the client's security settings.
+    Spark lowercases option names; Kafka's client keys are lower-case already."""
+    props = {key[len("kafka."):]: str(value) for key, value in opts.items()
+             if key == "kafka.security.protocol" or key.startswith(("kafka.sasl.", "kafka.ssl."))}
+    if not props:
+        return None
+    try:
+        return ClientSecurity.from_properties(props)
+    except ValueError as exc:
+        raise SourceOptionError(f"kafka.security.protocol / kafka.sasl.* / kafka.ssl.* options: {exc}") from None

@@ -244,3 +244,24 @@ def test_users_from_the_admin_api_survive_a_restart(secured: Secured) -> None:
 
     assert "carol" not in {info.user for info in trio.run(delete)}
     assert "Authentication failed" in _metadata_fails(conf)
+
+
+def test_spark_source_options_reach_a_secured_broker(secured: Secured) -> None:
+    """Spark's Kafka-source option names (kafka.security.protocol, kafka.sasl.*, kafka.ssl.*),
+    through the source's own driver-side reader (no SparkSession needed for this)."""
+    from raftka.spark_source.log_reader import list_offsets, run_with_cluster, topic_partitions
+    from raftka.spark_source.options import parse_options
+
+    _confluent_round_trip(secured.confluent("SCRAM-SHA-256"), "sec-spark")
+    options = parse_options({
+        "kafka.bootstrap.servers": secured.sasl_bootstrap, "subscribe": "sec-spark",
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  'username="alice" password="alice-secret";',
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": str(secured.ca_path)})
+
+    async def latest(cluster) -> dict:
+        partitions = await topic_partitions(cluster, options)
+        return await list_offsets(cluster, {tp: -1 for tp in partitions})
+
+    assert run_with_cluster(options, latest, topics=["sec-spark"]) == {("sec-spark", 0): 3}

@@ -137,3 +137,46 @@ def test_ssl_client_auth_on_ssl_listener():
     props = {**BASE, "ssl.client.auth": "required", "ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/,DEFAULT"}
     listener = security(props, {"SSL": "SSL"}, ("SSL",), "SSL").listener("SSL")
     assert listener.ssl.client_auth == "required" and listener.protocol == "SSL"
+
+
+def test_spark_security_options():
+    from raftka.spark_source.options import SourceOptionError, parse_options
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert parse_options(base).security is None
+    options = parse_options({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
+                             "kafka.sasl.jaas.config": 'x.PlainLoginModule required username="u" password="p";',
+                             "kafka.ssl.truststore.location": "/ca.pem"})
+    assert (options.security.sasl_username, options.security.ssl_cafile) == ("u", "/ca.pem")
+    with pytest.raises(SourceOptionError, match="kafka.ssl.bogus|unknown client security property"):
+        parse_options({**base, "kafka.ssl.bogus": "1"})
+
+
+CLIENT_PROPS = [
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "a",
+      "sasl.password": "b", "ssl.ca.location": "/ca"}, ("SASL_SSL", "SCRAM-SHA-512", "a", "/ca", True)),
+    ({"security.protocol": "ssl", "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca",
+      "ssl.endpoint.identification.algorithm": ""}, ("SSL", None, None, "/ca", False)),
+]
+
+
+@pytest.mark.parametrize(("props", "expected"), CLIENT_PROPS)
+def test_client_properties(props, expected):
+    from raftka.client.security import ClientSecurity
+
+    s = ClientSecurity.from_properties(props)
+    assert (s.security_protocol, s.sasl_mechanism, s.sasl_username, s.ssl_cafile, s.ssl_check_hostname) == expected
+
+
+@pytest.mark.parametrize(("props", "error"), [
+    ({"security.protocol": "KERBEROS"}, "is not one of"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}, "sasl_mechanism"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "needs sasl_username"),
+    ({"ssl.truststore.type": "JKS"}, "expected PEM"),
+    ({"sasl.jass.config": "x"}, "unknown client security property"),
+])
+def test_client_properties_refused(props, error):
+    from raftka.client.security import ClientSecurity
+
+    with pytest.raises(ValueError, match=error):
+        ClientSecurity.from_properties(props)
