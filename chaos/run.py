@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 import trio
@@ -52,6 +53,7 @@ class RunConfig:
     # closed ones (a 3-partition topic at 50 sends/s rolls about every 15 s at 16 KiB).
     segment_bytes: int | None = 16384
     whole_timeout: float = 60.0
+    security: Any = None  # client/security.py ClientSecurity, for --against a secured cluster
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def topic_config(config: RunConfig) -> dict[str, str]:
 
 async def _create_topic(config: RunConfig, bootstrap: str, timeout: float = 30.0) -> None:
     deadline = trio.current_time() + timeout
-    async with AsyncAdmin(bootstrap) as admin:
+    async with AsyncAdmin(bootstrap, security=config.security) as admin:
         try:
             await admin.create_topics([NewTopic(config.topic, config.partitions, config.replication_factor,
                                                 topic_config(config))])
@@ -155,7 +157,8 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
     await _create_topic(config, bootstrap)
     wl_config = WorkloadConfig(bootstrap, config.topic, config.partitions, config.producers, config.consumers,
                                config.rate, config.acks, config.idempotence, config.seed,
-                               consumer_mode=config.consumer_mode, group_id=f"chaos-{config.seed}")
+                               consumer_mode=config.consumer_mode, group_id=f"chaos-{config.seed}",
+                               security=config.security)
     workload = Workload(wl_config, rec)
     nemesis = Nemesis(cluster, rec, config.topic, config.partition_mode) if cluster is not None else None
     async with trio.open_nursery() as nursery:

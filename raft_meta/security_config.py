@@ -356,6 +356,9 @@ def parse_security(props: Mapping[str, str], protocol_map: Mapping[str, str],
             reauth_key, reauth = _lookup(props, name, "connections.max.reauth.ms")
             if reauth is not None:
                 reauth_ms = _int_value(reauth_key, reauth, 0)
+                if reauth_ms:
+                    raise ValueError(f"config key {reauth_key!r}: got {reauth_ms}; re-authentication (KIP-368) is "
+                                     "not supported, expected 0")
         listeners[name] = ListenerSecurity(name, protocol, ssl, mechanisms, jaas, max_receive, reauth_ms)
 
     mechanism = (props.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI").strip().upper()

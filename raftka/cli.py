@@ -183,6 +183,12 @@ def topics() -> None:
 _BOOTSTRAP_SERVER = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of any broker.")
 
 
+def _command_config_option(command):
+    from raftka.command_config import option
+
+    return option(command)
+
+
 def _BOOTSTRAP(command):  # noqa: N802 - used as the decorator it replaces
     """--bootstrap-server, plus --command-config (client security, raftka/command_config.py)."""
     from raftka.command_config import option
@@ -421,6 +427,7 @@ def chaos() -> None:
 @click.option("--seed", default=None, type=int, help="Seed of the fault schedule and the workload (random if unset; printed).")
 @click.option("--out", default="chaos-runs", show_default=True, type=click.Path(file_okay=False), help="Reports go to OUT/<timestamp>/.")
 @click.option("--against", default=None, metavar="BOOTSTRAP", help="Drive an already running cluster (no faults: --nemesis none).")
+@_command_config_option
 @click.option("--partition-mode", default="cut", show_default=True, type=click.Choice(["cut", "blackhole"]),
               help="cut: links are closed; blackhole: links stall until the heal.")
 @click.option("--unclean", is_flag=True, help="Start nodes with unclean.leader.election.enable=true (to see the harness fail).")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 
+import pytest
 import trio
 
 from raftka.client.admin import AsyncAdmin, NewTopic
@@ -18,6 +19,7 @@ from raftka.client.security import ClientSecurity, read_properties_file
 from raftka.secure_cluster import secure_cluster
 
 
+@pytest.mark.slow
 def test_replication_and_acks_all_with_only_sasl_ssl(tmp_path) -> None:
     cluster, setup = secure_cluster(tmp_path / "secure", 3)
     try:
@@ -54,6 +56,17 @@ def test_replication_and_acks_all_with_only_sasl_ssl(tmp_path) -> None:
         assert listed.returncode == 0, listed.stderr
         assert "admin: SCRAM-SHA-256 (iterations=4096), SCRAM-SHA-512 (iterations=4096)" in listed.stdout
         assert "broker: SCRAM-SHA-512" in listed.stdout
+        config = ["--command-config", str(setup.client_properties_path)]
+        perf = subprocess.run(
+            [sys.executable, "-m", "raftka", "perf", "produce", "--bootstrap-server", bootstrap, "--topic", topic,
+             "--num-records", "2000", "--record-size", "100", "--acks", "all", "--producers", "2", *config],
+            capture_output=True, text=True, timeout=120)
+        assert perf.returncode == 0, perf.stderr[-2000:]
+        chaos = subprocess.run(
+            [sys.executable, "-m", "raftka", "chaos", "run", "--against", bootstrap, "--nemesis", "none",
+             "--time-limit", "3", "--rate", "20", "--out", str(tmp_path / "chaos"), *config],
+            capture_output=True, text=True, timeout=180)
+        assert chaos.returncode == 0, (chaos.stdout[-2000:], chaos.stderr[-2000:])
         refused = subprocess.run(
             [sys.executable, "-m", "raftka", "users", "list", "--bootstrap-server", cluster.nodes[1].bootstrap],
             capture_output=True, text=True, timeout=60)

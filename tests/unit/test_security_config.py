@@ -124,6 +124,7 @@ SECURITY_ERRORS = [
     ({**BASE, "sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"},
      "the broker's own username"),
     ({**BASE, "listener.name.other.ssl.client.auth": "none"}, "no listener named 'OTHER'"),
+    ({**BASE, "sasl.enabled.mechanisms": "SCRAM-SHA-256", "connections.max.reauth.ms": "60000"}, "not supported"),
 ]
 
 
