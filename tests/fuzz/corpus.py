@@ -163,6 +163,11 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.DELETE_GROUPS: lambda rng: {"groups_names": ["fuzz-other-group"]},
     ApiKey.DESCRIBE_QUORUM: lambda rng: {"topics": [{"topic_name": "__cluster_metadata",
                                                     "partitions": [{"partition_index": 0}]}]},
+    ApiKey.SASL_HANDSHAKE: lambda rng: {"mechanism": rng.choice(["PLAIN", "SCRAM-SHA-256", "GSSAPI"])},
+    ApiKey.SASL_AUTHENTICATE: lambda rng: {"auth_bytes": b"\0fuzz\0fuzz"},
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda rng: {"users": [{"name": "fuzz-user"}]},
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda rng: {"deletions": [{"name": "fuzz-user", "mechanism": 1}],
+                                                      "upsertions": []},
 }
 
 
