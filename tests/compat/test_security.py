@@ -217,6 +217,15 @@ def test_refused_clients_and_the_broker_keeps_serving(secured: Secured) -> None:
         body = struct.pack(">hhih", 3, 0, 7, 4) + b"test" + struct.pack(">i", 0)
         tls.sendall(struct.pack(">i", len(body)) + body)
         assert tls.recv(4096) == b""
+    # kafka-python: a wrong password and a client trusting another CA are refused too.
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaTimeoutError
+
+    KafkaAdminClient(**secured.kafka_python("SCRAM-SHA-256"), request_timeout_ms=5000).close()  # the control
+    for overrides in ({"sasl_plain_password": "wrong"}, {"ssl_cafile": str(secured.other_ca_path)}):
+        with pytest.raises(KafkaTimeoutError, match="Unable to bootstrap"):
+            KafkaAdminClient(**{**secured.kafka_python("SCRAM-SHA-256"), **overrides}, request_timeout_ms=5000,
+                             bootstrap_timeout_ms=5000)
     # Every refusal cost only its own connection.
     assert _confluent_round_trip(secured.confluent("SCRAM-SHA-512"), "sec-after-refusals") == [b"v0", b"v1", b"v2"]
 
