@@ -274,3 +274,25 @@ def test_spark_source_options_reach_a_secured_broker(secured: Secured) -> None:
         return await list_offsets(cluster, {tp: -1 for tp in partitions})
 
     assert run_with_cluster(options, latest, topics=["sec-spark"]) == {("sec-spark", 0): 3}
+
+
+def test_large_fetch_over_tls_falls_back_from_sendfile(secured: Secured) -> None:
+    """Record bytes of 16 KiB and more go out by sendfile on PLAINTEXT; under TLS they are read
+    in a worker thread and encrypted (broker/zero_copy.py)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    conf = secured.confluent("SCRAM-SHA-512")
+    producer = Producer({**conf, "acks": "all", "compression.type": "none"})
+    big = bytes(range(256)) * 1024  # 256 KiB
+    producer.produce("sec-big", big)
+    assert producer.flush(60) == 0
+    consumer = Consumer({**conf, "group.id": "sec-big", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("sec-big", 0, 0)])
+    deadline = time.monotonic() + 60
+    msg = None
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            break
+    consumer.close()
+    assert msg is not None and msg.value() == big
