@@ -43,7 +43,6 @@ import errno
 import fcntl
 import itertools
 import math
-import ssl
 import struct
 import termios
 from collections.abc import Awaitable, Callable, Iterable
@@ -57,6 +56,7 @@ from raftka.broker.request_memory import RequestMemoryPool
 from raftka.broker.zero_copy import ChunkedResponse, send_response
 from raftka.client.protocol import FrameDecoder, FrameTooLarge, ProtocolError
 from raftka.client.protocol.framing import DEFAULT_MAX_FRAME_SIZE
+from raftka.client.tls import drain_tls
 
 log = structlog.get_logger("broker.network")
 
@@ -250,40 +250,13 @@ def _ready_bytes(sock: trio.socket.SocketType) -> int:
         return 0
 
 
-def _drain_tls(stream: trio.SSLStream, room: int) -> bytes:
-    """The plaintext of TLS records already received, up to `room` bytes, without a trip
-    through the scheduler per record. librdkafka writes one small TLS record per message
-    buffer (~1 KiB), and trio's SSLStream.receive_some returns one record per call: reading
-    them one await at a time cost 10x in produce throughput (bench/security_bench.py).
-
-    Reads trio's SSLObject directly (a private attribute: when it is missing, nothing is
-    drained and receive_some alone serves). Anything the read makes TLS owe the peer stays in
-    the outgoing buffer, which SSLStream flushes on its next call."""
-    ssl_object = getattr(stream, "_ssl_object", None)
-    if ssl_object is None:
-        return b""
-    parts = []
-    while room > 0:
-        try:
-            chunk = ssl_object.read(room)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            break
-        except ssl.SSLError as exc:
-            raise trio.BrokenResourceError(f"TLS error: {exc}") from exc
-        if not chunk:
-            break
-        parts.append(chunk)
-        room -= len(chunk)
-    return b"".join(parts)
-
-
 async def _receive(stream: trio.abc.Stream, conn: _Connection) -> bytes:
     if isinstance(stream, trio.SSLStream):
         # The kernel's byte count says nothing about the plaintext the TLS layer holds: receive,
         # then account (at most one TLS_RECEIVE_CHUNK beyond the budget per connection).
         data = await stream.receive_some(TLS_RECEIVE_CHUNK)
         if data:
-            more = _drain_tls(stream, TLS_RECEIVE_CHUNK - len(data))
+            more = drain_tls(stream, TLS_RECEIVE_CHUNK - len(data))
             if more:
                 data = data + more
         await conn.reserve(len(data))

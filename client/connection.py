@@ -39,6 +39,7 @@ from raftka.client.protocol import (
 )
 from raftka.client.protocol.scram import ScramClient, ScramError
 from raftka.client.security import ClientSecurity
+from raftka.client.tls import drain_tls
 from raftka.client.versions import API_VERSIONS_FIRST_TRY, choose_versions, version_for
 
 log = structlog.get_logger("raftka.client.connection")
@@ -70,6 +71,7 @@ class BrokerConnection:
         self.request_timeout = request_timeout
         self.versions: dict[ApiKey, int] = {}
         self._stream = stream
+        self._tls = isinstance(stream, trio.SSLStream)
         self._decoder = FrameDecoder(DEFAULT_MAX_RESPONSE_SIZE)
         self._pending: deque[_Pending] = deque()
         self._send_lock = trio.Lock()
@@ -255,6 +257,8 @@ class BrokerConnection:
             try:
                 while True:
                     chunk = await self._stream.receive_some(_RECV_SIZE)
+                    if chunk and self._tls:
+                        chunk += drain_tls(self._stream, _RECV_SIZE)  # records already received
                     if not chunk:
                         self._decoder.eof()
                         self._fail_all("the broker closed the connection")
