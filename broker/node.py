@@ -144,6 +144,8 @@ class BrokerNode:
                         security = config.security.listener(endpoint.name)
                         transport = (ListenerTransport(security, scram_lookup)
                                      if security.protocol != "PLAINTEXT" else None)
+                        if transport is not None and transport.ssl_context is not None:
+                            nursery.start_soon(transport.watch)  # certificates reload without a restart
                         sockets = await nursery.start(
                             lambda task_status, e=endpoint, t=transport: serve_listener(
                                 e.host, e.port, apis.handle, listener=e.name, limits=limits,

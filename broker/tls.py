@@ -12,8 +12,11 @@ principal `User:` + `ssl.principal.mapping.rules` applied to its subject DN
 
 from __future__ import annotations
 
+import os
 import ssl
 
+import structlog
+import trio
 from cryptography import x509
 
 from raftka.broker.sasl_server import SaslAuthenticator
@@ -21,6 +24,8 @@ from raftka.client.security import ClientSecurity
 from raftka.client.tls import limit_versions, load_key_and_chain, load_trust
 from raftka.raft_meta.principal_mapping import map_principal, parse_rules
 from raftka.raft_meta.security_config import ListenerSecurity, SslSettings
+
+log = structlog.get_logger("broker.tls")
 
 _VERIFY = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
@@ -43,14 +48,59 @@ def certificate_dn(der: bytes) -> str:
     return x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
+RELOAD_CHECK_S = 30.0
+
+
+def _stamps(settings: SslSettings) -> tuple:
+    """(path, mtime, size) of the key and trust store files (inline PEM never changes)."""
+    out = []
+    for path in (settings.keystore_location, settings.truststore_location):
+        if path:
+            try:
+                st = os.stat(path)
+                out.append((path, st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((path, None, None))
+    return tuple(out)
+
+
 class ListenerTransport:
-    """What a listener does to each connection before requests: TLS, then who the peer is."""
+    """What a listener does to each connection before requests: TLS, then who the peer is.
+
+    Certificates are reloaded without a restart: `watch()` looks at the key and trust store
+    files every RELOAD_CHECK_S (in a worker thread) and, when one changed, builds a new
+    context for the connections that follow (open ones keep theirs). A file that cannot be
+    loaded is logged and the old context stays."""
 
     def __init__(self, security: ListenerSecurity, scram_lookup=None) -> None:
         self.security = security
         self.scram_lookup = scram_lookup or (lambda name, mechanism: None)
         self.ssl_context = server_context(security.ssl) if security.ssl is not None else None
         self.rules = parse_rules(security.ssl.principal_mapping_rules) if security.ssl is not None else ()
+        self._stamps = _stamps(security.ssl) if security.ssl is not None else ()
+
+    async def reload_if_changed(self) -> bool:
+        """Rebuild the TLS context if a store file changed; True if it was replaced."""
+        settings = self.security.ssl
+        if settings is None:
+            return False
+        stamps = await trio.to_thread.run_sync(_stamps, settings)
+        if stamps == self._stamps:
+            return False
+        try:
+            context = await trio.to_thread.run_sync(server_context, settings)
+        except (OSError, ssl.SSLError) as exc:  # half-written, say: tried again at the next check
+            log.warning("tls.reload_failed", listener=self.security.name, error=str(exc))
+            return False
+        self._stamps = stamps
+        self.ssl_context = context
+        log.info("tls.reloaded", listener=self.security.name)
+        return True
+
+    async def watch(self, interval: float = RELOAD_CHECK_S) -> None:
+        while True:
+            await trio.sleep(interval)
+            await self.reload_if_changed()
 
     @property
     def sasl(self) -> bool:
