@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from raftka.raft_meta.controller_decisions import MAX_RECORDS_PER_USER_OP
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.records import RemoveUserScramCredential, UserScramCredential
 
@@ -57,10 +58,11 @@ def _problem(name: str, mechanism: int, iterations: int | None) -> tuple[str, st
 def alter_scram_credentials(image: MetadataImage, deletions: list[tuple[str, int]],
                             upsertions: list[ScramUpsertion]) -> tuple[list, list[ScramResult]]:
     """(records to commit, one result per user in request order)."""
-    users: list[str] = []
-    for name in [d[0] for d in deletions] + [u.name for u in upsertions]:
-        if name not in users:
-            users.append(name)
+    users = list(dict.fromkeys([d[0] for d in deletions] + [u.name for u in upsertions]))
+    if len(deletions) + len(upsertions) > MAX_RECORDS_PER_USER_OP:  # one entry, bounded as CreateTopics is
+        message = (f"{len(deletions) + len(upsertions)} credential changes in one request; expected at most "
+                   f"{MAX_RECORDS_PER_USER_OP}")
+        return [], [ScramResult(user, "POLICY_VIOLATION", message) for user in users]
     pairs = Counter([(n, m) for n, m in deletions] + [(u.name, u.mechanism) for u in upsertions])
     errors: dict[str, tuple[str, str]] = {}
     for (name, mechanism), count in pairs.items():

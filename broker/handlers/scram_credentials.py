@@ -79,7 +79,7 @@ async def handle_alter(ctx, header, request, conn=None):
             for name in users:
                 outcome.setdefault(name, (code, exc.message))
         for r in results:
-            code = 0 if r.error is None else ErrorCode[r.error]
+            code = 0 if r.error is None else ErrorCode.__members__.get(r.error, ErrorCode.UNKNOWN_SERVER_ERROR)
             outcome.setdefault(r.user, (code, r.message))
     return AlterResponse(throttle_time_ms=0, results=[
         {"user": name, "error_code": outcome.get(name, (0, None))[0], "error_message": outcome.get(name, (0, None))[1]}

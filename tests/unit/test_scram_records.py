@@ -66,7 +66,7 @@ def _up(name, mechanism=1, iterations=4096):
 
 
 IMAGE = replay([(1, UserScramCredential("alice", 1, **CRED))])
-DECISION_CASES = [
+DECISION_CASES: list = [
     ([], [_up("bob")], {"bob": None}, 1),
     ([("alice", 1)], [], {"alice": None}, 1),
     ([("alice", 2)], [], {"alice": "RESOURCE_NOT_FOUND"}, 0),
@@ -80,7 +80,8 @@ DECISION_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("deletions", "upsertions", "results", "records"), DECISION_CASES)
+@pytest.mark.parametrize(("deletions", "upsertions", "results", "records"), [
+    *DECISION_CASES, ([], [_up(f"u{i}") for i in range(10_001)], {f"u{i}": "POLICY_VIOLATION" for i in range(10_001)}, 0)])
 def test_alter_decision(deletions, upsertions, results, records):
     out, got = alter_scram_credentials(IMAGE, deletions, upsertions)
     assert {r.user: r.error for r in got} == results
