@@ -22,6 +22,7 @@ import trio
 
 from raftka import certs
 from raftka.client.admin import AsyncAdmin
+from raftka.client.errors import KafkaError
 from raftka.client.local_cluster import LocalCluster, free_low_port
 from raftka.client.scram_admin import ScramUpsert, alter_users, describe_users
 from raftka.client.security import ClientSecurity
@@ -237,6 +238,21 @@ def test_users_from_the_admin_api_survive_a_restart(secured: Secured) -> None:
                                       ScramUpsert("carol", "SCRAM-SHA-512", "carol-secret", 4096)])
             return await describe_users(admin)
 
+    async def refused() -> list[str]:
+        errors = []
+        async with AsyncAdmin(secured.sasl_bootstrap, security=secured.sdk()) as admin:
+            for call in (lambda: alter_users(admin, [ScramUpsert("dave", "SCRAM-SHA-256", "p", iterations=100)]),
+                         lambda: alter_users(admin, deletions=[("nobody", "SCRAM-SHA-512")]),
+                         lambda: describe_users(admin, ["nobody"])):
+                try:
+                    await call()
+                except KafkaError as exc:
+                    errors.append(type(exc).__name__ + ": " + str(exc))
+        return errors
+
+    errors = trio.run(refused)
+    assert len(errors) == 3, errors
+    assert "Too few iterations" in errors[0] and "does not exist" in errors[1] and "nobody" in errors[2]
     listed = {info.user: info.mechanisms for info in trio.run(create)}
     assert listed["carol"] == (("SCRAM-SHA-256", 4096), ("SCRAM-SHA-512", 4096))
     assert listed["alice"] == (("SCRAM-SHA-256", 4096), ("SCRAM-SHA-512", 8192))
