@@ -312,3 +312,26 @@ def test_large_fetch_over_tls_falls_back_from_sendfile(secured: Secured) -> None
             break
     consumer.close()
     assert msg is not None and msg.value() == big
+
+
+def test_sdk_mtls_with_a_pem_key_store(secured: Secured) -> None:
+    """The SDK over SSL with a client certificate from one PEM key store file (key + chain),
+    as a broker connects to an SSL inter-broker listener (broker/tls.py inter_broker_security)."""
+    keystore = certs.write_keystore(certs.issue(secured.ca, "sdk-client", unit="Svc"), secured.ca,
+                                    secured.tls / "sdk-keystore.pem")
+    security = ClientSecurity("SSL", ssl_cafile=str(secured.ca_path), ssl_certfile=str(keystore))
+
+    async def topics() -> list[str]:
+        async with AsyncAdmin(secured.ssl_bootstrap, security=security) as admin:
+            return await admin.list_topics()
+
+    assert isinstance(trio.run(topics), list)  # connected, negotiated, answered
+    assert any('"principal": "User:sdk-client"' in line for line in secured.log_events("tls.client_authenticated"))
+    without_cert = ClientSecurity("SSL", ssl_cafile=str(secured.ca_path))
+
+    async def refused() -> None:
+        async with AsyncAdmin(secured.ssl_bootstrap, security=without_cert, request_timeout_ms=5000):
+            pass
+
+    with pytest.raises(KafkaError):
+        trio.run(refused)
