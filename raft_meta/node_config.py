@@ -503,6 +503,12 @@ def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | No
         values["inter_broker_listener_name"] = broker_names[0] if broker_names else ""
     values["inter_broker_listener_name"] = values["inter_broker_listener_name"].upper()
 
+    for name, protocol in protocol_map:
+        if name in controller_names and protocol != "PLAINTEXT":
+            raise ConfigError(
+                f"config key 'listener.security.protocol.map': controller listener {name} maps to {protocol}; "
+                "expected PLAINTEXT (the quorum port speaks pysyncobj's protocol, encrypted with "
+                "controller.quorum.secret, not TLS or SASL)")
     try:
         values["security"] = security_config.parse_security(
             properties, dict(protocol_map),

@@ -108,6 +108,7 @@ def test_retention_precedence(tmp_path: Path) -> None:
         ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "no listener named ['CONTROLLER']"),
         ({"log.dirs": None}, "'log.dirs' is missing"),
         ({"listener.security.protocol.map": "PLAINTEXT:KERBEROS"}, "PROTOCOL one of"),
+        ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "controller listener CONTROLLER"),
         ({"log.cleanup.policy": "shred"}, "delete, compact"),
         ({"max.connections.per.ip.overrides": "host.example:5"},
          "got 'host.example:5', expected a comma-separated list of ip:count"),
