@@ -13,6 +13,7 @@ from bench import (
     log_bench,
     metrics_bench,
     peer_bench,
+    security_bench,
     spark_bench,
     startup_bench,
     validator_bench,
@@ -35,6 +36,9 @@ def main() -> None:
     print(validator_bench.format_table(validator_bench.run()))
     print("\n## Brokers: throughput, latency, failover (1 KiB records, real processes on loopback)\n")
     print(cluster_bench.format_table(cluster_bench.run()))
+    print("\n## Security: RF=3 acks=all produce and a full read with librdkafka, SASL_SSL (SCRAM-SHA-512, "
+          "TLS 1.3, brokers replicating over SASL_SSL) next to PLAINTEXT (1 KiB records)\n")
+    print(security_bench.format_table(security_bench.run()))
     print("\n## Engine room: a latency probe while 2000 partitions are created, written and deleted "
           "and a bulk writer rolls 64 MiB segments (1 node)\n")
     print(engine_bench.format_table(engine_bench.run()))

@@ -160,6 +160,7 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "delete_acls": lambda r: r,
     "alter_configs": errors_to_wire,
     "elect_leaders": election_results_to_wire,
+    "alter_scram_credentials": lambda results: [[r.user, r.error, r.message] for r in results],
 }
 
 
@@ -196,6 +197,12 @@ def _wire_args(method: str, args: dict) -> dict:
         args = {**args, "partitions": [(str(name), int(index)) for name, index in args["partitions"]]}
     if method == "alter_configs":
         args = {**args, "resources": [_alter_resource(r) for r in args["resources"]]}
+    if method == "alter_scram_credentials":
+        from raftka.raft_meta.scram_decisions import ScramUpsertion
+
+        args = {"deletions": [(str(n), int(m)) for n, m in args["deletions"]],
+                "upsertions": [ScramUpsertion(str(n), int(m), int(i), bytes(s), bytes(k1), bytes(k2))
+                               for n, m, i, s, k1, k2 in args["upsertions"]]}
     return args
 
 
@@ -404,6 +411,11 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
     "delete_acls": {"filters": ((_list_of(_is_acl_filter), "a list of [type, name|null, pattern, "
                                                            "principal|null, host|null, operation, permission]"),
                                 True)},
+    "alter_scram_credentials": {
+        "deletions": ((_list_of(lambda v: isinstance(v, (list, tuple)) and len(v) == 2), "a list of [user, mechanism]"),
+                      True),
+        "upsertions": ((_list_of(lambda v: isinstance(v, (list, tuple)) and len(v) == 6),
+                        "a list of [user, mechanism, iterations, salt, stored key, server key]"), True)},
 }
 assert SIGNATURES.keys() == METHODS.keys()
 

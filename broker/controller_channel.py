@@ -31,7 +31,7 @@ from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
 ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls",
-                           "alter_configs", "elect_leaders"})
+                           "alter_configs", "elect_leaders", "alter_scram_credentials"})
 
 
 class ControllerChannel:
@@ -145,6 +145,19 @@ class ControllerChannel:
     async def delete_acls(self, filters: Sequence[Sequence]) -> list[dict]:
         """One DeleteAcls request (see `Controller.delete_acls`)."""
         return await self._call("delete_acls", filters=[list(f) for f in filters])
+    async def alter_scram_credentials(self, deletions: list, upsertions: list) -> list:
+        """A ScramResult per user (raft_meta/scram_decisions.py)."""
+        from raftka.raft_meta.scram_decisions import ScramResult
+
+        wire = {"deletions": [[n, m] for n, m in deletions],
+                "upsertions": [[u.name, u.mechanism, u.iterations, u.salt, u.stored_key, u.server_key]
+                               for u in upsertions]}
+
+        def from_wire(data: list) -> list:
+            return [ScramResult(str(user), error, message) for user, error, message in data]
+
+        return await self._call("alter_scram_credentials", wire_args=wire, from_wire=from_wire,
+                                deletions=deletions, upsertions=upsertions)
 
     async def aclose(self) -> None:
         for client in self._clients.values():

@@ -29,10 +29,13 @@ from raftka.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    scram_credentials,
     topics_admin,
 )
+from raftka.broker.handlers import sasl as sasl_handlers
 from raftka.broker.metrics import request_name
-from raftka.broker.network import CloseConnection, ConnectionInfo, Deferred
+from raftka.broker.network import CloseConnection, ConnectionInfo, Deferred, FinalResponse
+from raftka.broker.sasl_server import FAILED, PreAuthViolation
 from raftka.broker.zero_copy import ChunkedResponse
 from raftka.client.protocol import (
     ApiKey,
@@ -84,10 +87,15 @@ HANDLERS = {
     ApiKey.ELECT_LEADERS: elect_leaders.handle,
     ApiKey.DELETE_RECORDS: delete_records.handle,
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
+    ApiKey.SASL_HANDSHAKE: sasl_handlers.handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl_handlers.handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).
-SERVED_UNADVERTISED = frozenset({ApiKey.DESCRIBE_QUORUM})
+SERVED_UNADVERTISED = frozenset({ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                                 ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 
 class KafkaApis:
@@ -96,6 +104,11 @@ class KafkaApis:
 
     async def handle(self, frame, conn: ConnectionInfo) -> bytes | ChunkedResponse | Deferred | None:
         header = peek_request_header(frame)
+        if conn.authenticator is not None:  # a SASL listener, before authentication
+            try:
+                conn.authenticator.admit(header.api_key)
+            except PreAuthViolation as exc:
+                raise CloseConnection(f"{exc} (client {header.client_id!r})") from None
         if needs_api_versions_fallback(header):
             return api_versions_fallback_response(header.correlation_id)
         try:
@@ -134,6 +147,10 @@ class KafkaApis:
         self.ctx.metrics.request_done(name, header.api_version, trio.current_time() - started)
         if not expects_response(header, request):
             return None
+        authenticator = conn.authenticator
+        if authenticator is not None and authenticator.state == FAILED:  # answered, then closed
+            return FinalResponse(encode_response(header, key, header.api_version, response),
+                                 f"SASL authentication failed ({key.name})")
         if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/zero_copy.py)
             return ChunkedResponse(encode_response_chunks(header, key, header.api_version, response))
         return encode_response(header, key, header.api_version, response)

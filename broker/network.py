@@ -26,6 +26,15 @@ Limits, with Kafka's names (the keys are in raft_meta/node_config.py):
   broker/connection_quotas.py.
 - An `accept()` error (EMFILE, ENFILE, ENOBUFS, ...) is logged and retried
   after a back-off (100 ms doubling to 1 s); the listener is never lost.
+
+Security (broker/tls.py, broker/sasl_server.py): an SSL / SASL_SSL listener
+wraps each connection in `trio.SSLStream`; the TLS handshake must finish
+within TLS_HANDSHAKE_TIMEOUT_S (and within `connections.max.idle.ms`), else
+the connection is closed. Under TLS the connection reads what the TLS layer
+returns (at most TLS_RECEIVE_CHUNK) and reserves it from the request-memory
+budget just after, and Fetch record bytes are read from the segments in a
+worker thread instead of sendfile (broker/zero_copy.py). On SASL listeners
+requests before authentication are bounded by `sasl.server.max.receive.size`.
 """
 
 from __future__ import annotations
@@ -47,10 +56,13 @@ from raftka.broker.request_memory import RequestMemoryPool
 from raftka.broker.zero_copy import ChunkedResponse, send_response
 from raftka.client.protocol import FrameDecoder, FrameTooLarge, ProtocolError
 from raftka.client.protocol.framing import DEFAULT_MAX_FRAME_SIZE
+from raftka.client.tls import drain_tls
 
 log = structlog.get_logger("broker.network")
 
 RECEIVE_CHUNK = 256 * 1024
+TLS_RECEIVE_CHUNK = 64 * 1024
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 ACCEPT_BACKOFF_MIN_S = 0.1
 ACCEPT_BACKOFF_MAX_S = 1.0
 # Repeated warnings (refused connections, a spent memory budget) are logged at most this often,
@@ -71,6 +83,9 @@ class ConnectionInfo:
     listener: str
     peer: str
     principal: str = "User:ANONYMOUS"
+    # The SASL exchange still owed on a SASL listener (broker/sasl_server.py); None once done
+    # and on other listeners.
+    authenticator: object | None = None
 
     @property
     def host(self) -> str:
@@ -81,6 +96,16 @@ class ConnectionInfo:
 
 class CloseConnection(Exception):
     """Raised by a handler to close the offending connection after logging why."""
+
+
+class FinalResponse:
+    """A response after which the connection is closed (a failed SASL authentication)."""
+
+    __slots__ = ("payload", "reason")
+
+    def __init__(self, payload: bytes, reason: str) -> None:
+        self.payload = payload
+        self.reason = reason
 
 
 class Deferred:
@@ -209,6 +234,9 @@ async def _write_responses(stream: trio.SocketStream, conn: _Connection,
         async for response in responses:
             if isinstance(response, Deferred):
                 response = await response.finish()  # an error ends the connection, in order
+            if isinstance(response, FinalResponse):
+                await send_response(stream, response.payload)
+                raise CloseConnection(response.reason)
             if response is not None:
                 await send_response(stream, response)
                 conn.active()
@@ -222,20 +250,36 @@ def _ready_bytes(sock: trio.socket.SocketType) -> int:
         return 0
 
 
-async def _read_requests(stream: trio.SocketStream, handler: RequestHandler, conn: _Connection,
+async def _receive(stream: trio.abc.Stream, conn: _Connection) -> bytes:
+    if isinstance(stream, trio.SSLStream):
+        # The kernel's byte count says nothing about the plaintext the TLS layer holds: receive,
+        # then account (at most one TLS_RECEIVE_CHUNK beyond the budget per connection).
+        data = await stream.receive_some(TLS_RECEIVE_CHUNK)
+        if data:
+            more = drain_tls(stream, TLS_RECEIVE_CHUNK - len(data))
+            if more:
+                data = data + more
+        await conn.reserve(len(data))
+        return data
+    sock = stream.socket
+    # Reserve what has arrived, then receive it: an idle connection holds no memory.
+    ready = _ready_bytes(sock)
+    if not ready:
+        await trio.lowlevel.wait_readable(sock)
+        ready = _ready_bytes(sock)
+    window = min(max(ready, 1), RECEIVE_CHUNK)  # nothing ready once readable: EOF or error
+    await conn.reserve(window)  # waits while the request-memory budget is spent
+    data = await stream.receive_some(window)
+    conn.release(window - len(data))
+    return data
+
+
+async def _read_requests(stream: trio.abc.Stream, handler: RequestHandler, conn: _Connection,
                          responses: trio.MemorySendChannel[bytes | ChunkedResponse | Deferred | None]) -> None:
-    decoder, memory, sock = conn.decoder, conn.limits.memory, stream.socket
+    decoder, memory, info = conn.decoder, conn.limits.memory, conn.info
     async with responses:
         while True:
-            # Reserve what has arrived, then receive it: an idle connection holds no memory.
-            ready = _ready_bytes(sock)
-            if not ready:
-                await trio.lowlevel.wait_readable(sock)
-                ready = _ready_bytes(sock)
-            window = min(max(ready, 1), RECEIVE_CHUNK)  # nothing ready once readable: EOF or error
-            await conn.reserve(window)  # waits while the request-memory budget is spent
-            data = await stream.receive_some(window)
-            conn.release(window - len(data))
+            data = await _receive(stream, conn)
             if not data:
                 return
             frames = decoder.feed(data)
@@ -246,9 +290,11 @@ async def _read_requests(stream: trio.SocketStream, handler: RequestHandler, con
             for frame in frames:
                 conn.active()
                 try:
-                    response = await handler(frame, conn.info)
+                    response = await handler(frame, info)
                 finally:
                     conn.release(len(frame) + 4)  # processed: its memory goes back to the budget
+                if info.authenticator is None and decoder.max_frame_size != conn.limits.max_request_bytes:
+                    decoder.max_frame_size = conn.limits.max_request_bytes  # authenticated: full size
                 await responses.send(response)
 
 
@@ -275,16 +321,54 @@ def _first_error(exc: BaseException) -> BaseException:
     return exc
 
 
+async def _secure(stream: trio.SocketStream, transport, info: ConnectionInfo,
+                  conn: _Connection) -> trio.abc.Stream | None:
+    """TLS handshake (bounded in time) and the connection's principal / SASL state; None when
+    the handshake failed (logged)."""
+    out: trio.abc.Stream = stream
+    if transport.ssl_context is not None:
+        tls = trio.SSLStream(stream, transport.ssl_context, server_side=True)
+        with trio.move_on_after(TLS_HANDSHAKE_TIMEOUT_S) as scope:
+            try:
+                await tls.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                log.info("connection.closed", reason="tls_handshake_failed", peer=info.peer,
+                         listener=info.listener, error=str(exc.__cause__ or exc))
+                return None
+        if scope.cancelled_caught:
+            log.info("connection.closed", reason="tls_handshake_timeout", peer=info.peer, listener=info.listener,
+                     seconds=TLS_HANDSHAKE_TIMEOUT_S)
+            return None
+        try:
+            info.principal = transport.certificate_principal(tls.getpeercert(binary_form=True))
+        except ValueError as exc:  # no ssl.principal.mapping.rules rule matched
+            log.warning("connection.closed", reason="principal_mapping_failed", peer=info.peer, error=str(exc))
+            return None
+        if info.principal != "User:ANONYMOUS":
+            log.info("tls.client_authenticated", peer=info.peer, listener=info.listener, principal=info.principal)
+        out = tls
+    if transport.sasl:
+        info.authenticator = transport.new_authenticator()
+        conn.decoder.max_frame_size = min(conn.decoder.max_frame_size, transport.security.max_receive_size)
+    return out
+
+
 async def serve_connection(
-    stream: trio.SocketStream, handler: RequestHandler, listener: str, limits: ListenerLimits
+    stream: trio.SocketStream, handler: RequestHandler, listener: str, limits: ListenerLimits,
+    transport=None,
 ) -> None:
-    """Serve one client connection until it closes, misbehaves or stays idle; never raises."""
+    """Serve one client connection until it closes, misbehaves or stays idle; never raises.
+    `transport` (broker/tls.py ListenerTransport) adds TLS and SASL; None = PLAINTEXT."""
     info = ConnectionInfo(next(_connection_ids), listener, _peer(stream))
     conn = _Connection(info, limits)
     try:
         async with stream:
             with conn.scope:
-                await _serve(stream, handler, conn)
+                served: trio.abc.Stream | None = stream
+                if transport is not None:
+                    served = await _secure(stream, transport, info, conn)
+                if served is not None:
+                    await _serve(served, handler, conn)
             if conn.scope.cancelled_caught:
                 log.info("connection.closed", reason="idle", peer=info.peer,
                          connections_max_idle_ms=round(limits.idle_s * 1000),
@@ -307,13 +391,13 @@ async def serve_connection(
 
 
 async def _accept_loop(listener_socket: trio.SocketListener, name: str, handler: RequestHandler,
-                       limits: ListenerLimits, nursery: trio.Nursery) -> None:
+                       limits: ListenerLimits, nursery: trio.Nursery, transport=None) -> None:
     async with listener_socket:
-        await _accept_connections(listener_socket, name, handler, limits, nursery)
+        await _accept_connections(listener_socket, name, handler, limits, nursery, transport)
 
 
 async def _accept_connections(listener_socket: trio.SocketListener, name: str, handler: RequestHandler,
-                              limits: ListenerLimits, nursery: trio.Nursery) -> None:
+                              limits: ListenerLimits, nursery: trio.Nursery, transport=None) -> None:
     quotas = limits.quotas
     backoff = 0.0
     failures = 0
@@ -351,13 +435,13 @@ async def _accept_connections(listener_socket: trio.SocketListener, name: str, h
                                   error=str(refusal))
             stream.socket.close()
             continue
-        nursery.start_soon(_serve_admitted, stream, handler, name, limits, ip)
+        nursery.start_soon(_serve_admitted, stream, handler, name, limits, ip, transport)
 
 
 async def _serve_admitted(stream: trio.SocketStream, handler: RequestHandler, listener: str,
-                          limits: ListenerLimits, ip: str) -> None:
+                          limits: ListenerLimits, ip: str, transport=None) -> None:
     try:
-        await serve_connection(stream, handler, listener, limits)
+        await serve_connection(stream, handler, listener, limits, transport)
     finally:
         limits.quotas.release(ip)
 
@@ -369,14 +453,16 @@ async def serve_listener(
     *,
     listener: str,
     limits: ListenerLimits | None = None,
+    transport=None,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on host:port and serve every connection in its own task, within `limits`
-    (shared by every listener of the broker)."""
+    (shared by every listener of the broker); `transport` adds TLS/SASL (broker/tls.py)."""
     limits = limits or ListenerLimits()
     listeners = await trio.open_tcp_listeners(port, host=host or None)
-    log.info("listener.started", listener=listener, host=host, port=port)
+    log.info("listener.started", listener=listener, host=host, port=port,
+             security_protocol=transport.security.protocol if transport is not None else "PLAINTEXT")
     async with trio.open_nursery() as nursery:
         for listener_socket in listeners:
-            nursery.start_soon(_accept_loop, listener_socket, listener, handler, limits, nursery)
+            nursery.start_soon(_accept_loop, listener_socket, listener, handler, limits, nursery, transport)
         task_status.started(listeners)

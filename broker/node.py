@@ -29,7 +29,10 @@ from raftka.broker.metrics_http import MetricsServer
 from raftka.broker.network import ListenerLimits, serve_listener
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
+from raftka.broker.sasl_server import scram_lookup_from_image
+from raftka.broker.tls import ListenerTransport
 from raftka.raft_meta.authorizer import build_authorizer
+from raftka.raft_meta.bootstrap_records import read_bootstrap
 from raftka.raft_meta.controller import Controller
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.metadata_loader import MetadataLoader
@@ -123,7 +126,8 @@ class BrokerNode:
         replicas.add_leadership_listener(groups.on_leadership)
         try:
             async with open_quorum_from_config(config) as quorum:
-                loader = MetadataLoader(quorum, cluster_id)
+                loader = MetadataLoader(quorum, cluster_id,
+                                        bootstrap=read_bootstrap(config.metadata_log_dir))
                 loader.add_publisher(replicas.publish)
                 controller = Controller(config, quorum, loader)
                 channel = ControllerChannel(config, controller, loader)
@@ -144,11 +148,17 @@ class BrokerNode:
                     endpoints = client_endpoints(config)
                     limits = ListenerLimits.from_config(config, [e.name for e in endpoints],
                                                         config.inter_broker_listener_name)
+                    scram_lookup = scram_lookup_from_image(lambda: loader.image)
                     for endpoint in endpoints:
+                        security = config.security.listener(endpoint.name)
+                        transport = (ListenerTransport(security, scram_lookup)
+                                     if security.protocol != "PLAINTEXT" else None)
+                        if transport is not None and transport.ssl_context is not None:
+                            nursery.start_soon(transport.watch)  # certificates reload without a restart
                         sockets = await nursery.start(
-                            lambda task_status, e=endpoint: serve_listener(
+                            lambda task_status, e=endpoint, t=transport: serve_listener(
                                 e.host, e.port, apis.handle, listener=e.name, limits=limits,
-                                task_status=task_status,
+                                transport=t, task_status=task_status,
                             )
                         )
                         port = sockets[0].socket.getsockname()[1]

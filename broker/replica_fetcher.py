@@ -17,6 +17,7 @@ import structlog
 import trio
 
 from raftka.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
+from raftka.broker.tls import inter_broker_security
 from raftka.client.connection import BrokerConnection
 from raftka.client.errors import KafkaConnectionError, KafkaTimeoutError
 from raftka.client.protocol import ApiKey, ErrorCode
@@ -131,7 +132,8 @@ class ReplicaFetcher:
                 try:
                     conn = await BrokerConnection.connect(
                         nursery, endpoint[0], endpoint[1], client_id=f"raftka-replica-{self.node_id}",
-                        request_timeout=FETCH_MAX_WAIT_MS / 1000.0 + 10.0, node_id=self.leader_id)
+                        request_timeout=FETCH_MAX_WAIT_MS / 1000.0 + 10.0, node_id=self.leader_id,
+                        security=inter_broker_security(self.replicas.config))
                     self._reset_session()  # a session lives as long as its connection
                     self._sessions_supported = True
                     try:

@@ -67,10 +67,26 @@ async def _sendfile(stream: trio.SocketStream, piece: FileSlice) -> None:
         remaining -= sent
 
 
-async def send_response(stream: trio.SocketStream, response: bytes | ChunkedResponse) -> None:
-    """Write one response: plain bytes, or chunks with file regions sent by sendfile."""
+async def _send_copied(stream: trio.abc.Stream, response: ChunkedResponse) -> None:
+    """Under TLS the kernel cannot encrypt: record bytes are read from the segments (in a worker
+    thread when large, never blocking the loop) and written through the TLS stream."""
+    pending = bytearray()
+    for chunk in response.chunks:
+        if isinstance(chunk, FileRegion):
+            pending += chunk.read() if len(chunk) < SENDFILE_MIN_BYTES else await trio.to_thread.run_sync(chunk.read)
+        else:
+            pending += chunk
+    await stream.send_all(pending)
+
+
+async def send_response(stream: trio.abc.Stream, response: bytes | ChunkedResponse) -> None:
+    """Write one response: plain bytes, or chunks with file regions sent by sendfile (copied
+    instead on a TLS stream, where sendfile cannot be used)."""
     if not isinstance(response, ChunkedResponse):
         await stream.send_all(response)
+        return
+    if not isinstance(stream, trio.SocketStream):
+        await _send_copied(stream, response)
         return
     pending = bytearray()
     for chunk in response.chunks:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 import trio
@@ -68,6 +69,7 @@ class RunConfig:
     probe_interval: float = 1.0
     quorum_probe_interval: float = 5.0
     converge_timeout: float = 60.0
+    security: Any = None  # client/security.py ClientSecurity, for --against a secured cluster
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def topic_config(config: RunConfig) -> dict[str, str]:
 
 async def _create_topic(config: RunConfig, bootstrap: str, timeout: float = 30.0) -> None:
     deadline = trio.current_time() + timeout
-    async with AsyncAdmin(bootstrap) as admin:
+    async with AsyncAdmin(bootstrap, security=config.security) as admin:
         try:
             await admin.create_topics([NewTopic(config.topic, config.partitions, config.replication_factor,
                                                 topic_config(config))])
@@ -175,7 +177,8 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
     await _create_topic(config, bootstrap)
     wl_config = WorkloadConfig(bootstrap, config.topic, config.partitions, config.producers, config.consumers,
                                config.rate, config.acks, config.idempotence, config.seed,
-                               consumer_mode=config.consumer_mode, group_id=f"chaos-{config.seed}")
+                               consumer_mode=config.consumer_mode, group_id=f"chaos-{config.seed}",
+                               security=config.security)
     workload = Workload(wl_config, rec)
     nemesis = Nemesis(cluster, rec, config.topic, config.partition_mode) if cluster is not None else None
     meta_workload = MetadataWorkload(MetadataWorkloadConfig(

@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 import trio
@@ -61,6 +62,7 @@ class WorkloadConfig:
     # Group mode: each member leaves and a new one joins after about this many seconds, so
     # rebalances happen even when no fault happens to force one (None: never).
     rejoin_interval: float | None = 8.0
+    security: Any = None  # client/security.py ClientSecurity: a secured cluster (--against)
 
 
 class Recorder:
@@ -117,7 +119,7 @@ class Workload:
     # --- producers -------------------------------------------------------------
     def _producer_client(self) -> AsyncProducer:
         c = self.config
-        return AsyncProducer(c.bootstrap, client_id="chaos-producer", acks=c.acks, linger_ms=0,
+        return AsyncProducer(c.bootstrap, security=c.security, client_id="chaos-producer", acks=c.acks, linger_ms=0,
                              enable_idempotence=c.idempotence, retries=2147483647 if c.idempotence else 0,
                              request_timeout_ms=c.request_timeout_ms, delivery_timeout_ms=c.delivery_timeout_ms,
                              metadata_timeout_ms=c.delivery_timeout_ms, retry_backoff_ms=100,
@@ -166,7 +168,7 @@ class Workload:
         self.rec.record(process, "ok", "assign", sorted(positions))
         while not self.stop_consuming.is_set():
             try:
-                async with AsyncConsumer(c.bootstrap, client_id="chaos-consumer", auto_offset_reset="none",
+                async with AsyncConsumer(c.bootstrap, security=c.security, client_id="chaos-consumer", auto_offset_reset="none",
                                          fetch_max_wait_ms=300, request_timeout_ms=c.request_timeout_ms) as consumer:
                     consumer.assign([TopicPartition(c.topic, p) for p in positions])
                     for p, offset in positions.items():
@@ -205,7 +207,7 @@ class Workload:
             leave_at = (trio.current_time() + c.rejoin_interval * rng.uniform(0.5, 1.5)
                         if c.rejoin_interval else float("inf"))
             try:
-                async with AsyncConsumer(c.bootstrap, client_id=f"chaos-member-{process}", group_id=c.group_id,
+                async with AsyncConsumer(c.bootstrap, security=c.security, client_id=f"chaos-member-{process}", group_id=c.group_id,
                                          auto_offset_reset="earliest", enable_auto_commit=False,
                                          session_timeout_ms=c.session_timeout_ms,
                                          max_poll_interval_ms=max(c.session_timeout_ms, 15000),
@@ -255,7 +257,7 @@ async def drain(config: WorkloadConfig, recorder: Recorder, timeout: float = 60.
     deadline = trio.current_time() + timeout
     while trio.current_time() < deadline:
         try:
-            async with AsyncConsumer(config.bootstrap, client_id="chaos-drain", auto_offset_reset="none",
+            async with AsyncConsumer(config.bootstrap, security=config.security, client_id="chaos-drain", auto_offset_reset="none",
                                      fetch_max_wait_ms=200, request_timeout_ms=config.request_timeout_ms) as consumer:
                 ends = await consumer.end_offsets(tps)
                 consumer.assign(tps)

@@ -29,6 +29,7 @@ from raftka.client.protocol import (
     Message,
 )
 from raftka.client.protocol.messages import request_class
+from raftka.client.security import ClientSecurity
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -75,8 +76,9 @@ class ConfigEntry:
 class AsyncAdmin:
     def __init__(self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092", *,
                  client_id: str = "raftka-admin", request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, security: ClientSecurity | None = None) -> None:
         self._bootstrap = bootstrap_servers
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -89,7 +91,7 @@ class AsyncAdmin:
         nursery = await self._owner.enter()
         self._cluster = Cluster(self._bootstrap, nursery, client_id=self.client_id,
                                 request_timeout_ms=self.request_timeout_ms,
-                                retry_backoff_ms=self.retry_backoff_ms)
+                                retry_backoff_ms=self.retry_backoff_ms, security=self.security)
         try:
             await self._cluster.refresh_metadata(all_topics=True)
         except BaseException:

@@ -20,6 +20,7 @@ from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutE
 from raftka.client.metadata import ClusterMetadata
 from raftka.client.protocol import ApiKey, Message, MetadataRequest
 from raftka.client.records import TopicPartition
+from raftka.client.security import ClientSecurity
 
 log = structlog.get_logger("raftka.client.cluster")
 
@@ -29,8 +30,10 @@ __all__ = ["Cluster", "parse_bootstrap"]
 class Cluster:
     def __init__(self, bootstrap_servers: str | Iterable[str], nursery: trio.Nursery, *,
                  client_id: str = "raftka-python", request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, allow_auto_topic_creation: bool = False) -> None:
+                 retry_backoff_ms: int = 100, allow_auto_topic_creation: bool = False,
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
         self.retry_backoff = retry_backoff_ms / 1000
@@ -81,7 +84,7 @@ class Cluster:
             raise KafkaConnectionError("the client is closed")
         return await BrokerConnection.connect(
             self._nursery, host, port, client_id=self.client_id,
-            request_timeout=self.request_timeout, node_id=node_id)
+            request_timeout=self.request_timeout, node_id=node_id, security=self.security)
 
     async def any_connection(self) -> BrokerConnection:
         """A live connection to some broker: a pooled one, a known broker, or a

@@ -37,6 +37,9 @@ from raftka.client.protocol import (
     encode_request,
     peek_correlation_id,
 )
+from raftka.client.protocol.scram import ScramClient, ScramError
+from raftka.client.security import ClientSecurity
+from raftka.client.tls import drain_tls
 from raftka.client.versions import API_VERSIONS_FIRST_TRY, choose_versions, version_for
 
 log = structlog.get_logger("raftka.client.connection")
@@ -68,6 +71,7 @@ class BrokerConnection:
         self.request_timeout = request_timeout
         self.versions: dict[ApiKey, int] = {}
         self._stream = stream
+        self._tls = isinstance(stream, trio.SSLStream)
         self._decoder = FrameDecoder(DEFAULT_MAX_RESPONSE_SIZE)
         self._pending: deque[_Pending] = deque()
         self._send_lock = trio.Lock()
@@ -81,23 +85,35 @@ class BrokerConnection:
     async def connect(cls, nursery: trio.Nursery, host: str, port: int, *,
                       client_id: str = "raftka-python", request_timeout: float = 30.0,
                       connect_timeout: float = 10.0, node_id: int | None = None,
+                      security: ClientSecurity | None = None,
                       ) -> BrokerConnection:
-        """Open a TCP connection, start its reader in `nursery` and negotiate
-        API versions. Raises KafkaConnectionError if the broker is unreachable
-        or the negotiation fails."""
+        """Open a TCP connection (TLS when `security` says so), start its reader in `nursery`,
+        negotiate API versions and authenticate (SASL). Raises KafkaConnectionError if the
+        broker is unreachable or the negotiation or TLS handshake fails, and
+        SaslAuthenticationFailedError (a KafkaError) when the credentials are refused."""
+        where = f"broker {host}:{port}{'' if node_id is None else f' (node {node_id})'}"
         try:
             with trio.fail_after(connect_timeout):
                 stream = await trio.open_tcp_stream(host, port)
         except (OSError, trio.TooSlowError) as exc:
-            raise KafkaConnectionError(
-                f"cannot connect to broker {host}:{port}"
-                f"{'' if node_id is None else f' (node {node_id})'}: {exc or 'timed out'}"
-            ) from exc
+            raise KafkaConnectionError(f"cannot connect to {where}: {exc or 'timed out'}") from exc
+        if security is not None and security.uses_ssl:
+            stream = trio.SSLStream(stream, security.ssl_context(), server_hostname=host)
+            try:
+                with trio.fail_after(connect_timeout):
+                    await stream.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError) as exc:
+                with trio.CancelScope(shield=True):
+                    await stream.transport_stream.aclose()
+                raise KafkaConnectionError(
+                    f"TLS handshake with {where} failed: {exc.__cause__ or exc or 'timed out'}") from exc
         conn = cls(stream, host, port, client_id=client_id, request_timeout=request_timeout,
                    node_id=node_id)
         await nursery.start(conn._reader)
         try:
             await conn._negotiate()
+            if security is not None and security.uses_sasl:
+                await conn._authenticate(security)
         except BaseException:
             await conn.aclose()
             raise
@@ -141,6 +157,35 @@ class BrokerConnection:
         self.versions = choose_versions(broker)
         log.debug("connection.negotiated", broker=f"{self.host}:{self.port}",
                   versions={k.name: v for k, v in self.versions.items()})
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds (PLAIN: one; SCRAM: two)."""
+        mechanism = security.sasl_mechanism
+        assert mechanism is not None and security.sasl_username is not None
+        handshake = await self._send(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, expect_response=True)
+        if handshake.error_code:
+            raise error_for_code(handshake.error_code,
+                                 f"SASL mechanism {mechanism} refused by {self.host}:{self.port}; "
+                                 f"it enables {list(handshake.mechanisms)}")
+        version = self.version(ApiKey.SASL_AUTHENTICATE)
+
+        async def round_trip(token: bytes) -> bytes:
+            reply = await self._send(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": token}, expect_response=True)
+            if reply.error_code:
+                raise error_for_code(reply.error_code, f"SASL {mechanism} authentication as "
+                                                       f"{security.sasl_username!r} to {self.host}:{self.port} "
+                                                       f"failed: {reply.error_message}")
+            return bytes(reply.auth_bytes)
+
+        if mechanism == "PLAIN":
+            await round_trip(f"\0{security.sasl_username}\0{security.sasl_password}".encode())
+            return
+        scram = ScramClient(mechanism, security.sasl_username, security.sasl_password or "")
+        try:
+            final = await round_trip(scram.client_final(await round_trip(scram.client_first())))
+            scram.verify_server_final(final)
+        except ScramError as exc:
+            raise KafkaConnectionError(f"SCRAM with {self.host}:{self.port} failed: {exc}") from None
 
     # --- requests --------------------------------------------------------
     def version(self, api_key: ApiKey) -> int:
@@ -212,6 +257,8 @@ class BrokerConnection:
             try:
                 while True:
                     chunk = await self._stream.receive_some(_RECV_SIZE)
+                    if chunk and self._tls:
+                        chunk += drain_tls(self._stream, _RECV_SIZE)  # records already received
                     if not chunk:
                         self._decoder.eof()
                         self._fail_all("the broker closed the connection")

@@ -57,6 +57,7 @@ from raftka.client.lifecycle import OwnedNursery
 from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
 from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest
 from raftka.client.records import ConsumerRecord, TopicPartition
+from raftka.client.security import ClientSecurity
 
 log = structlog.get_logger("raftka.client.consumer")
 
@@ -101,7 +102,9 @@ class AsyncConsumer:
         partition_assignment_strategy: Iterable[str] = ("range", "roundrobin"),
         metadata_max_age_ms: int = 5000,
         group_instance_id: str | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         if auto_offset_reset not in _RESETS:
             raise ValueError(
                 f"auto_offset_reset must be 'earliest', 'latest' or 'none', got "
@@ -154,7 +157,7 @@ class AsyncConsumer:
         self._cluster = Cluster(self._bootstrap, nursery, client_id=self.client_id,
                                 request_timeout_ms=self.request_timeout_ms
                                 + self.fetch_max_wait_ms,
-                                retry_backoff_ms=self.retry_backoff_ms)
+                                retry_backoff_ms=self.retry_backoff_ms, security=self.security)
         try:
             await self._cluster.refresh_metadata()
         except BaseException:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raftka.client.security import ClientSecurity
 from raftka.log.dir_lock import DirLock, DirLocked
 
 # Printed by `raftka server start` once the node serves clients; launchers wait for it.
@@ -174,12 +175,19 @@ class LocalCluster:
 
     `port_base=None` picks free ports (tests, the pytest plugin); `cluster up`
     passes 9092. `extra_config` is added to (and overrides) every node's
-    server.properties. `on_line(node_id, line)` sees each node's log lines."""
+    server.properties. `on_line(node_id, line)` sees each node's log lines.
+
+    Secured clusters (raftka/secure_cluster.py builds them): `listener_protocol` names the
+    client listener and its security protocol (SSL, SASL_SSL, ...), `node_config(node)` adds
+    per-node properties (key store paths), and `client_security` is what `admin()` uses."""
 
     def __init__(self, data_dir: str | Path, nodes: int = 3, *, port_base: int | None = None,
                  host: str = "127.0.0.1", extra_config: Mapping[str, str] | None = None,
                  log_level: str = "INFO", on_line: Callable[[int, str], None] | None = None,
-                 metrics: bool = False) -> None:
+                 metrics: bool = False,
+                 listener_protocol: str = "PLAINTEXT",
+                 node_config: Callable[[Node], Mapping[str, str]] | None = None,
+                 client_security: ClientSecurity | None = None) -> None:
         if nodes < 1:
             raise ValueError(f"nodes={nodes}; expected at least 1")
         if port_base is not None and port_base + PORT_STRIDE * (nodes - 1) + 2 >= 32768:
@@ -190,6 +198,9 @@ class LocalCluster:
         self.extra_config = {str(k): str(v) for k, v in (extra_config or {}).items()}
         self.log_level = log_level
         self.on_line = on_line
+        self.listener_protocol = listener_protocol
+        self.node_config = node_config
+        self.client_security = client_security
         self.choose_ports = port_base is None
         self.node_count = nodes
         self.metrics = metrics  # each node serves Prometheus metrics on its client port + 3
@@ -250,6 +261,8 @@ class LocalCluster:
         for node in self.nodes.values():
             node.directory.mkdir(parents=True, exist_ok=True)
             lines = self.node_properties(node, voters, secret)
+            if self.node_config is not None:
+                lines.update(self.node_config(node))
             lines.update(self.extra_config)
             _write_private(node.config_path, "".join(f"{k}={v}\n" for k, v in lines.items()))
         self.cluster_id = cluster_id
@@ -261,8 +274,9 @@ class LocalCluster:
         return {
             "node.id": str(node.node_id),
             "process.roles": "broker,controller",
-            "listeners": f"PLAINTEXT://{self.host}:{node.client_port},CONTROLLER://{self.host}:{node.quorum_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{node.client_port}",
+            "listeners": f"{self.listener_protocol}://{self.host}:{node.client_port},"
+                         f"CONTROLLER://{self.host}:{node.quorum_port}",
+            "advertised.listeners": f"{self.listener_protocol}://{self.host}:{node.client_port}",
             "controller.listener.names": "CONTROLLER",
             "controller.quorum.voters": voters,
             "controller.quorum.secret": secret,
@@ -356,7 +370,7 @@ class LocalCluster:
         """A blocking Admin client on the running nodes (close it, or use it in a `with`)."""
         from raftka.client.blocking import Admin
 
-        return Admin(self.bootstrap)
+        return Admin(self.bootstrap, security=self.client_security)
 
     def live_brokers(self) -> set[int]:
         with self.admin() as admin:

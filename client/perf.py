@@ -350,6 +350,7 @@ class ConsumePerfConfig:
     fetch_max_bytes: int = 50 * MB
     max_partition_fetch_bytes: int = 1 * MB
     report_interval_s: float = 5.0
+    security: Any = None  # client/security.py ClientSecurity
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,14 +386,14 @@ async def consume_perf(config: ConsumePerfConfig,
     from raftka.client.records import TopicPartition
 
     progress = progress if progress is not None else _Progress()
-    async with AsyncAdmin(config.bootstrap) as admin:
+    async with AsyncAdmin(config.bootstrap, security=config.security) as admin:
         (description,) = await admin.describe_topics([config.topic])
     partitions = [TopicPartition(config.topic, p.partition) for p in description.partitions]
     async with AsyncConsumer(config.bootstrap, client_id="raftka-perf-consumer",
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              fetch_max_bytes=config.fetch_max_bytes,
                              max_partition_fetch_bytes=config.max_partition_fetch_bytes,
-                             ) as consumer:
+                             security=config.security) as consumer:
         consumer.assign(partitions)
         start = last_record = window_start = clock()
         records = nbytes = window_records = window_bytes = 0

@@ -47,6 +47,7 @@ from raftka.client.errors import (
 from raftka.client.lifecycle import OwnedNursery
 from raftka.client.protocol import ApiKey, ErrorCode, InitProducerIdRequest, ProduceRequest
 from raftka.client.records import RecordMetadata, TopicPartition
+from raftka.client.security import ClientSecurity
 from raftka.client.versions import min_version_check
 from raftka.log.compression import Compression
 from raftka.log.record_batch import encode_batch
@@ -178,7 +179,9 @@ class AsyncProducer:
         enable_idempotence: bool = False,
         max_in_flight_requests_per_connection: int = 5,
         partitioner: Callable[[str, bytes | None, Sequence[int], Sequence[int]], int] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.acks = _acks(acks)
         if enable_idempotence and self.acks != -1:
             raise ValueError(f"enable_idempotence needs acks='all', got acks={acks!r}")
@@ -225,7 +228,7 @@ class AsyncProducer:
         self._cluster = Cluster(
             self._bootstrap, self._nursery, client_id=self._client_id,
             request_timeout_ms=self.request_timeout_ms, retry_backoff_ms=self.retry_backoff_ms,
-            allow_auto_topic_creation=True)
+            allow_auto_topic_creation=True, security=self.security)
         try:
             await self._cluster.refresh_metadata()
         except BaseException:

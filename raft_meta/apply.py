@@ -29,6 +29,7 @@ from raftka.raft_meta.image import (
     MetadataDelta,
     MetadataImage,
     PartitionImage,
+    ScramCredentialImage,
     TopicImage,
 )
 from raftka.raft_meta.records import (
@@ -45,10 +46,12 @@ from raftka.raft_meta.records import (
     RegisterBroker,
     RemoveAccessControlEntry,
     RemoveTopic,
+    RemoveUserScramCredential,
     Topic,
     UndecodableRecord,
     UnfenceBroker,
     UnregisterBroker,
+    UserScramCredential,
     decode_record,
 )
 
@@ -78,6 +81,7 @@ class _Draft:
         self.configs = image.configs
         self.producer_id_blocks = image.producer_id_blocks
         self.acls = image.acls
+        self.scram_credentials = image.scram_credentials
         self._owned: set[str] = set()  # names of the maps above that are this draft's copies
         self._owned_partitions: set[str] = set()  # topic ids whose partition map is this draft's copy
         self._request_order: deque[str] | None = None
@@ -106,6 +110,8 @@ class _Draft:
 
     def acls_for_change(self) -> dict[str, AclBinding]:
         return self._own("acls")
+    def scram_credentials_for_change(self) -> dict[tuple[str, int], ScramCredentialImage]:
+        return self._own("scram_credentials")
 
     def partitions_for_change(self, topic_id: str) -> dict[int, PartitionImage]:
         """The partition map of an existing topic, as this draft's own copy (the topic's
@@ -394,6 +400,30 @@ def _remove_access_control_entry(draft: _Draft, r: RemoveAccessControlEntry, off
         raise _Reject(f"ACL id {r.acl_id!r} does not exist")
     del draft.acls_for_change()[r.acl_id]
     return MetadataDelta(offset, r, True, acls=True)
+SCRAM_MECHANISM_IDS = (1, 2)  # SCRAM-SHA-256, SCRAM-SHA-512
+SCRAM_ITERATIONS = (4096, 16384)
+
+
+def _user_scram_credential(draft: _Draft, r: UserScramCredential, offset: int) -> MetadataDelta:
+    if not r.name:
+        raise _Reject("SCRAM credential with an empty user name")
+    if r.mechanism not in SCRAM_MECHANISM_IDS:
+        raise _Reject(f"SCRAM mechanism {r.mechanism} is not one of {SCRAM_MECHANISM_IDS}")
+    low, high = SCRAM_ITERATIONS
+    if not low <= r.iterations <= high:
+        raise _Reject(f"SCRAM iterations {r.iterations} outside {low}..{high}")
+    if not (r.salt and r.stored_key and r.server_key):
+        raise _Reject(f"SCRAM credential of {r.name!r} lacks its salt, StoredKey or ServerKey")
+    draft.scram_credentials_for_change()[(r.name, r.mechanism)] = ScramCredentialImage(
+        bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations)
+    return MetadataDelta(offset, r, True)
+
+
+def _remove_user_scram_credential(draft: _Draft, r: RemoveUserScramCredential, offset: int) -> MetadataDelta:
+    if (r.name, r.mechanism) not in draft.scram_credentials:
+        raise _Reject(f"no SCRAM credential of user {r.name!r} for mechanism {r.mechanism} to remove")
+    del draft.scram_credentials_for_change()[(r.name, r.mechanism)]
+    return MetadataDelta(offset, r, True)
 
 
 _HANDLERS = {
@@ -410,6 +440,8 @@ _HANDLERS = {
     ControllerClaim: _controller_claim,
     AccessControlEntry: _access_control_entry,
     RemoveAccessControlEntry: _remove_access_control_entry,
+    UserScramCredential: _user_scram_credential,
+    RemoveUserScramCredential: _remove_user_scram_credential,
 }
 
 

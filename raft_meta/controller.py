@@ -392,6 +392,19 @@ class Controller:
         await self._decide_and_commit(decision)
         return [{"error": None if o.error is None else list(o.error), "deleted": [b.to_wire() for b in o.deleted]}
                 for o in outcomes]
+    async def alter_scram_credentials(self, deletions: list, upsertions: list) -> list:
+        """AlterUserScramCredentials (raft_meta/scram_decisions.py): a ScramResult per user."""
+        from raftka.raft_meta import scram_decisions
+
+        outcome: list = []
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            records, results = scram_decisions.alter_scram_credentials(img, deletions, upsertions)
+            outcome[:] = results
+            return decide.Decision(tuple(records))
+
+        await self._decide_and_commit(decision)
+        return outcome
 
     def connection_lost(self, broker_id: int) -> None:
         """A control connection that carried `broker_id`'s registration or heartbeats ended.

@@ -54,6 +54,16 @@ class TopicImage:
 
 
 @dataclass(frozen=True)
+class ScramCredentialImage:
+    """A user's SCRAM credential for one mechanism (UserScramCredential)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True)
 class ControllerImage:
     node_id: int = -1
     epoch: int = -1
@@ -74,6 +84,8 @@ class MetadataImage:
     request_ids: frozenset[str] = frozenset()
     request_id_order: tuple[str, ...] = ()
     acls: dict[str, AclBinding] = field(default_factory=dict)  # by ACL id, in creation order
+    # (user name, mechanism id 1|2) -> credential (UserScramCredential records)
+    scram_credentials: dict[tuple[str, int], ScramCredentialImage] = field(default_factory=dict)
 
     def topic_by_name(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)

@@ -22,7 +22,7 @@ import trio
 from raftka.raft_meta.apply import apply_entry
 from raftka.raft_meta.image import MetadataDelta, MetadataImage
 from raftka.raft_meta.quorum import Quorum, Snapshot, SubmitError
-from raftka.raft_meta.records import ControllerClaim
+from raftka.raft_meta.records import ControllerClaim, RecordBatch, encode_record
 from raftka.raft_meta.snapshot import SnapshotError, snapshot_delta
 
 log = structlog.get_logger("raft_meta.loader")
@@ -35,8 +35,11 @@ class ClusterIdMismatch(RuntimeError):
 
 
 class MetadataLoader:
-    def __init__(self, quorum: Quorum, cluster_id: str, publishers: list[Publisher] | None = None) -> None:
+    def __init__(self, quorum: Quorum, cluster_id: str, publishers: list[Publisher] | None = None,
+                 bootstrap: tuple[bytes, ...] = ()) -> None:
         self.quorum = quorum
+        # Encoded records committed with the first claim of a new cluster (raft_meta/bootstrap_records.py).
+        self.bootstrap = bootstrap
         self.cluster_id = cluster_id
         self.image = MetadataImage()
         self._publishers = list(publishers or [])
@@ -123,14 +126,25 @@ class MetadataLoader:
             event, self._applied = self._applied, trio.Event()
             event.set()
 
+    def _log_is_empty(self) -> bool:
+        """No cluster has been claimed yet in this metadata log (everything committed is applied
+        here and none of it named a cluster)."""
+        if self.image.cluster_id is not None:
+            return False
+        return self.image.offset >= self.quorum.last_offset
+
     async def _claim_controller(self) -> None:
         claimed_term = -1
         while True:
             is_leader, term = self.quorum.leadership()
             if is_leader and term != claimed_term and self.active_controller_epoch() is None:
                 claim = ControllerClaim(self.quorum.node_id, term, self.cluster_id, request_id=f"claim-{self.quorum.node_id}-{term}")
+                entry = claim
+                if self.bootstrap and self._log_is_empty():
+                    entry = RecordBatch((encode_record(claim), *self.bootstrap), request_id=claim.request_id)
+                    log.info("controller.bootstrap_records", records=len(self.bootstrap))
                 try:
-                    offset = await self.quorum.submit(claim, timeout=2.0)
+                    offset = await self.quorum.submit(entry, timeout=2.0)
                     claimed_term = term
                     log.info("controller.claimed", node_id=self.quorum.node_id, epoch=term, offset=offset)
                 except SubmitError as exc:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftka.raft_meta import security_config
 from raftka.raft_meta.acls import principal_error
 from raftka.raft_meta.authorizer import STANDARD_AUTHORIZER, parse_super_users
 
@@ -184,13 +185,7 @@ def _voters(raw: str) -> tuple[Voter, ...]:
 
 
 def _protocol_map(raw: str) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for item in _str_list(raw):
-        name, sep, protocol = item.partition(":")
-        if not sep or protocol.strip().upper() != "PLAINTEXT":
-            raise ValueError("NAME:PLAINTEXT pairs (only PLAINTEXT is supported)")
-        pairs.append((name.strip().upper(), "PLAINTEXT"))
-    return tuple(pairs)
+    return security_config.parse_protocol_map(raw)
 
 
 def _ip_overrides(raw: str) -> tuple[tuple[str, int], ...]:
@@ -395,6 +390,9 @@ class NodeConfig:
     allow_everyone_if_no_acl_found: bool = False
     metadata_log_fsync_enable: bool = True
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # Listeners' protocols, TLS and SASL (raft_meta/security_config.py owns those keys).
+    security: security_config.SecuritySettings = field(
+        default_factory=security_config.SecuritySettings, compare=False, repr=False)
 
     @property
     def is_controller(self) -> bool:
@@ -487,6 +485,8 @@ def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | No
                 raise ConfigError(f"config key {key!r}: got {_shown(key, raw)}, expected {exc}") from None
             continue
         spec = _KEYS.get(key)
+        if spec is None and security_config.is_security_key(key):
+            continue  # validated below, with the listeners known (raft_meta/security_config.py)
         if spec is None:
             raise ConfigError(f"unknown config key {key!r} (value {_shown(key, raw)}); "
                               "expected one of the documented server.properties keys")
@@ -528,14 +528,14 @@ def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | No
 
     listener_names = {e.name for e in values["listeners"]}
     protocol_map = values.get("listener_security_protocol_map") or tuple(
-        (name, "PLAINTEXT") for name in sorted(listener_names)
+        (name, security_config.default_protocol(name)) for name in sorted(listener_names)
     )
     values["listener_security_protocol_map"] = protocol_map
     unmapped = listener_names - {name for name, _ in protocol_map}
     if unmapped:
         raise ConfigError(
             f"config key 'listener.security.protocol.map': listeners {sorted(unmapped)} have no entry; "
-            "expected NAME:PLAINTEXT for every listener"
+            "expected NAME:PROTOCOL for every listener"
         )
 
     controller_names = values["controller_listener_names"]
@@ -544,6 +544,19 @@ def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | No
         values["inter_broker_listener_name"] = broker_names[0] if broker_names else ""
     values["inter_broker_listener_name"] = values["inter_broker_listener_name"].upper()
 
+    for name, protocol in protocol_map:
+        if name in controller_names and protocol != "PLAINTEXT":
+            raise ConfigError(
+                f"config key 'listener.security.protocol.map': controller listener {name} maps to {protocol}; "
+                "expected PLAINTEXT (the quorum port speaks pysyncobj's protocol, encrypted with "
+                "controller.quorum.secret, not TLS or SASL)")
+    try:
+        values["security"] = security_config.parse_security(
+            properties, dict(protocol_map),
+            tuple(e.name for e in values["listeners"] if e.name not in controller_names),
+            values["inter_broker_listener_name"])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     config = NodeConfig(**values, raw=dict(properties))
     _check_consistency(config)
     return config

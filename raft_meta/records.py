@@ -184,6 +184,18 @@ class AccessControlEntry:
     host: str
     operation: int
     permission_type: int
+class UserScramCredential:
+    """Kafka's UserScramCredentialRecord: one user's credential for one mechanism (1 =
+    SCRAM-SHA-256, 2 = SCRAM-SHA-512). Never the password: salt, StoredKey, ServerKey."""
+
+    TYPE: ClassVar[str] = "UserScramCredential"
+    VERSION: ClassVar[int] = 1
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
     request_id: str | None = None
 
 
@@ -194,6 +206,13 @@ class RemoveAccessControlEntry:
     TYPE: ClassVar[str] = "RemoveAccessControlEntry"
     VERSION: ClassVar[int] = 1
     acl_id: str
+class RemoveUserScramCredential:
+    """Kafka's RemoveUserScramCredentialRecord."""
+
+    TYPE: ClassVar[str] = "RemoveUserScramCredential"
+    VERSION: ClassVar[int] = 1
+    name: str
+    mechanism: int
     request_id: str | None = None
 
 
@@ -221,6 +240,8 @@ MetadataRecord = (
     | RecordBatch
     | AccessControlEntry
     | RemoveAccessControlEntry
+    | UserScramCredential
+    | RemoveUserScramCredential
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -240,6 +261,8 @@ RECORD_TYPES: dict[str, type] = {
         RecordBatch,
         AccessControlEntry,
         RemoveAccessControlEntry,
+        UserScramCredential,
+        RemoveUserScramCredential,
     )
 }
 

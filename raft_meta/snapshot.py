@@ -18,6 +18,7 @@ Encoding: one CBOR map
 
 Version 2 added "acls"; a version-1 snapshot (written before ACLs existed) still loads, with
 none. An older node refuses a version-2 snapshot rather than load it without its ACLs.
+     "scram": [[user, mechanism id, salt, stored key, server key, iterations], ...]}  (optional)
 
 Lists keep the image's insertion order, so decoding gives back an equal image whose maps iterate
 in the same order (`topic_ids` is rebuilt from `topics`). `image_digest` hashes a canonical
@@ -41,6 +42,7 @@ from raftka.raft_meta.image import (
     MetadataDelta,
     MetadataImage,
     PartitionImage,
+    ScramCredentialImage,
     SnapshotLoaded,
     TopicImage,
 )
@@ -77,6 +79,8 @@ def _body(image: MetadataImage) -> dict[str, Any]:
         "controller": [image.controller.node_id, image.controller.epoch],
         "request_ids": list(image.request_id_order),
         "acls": [[acl_id, *binding.to_wire()] for acl_id, binding in image.acls.items()],
+        "scram": [[name, mech, c.salt, c.stored_key, c.server_key, c.iterations]
+                  for (name, mech), c in image.scram_credentials.items()],
     }
 
 
@@ -181,6 +185,13 @@ def decode_snapshot(raw: bytes) -> MetadataImage:
         broker, first, size = (_int(v, "producer id block") for v in _list(item, "producer id block", 3))
         blocks[broker] = (first, size)
     node_id, epoch = (_int(v, "controller") for v in _list(body["controller"], "controller", 2))
+    scram: dict[tuple[str, int], ScramCredentialImage] = {}
+    for item in _list(body.get("scram", []), "scram"):  # absent in snapshots written before it existed
+        name, mech, salt, stored, server, iterations = _list(item, "scram credential", 6)
+        if not all(isinstance(v, bytes) for v in (salt, stored, server)):
+            raise SnapshotError("scram credential: salt and keys must be bytes")
+        scram[(_str(name, "scram user"), _int(mech, "scram mechanism"))] = ScramCredentialImage(  # type: ignore[index]
+            salt, stored, server, _int(iterations, "scram iterations"))
     order = tuple(_str(r, "request id") for r in _list(body["request_ids"], "request_ids"))
     if len(set(order)) != len(order):
         raise SnapshotError("request_ids: an id is listed twice")
@@ -198,6 +209,7 @@ def decode_snapshot(raw: bytes) -> MetadataImage:
         request_ids=frozenset(order),  # type: ignore[arg-type]
         request_id_order=order,  # type: ignore[arg-type]
         acls=acls,
+        scram_credentials=scram,
     )
 
 
@@ -231,6 +243,7 @@ def image_digest(image: MetadataImage) -> str:
     body["configs"].sort(key=lambda c: (c[0], c[1]))
     body["producer_id_blocks"].sort()
     body["acls"].sort(key=lambda a: a[0])
+    body["scram"].sort()
     return hashlib.sha256(cbor2.dumps(body, canonical=True)).hexdigest()
 
 

@@ -68,11 +68,13 @@ def storage_random_uuid() -> None:
 @click.option("--config", "-c", "config_path", required=True, type=click.Path(exists=True, dir_okay=False), help="The node's server.properties.")
 @click.option("--cluster-id", "-t", required=True, help="From `raftka storage random-uuid`; the same on every node.")
 @click.option("--ignore-formatted", "-g", is_flag=True, help="Skip dirs already formatted with these ids.")
-def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool) -> None:
+@click.option("--add-scram", "-S", "add_scram", multiple=True, metavar="'SCRAM-SHA-256=[name=N,password=P]'",
+              help="A SCRAM user created with the cluster (Kafka's syntax; repeatable).")
+def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, add_scram: tuple[str, ...]) -> None:
     """Write meta.properties into every log dir and the metadata dir."""
     from raftka.cmd_storage import format_dirs
 
-    sys.exit(format_dirs(config_path, cluster_id, ignore_formatted))
+    sys.exit(format_dirs(config_path, cluster_id, ignore_formatted, add_scram))
 
 
 # --- server / cluster / quorum --------------------------------------------
@@ -122,7 +124,10 @@ def cluster() -> None:
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="The nodes' log level.")
 @click.option("--quiet", is_flag=True, help="Do not stream the nodes' logs.")
-def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -> None:
+@click.option("--secure", is_flag=True,
+              help="Only SASL_SSL listeners: a private CA and node certificates, SCRAM users and a "
+                   "DATA_DIR/client.properties; prints the client settings to use.")
+def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool, secure: bool) -> None:
     """Start N local nodes (broker + quorum voter each) and keep them running until Ctrl-C.
 
     \b
@@ -137,7 +142,7 @@ def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet:
     """
     from raftka.cmd_cluster import up
 
-    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), quiet))
+    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), quiet, secure))
 
 
 def _cluster_control_command(op: str, summary: str):
@@ -201,7 +206,20 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
-_BOOTSTRAP = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of any broker.")
+_BOOTSTRAP_SERVER = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of any broker.")
+
+
+def _command_config_option(command):
+    from raftka.command_config import option
+
+    return option(command)
+
+
+def _BOOTSTRAP(command):  # noqa: N802 - used as the decorator it replaces
+    """--bootstrap-server, plus --command-config (client security, raftka/command_config.py)."""
+    from raftka.command_config import option
+
+    return option(_BOOTSTRAP_SERVER(command))
 
 
 @topics.command(name="create")
@@ -405,8 +423,9 @@ def perf_consume(bootstrap: str, topic: str, num_records: int, timeout_ms: int, 
     """
     from raftka.client.perf import ConsumePerfConfig
     from raftka.cmd_perf import consume
+    from raftka.command_config import security
 
-    config = ConsumePerfConfig(bootstrap=bootstrap, topic=topic, num_records=num_records,
+    config = ConsumePerfConfig(bootstrap=bootstrap, topic=topic, num_records=num_records, security=security(),
                                timeout_ms=timeout_ms, fetch_max_bytes=fetch_max_bytes,
                                report_interval_s=reporting_interval / 1000)
     sys.exit(consume(config, as_json=as_json))
@@ -435,6 +454,7 @@ def chaos() -> None:
 @click.option("--seed", default=None, type=int, help="Seed of the fault schedule and the workload (random if unset; printed).")
 @click.option("--out", default="chaos-runs", show_default=True, type=click.Path(file_okay=False), help="Reports go to OUT/<timestamp>/.")
 @click.option("--against", default=None, metavar="BOOTSTRAP", help="Drive an already running cluster (no faults: --nemesis none).")
+@_command_config_option
 @click.option("--partition-mode", default="cut", show_default=True, type=click.Choice(["cut", "blackhole"]),
               help="cut: links are closed; blackhole: links stall until the heal.")
 @click.option("--unclean", is_flag=True, help="Start nodes with unclean.leader.election.enable=true (to see the harness fail).")
@@ -599,6 +619,48 @@ def metadata_dump(config_path: str | None, metadata_dir: str | None, with_record
     if (config_path is None) == (metadata_dir is None):
         raise click.UsageError("give exactly one of --config or --metadata-dir")
     sys.exit(run(config_path, metadata_dir, with_records))
+# --- users (SCRAM credentials, like kafka-configs --entity-type users) -------------------
+@main.group()
+def users() -> None:
+    """Manage SCRAM users (AlterUserScramCredentials / DescribeUserScramCredentials)."""
+
+
+@users.command(name="create")
+@_BOOTSTRAP
+@click.option("--user", "user", required=True, help="The user name.")
+@click.option("--password", default=None, help="The password (prompted for when not given).")
+@click.option("--mechanism", "mechanisms", multiple=True, default=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+              show_default=True, type=click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"]), help="Repeatable.")
+@click.option("--iterations", default=4096, show_default=True, type=click.IntRange(4096, 16384))
+def users_create(bootstrap: str, user: str, password: str | None, mechanisms: tuple[str, ...],
+                 iterations: int) -> None:
+    """Create (or replace) a user's SCRAM credentials; the password never leaves this process."""
+    from raftka.cmd_users import create
+
+    if password is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    sys.exit(create(bootstrap, user, password, mechanisms, iterations))
+
+
+@users.command(name="delete")
+@_BOOTSTRAP
+@click.option("--user", "user", required=True)
+@click.option("--mechanism", "mechanisms", multiple=True, default=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+              show_default=True, type=click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"]))
+def users_delete(bootstrap: str, user: str, mechanisms: tuple[str, ...]) -> None:
+    """Delete a user's SCRAM credentials (the ones that exist among --mechanism)."""
+    from raftka.cmd_users import delete
+
+    sys.exit(delete(bootstrap, user, mechanisms))
+
+
+@users.command(name="list")
+@_BOOTSTRAP
+def users_list(bootstrap: str) -> None:
+    """Every SCRAM user with its mechanisms and iteration counts (never a secret)."""
+    from raftka.cmd_users import list_users
+
+    sys.exit(list_users(bootstrap))
 
 
 if __name__ == "__main__":

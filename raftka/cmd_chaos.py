@@ -10,6 +10,7 @@ from pathlib import Path
 import structlog
 
 from raftka.chaos.history import Op
+from raftka.command_config import security as command_security
 
 
 def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float, rate: float, topics: int,
@@ -44,7 +45,7 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
                        rate=rate, partitions=partitions, replication_factor=min(replication_factor, nodes),
                        min_insync=min_insync, acks=acks, idempotence=idempotence, seed=seed, against=against,
                        partition_mode=partition_mode, extra_config=extra, consumer_mode=consumer_mode,
-                       segment_bytes=segment_bytes)
+                       segment_bytes=segment_bytes, security=command_security())
     counts = {"sends": 0, "ok": 0, "info": 0, "fail": 0, "polled": 0, "faults": 0}
     started = time.monotonic()
     phase_text = ["starting"]

@@ -28,7 +28,7 @@ def _short(line: str) -> str:
     return f"{level:<7} {event} {rest}".rstrip()
 
 
-def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -> int:
+def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool, secure: bool = False) -> int:
     lock = threading.Lock()
 
     def on_line(node_id: int, line: str) -> None:
@@ -37,9 +37,16 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -
         with lock:
             click.echo(f"[node-{node_id}] {_short(line)}", err=True)
 
+    setup = None
     try:
-        cluster = LocalCluster(data_dir, nodes, port_base=port_base, log_level=log_level, on_line=on_line,
-                               metrics=True)
+        if secure:
+            from raftka.secure_cluster import secure_cluster
+
+            cluster, setup = secure_cluster(data_dir, nodes, port_base=port_base, log_level=log_level,
+                                            on_line=on_line)
+        else:
+            cluster = LocalCluster(data_dir, nodes, port_base=port_base, log_level=log_level, on_line=on_line,
+                                   metrics=True)
     except ValueError as exc:
         click.echo(f"raftka cluster up: {exc}", err=True)
         return 2
@@ -60,19 +67,32 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -
         return 1
     bootstrap = cluster.bootstrap_servers
     click.echo(f"raftka cluster ready: {nodes} node(s), bootstrap servers {bootstrap}")
-    click.echo(
-        "Try next (in another terminal):\n"
-        f"  .venv/bin/raftka topics create --topic demo --partitions 3 --replication-factor "
-        f"{min(3, nodes)} --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-        f"  seq 1 5 | .venv/bin/raftka produce --topic demo --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-        f"  .venv/bin/raftka consume --topic demo --from-beginning --max-messages 5 "
-        f"--bootstrap-server {cluster.nodes[1].bootstrap}\n"
-        f"  .venv/bin/raftka topics describe --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-        f"  .venv/bin/raftka quorum status --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-        f"  .venv/bin/raftka cluster kill --node 2 --data-dir {data_dir}   (watch a failover; then: cluster start --node 2)\n"
-        "Any Kafka client works too, e.g. confluent-kafka with bootstrap.servers="
-        f"{bootstrap}\nPrometheus metrics: {' '.join(cluster.metrics_urls().values())}\nCtrl-C stops every node cleanly; data stays in {cluster.data_dir}."
-    )
+    if setup is not None:
+        config = f" --command-config {setup.client_properties_path}"
+        click.echo(setup.settings(bootstrap))
+        click.echo(
+            "Try next (in another terminal):\n"
+            f"  .venv/bin/raftka topics create --topic demo --partitions 3 --bootstrap-server "
+            f"{cluster.nodes[1].bootstrap}{config}\n"
+            f"  seq 1 5 | .venv/bin/raftka produce --topic demo --bootstrap-server {cluster.nodes[1].bootstrap}{config}\n"
+            f"  .venv/bin/raftka users create --user alice --bootstrap-server {cluster.nodes[1].bootstrap}{config}\n"
+            f"Ctrl-C stops every node cleanly; data stays in {cluster.data_dir}.")
+    else:
+        click.echo(
+            "Try next (in another terminal):\n"
+            f"  .venv/bin/raftka topics create --topic demo --partitions 3 --replication-factor "
+            f"{min(3, nodes)} --bootstrap-server {cluster.nodes[1].bootstrap}\n"
+            f"  seq 1 5 | .venv/bin/raftka produce --topic demo --bootstrap-server {cluster.nodes[1].bootstrap}\n"
+            f"  .venv/bin/raftka consume --topic demo --from-beginning --max-messages 5 "
+            f"--bootstrap-server {cluster.nodes[1].bootstrap}\n"
+            f"  .venv/bin/raftka topics describe --bootstrap-server {cluster.nodes[1].bootstrap}\n"
+            f"  .venv/bin/raftka quorum status --bootstrap-server {cluster.nodes[1].bootstrap}\n"
+            f"  .venv/bin/raftka cluster kill --node 2 --data-dir {data_dir}   "
+            "(watch a failover; then: cluster start --node 2)\n"
+            "Any Kafka client works too, e.g. confluent-kafka with bootstrap.servers="
+            f"{bootstrap}\nPrometheus metrics: {' '.join(cluster.metrics_urls().values())}\n"
+            f"Ctrl-C stops every node cleanly; data stays in {cluster.data_dir}."
+        )
     sys.stdout.flush()
     control = ControlServer(cluster, cluster.data_dir)
     control.start()

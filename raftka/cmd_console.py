@@ -20,6 +20,7 @@ from raftka.client.consumer import AsyncConsumer
 from raftka.client.errors import KafkaError, KafkaTimeoutError
 from raftka.client.producer import AsyncProducer
 from raftka.client.records import ConsumerRecord, TopicPartition
+from raftka.command_config import security as command_security
 
 METADATA_TIMEOUT_MS = 10000
 
@@ -37,7 +38,7 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
 
     async def main() -> int:
         failures: list[BaseException] = []
-        async with AsyncProducer(bootstrap, acks=acks, compression_type=compression,
+        async with AsyncProducer(bootstrap, acks=acks, compression_type=compression, security=command_security(),
                                  linger_ms=linger_ms, metadata_timeout_ms=METADATA_TIMEOUT_MS,
                                  delivery_timeout_ms=30000, request_timeout_ms=10000) as producer:
             # Fail fast and clearly on an unknown topic, before reading stdin.
@@ -112,7 +113,7 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
 
     async def main() -> int:
         reset = "earliest" if from_beginning or offset == "earliest" else "latest"
-        async with AsyncConsumer(bootstrap, auto_offset_reset=reset) as consumer:
+        async with AsyncConsumer(bootstrap, auto_offset_reset=reset, security=command_security()) as consumer:
             parts = await consumer._require_cluster().wait_for_partitions(
                 topic, METADATA_TIMEOUT_MS / 1000)
             if partition is not None and partition not in parts:

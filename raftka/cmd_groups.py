@@ -14,6 +14,7 @@ import trio
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError
 from raftka.client.group_admin import delete_group, describe_group, list_groups
+from raftka.command_config import security as command_security
 
 T = TypeVar("T")
 TIMEOUT_MS = 15000
@@ -22,7 +23,8 @@ TIMEOUT_MS = 15000
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
     async def main() -> T:
         async with trio.open_nursery() as nursery:
-            cluster = Cluster(bootstrap, nursery, client_id="raftka-groups", request_timeout_ms=TIMEOUT_MS)
+            cluster = Cluster(bootstrap, nursery, client_id="raftka-groups", request_timeout_ms=TIMEOUT_MS,
+                              security=command_security())
             try:
                 return await action(cluster)
             finally:

@@ -138,6 +138,10 @@ def worker_command(config: ProducePerfConfig, records: int, throughput: float) -
            "--reporting-interval", str(int(config.report_interval_s * 1000))]
     if config.compression:
         cmd += ["--compression", config.compression]
+    from raftka.command_config import path
+
+    if path() is not None:
+        cmd += ["--command-config", str(path())]
     return cmd
 
 
@@ -244,6 +248,10 @@ def consume(config: ConsumePerfConfig, *, as_json: bool = False) -> int:
 
 def produce_config(**kw: Any) -> ProducePerfConfig:
     """Build the config from CLI options (acks 'all' spelled as Kafka's -1 too)."""
+    from raftka.command_config import security
+
+    if security() is not None:  # --command-config
+        kw["producer_config"] = {**kw.get("producer_config", {}), "security": security()}
     config = ProducePerfConfig(**kw)
     if config.acks == "-1":
         config = replace(config, acks="all")

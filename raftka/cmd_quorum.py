@@ -6,6 +6,7 @@ import json
 import sys
 from dataclasses import asdict
 
+from raftka.command_config import security as command_security
 from raftka.raft_meta.node_config import ConfigError, load_node_config
 
 
@@ -51,7 +52,7 @@ def quorum_status_via_broker(bootstrap: str, as_json: bool, timeout: float) -> i
     from raftka.client.protocol import ApiKey
 
     async def describe():
-        async with AsyncAdmin(bootstrap) as admin:
+        async with AsyncAdmin(bootstrap, security=command_security()) as admin:
             cluster = await admin.describe_cluster()
             if cluster.controller_id < 0:
                 raise KafkaError("no active controller is known yet", code=41, retriable=True)

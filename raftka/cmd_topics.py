@@ -15,6 +15,7 @@ import trio
 
 from raftka.client.admin import AsyncAdmin, NewTopic
 from raftka.client.errors import KafkaError, TopicAlreadyExistsError
+from raftka.command_config import security as command_security
 
 T = TypeVar("T")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -31,7 +32,7 @@ def run_admin(command: str, bootstrap: str, action: Callable[[AsyncAdmin], Await
     """Run `action` with a started admin; map SDK errors to a message and status 1."""
 
     async def main() -> T:
-        async with AsyncAdmin(bootstrap, request_timeout_ms=ADMIN_TIMEOUT_MS) as admin:
+        async with AsyncAdmin(bootstrap, request_timeout_ms=ADMIN_TIMEOUT_MS, security=command_security()) as admin:
             return await action(admin)
 
     try:

@@ -66,7 +66,7 @@ def run_with_cluster(options: SourceOptions, fn: Callable[[Cluster], Awaitable[T
         nursery = await owner.enter()
         try:
             cluster = Cluster(options.bootstrap_servers, nursery, client_id=options.client_id,
-                              request_timeout_ms=options.request_timeout_ms)
+                              request_timeout_ms=options.request_timeout_ms, security=options.security)
             try:
                 with trio.fail_after(timeout):
                     await cluster.refresh_metadata(topics)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from raftka.client.bootstrap import parse_bootstrap
+from raftka.client.security import ClientSecurity
 from raftka.spark_source.kafka_options import SOURCE, KafkaOptionError, check_options
 
 EARLIEST = -2  # Kafka's ListOffsets sentinels, also used in offset JSON
@@ -59,6 +60,9 @@ class SourceOptions:
     max_partition_fetch_bytes: int = 4 << 20
     request_timeout_ms: int = 30000
     client_id: str = "raftka-spark"
+    # kafka.security.protocol, kafka.sasl.*, kafka.ssl.* (client/security.py), as Spark's Kafka
+    # source passes `kafka.`-prefixed options to its clients.
+    security: ClientSecurity | None = None
 
     @property
     def subscription(self) -> str:
@@ -267,4 +271,18 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
                                                 4 << 20) or 0,
         request_timeout_ms=_positive_int(opts, "kafka.request.timeout.ms", 30000) or 0,
         client_id=str(opts.get("kafka.client.id", "raftka-spark")),
+        security=_security(opts),
     )
+
+
+def _security(opts: Mapping[str, str]) -> ClientSecurity | None:
+    """`kafka.security.protocol`, `kafka.sasl.*`, `kafka.ssl.*` -> the client's security settings.
+    Spark lowercases option names; Kafka's client keys are lower-case already."""
+    props = {key[len("kafka."):]: str(value) for key, value in opts.items()
+             if key == "kafka.security.protocol" or key.startswith(("kafka.sasl.", "kafka.ssl."))}
+    if not props:
+        return None
+    try:
+        return ClientSecurity.from_properties(props)
+    except ValueError as exc:
+        raise SourceOptionError(f"kafka.security.protocol / kafka.sasl.* / kafka.ssl.* options: {exc}") from None

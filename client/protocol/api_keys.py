@@ -47,6 +47,11 @@ class ApiKey(IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    # security (issue 15, TLS/SASL helper)
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -83,6 +88,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # SaslHandshake v0 (raw SASL frames, kafka-python <= 2.0) is not served; SaslAuthenticate
+    # v2 (flexible) is not advertised (docs/SECURITY.md).
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 1),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -99,6 +108,10 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Flexible-only, so never advertised (kafka-python would infer a newer broker from it);
     # served for `raftka quorum status --bootstrap-server`, like kafka-metadata-quorum.
     ApiKey.DESCRIBE_QUORUM: (0, 1),
+    # Flexible-only (v0): served unadvertised, like DescribeQuorum (kafka-python would infer a
+    # newer broker from them); the SDK and `raftka users` call them.
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # The first version of each API that uses compact strings/arrays and tagged
@@ -136,6 +149,10 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.OFFSET_DELETE: 99,  # no flexible version
     ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.SASL_HANDSHAKE: 99,  # never flexible (frozen, KAFKA-9577)
+    ApiKey.SASL_AUTHENTICATE: 2,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
 }
 
 

@@ -69,6 +69,10 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     ApiKey.OFFSET_DELETE: "OffsetDelete",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
+    ApiKey.SASL_HANDSHAKE: "SaslHandshake",
+    ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
 
 

@@ -960,6 +960,38 @@ DESCRIBE_CLUSTER_RESPONSE = MessageSchema(
     ),
 )
 
+SASL_HANDSHAKE_REQUEST = MessageSchema(
+    'SaslHandshakeRequest', 17, 'request', '1-1', flexible='none',
+    fields=(
+        F('mechanism', 'string', '1+'),
+    ),
+)
+
+SASL_HANDSHAKE_RESPONSE = MessageSchema(
+    'SaslHandshakeResponse', 17, 'response', '1-1', flexible='none',
+    fields=(
+        F('error_code', 'int16', '1+'),
+        F('mechanisms', '[]string', '1+'),
+    ),
+)
+
+SASL_AUTHENTICATE_REQUEST = MessageSchema(
+    'SaslAuthenticateRequest', 36, 'request', '0-1', flexible='2+',
+    fields=(
+        F('auth_bytes', 'bytes', '0+'),
+    ),
+)
+
+SASL_AUTHENTICATE_RESPONSE = MessageSchema(
+    'SaslAuthenticateResponse', 36, 'response', '0-1', flexible='2+',
+    fields=(
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('auth_bytes', 'bytes', '0+'),
+        F('session_lifetime_ms', 'int64', '1+', default=0),
+    ),
+)
+
 DESCRIBE_QUORUM_REQUEST = MessageSchema(
     'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
     fields=(
@@ -997,6 +1029,62 @@ DESCRIBE_QUORUM_RESPONSE = MessageSchema(
                     F('last_caught_up_timestamp', 'int64', '1+', default=-1),
                 )),
             )),
+        )),
+    ),
+)
+
+DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = MessageSchema(
+    'DescribeUserScramCredentialsRequest', 50, 'request', '0-0', flexible='0+',
+    fields=(
+        F('users', '[]UserName', '0+', nullable='0+', fields=(
+            F('name', 'string', '0+'),
+        )),
+    ),
+)
+
+DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
+    'DescribeUserScramCredentialsResponse', 50, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('results', '[]DescribeUserScramCredentialsResult', '0+', fields=(
+            F('user', 'string', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('credential_infos', '[]CredentialInfo', '0+', fields=(
+                F('mechanism', 'int8', '0+'),
+                F('iterations', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+ALTER_USER_SCRAM_CREDENTIALS_REQUEST = MessageSchema(
+    'AlterUserScramCredentialsRequest', 51, 'request', '0-0', flexible='0+',
+    fields=(
+        F('deletions', '[]ScramCredentialDeletion', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('mechanism', 'int8', '0+'),
+        )),
+        F('upsertions', '[]ScramCredentialUpsertion', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('mechanism', 'int8', '0+'),
+            F('iterations', 'int32', '0+'),
+            F('salt', 'bytes', '0+'),
+            F('salted_password', 'bytes', '0+'),
+        )),
+    ),
+)
+
+ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
+    'AlterUserScramCredentialsResponse', 51, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]AlterUserScramCredentialsResult', '0+', fields=(
+            F('user', 'string', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
         )),
     ),
 )
@@ -1064,6 +1152,14 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     OFFSET_DELETE_RESPONSE,
     DESCRIBE_CLUSTER_REQUEST,
     DESCRIBE_CLUSTER_RESPONSE,
+    SASL_HANDSHAKE_REQUEST,
+    SASL_HANDSHAKE_RESPONSE,
+    SASL_AUTHENTICATE_REQUEST,
+    SASL_AUTHENTICATE_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
+    DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+    DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
+    ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+    ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
 )

@@ -199,6 +199,11 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
         "resource_type": 2, "resource_name": "fuzz-a", "resource_pattern_type": rng.choice((3, 4)),
         "principal": "User:fuzz", "host": "*", "operation": rng.choice((3, 4, 8)), "permission_type": 3}]},
     ApiKey.DELETE_ACLS: lambda rng: {"filters": [_acl_filter(rng, "_filter")]},
+    ApiKey.SASL_HANDSHAKE: lambda rng: {"mechanism": rng.choice(["PLAIN", "SCRAM-SHA-256", "GSSAPI"])},
+    ApiKey.SASL_AUTHENTICATE: lambda rng: {"auth_bytes": b"\0fuzz\0fuzz"},
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda rng: {"users": [{"name": "fuzz-user"}]},
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda rng: {"deletions": [{"name": "fuzz-user", "mechanism": 1}],
+                                                      "upsertions": []},
 }
 
 

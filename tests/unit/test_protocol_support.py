@@ -164,8 +164,9 @@ def kp_class(schema_name: str):
     import kafka.protocol.consumer as consumer
     import kafka.protocol.metadata as metadata
     import kafka.protocol.producer as producer
+    import kafka.protocol.sasl as sasl
 
-    for module in (producer, consumer, metadata, admin):
+    for module in (producer, consumer, metadata, admin, sasl):
         if hasattr(module, schema_name):
             return getattr(module, schema_name)
     raise LookupError(schema_name)

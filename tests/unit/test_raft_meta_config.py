@@ -107,7 +107,8 @@ def test_retention_precedence(tmp_path: Path) -> None:
         ({"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9999"}, "port 9999 differs"),
         ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "no listener named ['CONTROLLER']"),
         ({"log.dirs": None}, "'log.dirs' is missing"),
-        ({"listener.security.protocol.map": "PLAINTEXT:SSL"}, "only PLAINTEXT"),
+        ({"listener.security.protocol.map": "PLAINTEXT:KERBEROS"}, "PROTOCOL one of"),
+        ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "controller listener CONTROLLER"),
         ({"log.cleanup.policy": "shred"}, "delete, compact"),
         ({"max.connections.per.ip.overrides": "host.example:5"},
          "got 'host.example:5', expected a comma-separated list of ip:count"),
@@ -171,7 +172,7 @@ SECRET_VALUE = "hunter2-hunter2-hunter2"
     [
         # Kafka masks the values of keys naming a password or a secret as [hidden].
         ({"controller.quorum.secrets": SECRET_VALUE}, "unknown config key 'controller.quorum.secrets' (value [hidden])"),
-        ({"ssl.key.password": SECRET_VALUE}, "unknown config key 'ssl.key.password' (value [hidden])"),
+        ({"ssl.key.passwords": SECRET_VALUE}, "unknown config key 'ssl.key.passwords' (value [hidden])"),
         ({"controller.quorum.secret": "short"}, "the quorum secret is 5 bytes long; expected at least 16"),
     ],
 )
