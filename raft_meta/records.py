@@ -184,6 +184,10 @@ class AccessControlEntry:
     host: str
     operation: int
     permission_type: int
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
 class UserScramCredential:
     """Kafka's UserScramCredentialRecord: one user's credential for one mechanism (1 =
     SCRAM-SHA-256, 2 = SCRAM-SHA-512). Never the password: salt, StoredKey, ServerKey."""
@@ -206,6 +210,10 @@ class RemoveAccessControlEntry:
     TYPE: ClassVar[str] = "RemoveAccessControlEntry"
     VERSION: ClassVar[int] = 1
     acl_id: str
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
 class RemoveUserScramCredential:
     """Kafka's RemoveUserScramCredentialRecord."""
 
