@@ -112,6 +112,8 @@ def check_options(options: Mapping[str, object], role: str) -> None:
                                        f"{reason}")
         elif key in SPARK_REFUSED_KAFKA:
             raise KafkaOptionError(f"option {key} is not supported: {SPARK_REFUSED_KAFKA[key]}")
+        elif role == SOURCE and (key == "kafka.security.protocol" or key.startswith(("kafka.sasl.", "kafka.ssl."))):
+            continue  # the source's security settings (spark_source/options.py::_security checks them)
         elif key.startswith("kafka."):
             if key not in supported_kafka:
                 kind = "consumer" if role == SOURCE else "producer"

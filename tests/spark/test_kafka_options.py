@@ -53,9 +53,6 @@ SPARK_TABLE = [
     ("kafka.fetch.max.bytes", "1000000", True, False),
     ("kafka.max.partition.fetch.bytes", "100000", True, False),
     ("kafka.client.id", "me", True, True),
-    ("kafka.security.protocol", "SASL_SSL", False, False),
-    ("kafka.sasl.mechanism", "PLAIN", False, False),
-    ("kafka.ssl.truststore.location", "/x", False, False),
     ("kafka.session.timeout.ms", "1000", False, False),
     ("path", "/x", False, False),
     ("no.such.option", "1", False, False),
@@ -121,3 +118,14 @@ def test_batch_only_and_stream_only_source_options() -> None:
         parse_options({**SOURCE_BASE, "maxOffsetsPerTrigger": "5"})
     with pytest.raises(SourceOptionError, match="startingOffsetsByTimestampStrategy"):
         parse_options({**SOURCE_BASE, "startingOffsetsByTimestampStrategy": "error"})
+
+
+SECURITY = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.username": "alice", "kafka.sasl.password": "secret"}
+
+
+def test_security_settings_go_to_the_source_and_are_refused_by_the_sink_by_name() -> None:
+    _source(SECURITY)  # the source's client connects with them (client/security.py)
+    for name, value in SECURITY.items():
+        with pytest.raises(SinkOptionError, match=name.replace(".", r"\.")):
+            parse_sink_options({**SINK_BASE, name: value})
