@@ -22,7 +22,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 import trio
 
 from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
@@ -37,9 +36,10 @@ from raftka.client.protocol import (
     encode_request,
     peek_correlation_id,
 )
+from raftka.client.sdk_log import get_logger
 from raftka.client.versions import API_VERSIONS_FIRST_TRY, choose_versions, version_for
 
-log = structlog.get_logger("raftka.client.connection")
+log = get_logger("raftka.client.connection")
 
 _RECV_SIZE = 1 << 16
 DEFAULT_MAX_RESPONSE_SIZE = 200 << 20

@@ -40,7 +40,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import structlog
 import trio
 
 from raftka.client.cluster import Cluster
@@ -57,8 +56,9 @@ from raftka.client.lifecycle import OwnedNursery
 from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
 from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest
 from raftka.client.records import ConsumerRecord, TopicPartition
+from raftka.client.sdk_log import get_logger
 
-log = structlog.get_logger("raftka.client.consumer")
+log = get_logger("raftka.client.consumer")
 
 _RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import structlog
 import trio
 
 from raftka.client.accumulator import (
@@ -45,13 +44,15 @@ from raftka.client.errors import (
     error_for_code,
 )
 from raftka.client.lifecycle import OwnedNursery
+from raftka.client.log_throttle import RepeatThrottle
 from raftka.client.protocol import ApiKey, ErrorCode, InitProducerIdRequest, ProduceRequest
 from raftka.client.records import RecordMetadata, TopicPartition
+from raftka.client.sdk_log import get_logger
 from raftka.client.versions import min_version_check
 from raftka.log.compression import Compression
 from raftka.log.record_batch import encode_batch
 
-log = structlog.get_logger("raftka.client.producer")
+log = get_logger("raftka.client.producer")
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 
@@ -203,6 +204,7 @@ class AsyncProducer:
         self._sticky = StickyPartitioner()
         self._partitioner = partitioner or self._sticky.partition
         self._sequences = SequenceNumbers()
+        self._retry_log = RepeatThrottle()  # producer.retry: one line per 5 s per partition and error
         # Records whose topic metadata is not known yet: (topic, partition, record, future, deadline)
         self._unpartitioned: list[tuple[str, int | None, OutgoingRecord, DeliveryFuture, float]] = []
         self._limits: dict[int, trio.Semaphore] = {}
@@ -558,8 +560,11 @@ class AsyncProducer:
         now = _now_ms()
         expired = now - batch.created_ms > self.delivery_timeout_ms
         if error.retriable and batch.attempts <= self.retries and not expired:
-            log.info("producer.retry", topic=batch.tp.topic, partition=batch.tp.partition,
-                     attempt=batch.attempts, error=str(error))
+            folded = self._retry_log.admit((batch.tp, type(error)), now)
+            if folded is not None:
+                log.info("producer.retry", topic=batch.tp.topic, partition=batch.tp.partition,
+                         attempt=batch.attempts, error=str(error),
+                         **({"repeated": folded} if folded else {}))
             self._accumulator.reenqueue(batch, now + self.retry_backoff_ms)
             return
         if expired and error.retriable:
