@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.errors import (
     IllegalStateError,
@@ -110,6 +111,7 @@ class AsyncConsumer:
             raise ValueError(
                 f"isolation_level {isolation_level!r} is not supported yet; expected "
                 "'read_uncommitted'")
+        parse_bootstrap(bootstrap_servers)  # a bad address is a ValueError here, not in start()
         self._bootstrap = bootstrap_servers
         self.client_id = client_id
         self.group_id = group_id

@@ -35,6 +35,7 @@ from raftka.client.accumulator import (
     StickyPartitioner,
     estimate_record_size,
 )
+from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.errors import (
     IllegalStateError,
@@ -191,6 +192,7 @@ class AsyncProducer:
             raise ValueError("max_in_flight_requests_per_connection must be >= 1, got "
                              f"{max_in_flight_requests_per_connection}")
         self.compression = Compression.from_name(compression_type or "none")
+        parse_bootstrap(bootstrap_servers)  # a bad address is a ValueError here, not in start()
         self._bootstrap = bootstrap_servers
         self._client_id = client_id
         self.retries = retries

@@ -175,7 +175,19 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
-_BOOTSTRAP = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of any broker.")
+def _check_bootstrap(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A one-line usage error for an address that is not host:port (e.g. `9092`)."""
+    from raftka.client.bootstrap import parse_bootstrap
+
+    if value is not None:
+        try:
+            parse_bootstrap(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
+_BOOTSTRAP = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, callback=_check_bootstrap, help="host:port[,host:port...] of any broker.")
 
 
 @topics.command(name="create")
@@ -240,11 +252,22 @@ def topics_alter(bootstrap: str, topic: str, partitions: int | None) -> None:
 @click.option("--compression", "compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), default=None)
 @click.option("--partition", type=int, default=None, help="Write every line to this partition.")
 @click.option("--linger-ms", type=int, default=5, show_default=True)
-def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str, compression: str | None, partition: int | None, linger_ms: int) -> None:
-    """Produce lines from stdin to a topic."""
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="kafka-console-producer's: parse.key, key.separator, parse.headers, headers.delimiter, "
+                   "headers.separator, headers.key.separator, null.marker, ignore.error.")
+def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str, compression: str | None, partition: int | None, linger_ms: int, properties: tuple[str, ...]) -> None:
+    """Produce lines from stdin to a topic.
+
+    \b
+    One record per line. With --property parse.key=true a line is KEY<TAB>VALUE
+    (key.separator changes the TAB); with parse.headers=true it starts with
+    headers h1:v1,h2:v2<TAB>. Ctrl-C stops at once, after the records already
+    read are delivered, and prints "Processed a total of N messages".
+    """
     from raftka.cmd_console import produce
 
-    sys.exit(produce(bootstrap, topic, key_separator, acks, compression, partition, linger_ms))
+    sys.exit(produce(bootstrap, topic, key_separator, acks, compression, partition, linger_ms,
+                     properties=properties))
 
 
 @main.command(name="consume")
@@ -254,13 +277,27 @@ def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str
 @click.option("--max-messages", type=int, default=None, help="Exit after this many records.")
 @click.option("--partition", type=int, default=None, help="Read only this partition.")
 @click.option("--offset", default=None, help="With --partition: a number, 'earliest' or 'latest'.")
-@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="print.key, print.offset, print.partition, print.timestamp, key.separator.")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="kafka-console-consumer's: print.timestamp, print.partition, print.offset, print.headers, "
+                   "print.key, print.value, key.separator, line.separator, headers.separator, null.literal.")
 @click.option("--timeout-ms", type=int, default=None, help="Exit when no record arrives for this long.")
-def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None) -> None:
-    """Consume a topic to stdout."""
+@click.option("--group", default=None, help="Consume as a member of this consumer group (committed offsets; "
+                                            "--from-beginning applies when the group has none).")
+@click.option("--from-timestamp", default=None, metavar="MS|ISO-8601",
+              help="Start at the first record at or after this time (epoch ms or e.g. 2026-11-24T08:00:00Z).")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per record (topic, partition, offset, timestamp, key, value, headers).")
+def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None, group: str | None, from_timestamp: str | None, as_json: bool) -> None:
+    """Consume a topic to stdout.
+
+    \b
+    Ctrl-C stops at once (committing the group's offsets with --group) and
+    prints "Processed a total of N messages".
+    """
     from raftka.cmd_console import consume
 
-    sys.exit(consume(bootstrap, topic, from_beginning, max_messages, partition, offset, properties, timeout_ms))
+    sys.exit(consume(bootstrap, topic, from_beginning, max_messages, partition, offset, properties, timeout_ms,
+                     group=group, from_timestamp=from_timestamp, as_json=as_json))
 
 
 # --- groups ------------------------------------------------------------------

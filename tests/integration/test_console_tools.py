@@ -1,0 +1,174 @@
+"""`raftka produce|consume` as a user meets them: properties, groups, timestamps, JSON, and
+Ctrl-C typed into a real terminal (a pty: the line discipline turns ^C into SIGINT)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from raftka import Consumer, TopicPartition
+from tests.integration.sdk_broker import RAFTKA, REPO, one_node_server, raftka_env
+from tests.support import wait_until
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with one_node_server(tmp_path_factory.mktemp("console-broker")) as address:
+        yield address
+
+
+def raftka(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RAFTKA, *args], input=stdin, capture_output=True, text=True,
+                          env=raftka_env(), timeout=60)
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    with Consumer(bootstrap) as consumer:
+        tp = TopicPartition(topic, 0)
+        return consumer.end_offsets([tp])[tp]
+
+
+class Terminal:
+    """A command under a pseudo-terminal: type into it, read what it shows, wait for its exit."""
+
+    def __init__(self, *args: str) -> None:
+        env = raftka_env()
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: a session leader whose controlling terminal is the pty
+            os.chdir(REPO)
+            os.execve(RAFTKA[0], [*RAFTKA, *args], env)
+        self.screen = b""
+        self.status: int | None = None
+
+    def type(self, text: bytes) -> None:
+        os.write(self.fd, text)
+
+    def read_available(self, wait: float = 0.1) -> bytes:
+        """What the terminal has shown so far, after reading what arrived within `wait` s."""
+        if self.fd >= 0 and select.select([self.fd], [], [], wait)[0]:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:  # EIO: every process closed the terminal
+                data = b""
+            if not data:
+                os.close(self.fd)
+                self.fd = -1
+            self.screen += data
+        return self.screen
+
+    def shows(self, text: bytes, timeout: float = 60) -> None:
+        wait_until(lambda: text in self.read_available(), timeout=timeout,
+                   what=f"{text!r} on the terminal (so far: {self.screen[-500:]!r})")
+
+    def exited(self) -> bool:
+        if self.status is None:
+            self.read_available(0)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+        return self.status is not None
+
+    def close(self) -> None:
+        if not self.exited():
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        while self.fd >= 0:  # read to the end: EIO or EOF closes it
+            self.read_available(5)
+
+
+def test_ctrl_c_stops_interactive_produce_at_once(bootstrap: str) -> None:
+    assert raftka("topics", "create", "--topic", "typed", "--bootstrap-server", bootstrap).returncode == 0
+    term = Terminal("produce", "--topic", "typed", "--bootstrap-server", bootstrap)
+    try:
+        term.type(b"one\ntwo\n")
+        wait_until(lambda: end_offset(bootstrap, "typed") == 2, timeout=60, what="two records")
+        term.type(b"\x03")  # Ctrl-C, with no Enter after it
+        wait_until(term.exited, timeout=30, what="raftka produce to exit after Ctrl-C")
+    finally:
+        term.close()
+    assert term.status == 0, term.screen
+    assert b"Processed a total of 2 messages" in term.screen
+    assert b"Traceback" not in term.screen
+    assert end_offset(bootstrap, "typed") == 2  # no extra empty record
+
+
+def test_ctrl_c_stops_consume_without_a_traceback(bootstrap: str) -> None:
+    assert raftka("topics", "create", "--topic", "watched", "--bootstrap-server", bootstrap).returncode == 0
+    assert raftka("produce", "--topic", "watched", "--bootstrap-server", bootstrap,
+                  stdin="first\nsecond\n").returncode == 0
+    term = Terminal("consume", "--topic", "watched", "--from-beginning", "--bootstrap-server", bootstrap)
+    try:
+        term.shows(b"second")
+        term.type(b"\x03")
+        wait_until(term.exited, timeout=30, what="raftka consume to exit after Ctrl-C")
+    finally:
+        term.close()
+    assert term.status == 0, term.screen
+    assert b"Processed a total of 2 messages" in term.screen
+    assert b"Traceback" not in term.screen and b"KeyboardInterrupt" not in term.screen
+
+
+def test_headers_keys_and_json(bootstrap: str) -> None:
+    b = ["--bootstrap-server", bootstrap]
+    assert raftka("topics", "create", "--topic", "props", *b).returncode == 0
+    produced = raftka("produce", "--topic", "props", "--property", "parse.key=true",
+                      "--property", "parse.headers=true", *b,
+                      stdin="trace:42,empty\tk1\tv1\n\tk2\tv2\n")
+    assert produced.returncode == 0, produced.stderr
+    assert "Processed a total of 2 messages" in produced.stderr
+    shown = raftka("consume", "--topic", "props", "--from-beginning", "--max-messages", "2",
+                   "--property", "print.headers=true", "--property", "print.key=true",
+                   "--property", "print.offset=true", *b)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["Offset:0\ttrace:42,empty:null\tk1\tv1",
+                                         "Offset:1\tNO_HEADERS\tk2\tv2"]
+    as_json = raftka("consume", "--topic", "props", "--from-beginning", "--max-messages", "1",
+                     "--json", *b)
+    assert as_json.returncode == 0, as_json.stderr
+    first = json.loads(as_json.stdout.splitlines()[0])
+    assert (first["key"], first["value"], first["offset"]) == ("k1", "v1", 0)
+    assert first["headers"] == [{"key": "trace", "value": "42"}, {"key": "empty", "value": None}]
+    typo = raftka("consume", "--topic", "props", "--property", "print.kye=true", *b)
+    assert typo.returncode == 2 and "'print.kye' is not known" in typo.stderr
+
+
+def test_group_and_timestamp_start(bootstrap: str) -> None:
+    b = ["--bootstrap-server", bootstrap]
+    assert raftka("topics", "create", "--topic", "grouped", *b).returncode == 0
+    assert raftka("produce", "--topic", "grouped", *b, stdin="a\nb\nc\n").returncode == 0
+    first = raftka("consume", "--topic", "grouped", "--group", "console-g", "--from-beginning",
+                   "--max-messages", "2", *b)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == ["a", "b"]
+    # The group committed offset 2: the next member of the group resumes there.
+    rest = raftka("consume", "--topic", "grouped", "--group", "console-g", "--max-messages", "1", *b)
+    assert rest.returncode == 0, rest.stderr
+    assert rest.stdout.splitlines() == ["c"]
+
+    cut = int(time.time() * 1000) + 1
+    wait_until(lambda: int(time.time() * 1000) > cut, what="the clock to pass the cut")
+    assert raftka("produce", "--topic", "grouped", *b, stdin="d\n").returncode == 0
+    later = raftka("consume", "--topic", "grouped", "--from-timestamp", str(cut),
+                   "--max-messages", "1", *b)
+    assert later.returncode == 0, later.stderr
+    assert later.stdout.splitlines() == ["d"]
+    iso = raftka("consume", "--topic", "grouped", "--from-timestamp", "2000-01-01T00:00:00Z",
+                 "--max-messages", "1", *b)
+    assert iso.stdout.splitlines() == ["a"]
+
+
+def test_a_forgotten_host_is_one_line(bootstrap: str) -> None:
+    for args in (["topics", "list"], ["consume", "--topic", "x"], ["groups", "list"],
+                 ["produce", "--topic", "x"]):
+        ran = raftka(*args, "--bootstrap-server", "9092", stdin="")
+        assert ran.returncode == 2, (args, ran.stderr)
+        assert "'9092' is not host:port" in ran.stderr
+        assert "Traceback" not in ran.stderr and len(ran.stderr.splitlines()) <= 4
