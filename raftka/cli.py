@@ -335,6 +335,58 @@ def groups_delete(bootstrap: str, group_id: str) -> None:
     sys.exit(delete_cmd(bootstrap, group_id))
 
 
+@groups.command(name="reset-offsets")
+@_BOOTSTRAP
+@click.option("--group", "group_id", required=True, help="The (inactive) group whose offsets to reset.")
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P...]",
+              help="A topic, or some of its partitions (topic:0,2); repeatable.")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
+@click.option("--to-earliest", is_flag=True, help="To each partition's earliest offset.")
+@click.option("--to-latest", is_flag=True, help="To each partition's end (the high watermark).")
+@click.option("--to-datetime", metavar="ISO-8601", default=None,
+              help="To the first offset at or after this time, e.g. 2026-11-24T08:00:00.000 (UTC unless "
+                   "it says), or epoch ms.")
+@click.option("--shift-by", type=int, default=None, metavar="N", help="Move the committed offsets by N (may be negative).")
+@click.option("--to-offset", type=int, default=None, metavar="N", help="To offset N.")
+@click.option("--dry-run", is_flag=True, help="Only print the new offsets (the default).")
+@click.option("--execute", is_flag=True, help="Commit the new offsets.")
+def groups_reset_offsets(bootstrap: str, group_id: str, topics: tuple[str, ...], all_topics: bool,
+                         to_earliest: bool, to_latest: bool, to_datetime: str | None, shift_by: int | None,
+                         to_offset: int | None, dry_run: bool, execute: bool) -> None:
+    """Reset a consumer group's committed offsets, like kafka-consumer-groups --reset-offsets.
+
+    \b
+    The group must be inactive (no members). Offsets beyond a partition's
+    range are clamped to its earliest or latest offset, as Kafka does. Prints
+    GROUP TOPIC PARTITION NEW-OFFSET; nothing changes without --execute.
+    """
+    from raftka.client.offset_reset import ResetScenario
+    from raftka.cmd_console import parse_start_timestamp
+    from raftka.cmd_groups import reset_offsets_cmd
+
+    chosen = [name for name, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
+                                    ("--to-datetime", to_datetime is not None), ("--shift-by", shift_by is not None),
+                                    ("--to-offset", to_offset is not None)) if on]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-datetime, --shift-by, --to-offset")
+    if dry_run and execute:
+        raise click.UsageError("give --dry-run or --execute, not both")
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    try:
+        if to_datetime is not None:
+            scenario = ResetScenario("datetime", parse_start_timestamp(to_datetime))
+        elif shift_by is not None:
+            scenario = ResetScenario("shift", shift_by)
+        elif to_offset is not None:
+            scenario = ResetScenario("offset", to_offset)
+        else:
+            scenario = ResetScenario("earliest" if to_earliest else "latest")
+    except ValueError as exc:
+        raise click.UsageError(str(exc).replace("--from-timestamp", "--to-datetime")) from None
+    sys.exit(reset_offsets_cmd(bootstrap, group_id, topics, all_topics, scenario, execute))
+
+
 # --- log -------------------------------------------------------------------
 @main.group(name="log")
 def log_group() -> None:

@@ -59,7 +59,10 @@ def configure_logging(level: str | None = None, json: bool | None = None) -> Non
     sdk = logging.getLogger("raftka.client")
     sdk.handlers = [h for h in sdk.handlers if not isinstance(h, logging.StreamHandler)]
     sdk.addHandler(handler)
-    sdk.setLevel(numeric)
+    # The SDK's info lines (group.assigned, ...) are noise in a console tool: warnings only,
+    # unless a level was asked for.
+    asked = level is not None or "RAFTKA_LOG_LEVEL" in os.environ
+    sdk.setLevel(numeric if asked else max(numeric, logging.WARNING))
     sdk.propagate = False
 
 
