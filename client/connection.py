@@ -126,8 +126,17 @@ class BrokerConnection:
     # --- negotiation -----------------------------------------------------
     async def _negotiate(self) -> None:
         version = API_VERSIONS_FIRST_TRY
-        response = await self._send(ApiKey.API_VERSIONS, version, ApiVersionsRequest(),
-                                    expect_response=True)
+        try:
+            response = await self._send(ApiKey.API_VERSIONS, version, ApiVersionsRequest(),
+                                        expect_response=True)
+        except KafkaConnectionError as exc:
+            # Hung up on before any answer: most often not a Kafka listener at all, such as a
+            # raftka node's metadata-quorum or controller port.
+            raise KafkaConnectionError(
+                f"{exc.message} — is {self.host}:{self.port} a Kafka listener? It hung up on the first "
+                "request, as a raftka node's controller ports do (quorum: client port + 1, "
+                "controller RPC: client port + 2; clients use the client port, 9092 by default)"
+            ) from exc
         if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
             # The broker answered in the v0 layout; its own range for
             # ApiVersions is in api_keys (KIP-511), but v0 always works.

@@ -147,7 +147,8 @@ def quorum() -> None:
 
 @quorum.command(name="status")
 @click.option("--bootstrap-server", "bootstrap", default=None,
-              help="Ask a running cluster over the Kafka protocol (DescribeQuorum), like kafka-metadata-quorum.")
+              help="Ask a running cluster over the Kafka protocol (DescribeQuorum), like kafka-metadata-quorum "
+                   "[default: 127.0.0.1:9092].")
 @click.option("--config", "-c", "config_path", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Or ask every voter directly, with a server.properties naming the voters and the secret.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -156,14 +157,17 @@ def quorum_status(bootstrap: str | None, config_path: str | None, as_json: bool,
     """Show the metadata quorum: leader id, leader epoch (Raft term), commit index, voters and their lag.
 
     \b
-    Give exactly one of --bootstrap-server (any broker; the active controller is
-    asked) or --config (each voter is asked over its raft port, with the secret).
+    Give at most one of --bootstrap-server (any broker; the active controller is
+    asked; the default, 127.0.0.1:9092, as in every other command) or --config
+    (each voter is asked over its raft port, with the secret).
     """
     from raftka.cmd_quorum import quorum_status as run
     from raftka.cmd_quorum import quorum_status_via_broker
 
-    if (bootstrap is None) == (config_path is None):
-        raise click.UsageError("give exactly one of --bootstrap-server or --config")
+    if bootstrap is not None and config_path is not None:
+        raise click.UsageError("give at most one of --bootstrap-server or --config")
+    if config_path is None:
+        bootstrap = _check_bootstrap(click.get_current_context(), None, bootstrap or "127.0.0.1:9092")
     if bootstrap is not None:
         sys.exit(quorum_status_via_broker(bootstrap, as_json, timeout))
     sys.exit(run(config_path, as_json, timeout))

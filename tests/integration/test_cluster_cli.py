@@ -113,7 +113,15 @@ def test_cluster_up_serves_reports_and_stops_cleanly(tmp_path):
     wait_until(lambda: not _node_pids(tmp_path), timeout=30, what="every node process to exit")
 
 
-def test_quorum_status_needs_exactly_one_source():
-    result = _raftka("quorum", "status")
+def test_quorum_status_takes_at_most_one_source(tmp_path):
+    config = tmp_path / "server.properties"
+    config.write_text("node.id=1\n")
+    result = _raftka("quorum", "status", "--bootstrap-server", "127.0.0.1:1", "--config", str(config))
     assert result.returncode == 2
-    assert "exactly one of --bootstrap-server or --config" in result.stderr
+    assert "at most one of --bootstrap-server or --config" in result.stderr
+
+
+def test_quorum_status_defaults_to_the_usual_bootstrap_server():
+    result = _raftka("quorum", "status", "--timeout", "1")
+    assert "give exactly one" not in result.stderr
+    assert result.returncode == 0 or "127.0.0.1:9092" in result.stderr, result.stderr

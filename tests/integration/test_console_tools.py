@@ -172,3 +172,12 @@ def test_a_forgotten_host_is_one_line(bootstrap: str) -> None:
         assert ran.returncode == 2, (args, ran.stderr)
         assert "'9092' is not host:port" in ran.stderr
         assert "Traceback" not in ran.stderr and len(ran.stderr.splitlines()) <= 4
+
+
+def test_a_controller_port_gets_a_hint(bootstrap: str) -> None:
+    host, port = bootstrap.rsplit(":", 1)
+    for offset in (1, 2):  # LocalCluster: the quorum port, then the controller RPC port
+        ran = raftka("topics", "list", "--bootstrap-server", f"{host}:{int(port) + offset}")
+        assert ran.returncode == 1
+        assert "a Kafka listener?" in ran.stderr and "client port + 1" in ran.stderr
+        assert len(ran.stderr.splitlines()) == 1
