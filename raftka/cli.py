@@ -121,15 +121,17 @@ def cluster() -> None:
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="The nodes' log level.")
-@click.option("--quiet", is_flag=True, help="Do not stream the nodes' logs.")
-def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool) -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Also stream the nodes' logs here, prefixed with [node-i].")
+@click.option("--quiet", is_flag=True, hidden=True, help="The default now: the nodes' logs go to files only.")
+def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool, quiet: bool) -> None:
     """Start N local nodes (broker + quorum voter each) and keep them running until Ctrl-C.
 
     \b
     Formats storage on first use (cluster id and quorum secret are kept in
     DATA_DIR/cluster.properties), starts one `raftka server start` process per
-    node, streams their logs prefixed with [node-i], and prints the bootstrap
-    servers once every broker is registered and unfenced. Topics default to
+    node, writes each node's log to DATA_DIR/node-i/server.log (--verbose also
+    streams them here), and prints the bootstrap servers once every broker is
+    registered and unfenced. Topics default to
     replication factor min(3, N) and min.insync.replicas min(2, N). A data dir
     is locked while a cluster runs on it: a second `cluster up` there is
     refused and writes nothing. If `cluster up` itself is killed, its nodes
@@ -137,7 +139,7 @@ def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet:
     """
     from raftka.cmd_cluster import up
 
-    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), quiet))
+    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), verbose and not quiet))
 
 
 @main.group()
