@@ -181,6 +181,17 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
     return _run("produce", main)
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of a closed pipe is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+
+
 def parse_start_timestamp(text: str) -> int:
     """`--from-timestamp`: epoch milliseconds, or an ISO-8601 date-time (UTC unless it says)."""
     if text.lstrip("-").isdigit():
@@ -263,11 +274,15 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
                             if timeout_ms is not None:
                                 break
                             continue
-                        for records in batch.values():
-                            for record in records:
-                                sink.write(render(record))
-                                seen += 1
-                        sink.flush()
+                        try:
+                            for records in batch.values():
+                                for record in records:
+                                    sink.write(render(record))
+                                    seen += 1
+                            sink.flush()
+                        except BrokenPipeError:  # `raftka consume ... | head`: the reader left
+                            _silence_stdout()
+                            break
                 nursery.cancel_scope.cancel()
         return 0
 

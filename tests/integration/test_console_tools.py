@@ -130,3 +130,25 @@ def test_a_controller_port_gets_a_hint(bootstrap: str) -> None:
         assert ran.returncode == 1
         assert "a Kafka listener?" in ran.stderr and "client port + 1" in ran.stderr
         assert len(ran.stderr.splitlines()) == 1
+
+
+def test_consume_into_a_closed_pipe_ends_quietly(bootstrap: str) -> None:
+    """`raftka consume ... | head -1`: once the reader is gone the consumer stops, no traceback."""
+    b = ["--bootstrap-server", bootstrap]
+    assert raftka("topics", "create", "--topic", "piped", *b).returncode == 0
+    assert raftka("produce", "--topic", "piped", *b, stdin="first\n").returncode == 0
+    proc = subprocess.Popen([*RAFTKA, "consume", "--topic", "piped", "--from-beginning", *b],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=raftka_env())
+    try:
+        assert proc.stdout.readline() == b"first\n"
+        proc.stdout.close()  # what `head -1` does after its line
+        # The next record's write finds the pipe closed.
+        assert raftka("produce", "--topic", "piped", *b, stdin="second\n").returncode == 0
+        status = proc.wait(timeout=60)
+        stderr = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert status == 0, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
