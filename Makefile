@@ -1,8 +1,11 @@
-# raftka — every target creates the virtualenv on demand from the lock file.
+# raftka — every target creates the virtualenv on demand from the lock files:
+# requirements.lock (the runtime only: `make run`, `make install`) and requirements-dev.lock
+# (plus the [spark], [chaos] and [dev] extras: `make test`, `make bench`, `make lint`).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+DEV_STAMP := $(VENV)/.installed-dev-stamp
 PYTEST_ARGS ?=
 # make fuzz N=1000000 SEED=42 KINDS=protocol (KINDS=all adds CRC-valid malformed batches)
 N     ?= 100000
@@ -12,9 +15,11 @@ KINDS ?= all
 SEEDS      ?= 1000
 FIRST_SEED ?= 0
 
-.PHONY: install run test bench fuzz simulate lint lock clean
+.PHONY: install install-dev run test bench fuzz simulate lint lock clean
 
 install: $(STAMP)
+
+install-dev: $(DEV_STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,30 +27,42 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+$(DEV_STAMP): $(STAMP) requirements-dev.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.lock
+	@touch $(DEV_STAMP)
+
 run: $(STAMP)
 	$(VENV)/bin/raftka cluster up --nodes 3
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) -m bench
 
 # The protocol fuzzer (tests/fuzz/) against a fresh broker: N frames, the seed printed.
-fuzz: $(STAMP)
+fuzz: $(DEV_STAMP)
 	$(PY) -m tests.fuzz --frames $(N) --kinds $(KINDS) $(if $(SEED),--seed $(SEED))
 
 simulate: $(STAMP)
 	$(PY) -m raftka.raft_meta.simulation --seeds $(SEEDS) --first-seed $(FIRST_SEED)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 
-# Re-resolve the lock: the newest versions pyproject.toml's ranges allow, pinned exactly.
-lock: $(STAMP)
-	$(PY) -m pip install --quiet --upgrade -e '.[spark,chaos,dev]'
-	( echo '# Locked, transitive pins for Python 3.11 (regenerate: make lock). pyproject.toml holds the direct ranges.'; \
-	  $(PY) -m pip freeze --all --exclude-editable --exclude pip ) > requirements.lock
+# Re-resolve both locks in a scratch venv: the newest versions pyproject.toml's ranges allow,
+# pinned exactly; the runtime lock from `pip install .`, the dev lock with every extra.
+LOCK_VENV := .lock-venv
+lock:
+	rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --upgrade setuptools wheel
+	$(LOCK_VENV)/bin/pip install --quiet .
+	( echo "# Locked, transitive pins for Python 3.11 of raftka's runtime dependencies only (\`make run\`, \`make install\`); setuptools and wheel build the editable install. The extras' pins are in requirements-dev.lock. Regenerate both: make lock."; \
+	  $(LOCK_VENV)/bin/pip freeze --all --exclude pip --exclude raftka ) > requirements.lock
+	$(LOCK_VENV)/bin/pip install --quiet '.[spark,chaos,dev]'
+	( echo "# Locked, transitive pins for Python 3.11 of raftka with its [spark,chaos,dev] extras: \`make test\`, \`make bench\`, \`make lint\`. Regenerate both locks: make lock."; \
+	  $(LOCK_VENV)/bin/pip freeze --all --exclude pip --exclude raftka ) > requirements-dev.lock
+	rm -rf $(LOCK_VENV)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache build *.egg-info

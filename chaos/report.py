@@ -33,11 +33,14 @@ def write_report(directory: Path, result: CheckResult, ops: Sequence[Op], config
     summary = result.to_json()
     summary["faults"] = [{"fault": f, "start": s, "end": e} for f, s, e in nemesis_windows(ops)]
     summary["corruptions"] = corruption_checks(ops)
-    (directory / "results.json").write_text(json.dumps(summary, indent=1, default=str))
     try:
         plot(directory, ops)
+    except ModuleNotFoundError as exc:
+        summary["plot_error"] = (f"plots skipped: {exc.name} is not installed "
+                                 "(pip install 'raftka[chaos]')")
     except Exception as exc:  # a plot failure must not hide the verdict
         summary["plot_error"] = repr(exc)
+    (directory / "results.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 
 

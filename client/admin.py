@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError, NotControllerError, error_for_code
 from raftka.client.lifecycle import OwnedNursery
@@ -77,6 +78,7 @@ class AsyncAdmin:
     def __init__(self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092", *,
                  client_id: str = "raftka-admin", request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, security: ClientSecurity | None = None) -> None:
+        parse_bootstrap(bootstrap_servers)  # a bad address is a ValueError here, not in start()
         self._bootstrap = bootstrap_servers
         self.security = security
         self.client_id = client_id

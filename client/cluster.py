@@ -11,7 +11,6 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-import structlog
 import trio
 
 from raftka.client.bootstrap import parse_bootstrap
@@ -20,9 +19,10 @@ from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutE
 from raftka.client.metadata import ClusterMetadata
 from raftka.client.protocol import ApiKey, Message, MetadataRequest
 from raftka.client.records import TopicPartition
+from raftka.client.sdk_log import get_logger
 from raftka.client.security import ClientSecurity
 
-log = structlog.get_logger("raftka.client.cluster")
+log = get_logger("raftka.client.cluster")
 
 __all__ = ["Cluster", "parse_bootstrap"]
 

@@ -22,7 +22,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 import trio
 
 from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
@@ -38,11 +37,12 @@ from raftka.client.protocol import (
     peek_correlation_id,
 )
 from raftka.client.protocol.scram import ScramClient, ScramError
+from raftka.client.sdk_log import get_logger
 from raftka.client.security import ClientSecurity
 from raftka.client.tls import drain_tls
 from raftka.client.versions import API_VERSIONS_FIRST_TRY, choose_versions, version_for
 
-log = structlog.get_logger("raftka.client.connection")
+log = get_logger("raftka.client.connection")
 
 _RECV_SIZE = 1 << 16
 DEFAULT_MAX_RESPONSE_SIZE = 200 << 20
@@ -142,8 +142,17 @@ class BrokerConnection:
     # --- negotiation -----------------------------------------------------
     async def _negotiate(self) -> None:
         version = API_VERSIONS_FIRST_TRY
-        response = await self._send(ApiKey.API_VERSIONS, version, ApiVersionsRequest(),
-                                    expect_response=True)
+        try:
+            response = await self._send(ApiKey.API_VERSIONS, version, ApiVersionsRequest(),
+                                        expect_response=True)
+        except KafkaConnectionError as exc:
+            # Hung up on before any answer: most often not a Kafka listener at all, such as a
+            # raftka node's metadata-quorum or controller port.
+            raise KafkaConnectionError(
+                f"{exc.message} — is {self.host}:{self.port} a Kafka listener? It hung up on the first "
+                "request, as a raftka node's controller ports do (quorum: client port + 1, "
+                "controller RPC: client port + 2; clients use the client port, 9092 by default)"
+            ) from exc
         if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
             # The broker answered in the v0 layout; its own range for
             # ApiVersions is in api_keys (KIP-511), but v0 always works.

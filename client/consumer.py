@@ -40,9 +40,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import structlog
 import trio
 
+from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.errors import (
     IllegalStateError,
@@ -57,9 +57,10 @@ from raftka.client.lifecycle import OwnedNursery
 from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
 from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest
 from raftka.client.records import ConsumerRecord, TopicPartition
+from raftka.client.sdk_log import get_logger
 from raftka.client.security import ClientSecurity
 
-log = structlog.get_logger("raftka.client.consumer")
+log = get_logger("raftka.client.consumer")
 
 _RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 
@@ -113,6 +114,7 @@ class AsyncConsumer:
             raise ValueError(
                 f"isolation_level {isolation_level!r} is not supported yet; expected "
                 "'read_uncommitted'")
+        parse_bootstrap(bootstrap_servers)  # a bad address is a ValueError here, not in start()
         self._bootstrap = bootstrap_servers
         self.client_id = client_id
         self.group_id = group_id

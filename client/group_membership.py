@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import structlog
 import trio
 
 from raftka.client.assignors import assignor, is_cooperative
@@ -54,8 +53,9 @@ from raftka.client.protocol import (
     SyncGroupRequest,
 )
 from raftka.client.records import TopicPartition
+from raftka.client.sdk_log import get_logger
 
-log = structlog.get_logger("raftka.client.group")
+log = get_logger("raftka.client.group")
 
 COORDINATOR_ERRORS = frozenset(int(c) for c in (
     ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))

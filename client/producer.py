@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import structlog
 import trio
 
 from raftka.client.accumulator import (
@@ -36,6 +35,7 @@ from raftka.client.accumulator import (
     StickyPartitioner,
     estimate_record_size,
 )
+from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.errors import (
     IllegalStateError,
@@ -45,14 +45,16 @@ from raftka.client.errors import (
     error_for_code,
 )
 from raftka.client.lifecycle import OwnedNursery
+from raftka.client.log_throttle import RepeatThrottle
 from raftka.client.protocol import ApiKey, ErrorCode, InitProducerIdRequest, ProduceRequest
 from raftka.client.records import RecordMetadata, TopicPartition
+from raftka.client.sdk_log import get_logger
 from raftka.client.security import ClientSecurity
 from raftka.client.versions import min_version_check
 from raftka.log.compression import Compression
 from raftka.log.record_batch import encode_batch
 
-log = structlog.get_logger("raftka.client.producer")
+log = get_logger("raftka.client.producer")
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 
@@ -193,6 +195,7 @@ class AsyncProducer:
             raise ValueError("max_in_flight_requests_per_connection must be >= 1, got "
                              f"{max_in_flight_requests_per_connection}")
         self.compression = Compression.from_name(compression_type or "none")
+        parse_bootstrap(bootstrap_servers)  # a bad address is a ValueError here, not in start()
         self._bootstrap = bootstrap_servers
         self._client_id = client_id
         self.retries = retries
@@ -206,6 +209,7 @@ class AsyncProducer:
         self._sticky = StickyPartitioner()
         self._partitioner = partitioner or self._sticky.partition
         self._sequences = SequenceNumbers()
+        self._retry_log = RepeatThrottle()  # producer.retry: one line per 5 s per partition and error
         # Records whose topic metadata is not known yet: (topic, partition, record, future, deadline)
         self._unpartitioned: list[tuple[str, int | None, OutgoingRecord, DeliveryFuture, float]] = []
         self._limits: dict[int, trio.Semaphore] = {}
@@ -561,8 +565,11 @@ class AsyncProducer:
         now = _now_ms()
         expired = now - batch.created_ms > self.delivery_timeout_ms
         if error.retriable and batch.attempts <= self.retries and not expired:
-            log.info("producer.retry", topic=batch.tp.topic, partition=batch.tp.partition,
-                     attempt=batch.attempts, error=str(error))
+            folded = self._retry_log.admit((batch.tp, type(error)), now)
+            if folded is not None:
+                log.info("producer.retry", topic=batch.tp.topic, partition=batch.tp.partition,
+                         attempt=batch.attempts, error=str(error),
+                         **({"repeated": folded} if folded else {}))
             self._accumulator.reenqueue(batch, now + self.retry_backoff_ms)
             return
         if expired and error.retriable:

@@ -488,8 +488,12 @@ def parse_node_config(properties: Mapping[str, str], env: Mapping[str, str] | No
         if spec is None and security_config.is_security_key(key):
             continue  # validated below, with the listeners known (raft_meta/security_config.py)
         if spec is None:
+            from raftka.raft_meta.config_reference import nearest_key
+
+            near = nearest_key(key)
             raise ConfigError(f"unknown config key {key!r} (value {_shown(key, raw)}); "
-                              "expected one of the documented server.properties keys")
+                              + (f"did you mean {near!r}? " if near else "")
+                              + "every key is listed in docs/configuration.md")
         attribute, parser, _ = spec
         try:
             values[attribute] = parser(raw)

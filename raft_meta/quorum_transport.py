@@ -210,6 +210,12 @@ class QuorumConnection(TcpConnection):
                 self.disconnect()
             return False
         if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) or not incoming:
+            if not self.incoming and not self.authenticated:
+                # The voter we dialled hung up before a frame of its own: it refused ours. Said
+                # here too, so the node with the wrong secret learns it from its own log.
+                _peer_log.warning("quorum.peer_hung_up", peer=self.peer, reason=(
+                    "the voter closed our connection before authenticating: is "
+                    "controller.quorum.secret the same on every node?"))
             self.disconnect()
             return False
         self._inbox += incoming
@@ -250,8 +256,9 @@ class QuorumConnection(TcpConnection):
                     raise ValueError("frame does not carry this connection's key (a replay?)")
                 fresh = True
         except Exception as exc:  # noqa: BLE001 - any undecodable frame closes its connection
-            self.refuse(f"frame failed authentication ({type(exc).__name__}: {exc})"
-                        if str(exc) else f"frame failed authentication ({type(exc).__name__})")
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.refuse(f"frame failed authentication ({detail}); a different "
+                        "controller.quorum.secret on the two nodes, or not a raftka voter")
             return None
         if fresh:
             self.authenticated = True

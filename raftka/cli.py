@@ -123,18 +123,21 @@ def cluster() -> None:
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="The nodes' log level.")
-@click.option("--quiet", is_flag=True, help="Do not stream the nodes' logs.")
+@click.option("--verbose", "-v", is_flag=True, help="Also stream the nodes' logs here, prefixed with [node-i].")
+@click.option("--quiet", is_flag=True, hidden=True, help="The default now: the nodes' logs go to files only.")
 @click.option("--secure", is_flag=True,
               help="Only SASL_SSL listeners: a private CA and node certificates, SCRAM users and a "
                    "DATA_DIR/client.properties; prints the client settings to use.")
-def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool, secure: bool) -> None:
+def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool, quiet: bool,
+               secure: bool) -> None:
     """Start N local nodes (broker + quorum voter each) and keep them running until Ctrl-C.
 
     \b
     Formats storage on first use (cluster id and quorum secret are kept in
     DATA_DIR/cluster.properties), starts one `raftka server start` process per
-    node, streams their logs prefixed with [node-i], and prints the bootstrap
-    servers once every broker is registered and unfenced. Topics default to
+    node, writes each node's log to DATA_DIR/node-i/server.log (--verbose also
+    streams them here), and prints the bootstrap servers once every broker is
+    registered and unfenced. Topics default to
     replication factor min(3, N) and min.insync.replicas min(2, N). A data dir
     is locked while a cluster runs on it: a second `cluster up` there is
     refused and writes nothing. If `cluster up` itself is killed, its nodes
@@ -142,7 +145,7 @@ def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet:
     """
     from raftka.cmd_cluster import up
 
-    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), quiet, secure))
+    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), verbose and not quiet, secure))
 
 
 def _cluster_control_command(op: str, summary: str):
@@ -175,7 +178,8 @@ def quorum() -> None:
 
 @quorum.command(name="status")
 @click.option("--bootstrap-server", "bootstrap", default=None,
-              help="Ask a running cluster over the Kafka protocol (DescribeQuorum), like kafka-metadata-quorum.")
+              help="Ask a running cluster over the Kafka protocol (DescribeQuorum), like kafka-metadata-quorum "
+                   "[default: 127.0.0.1:9092].")
 @click.option("--config", "-c", "config_path", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Or ask every voter directly, with a server.properties naming the voters and the secret.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -184,8 +188,9 @@ def quorum_status(bootstrap: str | None, config_path: str | None, as_json: bool,
     """Show the metadata quorum: leader id, leader epoch (Raft term), commit index, voters and their lag.
 
     \b
-    Give exactly one of --bootstrap-server (any broker; the active controller is
-    asked) or --config (each voter is asked over its raft port, with the secret).
+    Give at most one of --bootstrap-server (any broker; the active controller is
+    asked; the default, 127.0.0.1:9092, as in every other command) or --config
+    (each voter is asked over its raft port, with the secret).
     With --config, each voter also reports its metadata image: the offset of the
     last record applied (image_offset) and the SHA-256 digest of the image at
     image_digest_offset (the same as image_offset once the voter is quiet).
@@ -193,8 +198,10 @@ def quorum_status(bootstrap: str | None, config_path: str | None, as_json: bool,
     from raftka.cmd_quorum import quorum_status as run
     from raftka.cmd_quorum import quorum_status_via_broker
 
-    if (bootstrap is None) == (config_path is None):
-        raise click.UsageError("give exactly one of --bootstrap-server or --config")
+    if bootstrap is not None and config_path is not None:
+        raise click.UsageError("give at most one of --bootstrap-server or --config")
+    if config_path is None:
+        bootstrap = _check_bootstrap(click.get_current_context(), None, bootstrap or "127.0.0.1:9092")
     if bootstrap is not None:
         sys.exit(quorum_status_via_broker(bootstrap, as_json, timeout))
     sys.exit(run(config_path, as_json, timeout))
@@ -206,7 +213,20 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
-_BOOTSTRAP_SERVER = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of any broker.")
+def _check_bootstrap(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A one-line usage error for an address that is not host:port (e.g. `9092`)."""
+    from raftka.client.bootstrap import parse_bootstrap
+
+    if value is not None:
+        try:
+            parse_bootstrap(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
+_BOOTSTRAP_SERVER = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, callback=_check_bootstrap, help="host:port[,host:port...] of any broker.")
+
 
 
 def _command_config_option(command):
@@ -284,11 +304,22 @@ def topics_alter(bootstrap: str, topic: str, partitions: int | None) -> None:
 @click.option("--compression", "compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), default=None)
 @click.option("--partition", type=int, default=None, help="Write every line to this partition.")
 @click.option("--linger-ms", type=int, default=5, show_default=True)
-def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str, compression: str | None, partition: int | None, linger_ms: int) -> None:
-    """Produce lines from stdin to a topic."""
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="kafka-console-producer's: parse.key, key.separator, parse.headers, headers.delimiter, "
+                   "headers.separator, headers.key.separator, null.marker, ignore.error.")
+def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str, compression: str | None, partition: int | None, linger_ms: int, properties: tuple[str, ...]) -> None:
+    """Produce lines from stdin to a topic.
+
+    \b
+    One record per line. With --property parse.key=true a line is KEY<TAB>VALUE
+    (key.separator changes the TAB); with parse.headers=true it starts with
+    headers h1:v1,h2:v2<TAB>. Ctrl-C stops at once, after the records already
+    read are delivered, and prints "Processed a total of N messages".
+    """
     from raftka.cmd_console import produce
 
-    sys.exit(produce(bootstrap, topic, key_separator, acks, compression, partition, linger_ms))
+    sys.exit(produce(bootstrap, topic, key_separator, acks, compression, partition, linger_ms,
+                     properties=properties))
 
 
 @main.command(name="consume")
@@ -298,13 +329,27 @@ def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str
 @click.option("--max-messages", type=int, default=None, help="Exit after this many records.")
 @click.option("--partition", type=int, default=None, help="Read only this partition.")
 @click.option("--offset", default=None, help="With --partition: a number, 'earliest' or 'latest'.")
-@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="print.key, print.offset, print.partition, print.timestamp, key.separator.")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="kafka-console-consumer's: print.timestamp, print.partition, print.offset, print.headers, "
+                   "print.key, print.value, key.separator, line.separator, headers.separator, null.literal.")
 @click.option("--timeout-ms", type=int, default=None, help="Exit when no record arrives for this long.")
-def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None) -> None:
-    """Consume a topic to stdout."""
+@click.option("--group", default=None, help="Consume as a member of this consumer group (committed offsets; "
+                                            "--from-beginning applies when the group has none).")
+@click.option("--from-timestamp", default=None, metavar="MS|ISO-8601",
+              help="Start at the first record at or after this time (epoch ms or e.g. 2026-11-24T08:00:00Z).")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per record (topic, partition, offset, timestamp, key, value, headers).")
+def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None, group: str | None, from_timestamp: str | None, as_json: bool) -> None:
+    """Consume a topic to stdout.
+
+    \b
+    Ctrl-C stops at once (committing the group's offsets with --group) and
+    prints "Processed a total of N messages".
+    """
     from raftka.cmd_console import consume
 
-    sys.exit(consume(bootstrap, topic, from_beginning, max_messages, partition, offset, properties, timeout_ms))
+    sys.exit(consume(bootstrap, topic, from_beginning, max_messages, partition, offset, properties, timeout_ms,
+                     group=group, from_timestamp=from_timestamp, as_json=as_json))
 
 
 # --- groups ------------------------------------------------------------------
@@ -340,6 +385,58 @@ def groups_delete(bootstrap: str, group_id: str) -> None:
     from raftka.cmd_groups import delete_cmd
 
     sys.exit(delete_cmd(bootstrap, group_id))
+
+
+@groups.command(name="reset-offsets")
+@_BOOTSTRAP
+@click.option("--group", "group_id", required=True, help="The (inactive) group whose offsets to reset.")
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P...]",
+              help="A topic, or some of its partitions (topic:0,2); repeatable.")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
+@click.option("--to-earliest", is_flag=True, help="To each partition's earliest offset.")
+@click.option("--to-latest", is_flag=True, help="To each partition's end (the high watermark).")
+@click.option("--to-datetime", metavar="ISO-8601", default=None,
+              help="To the first offset at or after this time, e.g. 2026-11-24T08:00:00.000 (UTC unless "
+                   "it says), or epoch ms.")
+@click.option("--shift-by", type=int, default=None, metavar="N", help="Move the committed offsets by N (may be negative).")
+@click.option("--to-offset", type=int, default=None, metavar="N", help="To offset N.")
+@click.option("--dry-run", is_flag=True, help="Only print the new offsets (the default).")
+@click.option("--execute", is_flag=True, help="Commit the new offsets.")
+def groups_reset_offsets(bootstrap: str, group_id: str, topics: tuple[str, ...], all_topics: bool,
+                         to_earliest: bool, to_latest: bool, to_datetime: str | None, shift_by: int | None,
+                         to_offset: int | None, dry_run: bool, execute: bool) -> None:
+    """Reset a consumer group's committed offsets, like kafka-consumer-groups --reset-offsets.
+
+    \b
+    The group must be inactive (no members). Offsets beyond a partition's
+    range are clamped to its earliest or latest offset, as Kafka does. Prints
+    GROUP TOPIC PARTITION NEW-OFFSET; nothing changes without --execute.
+    """
+    from raftka.client.offset_reset import ResetScenario
+    from raftka.cmd_console import parse_start_timestamp
+    from raftka.cmd_groups import reset_offsets_cmd
+
+    chosen = [name for name, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
+                                    ("--to-datetime", to_datetime is not None), ("--shift-by", shift_by is not None),
+                                    ("--to-offset", to_offset is not None)) if on]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-datetime, --shift-by, --to-offset")
+    if dry_run and execute:
+        raise click.UsageError("give --dry-run or --execute, not both")
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    try:
+        if to_datetime is not None:
+            scenario = ResetScenario("datetime", parse_start_timestamp(to_datetime))
+        elif shift_by is not None:
+            scenario = ResetScenario("shift", shift_by)
+        elif to_offset is not None:
+            scenario = ResetScenario("offset", to_offset)
+        else:
+            scenario = ResetScenario("earliest" if to_earliest else "latest")
+    except ValueError as exc:
+        raise click.UsageError(str(exc).replace("--from-timestamp", "--to-datetime")) from None
+    sys.exit(reset_offsets_cmd(bootstrap, group_id, topics, all_topics, scenario, execute))
 
 
 # --- log -------------------------------------------------------------------

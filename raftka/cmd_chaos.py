@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -91,4 +92,7 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
     from raftka.chaos.history import read_history
 
     print_summary(result.check, result.directory, read_history(result.directory / "history.jsonl"))
+    plot_error = json.loads((result.directory / "results.json").read_text()).get("plot_error")
+    if plot_error:
+        console.print(f"[yellow]warning:[/yellow] {plot_error}")
     return 0 if result.check.valid else 1

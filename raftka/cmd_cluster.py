@@ -1,8 +1,18 @@
-"""`raftka cluster up`: N local nodes until Ctrl-C, with their logs prefixed by node."""
+"""`raftka cluster up`: N local nodes until Ctrl-C.
+
+Each node's log goes to DATA_DIR/node-i/server.log; `--verbose` also streams the
+lines here, prefixed by node, until the shutdown begins (a normal Ctrl-C shutdown
+is not worth a screen of lines). The ready banner is the last thing printed
+while the cluster runs, and its hints name `raftka` the way this process was
+started (on PATH, by path, or `python -m raftka`).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -28,11 +38,25 @@ def _short(line: str) -> str:
     return f"{level:<7} {event} {rest}".rstrip()
 
 
-def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool, secure: bool = False) -> int:
+def raftka_command(argv0: str | None = None, executable: str | None = None) -> str:
+    """How the user can run raftka again: `raftka` when that is what PATH finds, else the
+    path this process was started by, else `python -m raftka`."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    executable = sys.executable if executable is None else executable
+    if not argv0 or argv0.endswith(("__main__.py", "-c")) or os.path.basename(argv0) != "raftka":
+        return f"{shlex.quote(executable)} -m raftka"
+    found = shutil.which("raftka")
+    if found and os.path.realpath(found) == os.path.realpath(argv0):
+        return "raftka"
+    return shlex.quote(argv0)
+
+
+def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool, secure: bool = False) -> int:
     lock = threading.Lock()
+    stopping = threading.Event()
 
     def on_line(node_id: int, line: str) -> None:
-        if quiet or READY_MARKER in line:
+        if not verbose or stopping.is_set() or READY_MARKER in line:
             return
         with lock:
             click.echo(f"[node-{node_id}] {_short(line)}", err=True)
@@ -58,42 +82,48 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool, s
     except ClusterRunning as exc:
         click.echo(f"raftka cluster up: {exc}", err=True)
         return 1
+    logs = cluster.data_dir / "node-<i>" / "server.log"
+    click.echo(f"starting {nodes} node(s); their logs: {logs}"
+               + ("" if verbose else " (--verbose streams them here)"), err=True)
     try:
         cluster.start()
         cluster.wait_ready(timeout=90)
     except (RuntimeError, TimeoutError) as exc:
         click.echo(f"raftka cluster up: {exc}", err=True)
+        stopping.set()
         cluster.stop()
         return 1
     bootstrap = cluster.bootstrap_servers
-    click.echo(f"raftka cluster ready: {nodes} node(s), bootstrap servers {bootstrap}")
-    if setup is not None:
-        config = f" --command-config {setup.client_properties_path}"
-        click.echo(setup.settings(bootstrap))
-        click.echo(
-            "Try next (in another terminal):\n"
-            f"  .venv/bin/raftka topics create --topic demo --partitions 3 --bootstrap-server "
-            f"{cluster.nodes[1].bootstrap}{config}\n"
-            f"  seq 1 5 | .venv/bin/raftka produce --topic demo --bootstrap-server {cluster.nodes[1].bootstrap}{config}\n"
-            f"  .venv/bin/raftka users create --user alice --bootstrap-server {cluster.nodes[1].bootstrap}{config}\n"
-            f"Ctrl-C stops every node cleanly; data stays in {cluster.data_dir}.")
-    else:
-        click.echo(
-            "Try next (in another terminal):\n"
-            f"  .venv/bin/raftka topics create --topic demo --partitions 3 --replication-factor "
-            f"{min(3, nodes)} --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-            f"  seq 1 5 | .venv/bin/raftka produce --topic demo --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-            f"  .venv/bin/raftka consume --topic demo --from-beginning --max-messages 5 "
-            f"--bootstrap-server {cluster.nodes[1].bootstrap}\n"
-            f"  .venv/bin/raftka topics describe --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-            f"  .venv/bin/raftka quorum status --bootstrap-server {cluster.nodes[1].bootstrap}\n"
-            f"  .venv/bin/raftka cluster kill --node 2 --data-dir {data_dir}   "
-            "(watch a failover; then: cluster start --node 2)\n"
-            "Any Kafka client works too, e.g. confluent-kafka with bootstrap.servers="
-            f"{bootstrap}\nPrometheus metrics: {' '.join(cluster.metrics_urls().values())}\n"
-            f"Ctrl-C stops every node cleanly; data stays in {cluster.data_dir}."
-        )
-    sys.stdout.flush()
+    first = cluster.nodes[1].bootstrap
+    raftka = raftka_command()
+    with lock:
+        click.echo(f"raftka cluster ready: {nodes} node(s), bootstrap servers {bootstrap}")
+        if setup is not None:
+            config = f" --command-config {setup.client_properties_path}"
+            click.echo(setup.settings(bootstrap))
+            click.echo(
+                "Try next (in another terminal):\n"
+                f"  {raftka} topics create --topic demo --partitions 3 --bootstrap-server {first}{config}\n"
+                f"  seq 1 5 | {raftka} produce --topic demo --bootstrap-server {first}{config}\n"
+                f"  {raftka} users create --user alice --bootstrap-server {first}{config}\n"
+                f"Node logs: {logs}. Ctrl-C stops every node cleanly; data stays in {cluster.data_dir}.")
+        else:
+            click.echo(
+                "Try next (in another terminal):\n"
+                f"  {raftka} topics create --topic demo --partitions 3 --replication-factor "
+                f"{min(3, nodes)} --bootstrap-server {first}\n"
+                f"  seq 1 5 | {raftka} produce --topic demo --bootstrap-server {first}\n"
+                f"  {raftka} consume --topic demo --from-beginning --max-messages 5 "
+                f"--bootstrap-server {first}\n"
+                f"  {raftka} topics describe --bootstrap-server {first}\n"
+                f"  {raftka} quorum status --bootstrap-server {first}\n"
+                f"  {raftka} cluster kill --node 2 --data-dir {data_dir}   "
+                "(watch a failover; then: cluster start --node 2)\n"
+                "Any Kafka client works too, e.g. confluent-kafka with bootstrap.servers="
+                f"{bootstrap}\nPrometheus metrics: {' '.join(cluster.metrics_urls().values())}\n"
+                f"Node logs: {logs}. Ctrl-C stops every node cleanly; data stays in {cluster.data_dir}."
+            )
+        sys.stdout.flush()
     control = ControlServer(cluster, cluster.data_dir)
     control.start()
     reported: set[tuple[int, int]] = set()  # (node, pid) whose exit was reported
@@ -107,12 +137,14 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, quiet: bool, s
                 alive = [n.node_id for n in cluster.nodes.values() if n.running]
                 click.echo(
                     f"raftka cluster up: node {node.node_id} exited ({describe_exit(process.returncode)}); "
-                    f"node(s) {alive or 'none'} keep serving. Bring it back with: "
-                    f"raftka cluster start --node {node.node_id} --data-dir {cluster.data_dir}", err=True)
+                    f"node(s) {alive or 'none'} keep serving. Its log: {node.log_path}. Bring it back with: "
+                    f"{raftka} cluster start --node {node.node_id} --data-dir {cluster.data_dir}", err=True)
     finally:
         control.close()
+    stopping.set()
     click.echo("stopping the cluster ...", err=True)
     cluster.stop()
+    click.echo(f"stopped; data and logs stay in {cluster.data_dir}", err=True)
     return 0
 
 
@@ -120,10 +152,7 @@ def control(data_dir: str, op: str, node: int | None) -> int:
     """`raftka cluster kill|stop|start|restart|status`: ask the running `cluster up`."""
     try:
         reply = send(data_dir, op, node)
-    except ControlError as exc:
-        click.echo(f"raftka cluster {op}: {exc}", err=True)
-        return 1
-    except (OSError, ValueError) as exc:
+    except (ControlError, OSError, ValueError) as exc:
         click.echo(f"raftka cluster {op}: {exc}", err=True)
         return 1
     click.echo(reply.get("message", ""), err=not reply.get("ok"))

@@ -1,6 +1,7 @@
-"""`raftka groups list|describe|delete`: kafka-consumer-groups.sh's verbs.
+"""`raftka groups list|describe|delete|reset-offsets`: kafka-consumer-groups.sh's verbs.
 
-Each returns the exit status: 0 done, 1 the cluster said no or was unreachable.
+Each returns the exit status: 0 done, 1 the cluster said no or was unreachable
+(or the group does not exist / is active), 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ import click
 import trio
 
 from raftka.client.cluster import Cluster
-from raftka.client.errors import KafkaError
+from raftka.client.errors import KafkaError, UnknownTopicOrPartitionError
 from raftka.client.group_admin import delete_group, describe_group, list_groups
+from raftka.client.group_membership import GroupMembership, OffsetAndMetadata
+from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
+from raftka.client.offset_reset import ResetScenario, parse_topic_partitions, plan_reset
+from raftka.client.records import TopicPartition
 from raftka.command_config import security as command_security
 
 T = TypeVar("T")
@@ -33,8 +38,13 @@ def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]
 
     try:
         return 0, trio.run(main)
-    except (KafkaError, ValueError) as exc:
-        click.echo(f"raftka groups {command}: {exc}", err=True)
+    except BaseException as exc:
+        leaf = exc  # the one error inside the nursery's exception group(s)
+        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+            leaf = leaf.exceptions[0]
+        if not isinstance(leaf, KafkaError | ValueError | _Refused):
+            raise
+        click.echo(f"raftka groups {command}: {leaf}", err=True)
         return 1, None
 
 
@@ -49,6 +59,9 @@ def describe_cmd(bootstrap: str, group_id: str) -> int:
     status, view = _run("describe", bootstrap, lambda c: describe_group(c, group_id))
     if view is None:
         return status
+    if view.state == "Dead" and not view.members and not view.partitions:
+        click.echo(f"raftka groups describe: consumer group {group_id!r} does not exist", err=True)
+        return 1
     click.echo(f"GROUP {view.group_id}  STATE {view.state}  PROTOCOL {view.protocol or '-'}  "
                f"MEMBERS {len(view.members)}")
     # Static members (group.instance.id) get Kafka's GROUP-INSTANCE-ID column; dynamic groups
@@ -83,3 +96,60 @@ def delete_cmd(bootstrap: str, group_id: str) -> int:
 
 def _dash(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+def reset_offsets_cmd(bootstrap: str, group_id: str, topics: tuple[str, ...], all_topics: bool,
+                      scenario: ResetScenario, execute: bool) -> int:
+    """kafka-consumer-groups --reset-offsets: print the plan (GROUP TOPIC PARTITION NEW-OFFSET)
+    and, with --execute, commit it. Refused while the group has members, as Kafka does."""
+
+    async def action(cluster: Cluster) -> dict[TopicPartition, int]:
+        view = await describe_group(cluster, group_id)
+        if view.state not in ("Empty", "Dead"):
+            raise _Refused(f"assignments can only be reset if the group {group_id!r} is inactive, "
+                           f"but the current state is {view.state}")
+        committed = {p.tp: p.committed for p in view.partitions if p.committed is not None}
+        if all_topics:
+            names = sorted({tp.topic for tp in committed})
+            if not names:
+                raise _Refused(f"group {group_id!r} has no committed offsets; name the topics "
+                               "with --topic")
+        else:
+            names = [spec.partition(":")[0] for spec in topics]
+        known = {}
+        for name in dict.fromkeys(names):
+            try:
+                known[name] = await cluster.wait_for_partitions(name, TIMEOUT_MS / 1000)
+            except UnknownTopicOrPartitionError:
+                raise ValueError(f"topic {name!r} does not exist") from None
+        tps: list[TopicPartition] = []
+        for spec in (names if all_topics else topics):
+            tps.extend(tp for tp in parse_topic_partitions(spec, known) if tp not in tps)
+        earliest = await list_offsets(cluster, dict.fromkeys(tps, EARLIEST), timeout=TIMEOUT_MS / 1000)
+        latest = await list_offsets(cluster, dict.fromkeys(tps, LATEST), timeout=TIMEOUT_MS / 1000)
+        by_time = None
+        if scenario.kind == "datetime":
+            by_time = await list_offsets(cluster, dict.fromkeys(tps, scenario.value),
+                                         timeout=TIMEOUT_MS / 1000)
+        plan = plan_reset(scenario, tps, committed, earliest, latest, by_time)
+        if execute:
+            membership = GroupMembership(cluster, group_id, request_timeout_ms=TIMEOUT_MS)
+            await membership.commit({tp: OffsetAndMetadata(o) for tp, o in plan.items()},
+                                    as_member=False)
+        return plan
+
+    status, plan = _run("reset-offsets", bootstrap, action)
+    if plan is None:
+        return status
+    rows = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
+    rows += [(group_id, tp.topic, str(tp.partition), str(o)) for tp, o in sorted(plan.items())]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    if not execute:
+        click.echo("(dry run: nothing was changed; add --execute to commit these offsets)", err=True)
+    return 0
+
+
+class _Refused(Exception):
+    """The group or request does not allow the reset (exit 1, one line)."""

@@ -45,3 +45,33 @@ def configure_logging(level: str | None = None, json: bool | None = None) -> Non
     )
     # Third-party libraries (pysyncobj, py4j) log through stdlib logging.
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+    # The SDK (raftka.client) logs through stdlib logging (client/sdk_log.py): render its
+    # records like our own structlog events, at the level asked for.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            _sdk_event,
+            structlog.stdlib.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+        ],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    ))
+    sdk = logging.getLogger("raftka.client")
+    sdk.handlers = [h for h in sdk.handlers if not isinstance(h, logging.StreamHandler)]
+    sdk.addHandler(handler)
+    # The SDK's info lines (group.assigned, ...) are noise in a console tool: warnings only,
+    # unless a level was asked for.
+    asked = level is not None or "RAFTKA_LOG_LEVEL" in os.environ
+    sdk.setLevel(numeric if asked else max(numeric, logging.WARNING))
+    sdk.propagate = False
+
+
+def _sdk_event(_logger: object, _name: str, event_dict: dict) -> dict:
+    """An SDK record's event name and fields (client/sdk_log.py) become the event's."""
+    record = event_dict.get("_record")
+    event = getattr(record, "raftka_event", None)
+    if event is not None:
+        event_dict["event"] = event
+        for key, value in getattr(record, "raftka_fields", {}).items():
+            event_dict.setdefault(key, value)
+    return event_dict

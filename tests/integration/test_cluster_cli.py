@@ -113,7 +113,43 @@ def test_cluster_up_serves_reports_and_stops_cleanly(tmp_path):
     wait_until(lambda: not _node_pids(tmp_path), timeout=30, what="every node process to exit")
 
 
-def test_quorum_status_needs_exactly_one_source():
-    result = _raftka("quorum", "status")
+def test_quorum_status_takes_at_most_one_source(tmp_path):
+    config = tmp_path / "server.properties"
+    config.write_text("node.id=1\n")
+    result = _raftka("quorum", "status", "--bootstrap-server", "127.0.0.1:1", "--config", str(config))
     assert result.returncode == 2
-    assert "exactly one of --bootstrap-server or --config" in result.stderr
+    assert "at most one of --bootstrap-server or --config" in result.stderr
+
+
+def test_quorum_status_defaults_to_the_usual_bootstrap_server():
+    result = _raftka("quorum", "status", "--timeout", "1")
+    assert "give exactly one" not in result.stderr
+    assert result.returncode == 0 or "127.0.0.1:9092" in result.stderr, result.stderr
+
+
+def test_cluster_up_keeps_its_banner_last_and_stops_quietly(tmp_path):
+    """Under a terminal: node logs go to files (not the screen), the hints name raftka as it was
+    started (here `python -m raftka`), and a Ctrl-C shutdown prints two lines, no flood."""
+    from tests.integration.terminal import Terminal
+
+    base = free_port_base(1)
+    term = Terminal("cluster", "up", "--nodes", "1", "--data-dir", str(tmp_path), "--port-base", str(base),
+                    env=_env())
+    banner_end = b"Ctrl-C stops every node cleanly"
+    try:
+        term.shows(banner_end, timeout=120)
+        created = _raftka("topics", "create", "--topic", "quiet-demo", "--bootstrap-server", f"127.0.0.1:{base}")
+        assert created.returncode == 0, created.stderr
+        log = tmp_path / "node-1" / "server.log"
+        wait_until(lambda: "quiet-demo" in log.read_text(), timeout=30, what="the node to log the new topic")
+        term.type(b"\x03")
+        wait_until(term.exited, timeout=90, what="cluster up to exit after Ctrl-C")
+    finally:
+        term.close()
+    assert term.status == 0, term.screen
+    assert f"{sys.executable} -m raftka topics create --topic demo".encode() in term.screen
+    before, after = term.screen.split(banner_end, 1)
+    assert b"quiet-demo" not in term.screen and b"[node-1]" not in term.screen
+    shown = [line.strip().removeprefix(b"^C") for line in after.split(b"\r\n")[1:]]
+    shown = [line for line in shown if line]
+    assert shown == [b"stopping the cluster ...", f"stopped; data and logs stay in {tmp_path}".encode()]

@@ -64,9 +64,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
                 .stdout.strip())
     # The libraries raftka and the app's tests use, from this environment (no network needed).
-    # (Every site-packages folder this run imports from: a venv may chain another's.)
-    shared = [sysconfig.get_paths()["purelib"]] + [p for p in sys.path if p.endswith("site-packages")]
-    (site / "zz_test_dependencies.pth").write_text("\n".join(dict.fromkeys(shared)) + "\n")
+    # (Every site-packages dir on this sys.path: a venv may itself take its libraries from
+    # another's through a .pth line, which a .pth-added dir would not follow.)
+    dirs = [sysconfig.get_paths()["purelib"], *(p for p in sys.path if p.endswith("site-packages"))]
+    (site / "zz_test_dependencies.pth").write_text("\n".join(dict.fromkeys(dirs)) + "\n")
 
     app = root / "app"
     shutil.copytree(APP_TEMPLATE, app, ignore=shutil.ignore_patterns("__pycache__"))
@@ -203,3 +204,13 @@ def test_spark_finds_the_source_from_the_wheel(installed, spark_input, tmp_path:
                           {**args, "master": cluster.master_url})
         assert got["driver_jvm"] not in got["task_jvms"]
     check_job(bootstrap, produced, got, outs)
+def test_the_installed_sdk_prints_nothing(installed, tmp_path: Path):
+    """A library is silent: the installed SDK used by an app (create, produce, consume) writes
+    nothing to stdout or stderr unless the app configures logging."""
+    from tests.integration.sdk_broker import one_node_server
+    from tests.integration.test_sdk_logging import APP
+
+    with one_node_server(tmp_path / "broker") as bootstrap:
+        ran = _run([str(installed["python"]), "-c", APP, bootstrap, "installed-quiet"], cwd=installed["app"])
+    assert ran.returncode == 0, ran.stderr
+    assert (ran.stdout, ran.stderr) == ("", "")

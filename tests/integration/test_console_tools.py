@@ -1,0 +1,154 @@
+"""`raftka produce|consume` as a user meets them: properties, groups, timestamps, JSON, and
+Ctrl-C typed into a real terminal (a pty: the line discipline turns ^C into SIGINT)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from raftka import Consumer, TopicPartition
+from tests.integration.sdk_broker import RAFTKA, one_node_server, raftka_env
+from tests.integration.terminal import Terminal
+from tests.support import wait_until
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with one_node_server(tmp_path_factory.mktemp("console-broker")) as address:
+        yield address
+
+
+def raftka(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RAFTKA, *args], input=stdin, capture_output=True, text=True,
+                          env=raftka_env(), timeout=60)
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    with Consumer(bootstrap) as consumer:
+        tp = TopicPartition(topic, 0)
+        return consumer.end_offsets([tp])[tp]
+
+
+def test_ctrl_c_stops_interactive_produce_at_once(bootstrap: str) -> None:
+    assert raftka("topics", "create", "--topic", "typed", "--bootstrap-server", bootstrap).returncode == 0
+    term = Terminal("produce", "--topic", "typed", "--bootstrap-server", bootstrap)
+    try:
+        term.type(b"one\ntwo\n")
+        wait_until(lambda: end_offset(bootstrap, "typed") == 2, timeout=60, what="two records")
+        term.type(b"\x03")  # Ctrl-C, with no Enter after it
+        wait_until(term.exited, timeout=30, what="raftka produce to exit after Ctrl-C")
+    finally:
+        term.close()
+    assert term.status == 0, term.screen
+    assert b"Processed a total of 2 messages" in term.screen
+    assert b"Traceback" not in term.screen
+    assert end_offset(bootstrap, "typed") == 2  # no extra empty record
+
+
+def test_ctrl_c_stops_consume_without_a_traceback(bootstrap: str) -> None:
+    assert raftka("topics", "create", "--topic", "watched", "--bootstrap-server", bootstrap).returncode == 0
+    assert raftka("produce", "--topic", "watched", "--bootstrap-server", bootstrap,
+                  stdin="first\nsecond\n").returncode == 0
+    term = Terminal("consume", "--topic", "watched", "--from-beginning", "--bootstrap-server", bootstrap)
+    try:
+        term.shows(b"second")
+        term.type(b"\x03")
+        wait_until(term.exited, timeout=30, what="raftka consume to exit after Ctrl-C")
+    finally:
+        term.close()
+    assert term.status == 0, term.screen
+    assert b"Processed a total of 2 messages" in term.screen
+    assert b"Traceback" not in term.screen and b"KeyboardInterrupt" not in term.screen
+
+
+def test_headers_keys_and_json(bootstrap: str) -> None:
+    b = ["--bootstrap-server", bootstrap]
+    assert raftka("topics", "create", "--topic", "props", *b).returncode == 0
+    produced = raftka("produce", "--topic", "props", "--property", "parse.key=true",
+                      "--property", "parse.headers=true", *b,
+                      stdin="trace:42,empty\tk1\tv1\n\tk2\tv2\n")
+    assert produced.returncode == 0, produced.stderr
+    assert "Processed a total of 2 messages" in produced.stderr
+    shown = raftka("consume", "--topic", "props", "--from-beginning", "--max-messages", "2",
+                   "--property", "print.headers=true", "--property", "print.key=true",
+                   "--property", "print.offset=true", *b)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["Offset:0\ttrace:42,empty:null\tk1\tv1",
+                                         "Offset:1\tNO_HEADERS\tk2\tv2"]
+    as_json = raftka("consume", "--topic", "props", "--from-beginning", "--max-messages", "1",
+                     "--json", *b)
+    assert as_json.returncode == 0, as_json.stderr
+    first = json.loads(as_json.stdout.splitlines()[0])
+    assert (first["key"], first["value"], first["offset"]) == ("k1", "v1", 0)
+    assert first["headers"] == [{"key": "trace", "value": "42"}, {"key": "empty", "value": None}]
+    typo = raftka("consume", "--topic", "props", "--property", "print.kye=true", *b)
+    assert typo.returncode == 2 and "'print.kye' is not known" in typo.stderr
+
+
+def test_group_and_timestamp_start(bootstrap: str) -> None:
+    b = ["--bootstrap-server", bootstrap]
+    assert raftka("topics", "create", "--topic", "grouped", *b).returncode == 0
+    assert raftka("produce", "--topic", "grouped", *b, stdin="a\nb\nc\n").returncode == 0
+    first = raftka("consume", "--topic", "grouped", "--group", "console-g", "--from-beginning",
+                   "--max-messages", "2", *b)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == ["a", "b"]
+    # The group committed offset 2: the next member of the group resumes there.
+    rest = raftka("consume", "--topic", "grouped", "--group", "console-g", "--max-messages", "1", *b)
+    assert rest.returncode == 0, rest.stderr
+    assert rest.stdout.splitlines() == ["c"]
+
+    cut = int(time.time() * 1000) + 1
+    wait_until(lambda: int(time.time() * 1000) > cut, what="the clock to pass the cut")
+    assert raftka("produce", "--topic", "grouped", *b, stdin="d\n").returncode == 0
+    later = raftka("consume", "--topic", "grouped", "--from-timestamp", str(cut),
+                   "--max-messages", "1", *b)
+    assert later.returncode == 0, later.stderr
+    assert later.stdout.splitlines() == ["d"]
+    iso = raftka("consume", "--topic", "grouped", "--from-timestamp", "2000-01-01T00:00:00Z",
+                 "--max-messages", "1", *b)
+    assert iso.stdout.splitlines() == ["a"]
+
+
+def test_a_forgotten_host_is_one_line(bootstrap: str) -> None:
+    for args in (["topics", "list"], ["consume", "--topic", "x"], ["groups", "list"],
+                 ["produce", "--topic", "x"]):
+        ran = raftka(*args, "--bootstrap-server", "9092", stdin="")
+        assert ran.returncode == 2, (args, ran.stderr)
+        assert "'9092' is not host:port" in ran.stderr
+        assert "Traceback" not in ran.stderr and len(ran.stderr.splitlines()) <= 4
+
+
+def test_a_controller_port_gets_a_hint(bootstrap: str) -> None:
+    host, port = bootstrap.rsplit(":", 1)
+    for offset in (1, 2):  # LocalCluster: the quorum port, then the controller RPC port
+        ran = raftka("topics", "list", "--bootstrap-server", f"{host}:{int(port) + offset}")
+        assert ran.returncode == 1
+        assert "a Kafka listener?" in ran.stderr and "client port + 1" in ran.stderr
+        assert len(ran.stderr.splitlines()) == 1
+
+
+def test_consume_into_a_closed_pipe_ends_quietly(bootstrap: str) -> None:
+    """`raftka consume ... | head -1`: once the reader is gone the consumer stops, no traceback."""
+    b = ["--bootstrap-server", bootstrap]
+    assert raftka("topics", "create", "--topic", "piped", *b).returncode == 0
+    assert raftka("produce", "--topic", "piped", *b, stdin="first\n").returncode == 0
+    proc = subprocess.Popen([*RAFTKA, "consume", "--topic", "piped", "--from-beginning", *b],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=raftka_env())
+    try:
+        assert proc.stdout.readline() == b"first\n"
+        proc.stdout.close()  # what `head -1` does after its line
+        # The next record's write finds the pipe closed.
+        assert raftka("produce", "--topic", "piped", *b, stdin="second\n").returncode == 0
+        status = proc.wait(timeout=60)
+        stderr = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert status == 0, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
