@@ -37,7 +37,7 @@ lint: $(STAMP)
 
 # Re-resolve the lock: the newest versions pyproject.toml's ranges allow, pinned exactly.
 lock: $(STAMP)
-	$(PY) -m pip install --quiet --upgrade -e '.[spark,chaos,dev]'
+	$(PY) -m pip install --quiet --upgrade -e '.[spark,spark-connect,chaos,dev]'
 	( echo '# Locked, transitive pins for Python 3.11 (regenerate: make lock). pyproject.toml holds the direct ranges.'; \
 	  $(PY) -m pip freeze --all --exclude-editable --exclude pip ) > requirements.lock
 
