@@ -59,8 +59,8 @@ lock:
 	$(LOCK_VENV)/bin/pip install --quiet .
 	( echo "# Locked, transitive pins for Python 3.11 of raftka's runtime dependencies only (\`make run\`, \`make install\`); setuptools and wheel build the editable install. The extras' pins are in requirements-dev.lock. Regenerate both: make lock."; \
 	  $(LOCK_VENV)/bin/pip freeze --all --exclude pip --exclude raftka ) > requirements.lock
-	$(LOCK_VENV)/bin/pip install --quiet '.[spark,chaos,dev]'
-	( echo "# Locked, transitive pins for Python 3.11 of raftka with its [spark,chaos,dev] extras: \`make test\`, \`make bench\`, \`make lint\`. Regenerate both locks: make lock."; \
+	$(LOCK_VENV)/bin/pip install --quiet '.[spark,spark-connect,chaos,dev]'
+	( echo "# Locked, transitive pins for Python 3.11 of raftka with its [spark,spark-connect,chaos,dev] extras: \`make test\`, \`make bench\`, \`make lint\`. Regenerate both locks: make lock."; \
 	  $(LOCK_VENV)/bin/pip freeze --all --exclude pip --exclude raftka ) > requirements-dev.lock
 	rm -rf $(LOCK_VENV)
 

@@ -94,7 +94,9 @@ class RaftkaDataSource(DataSource):
     def streamWriter(self, schema, overwrite: bool):
         from raftka.spark_source.sink import RaftkaStreamWriter
 
-        return RaftkaStreamWriter(_sink_options(self.options, schema, overwrite))
+        # outputMode complete (overwrite) writes the whole result table every trigger,
+        # appended to the topic, as Spark's Kafka sink does.
+        return RaftkaStreamWriter(_sink_options(self.options, schema, False))
 
 
 def _sink_options(options, schema, overwrite: bool):
@@ -102,8 +104,8 @@ def _sink_options(options, schema, overwrite: bool):
 
     if overwrite:
         # As Spark's Kafka sink: a topic is appended to, never replaced.
-        raise SinkOptionError("save mode overwrite (or outputMode complete) is not supported: "
-                              "the raftka sink appends to topics; use mode append")
+        raise SinkOptionError("save mode overwrite is not supported: the raftka sink appends "
+                              "to topics; use mode append")
     parsed = parse_sink_options(options)
     check_columns({f.name: f.dataType.simpleString() for f in schema.fields}, parsed.topic)
     return parsed

@@ -57,7 +57,7 @@ async def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int
             failures.append(exc)
 
     async with AsyncProducer(options.bootstrap_servers, **options.producer) as producer:
-        buffered = 0
+        buffered = sent = 0
         while True:
             # Spark computes the next batch while the producer keeps sending.
             batch = await trio.to_thread.run_sync(next, batches, None)
@@ -74,13 +74,16 @@ async def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int
                 topic = options.topic or (topics[i] if topics is not None else None)
                 if not topic:
                     raise SinkError(
-                        f"row {written + i} has a null topic: set the option topic or fill the "
+                        f"row {sent + i} has a null topic: set the option topic or fill the "
                         "topic column")
                 hdrs = headers[i]
+                if hdrs and any(h is None or h["key"] is None for h in hdrs):
+                    raise SinkError(f"row {sent + i} has a header with a null key: {hdrs!r}")
                 fut = producer.send_nowait(
                     topic, _as_bytes(values[i]), _as_bytes(keys[i]),
                     [(h["key"], h["value"]) for h in hdrs] if hdrs else None, partitions[i])
                 fut.add_callback(delivered)
+            sent += n
             buffered += batch.nbytes
             if buffered >= options.buffer_memory:  # bound what waits in memory
                 await producer.flush()

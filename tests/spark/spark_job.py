@@ -31,12 +31,16 @@ def main(args: dict) -> dict:
     python = sys.executable
     os.environ["PYSPARK_PYTHON"] = python
     started = time.perf_counter()
-    spark = (SparkSession.builder.master(args["master"]).appName("raftka-spark-job")
+    connect = bool(args.get("connect"))  # Spark Connect: the master runs in a Connect server
+    builder = SparkSession.builder
+    builder = builder.remote(args["master"]) if connect else builder.master(args["master"])
+    spark = (builder.appName("raftka-spark-job")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.pyspark.python", python)
              .config("spark.executor.memory", "1g").config("spark.cores.max", "2")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    if not connect:
+        spark.sparkContext.setLogLevel("ERROR")
     out = {"session_s": time.perf_counter() - started}
     kafka = {"kafka.bootstrap.servers": args["bootstrap"]}
     out["stages"] = {}
@@ -60,9 +64,10 @@ def main(args: dict) -> dict:
         out["warm_count"] = read().count()
         out["warm_query_s"] = time.perf_counter() - started
         # Which JVMs ran Python tasks: an executor's, not the driver's, on a cluster.
-        out["task_jvms"] = sorted(set(spark.sparkContext.parallelize(range(4), 4)
-                                      .map(lambda _: java_ancestor()).collect()))
-        out["driver_jvm"] = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        if not connect:  # a Connect client has no SparkContext
+            out["task_jvms"] = sorted(set(spark.sparkContext.parallelize(range(4), 4)
+                                          .map(lambda _: java_ancestor()).collect()))
+            out["driver_jvm"] = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
         stage("reads")
         if args.get("batch_out"):
             (read().select("key", "value", "partition").write.format("raftka").options(**kafka)

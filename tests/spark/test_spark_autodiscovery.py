@@ -30,3 +30,19 @@ def test_an_installed_raftka_is_found_by_name_from_any_folder(bootstrap, tmp_pat
     # Local mode: the driver's JVM runs the tasks (the probe the standalone test relies on).
     assert got["task_jvms"] == [got["driver_jvm"]]
     check_job(bootstrap, produced, got, [batch_out, stream_out])
+
+
+def test_the_editable_path_entry_exposes_the_shim_and_nothing_else() -> None:
+    """The `.pth` of an editable install names a folder whose only importable name is
+    `pyspark_raftka`, with no second copy of raftka's metadata (an egg-info) beside it."""
+    import importlib.metadata
+    import pkgutil
+    import sysconfig
+    from pathlib import Path
+
+    pth = Path(sysconfig.get_paths()["purelib"]) / "raftka-spark-discovery.pth"
+    if not pth.exists():
+        pytest.skip("raftka is not installed editable here")
+    folder = pth.read_text().strip()
+    assert [m.name for m in pkgutil.iter_modules([folder])] == ["pyspark_raftka"]
+    assert not list(importlib.metadata.distributions(path=[folder]))

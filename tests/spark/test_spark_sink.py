@@ -57,8 +57,9 @@ def test_the_topic_column_routes_rows_and_the_option_beats_it(spark, bootstrap) 
     ({"topic": "t"}, "key string", "value"),
     ({"topic": "t"}, "value int", "column value"),
     ({}, "value string", "topic"),
+    ({"topic": "t"}, "value string, headers array<string>", "column headers"),
 ], ids=["serializer", "transactional.id", "sasl", "idempotence-acks", "no-value", "value-int",
-        "no-topic"])
+        "no-topic", "headers-type"])
 def test_a_write_spark_cannot_do_fails_naming_the_cause(spark, bootstrap, options, columns,
                                                          message) -> None:
     df = spark.createDataFrame([], columns)
@@ -71,6 +72,12 @@ def test_overwrite_is_refused(spark, bootstrap) -> None:
     with pytest.raises(Exception, match="overwrite"):
         (df.write.format("raftka").option("kafka.bootstrap.servers", bootstrap)
          .option("topic", "t").mode("overwrite").save())
+
+
+def test_a_row_without_a_topic_fails_the_task(spark, bootstrap) -> None:
+    df = spark.createDataFrame([("sink-null-topic", "a"), (None, "b")], "topic string, value string")
+    with pytest.raises(Exception, match="null topic"):
+        _write(df, bootstrap)
 
 
 def test_a_broker_error_fails_the_task_with_the_kafka_error(spark, bootstrap) -> None:
