@@ -114,6 +114,7 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "allocate_producer_ids": lambda r: list(r),
     "create_acls": lambda r: r,
     "delete_acls": lambda r: r,
+    "alter_partition_reassignments": lambda r: r,
 }
 
 
@@ -285,6 +286,11 @@ def _is_acl_filter(value: object) -> bool:
     return _is_acl(value, optional_strings=True)
 
 
+def _is_reassignment(value: object) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) == 3 and _is_str(value[0]) and _is_int(value[1])
+            and _optional(_list_of(_is_int))(value[2]))
+
+
 _INT, _STR = (_is_int, "an integer"), (_is_str, "a string")
 _OPT_INT, _OPT_STR = (_optional(_is_int), "an integer or null"), (_optional(_is_str), "a string or null")
 _BOOL = (lambda v: isinstance(v, bool), "true or false")
@@ -315,6 +321,9 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
     "delete_acls": {"filters": ((_list_of(_is_acl_filter), "a list of [type, name|null, pattern, "
                                                            "principal|null, host|null, operation, permission]"),
                                 True)},
+    "alter_partition_reassignments": {
+        "reassignments": ((_list_of(_is_reassignment), "a list of [topic, partition, replicas|null]"), True),
+        "allow_rf_change": (_BOOL, False), "timeout_ms": (_OPT_INT, False)},
 }
 assert SIGNATURES.keys() == METHODS.keys()
 

@@ -21,7 +21,8 @@ from raftka.raft_meta.metadata_loader import MetadataLoader
 from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
-ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls"})
+ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls",
+                           "alter_partition_reassignments"})
 
 
 class ControllerChannel:
@@ -119,6 +120,13 @@ class ControllerChannel:
     async def delete_acls(self, filters: Sequence[Sequence]) -> list[dict]:
         """One DeleteAcls request (see `Controller.delete_acls`)."""
         return await self._call("delete_acls", filters=[list(f) for f in filters])
+
+    async def alter_partition_reassignments(self, reassignments: Sequence[Sequence], allow_rf_change: bool = True,
+                                            timeout_ms: int | None = None) -> list[list]:
+        """One AlterPartitionReassignments request (see `Controller.alter_partition_reassignments`)."""
+        return await self._call("alter_partition_reassignments",
+                                reassignments=[[t, p, None if r is None else list(r)] for t, p, r in reassignments],
+                                allow_rf_change=allow_rf_change, timeout_ms=timeout_ms)
 
     async def aclose(self) -> None:
         for client in self._clients.values():

@@ -24,6 +24,7 @@ from raftka.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    reassignments,
     topics_admin,
 )
 from raftka.broker.metrics import request_name
@@ -72,6 +73,8 @@ HANDLERS = {
     ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
     ApiKey.CREATE_ACLS: acls.handle_create_acls,
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

@@ -32,6 +32,7 @@ import trio
 
 from raftka.raft_meta import acls as acl_decisions
 from raftka.raft_meta import controller_decisions as decide
+from raftka.raft_meta import reassignment as reassign
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.liveness_probe import Reachability, probe_listeners
@@ -355,6 +356,34 @@ class Controller:
         await self._decide_and_commit(decision)
         return [{"error": None if o.error is None else list(o.error), "deleted": [b.to_wire() for b in o.deleted]}
                 for o in outcomes]
+
+    async def alter_partition_reassignments(self, reassignments: Sequence[Sequence], allow_rf_change: bool = True,
+                                            timeout_ms: int | None = None) -> list[list]:
+        """One AlterPartitionReassignments request (`[topic, partition, replicas or None]` each),
+        committed as one entry (raft_meta/reassignment.py); per partition `[topic, partition,
+        error name or None, message or None]`, in order. Whole-request errors raised
+        (POLICY_VIOLATION, REQUEST_TIMED_OUT, NOT_CONTROLLER)."""
+        asked = [reassign.Reassignment(str(t), int(p), None if r is None else tuple(int(b) for b in r))
+                 for t, p, r in reassignments]
+        refused: dict[tuple[str, int], ControllerError] = {}
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            made = reassign.alter_partition_reassignments(img, asked, allow_rf_change)
+            refused.clear()
+            refused.update(made.errors)
+            for record in made.records:
+                log.info("partition.reassignment", topic=img.topics[record.topic_id].name,
+                         partition=record.partition, replicas=list(record.replicas or ()),
+                         adding=list(record.adding_replicas or ()), removing=list(record.removing_replicas or ()))
+            return decide.Decision(made.records, made.warnings)
+
+        await self._decide_and_commit(decision, _deadline(timeout_ms))
+        out = []
+        for r in asked:
+            error = refused.get((r.topic, r.partition))
+            out.append([r.topic, r.partition, None if error is None else error.name,
+                        None if error is None else error.message])
+        return out
 
     def connection_lost(self, broker_id: int) -> None:
         """A control connection that carried `broker_id`'s registration or heartbeats ended.

@@ -39,6 +39,8 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     DESCRIBE_QUORUM = 55
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -68,6 +70,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (0, 1),
     ApiKey.CREATE_ACLS: (0, 1),
     ApiKey.DELETE_ACLS: (0, 1),
+    # Flexible from v0, yet safe to advertise: kafka-python's broker-version inference does not
+    # look at keys 45/46 (unlike 48, 60, 68, 71).
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 # Produce v0-2 are advertised (librdkafka 2.0 stops compressing otherwise)
@@ -113,6 +119,8 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.DESCRIBE_ACLS: 2,
     ApiKey.CREATE_ACLS: 2,
     ApiKey.DELETE_ACLS: 2,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
 }
 
 

@@ -61,6 +61,8 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_ACLS: "DescribeAcls",
     ApiKey.CREATE_ACLS: "CreateAcls",
     ApiKey.DELETE_ACLS: "DeleteAcls",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
 }
 
 

@@ -1,0 +1,152 @@
+"""Partition reassignment (KIP-455) on a real 3-node cluster, driven by kafka-python's admin
+calls, under a steady acks=all load: nothing acknowledged is lost, and the partition ends
+with the target replica set, a full ISR, and no log left on the removed broker."""
+
+from __future__ import annotations
+
+import threading
+
+import confluent_kafka
+import pytest
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import (
+    InvalidReplicationAssignmentError,
+    NoReassignmentInProgressError,
+    UnknownTopicOrPartitionError,
+)
+
+from tests.integration.cluster_support import (
+    create_topic,
+    partition_info,
+    running_cluster,
+    wait_partition,
+)
+from tests.support import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+class SteadyProducer:
+    """acks=all, idempotent: sends numbered values until stopped; remembers what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.acked: list[bytes] = []
+        self.failed: list[object] = []
+        self._stop = threading.Event()
+        self._producer = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+            "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 500, "log_level": 0})
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err, msg) -> None:
+        (self.failed.append(err) if err is not None else self.acked.append(msg.value()))
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            self._producer.produce(self.topic, value=b"v%06d" % n, partition=0, on_delivery=self._delivered)
+            n += 1
+            self._producer.poll(0.002)
+        self._producer.flush(90)
+
+    def __enter__(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+
+def consume_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "reassign-check",
+                                         "enable.auto.commit": False, "log_level": 0})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    try:
+        def done() -> bool:
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is None:
+                    values.append(msg.value())
+            return len(values) >= expected
+        wait_until(done, timeout=60, interval=0, what=f"{expected} records read back")
+    finally:
+        consumer.close()
+    return values
+
+
+def test_reassign_moves_a_partition_under_acks_all_load_and_loses_nothing(tmp_path):
+    with running_cluster(tmp_path, nodes=3, extra={"replica.lag.time.max.ms": "10000"}) as cluster:
+        create_topic(cluster, "moving", 1, 2, {"min.insync.replicas": "2"})
+        before = partition_info(cluster, "moving")
+        source = before.leader  # the leader leaves; the new broker comes first, so it takes over
+        (new,) = set(cluster.nodes) - set(before.replicas)
+        (stays,) = set(before.replicas) - {source}
+        target = [new, stays]
+        tp = TopicPartition("moving", 0)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=30000)
+        try:
+            # Errors first, as Kafka names them.
+            assert admin.list_partition_reassignments() == {}
+            refused = admin.alter_partition_reassignments({
+                tp: None, TopicPartition("moving", 9): [1], TopicPartition("nope", 0): [1]})
+            assert refused[tp] is NoReassignmentInProgressError
+            assert refused[TopicPartition("moving", 9)] is UnknownTopicOrPartitionError
+            assert refused[TopicPartition("nope", 0)] is UnknownTopicOrPartitionError
+            bad = admin.alter_partition_reassignments({tp: [source, 42]})
+            assert bad[tp] is InvalidReplicationAssignmentError
+            bad = admin.alter_partition_reassignments({tp: [source, source]})
+            assert bad[tp] is InvalidReplicationAssignmentError
+
+            with SteadyProducer(cluster.bootstrap_servers, "moving") as load:
+                wait_until(lambda: len(load.acked) >= 300, timeout=60, what="the load to get going")
+                assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+                # The leader is removed too: it hands over once both targets are in sync.
+                info = wait_partition(cluster, "moving",
+                                      lambda p: tuple(p.replicas) == tuple(target) and set(p.isr) == set(target),
+                                      timeout=90, what=f"replicas and ISR {target}")
+                assert info.leader == new
+                assert admin.list_partition_reassignments() == {}
+                acked_at_move = len(load.acked)
+                wait_until(lambda: len(load.acked) >= acked_at_move + 300, timeout=60,
+                           what="writes to go on after the move")
+            assert not load.failed, load.failed[:5]
+            # The removed broker deleted its copy.
+            wait_until(lambda: not (cluster.nodes[source].directory / "data" / "moving-0").exists(), timeout=30,
+                       what=f"node {source} to delete its log of moving-0")
+            read = consume_all(cluster.bootstrap_servers, "moving", len(load.acked))
+            missing = set(load.acked) - set(read)
+            assert not missing, sorted(missing)[:10]
+            assert len(read) == len(set(read)), "an idempotent producer's records were duplicated"
+        finally:
+            admin.close()
+
+
+def test_cancel_reverts_a_reassignment_in_progress(tmp_path):
+    """A target broker that is down cannot catch up: the reassignment stays in progress, is
+    listed, and a cancellation (null replicas) puts the original replica back alone."""
+    with running_cluster(tmp_path, nodes=3) as cluster:
+        create_topic(cluster, "stuck", 1, 1, {"min.insync.replicas": "1"})
+        (source,) = partition_info(cluster, "stuck").replicas
+        other = min(n for n in cluster.nodes if n != source)
+        down = max(n for n in cluster.nodes if n != source)
+        cluster.kill(down)  # still registered (fenced): a valid target that never catches up
+        live = ",".join(cluster.nodes[n].bootstrap for n in (source, other))
+        tp = TopicPartition("stuck", 0)
+        admin = KafkaAdminClient(bootstrap_servers=live, request_timeout_ms=30000)
+        try:
+            assert admin.alter_partition_reassignments({tp: [other, down]}) == {tp: None}
+            ongoing = admin.list_partition_reassignments()
+            assert ongoing == {tp: {"replicas": [other, down, source], "adding_replicas": [other, down],
+                                    "removing_replicas": [source]}}
+            assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+            assert admin.list_partition_reassignments() == {}
+        finally:
+            admin.close()
+        info = wait_partition(cluster, "stuck", lambda p: tuple(p.replicas) == (source,), timeout=30,
+                              exclude={down}, what="the original replica alone")
+        assert info.leader == source and tuple(info.isr) == (source,)
+        # The cancelled adding replica that did start (`other`) deletes its copy again.
+        wait_until(lambda: not (cluster.nodes[other].directory / "data" / "stuck-0").exists(), timeout=30,
+                   what=f"node {other} to delete its log of stuck-0")
