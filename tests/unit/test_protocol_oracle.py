@@ -84,7 +84,8 @@ def _full_range_cases():
     for stem in SPEC_NAMES.values():
         for kind in ("Request", "Response"):
             spec = load_spec(resources, stem + kind)
-            low, high = (int(x) for x in spec["validVersions"].split("-"))
+            low, _, high = spec["validVersions"].partition("-")  # "0-3", or one version: "0"
+            low, high = int(low), int(high or low)
             codec = MessageCodec(message_schema_from_json(spec, low, high))
             for version in range(low, high + 1):
                 if codec.schema.is_flexible(version):
