@@ -520,5 +520,69 @@ def acls_remove(bootstrap: str, **kwargs) -> None:
     sys.exit(remove_cmd(bootstrap, _acl_options_from(kwargs)))
 
 
+# --- reassign ------------------------------------------------------------------
+@main.group()
+def reassign() -> None:
+    """Move partition replicas between brokers (like kafka-reassign-partitions.sh).
+
+    \b
+    raftka reassign generate --topics-to-move-json-file topics.json --broker-list 1,2,4 > plan.txt
+    raftka reassign execute --reassignment-json-file plan.json
+    raftka reassign verify --reassignment-json-file plan.json
+    raftka reassign cancel --reassignment-json-file plan.json
+    """
+
+
+_PLAN_FILE = click.option("--reassignment-json-file", "plan_file", required=True, metavar="FILE",
+                          help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}')
+
+
+@reassign.command(name="generate")
+@_BOOTSTRAP
+@click.option("--topics-to-move-json-file", "topics_file", required=True, metavar="FILE",
+              help='{"version":1,"topics":[{"topic":"t"}]}')
+@click.option("--broker-list", required=True, help="Brokers to spread the topics over, e.g. 1,2,4.")
+@click.option("--disable-rack-aware", is_flag=True, help="Ignore broker.rack when placing replicas.")
+def reassign_generate(bootstrap: str, topics_file: str, broker_list: str, disable_rack_aware: bool) -> None:
+    """Print the current assignment and a proposed one; changes nothing."""
+    from raftka.cmd_reassign import generate_cmd
+
+    sys.exit(generate_cmd(bootstrap, topics_file, broker_list, disable_rack_aware))
+
+
+@reassign.command(name="execute")
+@_BOOTSTRAP
+@_PLAN_FILE
+@click.option("--throttle", type=int, default=-1, metavar="BYTES/S",
+              help="Accepted for kafka-reassign-partitions scripts; not enforced yet (a warning says so).")
+def reassign_execute(bootstrap: str, plan_file: str, throttle: int) -> None:
+    """Start the reassignments of a plan; prints the current assignment for a rollback."""
+    from raftka.cmd_reassign import execute_cmd
+
+    sys.exit(execute_cmd(bootstrap, plan_file, throttle))
+
+
+@reassign.command(name="verify")
+@_BOOTSTRAP
+@_PLAN_FILE
+@click.option("--preserve-throttles", is_flag=True, help="Accepted for kafka-reassign-partitions scripts.")
+def reassign_verify(bootstrap: str, plan_file: str, preserve_throttles: bool) -> None:
+    """Report each partition of a plan; exit 0 only when all are complete."""
+    from raftka.cmd_reassign import verify_cmd
+
+    sys.exit(verify_cmd(bootstrap, plan_file))
+
+
+@reassign.command(name="cancel")
+@_BOOTSTRAP
+@_PLAN_FILE
+@click.option("--preserve-throttles", is_flag=True, help="Accepted for kafka-reassign-partitions scripts.")
+def reassign_cancel(bootstrap: str, plan_file: str, preserve_throttles: bool) -> None:
+    """Cancel the reassignments of a plan still in progress (their replicas go back)."""
+    from raftka.cmd_reassign import cancel_cmd
+
+    sys.exit(cancel_cmd(bootstrap, plan_file))
+
+
 if __name__ == "__main__":
     main()

@@ -4,6 +4,8 @@ with the target replica set, a full ISR, and no log left on the removed broker."
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 
 import confluent_kafka
@@ -21,6 +23,7 @@ from tests.integration.cluster_support import (
     running_cluster,
     wait_partition,
 )
+from tests.integration.sdk_broker import RAFTKA, raftka_env
 from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
@@ -150,3 +153,57 @@ def test_cancel_reverts_a_reassignment_in_progress(tmp_path):
         # The cancelled adding replica that did start (`other`) deletes its copy again.
         wait_until(lambda: not (cluster.nodes[other].directory / "data" / "stuck-0").exists(), timeout=30,
                    what=f"node {other} to delete its log of stuck-0")
+
+
+def _raftka(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RAFTKA, *args], capture_output=True, text=True, env=raftka_env(), timeout=120)
+
+
+def test_raftka_reassign_cli_moves_every_partition_off_a_broker(tmp_path):
+    """generate -> execute -> verify (until complete) -> cancel, kafka-reassign-partitions style:
+    every partition leaves node 1, and the records written before are all still there."""
+    with running_cluster(tmp_path / "c", nodes=3) as cluster:
+        create_topic(cluster, "cli", 3, 1, {"min.insync.replicas": "1"})
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                                             "log_level": 0})
+        for i in range(90):
+            producer.produce("cli", value=b"r%03d" % i, partition=i % 3)
+        assert producer.flush(60) == 0
+        boot = ["--bootstrap-server", cluster.bootstrap_servers]
+        (tmp_path / "topics.json").write_text('{"version":1,"topics":[{"topic":"cli"}]}')
+        generated = _raftka("reassign", "generate", *boot, "--topics-to-move-json-file",
+                            str(tmp_path / "topics.json"), "--broker-list", "2,3")
+        assert generated.returncode == 0, generated.stderr
+        lines = generated.stdout.splitlines()
+        assert lines[0] == "Current partition replica assignment"
+        plan = lines[lines.index("Proposed partition reassignment configuration") + 1]
+        assert {tuple(p["replicas"])[0] for p in json.loads(plan)["partitions"]} <= {2, 3}
+        (tmp_path / "plan.json").write_text(plan)
+        plan_args = [*boot, "--reassignment-json-file", str(tmp_path / "plan.json")]
+        executed = _raftka("reassign", "execute", *plan_args)
+        assert executed.returncode == 0, executed.stderr
+        assert "Save this to use as the --reassignment-json-file option during rollback" in executed.stdout
+        assert "Successfully started partition reassignments for cli-0,cli-1,cli-2" in executed.stdout
+        verified = wait_until(lambda: (lambda r: r if r.returncode == 0 else None)(
+            _raftka("reassign", "verify", *plan_args)), timeout=90, interval=0.5, what="verify to report completion")
+        assert verified.stdout.splitlines() == ["Status of partition reassignment:"] + [
+            f"Reassignment of partition cli-{p} is completed." for p in range(3)]
+        cancelled = _raftka("reassign", "cancel", *plan_args)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "No reassignment was in progress for: cli-0,cli-1,cli-2" in cancelled.stdout
+        for p in range(3):
+            info = partition_info(cluster, "cli", p)
+            assert set(info.replicas) <= {2, 3} and info.leader in (2, 3)
+        wait_until(lambda: not list((cluster.nodes[1].directory / "data").glob("cli-*")), timeout=30,
+                   what="node 1 to delete its logs of cli")
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g",
+                                             "log_level": 0})
+        consumer.assign([confluent_kafka.TopicPartition("cli", p, 0) for p in range(3)])
+        read: list[bytes] = []
+        try:
+            wait_until(lambda: read.extend(m.value() for m in consumer.consume(100, timeout=0.5)
+                                           if m.error() is None) or len(read) >= 90, timeout=60,
+                       interval=0, what="the 90 records")
+        finally:
+            consumer.close()
+        assert sorted(read) == [b"r%03d" % i for i in range(90)]
