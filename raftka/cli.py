@@ -584,5 +584,24 @@ def reassign_cancel(bootstrap: str, plan_file: str, preserve_throttles: bool) ->
     sys.exit(cancel_cmd(bootstrap, plan_file))
 
 
+# --- brokers -------------------------------------------------------------------
+@main.group()
+def brokers() -> None:
+    """Retire brokers: move their replicas away, then unregister them."""
+
+
+@brokers.command(name="drain")
+@_BOOTSTRAP
+@click.option("--node", type=int, required=True, help="The broker id to move every replica off.")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Follow the moves until they finish.")
+@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+              help="Seconds to follow the moves (--wait).")
+def brokers_drain(bootstrap: str, node: int, wait: bool, timeout_s: float) -> None:
+    """Reassign every replica of broker NODE to the least loaded other live brokers."""
+    from raftka.cmd_brokers import drain_cmd
+
+    sys.exit(drain_cmd(bootstrap, node, wait, timeout_s))
+
+
 if __name__ == "__main__":
     main()

@@ -159,10 +159,13 @@ def _raftka(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*RAFTKA, *args], capture_output=True, text=True, env=raftka_env(), timeout=120)
 
 
-def test_raftka_reassign_cli_moves_every_partition_off_a_broker(tmp_path):
+def test_raftka_reassign_and_drain_cli_move_every_partition_off_a_broker(tmp_path):
     """generate -> execute -> verify (until complete) -> cancel, kafka-reassign-partitions style:
-    every partition leaves node 1, and the records written before are all still there."""
-    with running_cluster(tmp_path / "c", nodes=3) as cluster:
+    every partition leaves node 1, and the records written before are all still there. Then
+    `raftka brokers drain --node 2` under an acks=all load leaves node 2 with no replica."""
+    # Offsets topic with RF 2, so that broker 2 of 3 can be drained of it too.
+    offsets = {"offsets.topic.replication.factor": "2", "offsets.topic.num.partitions": "4"}
+    with running_cluster(tmp_path / "c", nodes=3, extra=offsets) as cluster:
         create_topic(cluster, "cli", 3, 1, {"min.insync.replicas": "1"})
         producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
                                              "log_level": 0})
@@ -207,3 +210,20 @@ def test_raftka_reassign_cli_moves_every_partition_off_a_broker(tmp_path):
         finally:
             consumer.close()
         assert sorted(read) == [b"r%03d" % i for i in range(90)]
+
+        # raftka brokers drain: node 2 ends with no replica, under an acks=all load.
+        create_topic(cluster, "drain", 2, 2, {"min.insync.replicas": "2"})
+        with SteadyProducer(cluster.bootstrap_servers, "drain") as load:
+            wait_until(lambda: len(load.acked) >= 200, timeout=60, what="the load to get going")
+            drained = _raftka("brokers", "drain", *boot, "--node", "2", "--timeout", "90")
+            assert drained.returncode == 0, drained.stderr
+            assert "Broker 2 is drained" in drained.stdout
+            at_drain = len(load.acked)
+            wait_until(lambda: len(load.acked) >= at_drain + 200, timeout=60, what="writes after the drain")
+        assert not load.failed, load.failed[:5]
+        for topic, partitions in (("cli", 3), ("drain", 2), ("__consumer_offsets", 4)):
+            for p in range(partitions):
+                info = partition_info(cluster, topic, p)
+                assert 2 not in info.replicas and 2 not in info.isr, info
+        read = consume_all(cluster.bootstrap_servers, "drain", len(load.acked))
+        assert not set(load.acked) - set(read)

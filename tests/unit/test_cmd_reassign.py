@@ -90,3 +90,24 @@ def test_verify_wording() -> None:
     assert not done
     assert verify_lines({("t", 0): (2,)}, {("t", 0): (2,)}, {}) == (
         ["Reassignment of partition t-0 is completed."], True)
+
+
+def test_drain_plan_replaces_the_node_with_the_least_loaded_live_broker() -> None:
+    from raftka.cmd_brokers import plan_drain
+
+    current = {("t", 0): (1, 2), ("t", 1): (2, 3), ("t", 2): (3, 4), ("u", 0): (2,)}
+    plan, stuck = plan_drain(current, [1, 2, 3, 4], 2)
+    assert not stuck
+    assert set(plan) == {("t", 0), ("t", 1), ("u", 0)}  # t-2 has no replica on 2
+    assert all(2 not in replicas for replicas in plan.values())
+    assert plan[("t", 0)][1] != 1 and plan[("t", 1)][1] == 3 and plan[("t", 1)][0] != 3  # position kept
+    # Load evens out: the three moved replicas do not all land on one broker.
+    assert len({b for k in plan for b in set(plan[k]) - set(current[k])}) > 1
+
+
+def test_drain_plan_reports_partitions_that_cannot_move() -> None:
+    from raftka.cmd_brokers import plan_drain
+
+    plan, stuck = plan_drain({("t", 0): (1, 2), ("t", 1): (1,)}, [1, 2], 1)
+    assert plan == {("t", 1): (2,)}
+    assert "needs another live broker" in stuck[("t", 0)]
