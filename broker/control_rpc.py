@@ -115,6 +115,7 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "create_acls": lambda r: r,
     "delete_acls": lambda r: r,
     "alter_partition_reassignments": lambda r: r,
+    "unregister_broker": lambda r: None,
 }
 
 
@@ -324,6 +325,7 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
     "alter_partition_reassignments": {
         "reassignments": ((_list_of(_is_reassignment), "a list of [topic, partition, replicas|null]"), True),
         "allow_rf_change": (_BOOL, False), "timeout_ms": (_OPT_INT, False)},
+    "unregister_broker": {"broker_id": (_INT, True)},
 }
 assert SIGNATURES.keys() == METHODS.keys()
 

@@ -22,7 +22,7 @@ from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
 ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls",
-                           "alter_partition_reassignments"})
+                           "alter_partition_reassignments", "unregister_broker"})
 
 
 class ControllerChannel:
@@ -127,6 +127,10 @@ class ControllerChannel:
         return await self._call("alter_partition_reassignments",
                                 reassignments=[[t, p, None if r is None else list(r)] for t, p, r in reassignments],
                                 allow_rf_change=allow_rf_change, timeout_ms=timeout_ms)
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker (see `Controller.unregister_broker`)."""
+        await self._call("unregister_broker", broker_id=broker_id)
 
     async def aclose(self) -> None:
         for client in self._clients.values():

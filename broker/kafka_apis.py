@@ -26,6 +26,7 @@ from raftka.broker.handlers import (
     produce,
     reassignments,
     topics_admin,
+    unregister_broker,
 )
 from raftka.broker.metrics import request_name
 from raftka.broker.network import CloseConnection, ConnectionInfo, Deferred
@@ -75,6 +76,7 @@ HANDLERS = {
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list,
+    ApiKey.UNREGISTER_BROKER: unregister_broker.handle,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

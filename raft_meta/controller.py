@@ -31,6 +31,7 @@ import structlog
 import trio
 
 from raftka.raft_meta import acls as acl_decisions
+from raftka.raft_meta import broker_unregistration as unregistration
 from raftka.raft_meta import controller_decisions as decide
 from raftka.raft_meta import reassignment as reassign
 from raftka.raft_meta.controller_errors import ControllerError
@@ -384,6 +385,12 @@ class Controller:
             out.append([r.topic, r.partition, None if error is None else error.name,
                         None if error is None else error.message])
         return out
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker (raft_meta/broker_unregistration.py): BROKER_ID_NOT_REGISTERED if unknown."""
+        log.info("broker.unregister_requested", broker_id=broker_id)
+        await self._decide_and_commit(lambda img: unregistration.unregister_broker(img, broker_id))
+        self._last_heartbeat.pop(broker_id, None)
 
     def connection_lost(self, broker_id: int) -> None:
         """A control connection that carried `broker_id`'s registration or heartbeats ended.

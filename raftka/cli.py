@@ -603,5 +603,18 @@ def brokers_drain(bootstrap: str, node: int, wait: bool, timeout_s: float) -> No
     sys.exit(drain_cmd(bootstrap, node, wait, timeout_s))
 
 
+@brokers.command(name="unregister")
+@_BOOTSTRAP
+@click.option("--id", "--node", "broker_id", type=int, required=True, help="The broker id to unregister.")
+def brokers_unregister(bootstrap: str, broker_id: int) -> None:
+    """Remove a broker's registration (kafka-cluster unregister): stop it first, drain it before.
+
+    A broker still running registers again at its next heartbeat, as in Kafka.
+    """
+    from raftka.cmd_brokers import unregister_cmd
+
+    sys.exit(unregister_cmd(bootstrap, broker_id))
+
+
 if __name__ == "__main__":
     main()

@@ -1,5 +1,6 @@
 """`raftka brokers drain --node N`: move every replica off a broker (by reassignments), so it can
-be stopped and unregistered with nothing lost.
+be stopped and unregistered (`raftka brokers unregister --id N`, like `kafka-cluster
+unregister`) with nothing lost.
 
 For each partition with a replica on N, that replica is replaced by the live broker, not already
 a replica, that holds the fewest replicas so far (ties: the lowest id); N's position in the list
@@ -18,6 +19,7 @@ import click
 import trio
 
 from raftka.client.cluster import Cluster
+from raftka.client.cluster_admin import unregister_broker
 from raftka.client.errors import KafkaError
 from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
 from raftka.cmd_reassign import Assignment, UsageError, format_assignment
@@ -45,6 +47,32 @@ def plan_drain(current: Mapping[tuple[str, int], Sequence[int]], live: Sequence[
         load[replacement] += 1
         plan[key] = tuple(replacement if r == node else r for r in replicas)
     return plan, stuck
+
+
+def _run(command: str, bootstrap: str, action) -> int:
+    async def main() -> int:
+        async with trio.open_nursery() as nursery:
+            cluster = Cluster(bootstrap, nursery, client_id="raftka-brokers", request_timeout_ms=TIMEOUT_MS)
+            try:
+                return await action(cluster)
+            finally:
+                await cluster.aclose()
+                nursery.cancel_scope.cancel()
+
+    try:
+        return trio.run(main)
+    except (KafkaError, UsageError) as exc:
+        click.echo(f"raftka brokers {command}: {exc}", err=True)
+        return 1
+
+
+def unregister_cmd(bootstrap: str, broker_id: int) -> int:
+    async def action(cluster: Cluster) -> int:
+        await unregister_broker(cluster, broker_id)
+        click.echo(f"Broker {broker_id} is no longer registered.")
+        return 0
+
+    return _run("unregister", bootstrap, action)
 
 
 def drain_cmd(bootstrap: str, node: int, wait: bool, timeout_s: float) -> int:
@@ -79,17 +107,4 @@ def drain_cmd(bootstrap: str, node: int, wait: bool, timeout_s: float) -> int:
         click.echo(f"Still moving after {timeout_s:g} s; follow with raftka reassign verify", err=True)
         return 1
 
-    async def main() -> int:
-        async with trio.open_nursery() as nursery:
-            cluster = Cluster(bootstrap, nursery, client_id="raftka-brokers", request_timeout_ms=TIMEOUT_MS)
-            try:
-                return await action(cluster)
-            finally:
-                await cluster.aclose()
-                nursery.cancel_scope.cancel()
-
-    try:
-        return trio.run(main)
-    except (KafkaError, UsageError) as exc:
-        click.echo(f"raftka brokers drain: {exc}", err=True)
-        return 1
+    return _run("drain", bootstrap, action)

@@ -41,6 +41,7 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    UNREGISTER_BROKER = 64
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -74,6 +75,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # look at keys 45/46 (unlike 48, 60, 68, 71).
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.UNREGISTER_BROKER: (0, 0),  # flexible-only too; not one kafka-python's guess reads
 }
 
 # Produce v0-2 are advertised (librdkafka 2.0 stops compressing otherwise)
@@ -121,6 +123,7 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.DELETE_ACLS: 2,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.UNREGISTER_BROKER: 0,
 }
 
 

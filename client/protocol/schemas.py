@@ -783,6 +783,22 @@ LIST_PARTITION_REASSIGNMENTS_RESPONSE = MessageSchema(
     ),
 )
 
+UNREGISTER_BROKER_REQUEST = MessageSchema(
+    'UnregisterBrokerRequest', 64, 'request', '0-0', flexible='0+',
+    fields=(
+        F('broker_id', 'int32', '0+'),
+    ),
+)
+
+UNREGISTER_BROKER_RESPONSE = MessageSchema(
+    'UnregisterBrokerResponse', 64, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+    ),
+)
+
 DESCRIBE_QUORUM_REQUEST = MessageSchema(
     'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
     fields=(
@@ -877,6 +893,8 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     ALTER_PARTITION_REASSIGNMENTS_RESPONSE,
     LIST_PARTITION_REASSIGNMENTS_REQUEST,
     LIST_PARTITION_REASSIGNMENTS_RESPONSE,
+    UNREGISTER_BROKER_REQUEST,
+    UNREGISTER_BROKER_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
 )

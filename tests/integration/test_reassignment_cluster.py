@@ -18,6 +18,7 @@ from kafka.errors import (
 )
 
 from tests.integration.cluster_support import (
+    bootstrap_of,
     create_topic,
     partition_info,
     running_cluster,
@@ -227,3 +228,13 @@ def test_raftka_reassign_and_drain_cli_move_every_partition_off_a_broker(tmp_pat
                 assert 2 not in info.replicas and 2 not in info.isr, info
         read = consume_all(cluster.bootstrap_servers, "drain", len(load.acked))
         assert not set(load.acked) - set(read)
+
+        # Then stop it and unregister it (kafka-cluster unregister); a second time is refused.
+        cluster.stop_node(2)
+        live = ["--bootstrap-server", bootstrap_of(cluster, {2})]
+        unregistered = _raftka("brokers", "unregister", *live, "--id", "2")
+        assert unregistered.returncode == 0, unregistered.stderr
+        again = _raftka("brokers", "unregister", *live, "--id", "2")
+        assert again.returncode == 1 and "BROKER_ID_NOT_REGISTERED" in again.stderr, again.stderr
+        none_left = _raftka("brokers", "drain", *live, "--node", "2")
+        assert none_left.returncode == 0 and "holds no replicas" in none_left.stdout, none_left

@@ -173,3 +173,21 @@ def test_isr_change_keeps_a_running_reassignment_and_snapshot_round_trips_it():
     idle = cluster(*topic())
     assert decode_snapshot(encode_snapshot(idle)).partition(T, 0).reassigning is False
 
+
+
+def test_unregister_broker_moves_its_leaderships_then_removes_it():
+    from raftka.raft_meta.broker_unregistration import unregister_broker
+    from raftka.raft_meta.controller_errors import ControllerError
+    from raftka.raft_meta.records import UnregisterBroker
+
+    image = cluster(*topic())
+    decision = unregister_broker(image, 1)
+    assert decision.records == (FenceBroker(1, 1), PartitionChange(T, 0, 0, leader=2, isr=(2, 3)),
+                                UnregisterBroker(1, 1))
+    after = commit(image, decision.records)
+    assert 1 not in after.brokers and after.partition(T, 0).replicas == (1, 2, 3)  # offline replica stays
+    fenced = commit(image, [FenceBroker(4, 4)])
+    assert unregister_broker(fenced, 4).records == (UnregisterBroker(4, 4),)
+    with pytest.raises(ControllerError) as refused:
+        unregister_broker(after, 1)
+    assert refused.value.name == "BROKER_ID_NOT_REGISTERED"
