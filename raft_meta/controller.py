@@ -33,6 +33,7 @@ import trio
 from raftka.raft_meta import acls as acl_decisions
 from raftka.raft_meta import broker_unregistration as unregistration
 from raftka.raft_meta import controller_decisions as decide
+from raftka.raft_meta import leader_balance
 from raftka.raft_meta import reassignment as reassign
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataImage
@@ -450,7 +451,8 @@ class Controller:
                 await self._decide_and_commit(lambda img, b=broker_id, u=unclean: decide.fence_broker(img, b, u))
             if self.config.auto_leader_rebalance_enable and trio.current_time() >= next_rebalance:
                 next_rebalance = trio.current_time() + self.config.leader_imbalance_check_interval_seconds
-                await self._decide_and_commit(decide.preferred_leader_elections)
+                percentage = self.config.leader_imbalance_per_broker_percentage
+                await self._decide_and_commit(lambda img, p=percentage: leader_balance.rebalance_leaders(img, p))
             with trio.move_on_after(tick):
                 await self.quorum.wait_state_change()
 

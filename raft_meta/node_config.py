@@ -105,6 +105,13 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _percentage(raw: str) -> int:
+    value = _int(raw)
+    if not 0 <= value <= 100:
+        raise ValueError("a percentage 0-100")
+    return value
+
+
 def _metrics_port(raw: str) -> int:
     value = _int(raw)
     if not -1 <= value <= 65535:
@@ -314,6 +321,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "authorizer.class.name": ("authorizer_class_name", _authorizer_class, ""),
     "super.users": ("super_users", _super_users, ""),
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool, "false"),
+    # Kafka's threshold for automatic preferred-leader balancing (raft_meta/leader_balance.py).
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _percentage, "10"),
 }
 
 
@@ -391,6 +400,7 @@ class NodeConfig:
     authorizer_class_name: str = ""
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
+    leader_imbalance_per_broker_percentage: int = 10
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property

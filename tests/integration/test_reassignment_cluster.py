@@ -127,10 +127,20 @@ def test_reassign_moves_a_partition_under_acks_all_load_and_loses_nothing(tmp_pa
             admin.close()
 
 
-def test_cancel_reverts_a_reassignment_in_progress(tmp_path):
+def test_reorder_then_auto_leader_balance_and_cancel_a_reassignment_in_progress(tmp_path):
     """A target broker that is down cannot catch up: the reassignment stays in progress, is
     listed, and a cancellation (null replicas) puts the original replica back alone."""
-    with running_cluster(tmp_path, nodes=3) as cluster:
+    with running_cluster(tmp_path, nodes=3, extra={"leader.imbalance.check.interval.seconds": "1"}) as cluster:
+        # A reorder finishes at once and changes the preferred leader; the controller's automatic
+        # preferred-leader balancing (auto.leader.rebalance.enable) then moves leadership to it.
+        create_topic(cluster, "pref", 1, 2)
+        first, second = partition_info(cluster, "pref").replicas
+        with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as reorder:
+            assert reorder.alter_partition_reassignments({TopicPartition("pref", 0): [second, first]}) == {
+                TopicPartition("pref", 0): None}
+        wait_partition(cluster, "pref", lambda p: p.replicas == (second, first) and p.leader == second,
+                       timeout=30, what="leadership to follow the new preferred replica")
+
         create_topic(cluster, "stuck", 1, 1, {"min.insync.replicas": "1"})
         (source,) = partition_info(cluster, "stuck").replicas
         other = min(n for n in cluster.nodes if n != source)

@@ -191,3 +191,21 @@ def test_unregister_broker_moves_its_leaderships_then_removes_it():
     with pytest.raises(ControllerError) as refused:
         unregister_broker(after, 1)
     assert refused.value.name == "BROKER_ID_NOT_REGISTERED"
+
+
+def test_leader_balance_moves_leaders_back_only_above_the_percentage():
+    """Kafka's leader.imbalance.per.broker.percentage: broker 1 prefers 4 partitions and leads
+    1 of them (75 % imbalanced); broker 2 prefers 4 and leads 3 (25 %)."""
+    from raftka.raft_meta.leader_balance import imbalance, rebalance_leaders
+
+    records = [Topic("t", T)]
+    for p in range(4):  # preferred 1; leader 1 only for p0
+        records.append(Partition(T, p, (1, 2, 3), (1, 2, 3), 1 if p == 0 else 2))
+    for p in range(4, 8):  # preferred 2; leader 2 except p7
+        records.append(Partition(T, p, (2, 3, 1), (1, 2, 3), 3 if p == 7 else 2))
+    image = cluster(*records)
+    assert imbalance(image) == {1: (3, 4), 2: (1, 4)}
+    moved = {r.partition: r.leader for r in rebalance_leaders(image, 30).records}
+    assert moved == {1: 1, 2: 1, 3: 1}  # only broker 1 is over 30 %
+    assert {r.partition for r in rebalance_leaders(image, 0).records} == {1, 2, 3, 7}
+    assert rebalance_leaders(image, 80).records == ()
