@@ -14,6 +14,10 @@ from raftka.raft_meta.node_config import NodeConfig
 
 # Topic-level keys that are not the log's business.
 REPLICATION_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
+# Kafka's reassignment throttle lists ("*", or "partition:broker,..."): accepted and validated
+# for kafka-reassign-partitions' and Cruise Control's sake, but NOT enforced yet (README,
+# "Moving partitions and retiring brokers"): a reassignment copies at full speed.
+THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +47,12 @@ def broker_log_defaults(config: NodeConfig) -> dict[str, str]:
 
 def validate_topic_configs(configs: Mapping[str, str]) -> None:
     """Raise ValueError naming the key for a topic config we cannot accept."""
-    log_props = {k: v for k, v in configs.items() if k not in REPLICATION_KEYS}
+    log_props = {k: v for k, v in configs.items() if k not in REPLICATION_KEYS and k not in THROTTLE_KEYS}
     LogConfig.from_properties(log_props)
+    for key in THROTTLE_KEYS:
+        if key in configs and not _throttle_list(configs[key]):
+            raise ValueError(f"{key}: got {configs[key]!r}, expected * or a list of partition:broker "
+                             "pairs like 0:101,0:102")
     if "min.insync.replicas" in configs:
         try:
             value = int(configs["min.insync.replicas"])
@@ -62,9 +70,21 @@ def validate_topic_configs(configs: Mapping[str, str]) -> None:
             )
 
 
+def _throttle_list(value: str) -> bool:
+    """Kafka's ThrottledReplicaListValidator: "*", empty, or partition:broker pairs."""
+    value = value.strip()
+    if value in ("", "*"):
+        return True
+    for item in value.split(","):
+        partition, sep, broker = item.strip().partition(":")
+        if not sep or not partition.isdigit() or not broker.isdigit():
+            return False
+    return True
+
+
 def effective_topic_config(config: NodeConfig, topic_configs: Mapping[str, str]) -> TopicConfig:
     props = broker_log_defaults(config)
-    props.update({k: v for k, v in topic_configs.items() if k not in REPLICATION_KEYS})
+    props.update({k: v for k, v in topic_configs.items() if k not in REPLICATION_KEYS and k not in THROTTLE_KEYS})
     min_isr = int(topic_configs.get("min.insync.replicas", config.min_insync_replicas))
     unclean_raw = topic_configs.get("unclean.leader.election.enable")
     unclean = (

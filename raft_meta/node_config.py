@@ -337,6 +337,9 @@ _ACCEPTED_IGNORED = {
     "transaction.state.log.min.isr",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
+    # Replication throttles (KIP-73): accepted, not enforced yet (README, "Moving partitions").
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
 }
 
 

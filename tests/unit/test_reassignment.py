@@ -209,3 +209,31 @@ def test_leader_balance_moves_leaders_back_only_above_the_percentage():
     assert moved == {1: 1, 2: 1, 3: 1}  # only broker 1 is over 30 %
     assert {r.partition for r in rebalance_leaders(image, 0).records} == {1, 2, 3, 7}
     assert rebalance_leaders(image, 80).records == ()
+
+
+@pytest.mark.parametrize("value,ok", [("*", True), ("", True), ("0:101,0:102,1:101", True), ("0-101", False),
+                                      ("x:1", False), ("0:", False)])
+def test_throttled_replicas_topic_configs_are_accepted_and_validated(value, ok):
+    """Not enforced yet, but accepted with Kafka's format check, so tools that set them work."""
+    from raftka.broker.topic_config import validate_topic_configs
+
+    for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+        if ok:
+            validate_topic_configs({key: value})
+        else:
+            with pytest.raises(ValueError, match=key):
+                validate_topic_configs({key: value})
+
+
+def test_throttle_rates_and_imbalance_percentage_in_server_properties(tmp_path):
+    from raftka.raft_meta.node_config import parse_node_config
+    from tests.unit.test_raft_meta_config import _props
+
+    props = _props(tmp_path, **{"leader_replication_throttled_rate": "1048576",
+                                "follower_replication_throttled_rate": "1048576",
+                                "leader_imbalance_per_broker_percentage": "25"})
+    config = parse_node_config(props, env={})
+    assert config.leader_imbalance_per_broker_percentage == 25
+    assert config.raw["leader.replication.throttled.rate"] == "1048576"
+    with pytest.raises(Exception, match="percentage"):
+        parse_node_config({**props, "leader.imbalance.per.broker.percentage": "101"}, env={})
