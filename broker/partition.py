@@ -166,6 +166,15 @@ class Partition:
                 f"{self.topic}-{self.index}: broker {self.local_id} is not the leader (leader is {self.leader})"
             )
 
+    def check_follower_epoch(self, current_leader_epoch: int = -1) -> None:
+        """A consumer reading this follower (KIP-392): its leader epoch must be the current one."""
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            error = FencedLeaderEpoch if current_leader_epoch < self.leader_epoch else UnknownLeaderEpoch
+            raise error(f"{self.topic}-{self.index}: request epoch {current_leader_epoch}; this follower's leader "
+                        f"epoch is {self.leader_epoch}")
+        if self.leader < 0:
+            raise NotLeaderOrFollower(f"{self.topic}-{self.index}: no leader to follow")
+
     def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int) -> AppendInfo:
         self.check_leader()
         refusal = self.state.append_refusal(required_acks)

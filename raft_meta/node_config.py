@@ -112,6 +112,14 @@ def _percentage(raw: str) -> int:
     return value
 
 
+def _replica_selector(raw: str) -> str:
+    value = raw.strip()
+    known = ("org.apache.kafka.common.replica.RackAwareReplicaSelector", "org.apache.kafka.common.replica.LeaderSelector")
+    if value and value not in known:
+        raise ValueError(f"empty or one of {', '.join(known)}")
+    return "" if value == known[1] else value
+
+
 def _metrics_port(raw: str) -> int:
     value = _int(raw)
     if not -1 <= value <= 65535:
@@ -323,6 +331,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool, "false"),
     # Kafka's threshold for automatic preferred-leader balancing (raft_meta/leader_balance.py).
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _percentage, "10"),
+    # KIP-392 (broker/replica_selector.py): empty = consumers read from leaders.
+    "replica.selector.class": ("replica_selector_class", _replica_selector, ""),
 }
 
 
@@ -404,6 +414,7 @@ class NodeConfig:
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
     leader_imbalance_per_broker_percentage: int = 10
+    replica_selector_class: str = ""
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property

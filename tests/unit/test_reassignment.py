@@ -237,3 +237,23 @@ def test_throttle_rates_and_imbalance_percentage_in_server_properties(tmp_path):
     assert config.raw["leader.replication.throttled.rate"] == "1048576"
     with pytest.raises(Exception, match="percentage"):
         parse_node_config({**props, "leader.imbalance.per.broker.percentage": "101"}, env={})
+
+
+@pytest.mark.parametrize("client_rack,expected", [
+    ("", -1),            # no client.rack: the leader
+    ("r1", -1),          # the leader is in the client's rack
+    ("r2", 3),           # two followers in r2: the one with the highest log end
+    ("r9", -1),          # no replica in that rack
+])
+def test_rack_aware_replica_selector(client_rack, expected):
+    from raftka.broker.replica_selector import preferred_read_replica
+
+    racks = {1: "r1", 2: "r2", 3: "r2", 4: "r2"}
+    ends = {2: 90, 3: 100, 4: 200}  # 4 is not in the ISR
+    assert preferred_read_replica(client_rack, 1, (1, 2, 3), ends, 50, racks.get) == expected
+
+
+def test_rack_aware_replica_selector_skips_followers_without_the_offset():
+    from raftka.broker.replica_selector import preferred_read_replica
+
+    assert preferred_read_replica("r2", 1, (1, 2), {2: 40}, 50, {1: "r1", 2: "r2"}.get) == -1
