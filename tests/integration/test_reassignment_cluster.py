@@ -17,6 +17,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from raftka.client.blocking import Admin
 from tests.integration.cluster_support import (
     bootstrap_of,
     create_topic,
@@ -147,6 +148,13 @@ def test_reorder_then_auto_leader_balance_and_cancel_a_reassignment_in_progress(
         down = max(n for n in cluster.nodes if n != source)
         cluster.kill(down)  # still registered (fenced): a valid target that never catches up
         live = ",".join(cluster.nodes[n].bootstrap for n in (source, other))
+
+        def settled() -> bool:  # kafka-python sends admin requests to the controller it is told of
+            with Admin(live) as a:
+                described = a.describe_cluster()
+            return described.controller_id in (source, other) and down not in {b.node_id for b in described.brokers}
+
+        wait_until(settled, timeout=30, what=f"a live controller and broker {down} fenced")
         tp = TopicPartition("stuck", 0)
         admin = KafkaAdminClient(bootstrap_servers=live, request_timeout_ms=30000)
         try:
