@@ -85,6 +85,7 @@ class Partition:
                                   log_end_offset=plog.log_end_offset)
         # Replaced every time the high watermark moves: waiters hold the old one.
         self.hw_changed = trio.Event()
+        self.detached = False  # no longer served here (reassigned away, or its topic deleted)
         self._on_high_watermark = on_high_watermark
         self._on_append = on_append
 
@@ -210,6 +211,12 @@ class Partition:
     def alter_failed(self, new_isr: tuple[int, ...]) -> None:
         self.state.alter_failed(new_isr)
 
+    def detach(self) -> None:
+        """This broker stops serving the partition: acks=all waiters get NOT_LEADER_OR_FOLLOWER
+        now (the client retries on the new leader) instead of at their request timeout."""
+        self.detached = True
+        self._signal()
+
     def _act(self, effects: list[Effect]) -> None:
         if any(isinstance(e, HighWatermarkChanged) for e in effects):
             self._signal()
@@ -230,7 +237,7 @@ class Partition:
         epoch = self.leader_epoch
         with trio.move_on_at(deadline):
             while self.high_watermark < offset:
-                if not self.is_leader or self.leader_epoch != epoch:
+                if not self.is_leader or self.leader_epoch != epoch or self.detached:
                     raise NotLeaderOrFollower(
                         f"{self.topic}-{self.index}: leadership moved while waiting for replication"
                     )

@@ -314,6 +314,7 @@ class ReplicaManager:
     def _detach(self, partition: Partition) -> Partition:
         """Stop serving a partition at once (requests get UNKNOWN_TOPIC_OR_PARTITION); its files go later."""
         del self.partitions[partition.key]
+        partition.detach()
         self.fetchers.remove(partition)
         if partition.is_leader:
             self._notify_leadership(partition, False)

@@ -105,7 +105,7 @@ def test_reassign_moves_a_partition_under_acks_all_load_and_loses_nothing(tmp_pa
             assert bad[tp] is InvalidReplicationAssignmentError
 
             with SteadyProducer(cluster.bootstrap_servers, "moving") as load:
-                wait_until(lambda: len(load.acked) >= 300, timeout=60, what="the load to get going")
+                wait_until(lambda: len(load.acked) >= 100, timeout=60, what="the load to get going")
                 assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
                 # The leader is removed too: it hands over once both targets are in sync.
                 info = wait_partition(cluster, "moving",
@@ -114,7 +114,7 @@ def test_reassign_moves_a_partition_under_acks_all_load_and_loses_nothing(tmp_pa
                 assert info.leader == new
                 assert admin.list_partition_reassignments() == {}
                 acked_at_move = len(load.acked)
-                wait_until(lambda: len(load.acked) >= acked_at_move + 300, timeout=60,
+                wait_until(lambda: len(load.acked) >= acked_at_move + 100, timeout=60,
                            what="writes to go on after the move")
             assert not load.failed, load.failed[:5]
             # The removed broker deleted its copy.
