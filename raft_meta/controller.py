@@ -449,6 +449,8 @@ class Controller:
                                                     self.config.broker_session_timeout_ms):
                 log.warning("broker.session_expired", broker_id=broker_id)
                 await self._decide_and_commit(lambda img, b=broker_id, u=unclean: decide.fence_broker(img, b, u))
+            if reassign.pending_completions(self.image):  # rare: see its docstring
+                await self._decide_and_commit(lambda img: decide.Decision(reassign.pending_completions(img)))
             if self.config.auto_leader_rebalance_enable and trio.current_time() >= next_rebalance:
                 next_rebalance = trio.current_time() + self.config.leader_imbalance_check_interval_seconds
                 percentage = self.config.leader_imbalance_per_broker_percentage

@@ -222,3 +222,17 @@ def list_partition_reassignments(image: MetadataImage,
         if part is not None and part.reassigning:
             out.append(OngoingReassignment(name, index, part.replicas, part.adding_replicas, part.removing_replicas))
     return out
+
+
+def pending_completions(image: MetadataImage) -> tuple[PartitionChange, ...]:
+    """Moves that can finish now without an ISR change: every target replica was already in
+    sync but no live target replica could take over the leadership then (it was fenced); the
+    controller checks this on every policing tick."""
+    records = []
+    for topic_id, topic in image.topics.items():
+        for index, part in topic.partitions.items():
+            if part.reassigning:
+                change = completion_record(image, topic_id, index, part, part.isr)
+                if change is not None:
+                    records.append(change)
+    return tuple(records)

@@ -22,7 +22,7 @@ from raftka.client.cluster import Cluster
 from raftka.client.cluster_admin import unregister_broker
 from raftka.client.errors import KafkaError
 from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
-from raftka.cmd_reassign import Assignment, UsageError, format_assignment
+from raftka.cmd_reassign import Assignment, UsageError, format_assignment, retry_not_controller
 
 TIMEOUT_MS = 30000
 
@@ -51,13 +51,19 @@ def plan_drain(current: Mapping[tuple[str, int], Sequence[int]], live: Sequence[
 
 def _run(command: str, bootstrap: str, action) -> int:
     async def main() -> int:
+        failure: Exception | None = None
         async with trio.open_nursery() as nursery:
             cluster = Cluster(bootstrap, nursery, client_id="raftka-brokers", request_timeout_ms=TIMEOUT_MS)
             try:
-                return await action(cluster)
+                result = await action(cluster)
+            except (KafkaError, UsageError) as exc:  # raised out here, not wrapped in an ExceptionGroup
+                failure = exc
             finally:
                 await cluster.aclose()
                 nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
 
     try:
         return trio.run(main)
@@ -66,11 +72,28 @@ def _run(command: str, bootstrap: str, action) -> int:
         return 1
 
 
+RETRY_S = 30.0  # NOT_CONTROLLER (the controller role is moving) is retried this long
+
+
 def unregister_cmd(bootstrap: str, broker_id: int) -> int:
     async def action(cluster: Cluster) -> int:
-        await unregister_broker(cluster, broker_id)
-        click.echo(f"Broker {broker_id} is no longer registered.")
-        return 0
+        retried = False
+        with trio.move_on_after(RETRY_S):
+            while True:
+                try:
+                    await unregister_broker(cluster, broker_id)
+                    break
+                except KafkaError as exc:
+                    if exc.code == 102 and retried:
+                        break  # an earlier attempt did commit before the controller moved
+                    if exc.code != 41:
+                        raise
+                    retried = True
+                    await trio.sleep(0.5)
+            click.echo(f"Broker {broker_id} is no longer registered.")
+            return 0
+        click.echo(f"raftka brokers unregister: no active controller answered within {RETRY_S:g} s", err=True)
+        return 1
 
     return _run("unregister", bootstrap, action)
 
@@ -91,7 +114,7 @@ def drain_cmd(bootstrap: str, node: int, wait: bool, timeout_s: float) -> int:
         click.echo("Current partition replica assignment\n\n"
                    f"{format_assignment({k: current[k] for k in plan})}\n\n"
                    "Save this to use as the --reassignment-json-file option during rollback")
-        results = await alter_partition_reassignments(cluster, plan)
+        results = await retry_not_controller(lambda: alter_partition_reassignments(cluster, plan))
         failed = {k: e for k, e in results.items() if e is not None}
         for (t, p), error in sorted(failed.items()):
             click.echo(f"Error reassigning partition {t}-{p}: {type(error).__name__}: {error}", err=True)

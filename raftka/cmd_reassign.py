@@ -162,19 +162,41 @@ def verify_lines(plan: Assignment, current: Mapping[tuple[str, int], Sequence[in
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
     async def main() -> T:
+        failure: Exception | None = None
         async with trio.open_nursery() as nursery:
             cluster = Cluster(bootstrap, nursery, client_id="raftka-reassign", request_timeout_ms=TIMEOUT_MS)
             try:
-                return await action(cluster)
+                result = await action(cluster)
+            except (KafkaError, UsageError) as exc:  # raised out here, not wrapped in an ExceptionGroup
+                failure = exc
             finally:
                 await cluster.aclose()
                 nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
 
     try:
         return 0, trio.run(main)
     except (KafkaError, UsageError) as exc:
         click.echo(f"raftka reassign {command}: {exc}", err=True)
         return 1, None
+
+
+CONTROLLER_RETRY_S = 30.0
+
+
+async def retry_not_controller(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, again while it fails with NOT_CONTROLLER (the controller role is moving; nothing
+    was committed) for up to CONTROLLER_RETRY_S, as Kafka's admin client does."""
+    deadline = trio.current_time() + CONTROLLER_RETRY_S
+    while True:
+        try:
+            return await call()
+        except KafkaError as exc:
+            if exc.code != 41 or trio.current_time() >= deadline:
+                raise
+        await trio.sleep(0.5)
 
 
 async def _current(cluster: Cluster, topics: Sequence[str]) -> tuple[Assignment, dict[int, str | None]]:
@@ -237,7 +259,7 @@ def execute_cmd(bootstrap: str, plan_file: str, throttle: int) -> int:
         click.echo("Current partition replica assignment\n\n"
                    f"{format_assignment({k: current[k] for k in plan})}\n\n"
                    "Save this to use as the --reassignment-json-file option during rollback")
-        return await alter_partition_reassignments(cluster, plan)
+        return await retry_not_controller(lambda: alter_partition_reassignments(cluster, plan))
 
     status, results = _run("execute", bootstrap, action)
     if results is None:
@@ -274,8 +296,8 @@ def cancel_cmd(bootstrap: str, plan_file: str) -> int:
     plan = _read(plan_file, parse_reassignment, "cancel")
     if plan is None:
         return 2
-    status, results = _run("cancel", bootstrap,
-                           lambda cluster: alter_partition_reassignments(cluster, dict.fromkeys(plan)))
+    status, results = _run("cancel", bootstrap, lambda cluster: retry_not_controller(
+        lambda: alter_partition_reassignments(cluster, dict.fromkeys(plan))))
     if results is None:
         return status
     cancelled = [f"{t}-{p}" for (t, p), e in sorted(results.items()) if e is None]

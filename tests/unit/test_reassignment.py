@@ -257,3 +257,15 @@ def test_rack_aware_replica_selector_skips_followers_without_the_offset():
     from raftka.broker.replica_selector import preferred_read_replica
 
     assert preferred_read_replica("r2", 1, (1, 2), {2: 40}, 50, {1: "r1", 2: "r2"}.get) == -1
+
+
+def test_a_move_waiting_for_a_live_leader_finishes_once_the_target_is_back():
+    """Target [4] already in the ISR, leader 1 removed, 4 fenced: the ISR change could not
+    finish it; once 4 is unfenced, the controller's tick does, without any ISR change."""
+    from raftka.raft_meta.reassignment import pending_completions
+
+    image = cluster(*moving(replicas=(4, 1), isr=(1, 4), adding=(4,), removing=(1,)), FenceBroker(4, 4))
+    assert pending_completions(image) == ()
+    image = commit(image, [UnfenceBroker(4, 4)])
+    assert pending_completions(image) == (PartitionChange(T, 0, 1, leader=4, isr=(4,), replicas=(4,),
+                                                          adding_replicas=(), removing_replicas=()),)
