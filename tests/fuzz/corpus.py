@@ -174,6 +174,14 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
         "resource_type": 2, "resource_name": "fuzz-a", "resource_pattern_type": rng.choice((3, 4)),
         "principal": "User:fuzz", "host": "*", "operation": rng.choice((3, 4, 8)), "permission_type": 3}]},
     ApiKey.DELETE_ACLS: lambda rng: {"filters": [_acl_filter(rng, "_filter")]},
+    # Harmless as sent: a missing topic's move, a cancel with nothing moving, an unknown broker.
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda rng: {
+        "timeout_ms": 5000, "allow_replication_factor_change": True, "topics": [
+            {"name": rng.choice(("fuzz-missing", "fuzz-a")), "partitions": [
+                {"partition_index": rng.randrange(3), "replicas": rng.choice((None, [4242]))}]}]},
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda rng: {
+        "timeout_ms": 5000, "topics": rng.choice((None, [{"name": "fuzz-a", "partition_indexes": [0, 1]}]))},
+    ApiKey.UNREGISTER_BROKER: lambda rng: {"broker_id": 4242},
 }
 
 
