@@ -130,7 +130,8 @@ def test_reassign_moves_a_partition_under_acks_all_load_and_loses_nothing(tmp_pa
 
 def test_reorder_then_auto_leader_balance_and_cancel_a_reassignment_in_progress(tmp_path):
     """A target broker that is down cannot catch up: the reassignment stays in progress, is
-    listed, and a cancellation (null replicas) puts the original replica back alone."""
+    listed, and a cancellation (null replicas) puts the original replica back alone; a move to
+    it that is not cancelled finishes once the broker is restarted, with every record."""
     with running_cluster(tmp_path, nodes=3, extra={"leader.imbalance.check.interval.seconds": "1"}) as cluster:
         # A reorder finishes at once and changes the preferred leader; the controller's automatic
         # preferred-leader balancing (auto.leader.rebalance.enable) then moves leadership to it.
@@ -172,6 +173,21 @@ def test_reorder_then_auto_leader_balance_and_cancel_a_reassignment_in_progress(
         # The cancelled adding replica that did start (`other`) deletes its copy again.
         wait_until(lambda: not (cluster.nodes[other].directory / "data" / "stuck-0").exists(), timeout=30,
                    what=f"node {other} to delete its log of stuck-0")
+
+        # A move to the dead broker again, not cancelled this time: it waits in the metadata, and
+        # finishes once the broker is back, registers, catches up and joins the ISR.
+        producer = confluent_kafka.Producer({"bootstrap.servers": live, "acks": "all", "log_level": 0})
+        for i in range(50):
+            producer.produce("stuck", value=b"s%02d" % i, partition=0)
+        assert producer.flush(30) == 0
+        with KafkaAdminClient(bootstrap_servers=live, request_timeout_ms=30000) as again:
+            assert again.alter_partition_reassignments({tp: [down]}) == {tp: None}
+        cluster.start_node(down, wait=True)
+        info = wait_partition(cluster, "stuck", lambda p: p.replicas == (down,) and p.isr == (down,), timeout=60,
+                              what=f"the move to broker {down} to finish after its restart")
+        assert info.leader == down
+        read = consume_all(cluster.bootstrap_servers, "stuck", 50)
+        assert sorted(read) == [b"s%02d" % i for i in range(50)]
 
 
 def _raftka(*args: str) -> subprocess.CompletedProcess[str]:
