@@ -161,6 +161,8 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "alter_configs": errors_to_wire,
     "elect_leaders": election_results_to_wire,
     "alter_scram_credentials": lambda results: [[r.user, r.error, r.message] for r in results],
+    "alter_partition_reassignments": lambda r: r,
+    "unregister_broker": lambda r: None,
 }
 
 
@@ -373,6 +375,11 @@ def _is_acl_filter(value: object) -> bool:
     return _is_acl(value, optional_strings=True)
 
 
+def _is_reassignment(value: object) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) == 3 and _is_str(value[0]) and _is_int(value[1])
+            and _optional(_list_of(_is_int))(value[2]))
+
+
 _INT, _STR = (_is_int, "an integer"), (_is_str, "a string")
 _OPT_INT, _OPT_STR = (_optional(_is_int), "an integer or null"), (_optional(_is_str), "a string or null")
 _BOOL = (lambda v: isinstance(v, bool), "true or false")
@@ -416,6 +423,10 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
                       True),
         "upsertions": ((_list_of(lambda v: isinstance(v, (list, tuple)) and len(v) == 6),
                         "a list of [user, mechanism, iterations, salt, stored key, server key]"), True)},
+    "alter_partition_reassignments": {
+        "reassignments": ((_list_of(_is_reassignment), "a list of [topic, partition, replicas|null]"), True),
+        "allow_rf_change": (_BOOL, False), "timeout_ms": (_OPT_INT, False)},
+    "unregister_broker": {"broker_id": (_INT, True)},
 }
 assert SIGNATURES.keys() == METHODS.keys()
 

@@ -31,7 +31,8 @@ from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
 ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls",
-                           "alter_configs", "elect_leaders", "alter_scram_credentials"})
+                           "alter_configs", "elect_leaders", "alter_scram_credentials",
+                           "alter_partition_reassignments", "unregister_broker"})
 
 
 class ControllerChannel:
@@ -158,6 +159,17 @@ class ControllerChannel:
 
         return await self._call("alter_scram_credentials", wire_args=wire, from_wire=from_wire,
                                 deletions=deletions, upsertions=upsertions)
+
+    async def alter_partition_reassignments(self, reassignments: Sequence[Sequence], allow_rf_change: bool = True,
+                                            timeout_ms: int | None = None) -> list[list]:
+        """One AlterPartitionReassignments request (see `Controller.alter_partition_reassignments`)."""
+        return await self._call("alter_partition_reassignments",
+                                reassignments=[[t, p, None if r is None else list(r)] for t, p, r in reassignments],
+                                allow_rf_change=allow_rf_change, timeout_ms=timeout_ms)
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker (see `Controller.unregister_broker`)."""
+        await self._call("unregister_broker", broker_id=broker_id)
 
     async def aclose(self) -> None:
         for client in self._clients.values():

@@ -29,8 +29,10 @@ from raftka.broker.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    reassignments,
     scram_credentials,
     topics_admin,
+    unregister_broker,
 )
 from raftka.broker.handlers import sasl as sasl_handlers
 from raftka.broker.metrics import request_name
@@ -91,6 +93,9 @@ HANDLERS = {
     ApiKey.SASL_AUTHENTICATE: sasl_handlers.handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list,
+    ApiKey.UNREGISTER_BROKER: unregister_broker.handle,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

@@ -87,6 +87,7 @@ class Partition:
                                   log_end_offset=plog.log_end_offset)
         # Replaced every time the high watermark moves: waiters hold the old one.
         self.hw_changed = trio.Event()
+        self.detached = False  # no longer served here (reassigned away, or its topic deleted)
         self._on_high_watermark = on_high_watermark
         self._on_append = on_append
         # DeleteRecords: each follower's log start offset, from its fetches (leader side).
@@ -171,6 +172,15 @@ class Partition:
                 f"{self.topic}-{self.index}: broker {self.local_id} is not the leader (leader is {self.leader})"
             )
 
+    def check_follower_epoch(self, current_leader_epoch: int = -1) -> None:
+        """A consumer reading this follower (KIP-392): its leader epoch must be the current one."""
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            error = FencedLeaderEpoch if current_leader_epoch < self.leader_epoch else UnknownLeaderEpoch
+            raise error(f"{self.topic}-{self.index}: request epoch {current_leader_epoch}; this follower's leader "
+                        f"epoch is {self.leader_epoch}")
+        if self.leader < 0:
+            raise NotLeaderOrFollower(f"{self.topic}-{self.index}: no leader to follow")
+
     def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int) -> AppendInfo:
         self.check_leader()
         refusal = self.state.append_refusal(required_acks)
@@ -213,6 +223,12 @@ class Partition:
     def alter_failed(self, new_isr: tuple[int, ...]) -> None:
         self.state.alter_failed(new_isr)
 
+    def detach(self) -> None:
+        """This broker stops serving the partition: acks=all waiters get NOT_LEADER_OR_FOLLOWER
+        now (the client retries on the new leader) instead of at their request timeout."""
+        self.detached = True
+        self._signal()
+
     def _act(self, effects: list[Effect]) -> None:
         if any(isinstance(e, HighWatermarkChanged) for e in effects):
             self._signal()
@@ -233,7 +249,7 @@ class Partition:
         epoch = self.leader_epoch
         with trio.move_on_at(deadline):
             while self.high_watermark < offset:
-                if not self.is_leader or self.leader_epoch != epoch:
+                if not self.is_leader or self.leader_epoch != epoch or self.detached:
                     raise NotLeaderOrFollower(
                         f"{self.topic}-{self.index}: leadership moved while waiting for replication"
                     )

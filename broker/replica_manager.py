@@ -273,8 +273,9 @@ class ReplicaManager:
             if partition is not None:
                 if part_image is not None:
                     self._apply_role(partition, image, part_image)
-                else:  # reassigned away (not produced by the controller yet)
-                    self.fetchers.remove(partition)
+                else:  # reassigned away: stop serving it and delete its log, as Kafka's StopReplica does
+                    doomed.append(self._detach(partition).log)
+                    log.info("partition.reassigned_away", topic=key[0], partition=key[1], node_id=self.node_id)
             elif part_image is not None and self._opening.get(key) != topic_id:
                 assert topic_id is not None
                 self._opening[key] = topic_id
@@ -315,6 +316,7 @@ class ReplicaManager:
     def _detach(self, partition: Partition) -> Partition:
         """Stop serving a partition at once (requests get UNKNOWN_TOPIC_OR_PARTITION); its files go later."""
         del self.partitions[partition.key]
+        partition.detach()
         self.fetchers.remove(partition)
         if partition.is_leader:
             self._notify_leadership(partition, False)

@@ -18,6 +18,10 @@ from raftka.raft_meta.node_config import NodeConfig
 
 # Topic-level keys that are not the log's business.
 REPLICATION_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
+# Kafka's reassignment throttle lists ("*", or "partition:broker,..."): accepted and validated
+# for kafka-reassign-partitions' and Cruise Control's sake, but NOT enforced yet (README,
+# "Moving partitions and retiring brokers"): a reassignment copies at full speed.
+THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,10 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     (any key of Kafka 4's topic configs is accepted: log/topic_configs.py)."""
     normalized = topic_configs.validate(configs)
     LogConfig.from_properties(_log_props(normalized))
+    for key in THROTTLE_KEYS:
+        if key in normalized and not _throttle_list(normalized[key]):
+            raise ValueError(f"{key}: got {normalized[key]!r}, expected * or a list of partition:broker "
+                             "pairs like 0:101,0:102")
     if "min.insync.replicas" in configs:
         try:
             value = int(configs["min.insync.replicas"])
@@ -111,6 +119,18 @@ def topic_overrides(image: MetadataImage, node_id: int, topic: str) -> dict[str,
     if not dynamic:
         return own
     return {**dynamic, **own}
+
+
+def _throttle_list(value: str) -> bool:
+    """Kafka's ThrottledReplicaListValidator: "*", empty, or partition:broker pairs."""
+    value = value.strip()
+    if value in ("", "*"):
+        return True
+    for item in value.split(","):
+        partition, sep, broker = item.strip().partition(":")
+        if not sep or not partition.isdigit() or not broker.isdigit():
+            return False
+    return True
 
 
 def effective_topic_config(config: NodeConfig, topic_configs: Mapping[str, str]) -> TopicConfig:

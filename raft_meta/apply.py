@@ -325,10 +325,27 @@ def _partition_change(draft: _Draft, r: PartitionChange, offset: int) -> Metadat
     isr = current.isr if r.isr is None else tuple(r.isr)
     leader = current.leader if r.leader is None else r.leader
     _check_assignment(replicas, isr, leader)
+    adding, removing = _reassignment(r, current, replicas)
     leader_epoch = current.leader_epoch + 1 if leader != current.leader else current.leader_epoch
-    part = PartitionImage(replicas, isr, leader, leader_epoch, current.partition_epoch + 1)
+    part = PartitionImage(replicas, isr, leader, leader_epoch, current.partition_epoch + 1, adding, removing)
     draft.partitions_for_change(r.topic_id)[r.partition] = part
     return MetadataDelta(offset, r, True, topics=frozenset({r.topic_id}), partitions=frozenset({(r.topic_id, r.partition)}))
+
+
+def _reassignment(r: PartitionChange, current: PartitionImage,
+                  replicas: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The (adding, removing) replicas after `r`: None fields keep the current ones. Both must
+    be distinct members of `replicas`, disjoint, and leave a non-empty target."""
+    adding = current.adding_replicas if r.adding_replicas is None else tuple(r.adding_replicas)
+    removing = current.removing_replicas if r.removing_replicas is None else tuple(r.removing_replicas)
+    for name, members in (("adding", adding), ("removing", removing)):
+        if len(set(members)) != len(members) or not set(members) <= set(replicas):
+            raise _Reject(f"{name} replicas {list(members)} must be distinct members of replicas {list(replicas)}")
+    if set(adding) & set(removing):
+        raise _Reject(f"adding replicas {list(adding)} and removing replicas {list(removing)} overlap")
+    if removing and set(removing) == set(replicas):
+        raise _Reject(f"removing replicas {list(removing)} would leave no target replica")
+    return adding, removing
 
 
 def _config(draft: _Draft, r: Config, offset: int) -> MetadataDelta:

@@ -31,7 +31,10 @@ import structlog
 import trio
 
 from raftka.raft_meta import acls as acl_decisions
+from raftka.raft_meta import broker_unregistration as unregistration
 from raftka.raft_meta import controller_decisions as decide
+from raftka.raft_meta import leader_balance
+from raftka.raft_meta import reassignment as reassign
 from raftka.raft_meta.config_decisions import AlterResource, alter_configs
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataImage
@@ -406,6 +409,40 @@ class Controller:
         await self._decide_and_commit(decision)
         return outcome
 
+    async def alter_partition_reassignments(self, reassignments: Sequence[Sequence], allow_rf_change: bool = True,
+                                            timeout_ms: int | None = None) -> list[list]:
+        """One AlterPartitionReassignments request (`[topic, partition, replicas or None]` each),
+        committed as one entry (raft_meta/reassignment.py); per partition `[topic, partition,
+        error name or None, message or None]`, in order. Whole-request errors raised
+        (POLICY_VIOLATION, REQUEST_TIMED_OUT, NOT_CONTROLLER)."""
+        asked = [reassign.Reassignment(str(t), int(p), None if r is None else tuple(int(b) for b in r))
+                 for t, p, r in reassignments]
+        refused: dict[tuple[str, int], ControllerError] = {}
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            made = reassign.alter_partition_reassignments(img, asked, allow_rf_change)
+            refused.clear()
+            refused.update(made.errors)
+            for record in made.records:
+                log.info("partition.reassignment", topic=img.topics[record.topic_id].name,
+                         partition=record.partition, replicas=list(record.replicas or ()),
+                         adding=list(record.adding_replicas or ()), removing=list(record.removing_replicas or ()))
+            return decide.Decision(made.records, made.warnings)
+
+        await self._decide_and_commit(decision, _deadline(timeout_ms))
+        out = []
+        for r in asked:
+            error = refused.get((r.topic, r.partition))
+            out.append([r.topic, r.partition, None if error is None else error.name,
+                        None if error is None else error.message])
+        return out
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker (raft_meta/broker_unregistration.py): BROKER_ID_NOT_REGISTERED if unknown."""
+        log.info("broker.unregister_requested", broker_id=broker_id)
+        await self._decide_and_commit(lambda img: unregistration.unregister_broker(img, broker_id))
+        self._last_heartbeat.pop(broker_id, None)
+
     def connection_lost(self, broker_id: int) -> None:
         """A control connection that carried `broker_id`'s registration or heartbeats ended.
 
@@ -462,9 +499,12 @@ class Controller:
                                                     self.config.broker_session_timeout_ms):
                 log.warning("broker.session_expired", broker_id=broker_id)
                 await self._decide_and_commit(lambda img, b=broker_id, u=unclean: decide.fence_broker(img, b, u))
+            if reassign.pending_completions(self.image):  # rare: see its docstring
+                await self._decide_and_commit(lambda img: decide.Decision(reassign.pending_completions(img)))
             if self.config.auto_leader_rebalance_enable and trio.current_time() >= next_rebalance:
                 next_rebalance = trio.current_time() + self.config.leader_imbalance_check_interval_seconds
-                await self._decide_and_commit(decide.preferred_leader_elections)
+                percentage = self.config.leader_imbalance_per_broker_percentage
+                await self._decide_and_commit(lambda img, p=percentage: leader_balance.rebalance_leaders(img, p))
             with trio.move_on_after(tick):
                 await self.quorum.wait_state_change()
 

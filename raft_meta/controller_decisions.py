@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
+from raftka.raft_meta.reassignment import completion_record
 from raftka.raft_meta.records import (
     NO_LEADER,
     FenceBroker,
@@ -627,6 +628,10 @@ def alter_partition(
         raise ControllerError("INELIGIBLE_REPLICA", f"replicas {ineligible} are fenced or unregistered and cannot join the ISR")
     if isr == part.isr:
         return Decision()
+    if part.reassigning:  # every target replica in sync: the same record finishes the reassignment
+        finished = completion_record(image, topic_id, partition, part, isr)
+        if finished is not None:
+            return Decision((finished,))
     return Decision((PartitionChange(topic_id, partition, part.partition_epoch, isr=isr),))
 
 

@@ -40,10 +40,22 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # A reassignment in progress (KIP-455): `replicas` is target + removing; the target
+    # replicas are `replicas` minus `removing_replicas`.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     @property
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,21 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _percentage(raw: str) -> int:
+    value = _int(raw)
+    if not 0 <= value <= 100:
+        raise ValueError("a percentage 0-100")
+    return value
+
+
+def _replica_selector(raw: str) -> str:
+    value = raw.strip()
+    known = ("org.apache.kafka.common.replica.RackAwareReplicaSelector", "org.apache.kafka.common.replica.LeaderSelector")
+    if value and value not in known:
+        raise ValueError(f"empty or one of {', '.join(known)}")
+    return "" if value == known[1] else value
+
+
 def _metrics_port(raw: str) -> int:
     value = _int(raw)
     if not -1 <= value <= 65535:
@@ -311,6 +326,10 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool, "false"),
     # fsync the metadata journal (in batches) before a voter acknowledges entries (raft_meta/raft_core.py)
     "metadata.log.fsync.enable": ("metadata_log_fsync_enable", _bool, "true"),
+    # Kafka's threshold for automatic preferred-leader balancing (raft_meta/leader_balance.py).
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _percentage, "10"),
+    # KIP-392 (broker/replica_selector.py): empty = consumers read from leaders.
+    "replica.selector.class": ("replica_selector_class", _replica_selector, ""),
 }
 
 
@@ -325,6 +344,9 @@ _ACCEPTED_IGNORED = {
     "transaction.state.log.min.isr",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
+    # Replication throttles (KIP-73): accepted, not enforced yet (README, "Moving partitions").
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
 }
 
 
@@ -389,6 +411,8 @@ class NodeConfig:
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
     metadata_log_fsync_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    replica_selector_class: str = ""
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(

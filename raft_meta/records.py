@@ -101,6 +101,8 @@ class PartitionChange:
 
     Applying it bumps the partition epoch, and the leader epoch when the
     leader changes. `unclean` marks a leader elected from outside the ISR.
+    `adding_replicas` / `removing_replicas` (KIP-455, Kafka's PartitionChangeRecord fields of
+    the same names): a reassignment in progress; None keeps the current ones, () ends it.
     """
 
     TYPE: ClassVar[str] = "PartitionChange"
@@ -113,6 +115,8 @@ class PartitionChange:
     replicas: tuple[int, ...] | None = None
     unclean: bool = False
     request_id: str | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,8 @@ def _body(image: MetadataImage) -> dict[str, Any]:
         ],
         "topics": [
             [t.topic_id, t.name, [
-                [index, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch]
+                [index, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch,
+                 *([list(p.adding_replicas), list(p.removing_replicas)] if p.reassigning else [])]
                 for index, p in t.partitions.items()
             ]]
             for t in image.topics.values()
@@ -137,14 +138,20 @@ def _topic(item: Any) -> TopicImage:
     what = f"topic {name!r}"
     parts: dict[int, PartitionImage] = {}
     for entry in _list(partitions, f"{what} partitions"):
-        index, replicas, isr, leader, leader_epoch, partition_epoch = _list(entry, f"{what} partition", 6)
+        fields = _list(entry, f"{what} partition")
+        if len(fields) == 6:  # no reassignment in progress
+            fields = [*fields, [], []]
+        index, replicas, isr, leader, leader_epoch, partition_epoch, adding, removing = _list(
+            fields, f"{what} partition", 8)
         index = _int(index, f"{what} partition index")
         where = f"{what} partition {index}"
         if index in parts:
             raise SnapshotError(f"{where}: listed twice")
         parts[index] = PartitionImage(_ints(replicas, f"{where} replicas"), _ints(isr, f"{where} isr"),
                                       _int(leader, f"{where} leader"), _int(leader_epoch, f"{where} leader epoch"),
-                                      _int(partition_epoch, f"{where} partition epoch"))
+                                      _int(partition_epoch, f"{where} partition epoch"),
+                                      _ints(adding, f"{where} adding replicas"),
+                                      _ints(removing, f"{where} removing replicas"))
     return TopicImage(name=_str(name, "topic name"), topic_id=_str(topic_id, f"{what} id"),  # type: ignore[arg-type]
                       partitions=parts)
 

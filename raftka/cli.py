@@ -760,5 +760,101 @@ def users_list(bootstrap: str) -> None:
     sys.exit(list_users(bootstrap))
 
 
+# --- reassign ------------------------------------------------------------------
+@main.group()
+def reassign() -> None:
+    """Move partition replicas between brokers (like kafka-reassign-partitions.sh).
+
+    \b
+    raftka reassign generate --topics-to-move-json-file topics.json --broker-list 1,2,4 > plan.txt
+    raftka reassign execute --reassignment-json-file plan.json
+    raftka reassign verify --reassignment-json-file plan.json
+    raftka reassign cancel --reassignment-json-file plan.json
+    """
+
+
+_PLAN_FILE = click.option("--reassignment-json-file", "plan_file", required=True, metavar="FILE",
+                          help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}')
+
+
+@reassign.command(name="generate")
+@_BOOTSTRAP
+@click.option("--topics-to-move-json-file", "topics_file", required=True, metavar="FILE",
+              help='{"version":1,"topics":[{"topic":"t"}]}')
+@click.option("--broker-list", required=True, help="Brokers to spread the topics over, e.g. 1,2,4.")
+@click.option("--disable-rack-aware", is_flag=True, help="Ignore broker.rack when placing replicas.")
+def reassign_generate(bootstrap: str, topics_file: str, broker_list: str, disable_rack_aware: bool) -> None:
+    """Print the current assignment and a proposed one; changes nothing."""
+    from raftka.cmd_reassign import generate_cmd
+
+    sys.exit(generate_cmd(bootstrap, topics_file, broker_list, disable_rack_aware))
+
+
+@reassign.command(name="execute")
+@_BOOTSTRAP
+@_PLAN_FILE
+@click.option("--throttle", type=int, default=-1, metavar="BYTES/S",
+              help="Accepted for kafka-reassign-partitions scripts; not enforced yet (a warning says so).")
+def reassign_execute(bootstrap: str, plan_file: str, throttle: int) -> None:
+    """Start the reassignments of a plan; prints the current assignment for a rollback."""
+    from raftka.cmd_reassign import execute_cmd
+
+    sys.exit(execute_cmd(bootstrap, plan_file, throttle))
+
+
+@reassign.command(name="verify")
+@_BOOTSTRAP
+@_PLAN_FILE
+@click.option("--preserve-throttles", is_flag=True, help="Accepted for kafka-reassign-partitions scripts.")
+def reassign_verify(bootstrap: str, plan_file: str, preserve_throttles: bool) -> None:
+    """Report each partition of a plan; exit 0 only when all are complete."""
+    from raftka.cmd_reassign import verify_cmd
+
+    sys.exit(verify_cmd(bootstrap, plan_file))
+
+
+@reassign.command(name="cancel")
+@_BOOTSTRAP
+@_PLAN_FILE
+@click.option("--preserve-throttles", is_flag=True, help="Accepted for kafka-reassign-partitions scripts.")
+def reassign_cancel(bootstrap: str, plan_file: str, preserve_throttles: bool) -> None:
+    """Cancel the reassignments of a plan still in progress (their replicas go back)."""
+    from raftka.cmd_reassign import cancel_cmd
+
+    sys.exit(cancel_cmd(bootstrap, plan_file))
+
+
+# --- brokers -------------------------------------------------------------------
+@main.group()
+def brokers() -> None:
+    """Retire brokers: move their replicas away, then unregister them."""
+
+
+@brokers.command(name="drain")
+@_BOOTSTRAP
+@click.option("--node", type=int, required=True, help="The broker id to move every replica off.")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Follow the moves until they finish.")
+@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+              help="Seconds to follow the moves (--wait).")
+def brokers_drain(bootstrap: str, node: int, wait: bool, timeout_s: float) -> None:
+    """Reassign every replica of broker NODE to the least loaded other live brokers."""
+    from raftka.cmd_brokers import drain_cmd
+
+    sys.exit(drain_cmd(bootstrap, node, wait, timeout_s))
+
+
+@brokers.command(name="unregister")
+@_BOOTSTRAP
+@click.option("--id", "--node", "broker_id", type=int, required=True, help="The broker id to unregister.")
+def brokers_unregister(bootstrap: str, broker_id: int) -> None:
+    """Remove a broker's registration (kafka-cluster unregister): stop it first, drain it before.
+
+    A broker still running registers again at its next heartbeat, as in Kafka.
+    """
+    from raftka.cmd_brokers import unregister_cmd
+
+    sys.exit(unregister_cmd(bootstrap, broker_id))
+
+
 if __name__ == "__main__":
     main()

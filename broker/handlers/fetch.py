@@ -30,7 +30,7 @@ import uuid
 import structlog
 import trio
 
-from raftka.broker import acl_checks
+from raftka.broker import acl_checks, replica_selector
 from raftka.broker.errors import error_code_for
 from raftka.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionError, SessionPartition
 from raftka.broker.handlers.metadata import ZERO_UUID, topic_uuid
@@ -114,8 +114,29 @@ def _idle(sp: SessionPartition, record_follower: bool, ctx, replica_id: int, now
     return True
 
 
+def _consumer_replica(ctx, w: SessionPartition, client_rack: str | None):
+    """(the local replica a consumer reads, preferred read replica) — KIP-392. `client_rack`
+    None: a Fetch below v11, which only leaders serve."""
+    partition = ctx.replicas.get(w.topic, w.partition)
+    if client_rack is None or partition.is_leader:
+        partition.check_leader(w.current_leader_epoch)
+        if client_rack and ctx.config.replica_selector_class == replica_selector.RACK_AWARE_SELECTOR:
+            image = ctx.image
+
+            def rack_of(broker: int) -> str | None:
+                b = image.brokers.get(broker)
+                return b.rack if b is not None and not b.fenced else None
+
+            ends = {r: f.log_end_offset for r, f in partition.followers.items()}
+            return partition, replica_selector.preferred_read_replica(
+                client_rack, partition.leader, partition.isr, ends, w.fetch_offset, rack_of)
+        return partition, replica_selector.NO_PREFERRED_REPLICA
+    partition.check_follower_epoch(w.current_leader_epoch)  # a follower serves v11+ consumers
+    return partition, replica_selector.NO_PREFERRED_REPLICA
+
+
 def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower: bool, incremental: bool,
-           denied: frozenset[str] = frozenset()):
+           denied: frozenset[str] = frozenset(), client_rack: str | None = None):
     """(topic responses, total record bytes, any error, session updates to commit if sent).
 
     `incremental`: `wanted` are a session's partitions and the response names only those
@@ -138,9 +159,19 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
         try:
             if w.topic in denied:
                 raise acl_checks.topic_denied_error(w.topic)
-            partition = ctx.replicas.get_leader(w.topic, w.partition, w.current_leader_epoch)
             if follower:
+                partition = ctx.replicas.get_leader(w.topic, w.partition, w.current_leader_epoch)
                 partition.update_follower_log_start(request.replica_id, w.log_start_offset)
+            else:
+                partition, preferred = _consumer_replica(ctx, w, client_rack)
+                if preferred != replica_selector.NO_PREFERRED_REPLICA:  # no records: go there
+                    entry["preferred_read_replica"] = preferred
+                    entry["high_watermark"] = entry["last_stable_offset"] = partition.high_watermark
+                    entry["log_start_offset"] = partition.log.log_start_offset
+                    sent.append((w, entry["high_watermark"], entry["log_start_offset"]))
+                    topics.setdefault(w.topic, []).append(entry)
+                    any_error = True  # answer at once, as for an error: nothing to wait for
+                    continue
             if follower and record_follower:
                 ctx.replicas.record_follower_fetch(partition, request.replica_id, w.fetch_offset)
                 w.recorded_at = now
@@ -150,7 +181,9 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
             # Nothing to read at the end of what this fetcher may see (the idle partitions of
             # a session, mostly): skip the read.
             readable_end = partition.log.log_end_offset if follower else partition.high_watermark
-            if remaining > 0 and w.fetch_offset != readable_end:
+            if not follower and not partition.is_leader and readable_end < w.fetch_offset:
+                pass  # a follower behind the consumer's position (KIP-392): nothing yet, no error
+            elif remaining > 0 and w.fetch_offset != readable_end:
                 # The first partition with data may exceed max_bytes by one batch (Kafka's rule).
                 limit = min(w.partition_max_bytes, remaining)
                 info = partition.read(w.fetch_offset, limit, committed_only=not follower)
@@ -219,7 +252,7 @@ async def handle(ctx, header, request, conn=None) -> FetchResponse:
     unknown = []
     if header.api_version >= TOPIC_IDS_VERSION:
         ids, unknown = _resolve_topic_ids(ctx, request)
-    response = await _handle(ctx, request, conn)
+    response = await _handle(ctx, header, request, conn)
     if header.api_version >= TOPIC_IDS_VERSION:
         image = ctx.image
         for entry in response.responses:
@@ -235,7 +268,7 @@ async def handle(ctx, header, request, conn=None) -> FetchResponse:
     return response
 
 
-async def _handle(ctx, request, conn=None) -> FetchResponse:
+async def _handle(ctx, header, request, conn=None) -> FetchResponse:
     now = trio.current_time()
     try:
         session, wanted, listed, incremental = _open_session(ctx, request, now)
@@ -243,12 +276,14 @@ async def _handle(ctx, request, conn=None) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=exc.error_code, session_id=0, responses=[])
     deadline = now + max(0, request.max_wait_ms) / 1000.0
     follower = request.replica_id >= 0
+    client_rack = getattr(request, "rack_id", "") if header.api_version >= 11 else None  # KIP-392
     denied = acl_checks.fetch_denied(ctx, conn, follower, {w.topic for w in wanted})
     first = True
     while True:
         # Taken before reading, so no wake-up is missed.
         event = ctx.replicas.append_event() if follower else ctx.replicas.data_event()
-        topics, total, any_error, sent = _build(ctx, request, wanted, listed, first, incremental, denied)
+        topics, total, any_error, sent = _build(ctx, request, wanted, listed, first, incremental, denied,
+                                                client_rack)
         first = False
         if total >= request.min_bytes or any_error or trio.current_time() >= deadline:
             break

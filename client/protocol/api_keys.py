@@ -52,6 +52,9 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    UNREGISTER_BROKER = 64
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -92,6 +95,11 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # v2 (flexible) is not advertised (docs/SECURITY.md).
     ApiKey.SASL_HANDSHAKE: (1, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 1),
+    # Flexible from v0, yet safe to advertise: kafka-python's broker-version inference does not
+    # look at keys 45/46 (unlike 48, 60, 68, 71).
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.UNREGISTER_BROKER: (0, 0),  # flexible-only too; not one kafka-python's guess reads
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -153,6 +161,9 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.SASL_AUTHENTICATE: 2,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.UNREGISTER_BROKER: 0,
 }
 
 

@@ -73,6 +73,9 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
+    ApiKey.UNREGISTER_BROKER: "UnregisterBroker",
 }
 
 
@@ -89,8 +92,15 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+# Kafka's specs for APIs kafka-python does not ship (read when `resources` lacks one).
+EXTRA_SPECS = Path(__file__).resolve().parent / "specs"
+
+
 def load_spec(resources: Path, stem: str) -> dict:
-    text = (resources / f"{stem}.json").read_text(encoding="utf-8")
+    path = resources / f"{stem}.json"
+    if not path.exists() and (EXTRA_SPECS / f"{stem}.json").exists():
+        path = EXTRA_SPECS / f"{stem}.json"
+    text = path.read_text(encoding="utf-8")
     return legacy_versions.apply(json.loads(_COMMENT.sub("", text)))
 
 

@@ -992,6 +992,84 @@ SASL_AUTHENTICATE_RESPONSE = MessageSchema(
     ),
 )
 
+ALTER_PARTITION_REASSIGNMENTS_REQUEST = MessageSchema(
+    'AlterPartitionReassignmentsRequest', 45, 'request', '0-1', flexible='0+',
+    fields=(
+        F('timeout_ms', 'int32', '0+', default=60000),
+        F('allow_replication_factor_change', 'bool', '1+', default=True),
+        F('topics', '[]ReassignableTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]ReassignablePartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('replicas', '[]int32', '0+', nullable='0+', default=None),
+            )),
+        )),
+    ),
+)
+
+ALTER_PARTITION_REASSIGNMENTS_RESPONSE = MessageSchema(
+    'AlterPartitionReassignmentsResponse', 45, 'response', '0-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('allow_replication_factor_change', 'bool', '1+', default=True),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('responses', '[]ReassignableTopicResponse', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]ReassignablePartitionResponse', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+            )),
+        )),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_REQUEST = MessageSchema(
+    'ListPartitionReassignmentsRequest', 46, 'request', '0-0', flexible='0+',
+    fields=(
+        F('timeout_ms', 'int32', '0+', default=60000),
+        F('topics', '[]ListPartitionReassignmentsTopics', '0+', nullable='0+', default=None, fields=(
+            F('name', 'string', '0+'),
+            F('partition_indexes', '[]int32', '0+'),
+        )),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_RESPONSE = MessageSchema(
+    'ListPartitionReassignmentsResponse', 46, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('topics', '[]OngoingTopicReassignment', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]OngoingPartitionReassignment', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('replicas', '[]int32', '0+'),
+                F('adding_replicas', '[]int32', '0+'),
+                F('removing_replicas', '[]int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+UNREGISTER_BROKER_REQUEST = MessageSchema(
+    'UnregisterBrokerRequest', 64, 'request', '0-0', flexible='0+',
+    fields=(
+        F('broker_id', 'int32', '0+'),
+    ),
+)
+
+UNREGISTER_BROKER_RESPONSE = MessageSchema(
+    'UnregisterBrokerResponse', 64, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+    ),
+)
+
 DESCRIBE_QUORUM_REQUEST = MessageSchema(
     'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
     fields=(
@@ -1156,6 +1234,12 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     SASL_HANDSHAKE_RESPONSE,
     SASL_AUTHENTICATE_REQUEST,
     SASL_AUTHENTICATE_RESPONSE,
+    ALTER_PARTITION_REASSIGNMENTS_REQUEST,
+    ALTER_PARTITION_REASSIGNMENTS_RESPONSE,
+    LIST_PARTITION_REASSIGNMENTS_REQUEST,
+    LIST_PARTITION_REASSIGNMENTS_RESPONSE,
+    UNREGISTER_BROKER_REQUEST,
+    UNREGISTER_BROKER_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
     DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,

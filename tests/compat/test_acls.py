@@ -262,3 +262,37 @@ def test_each_api_answers_kafkas_code_on_the_wire(secured: ServerProcess) -> Non
             {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
             "include_synonyms": False, "include_documentation": False})
         assert [r.error_code for r in configs.results] == [topic_denied, 0, cluster_denied]
+
+
+def test_reassignment_and_unregister_need_alter_or_describe_on_the_cluster(secured: ServerProcess) -> None:
+    """Kafka's rules: AlterPartitionReassignments and UnregisterBroker need ALTER on the cluster,
+    ListPartitionReassignments DESCRIBE on the cluster. The denials name host 127.0.0.2 (the wire
+    client connects from there), so this module's admin on 127.0.0.1 may still manage ACLs."""
+    from raftka.client.protocol import ApiKey
+    from tests.compat.wire_client import WireConnection
+
+    cluster_denied = 31
+    denies = [AclBinding(CKResource.BROKER, "kafka-cluster", CKPattern.LITERAL, ANON, "127.0.0.2", op,
+                         AclPermissionType.DENY) for op in (AclOperation.ALTER, AclOperation.DESCRIBE)]
+    _wait_all(_ck_admin(secured).create_acls(denies))
+    try:
+        with WireConnection(secured.bootstrap, source_host="127.0.0.2") as wire:
+            altered = wire.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 15000, "topics": [
+                {"name": "x", "partitions": [{"partition_index": 0, "replicas": [1]}]}]})
+            assert (altered.error_code, altered.responses) == (cluster_denied, [])
+            listed = wire.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 15000, "topics": None})
+            assert listed.error_code == cluster_denied
+            gone = wire.request(ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 7})
+            assert gone.error_code == cluster_denied
+        with WireConnection(secured.bootstrap) as wire:  # from 127.0.0.1: allowed, Kafka's own errors
+            listed = wire.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 15000, "topics": None})
+            assert (listed.error_code, listed.topics) == (0, [])
+            gone = wire.request(ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 7})
+            assert gone.error_code == 102  # BROKER_ID_NOT_REGISTERED
+            altered = wire.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 15000, "topics": [
+                {"name": "x", "partitions": [{"partition_index": 0, "replicas": [1]}]}]})
+            assert altered.error_code == 0 and altered.responses[0].partitions[0].error_code == 3
+    finally:
+        _wait_all(_ck_admin(secured).delete_acls([AclBindingFilter(
+            CKResource.BROKER, "kafka-cluster", CKPattern.LITERAL, ANON, "127.0.0.2", d.operation,
+            AclPermissionType.DENY) for d in denies]))

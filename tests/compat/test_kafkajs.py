@@ -128,3 +128,24 @@ def test_idempotent_producer_across_a_leader_kill(kafkajs, cluster):
     read = Run(kafkajs, "consume", bootstrap_of(cluster), topic, 400).done()
     values = [v for _, _, v in sorted(read["records"])]
     assert values == [f"v{i}" for i in range(400)]  # every send once, in order
+
+
+def test_reassignment_moves_a_partition_and_keeps_every_record(kafkajs, cluster):
+    """alterPartitionReassignments / listPartitionReassignments (KIP-455) under KafkaJS, with
+    records written before the move read back afterwards."""
+    topic = "kjs-reassign"
+    create_topic(cluster, topic, partitions=1, rf=1, configs={"min.insync.replicas": "1"})
+    Run(kafkajs, "produce", bootstrap_of(cluster), topic, 200).done()
+    (source,) = partition_info(cluster, topic).replicas
+    target = sorted(n for n in cluster.nodes if n != source)
+    result = Run(kafkajs, "reassign", bootstrap_of(cluster), topic, ",".join(map(str, target))).done()
+    assert result["refused"] == "INVALID_REPLICA_ASSIGNMENT"
+    assert result["replicas"] == target and sorted(result["isr"]) == target and result["leader"] in target
+    assert result["listedAfter"] == []
+    for entry in result["listedDuring"]:  # the move may already be over when KafkaJS lists it
+        assert entry["name"] == topic
+        [part] = entry["partitions"]
+        assert part["replicas"] == [*target, source] and part["addingReplicas"] == target
+        assert part["removingReplicas"] == [source]
+    records = Run(kafkajs, "consume", bootstrap_of(cluster), topic, 200).done()["records"]
+    assert sorted(v for _, _, v in records) == sorted(f"v{i}" for i in range(200))

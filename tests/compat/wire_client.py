@@ -28,9 +28,11 @@ class ConnectionClosedByBroker(Exception):
 class WireConnection:
     """One TCP connection to a broker; requests are answered in order, so one at a time here."""
 
-    def __init__(self, address: str, *, timeout: float = 15.0, client_id: str = "wire-test") -> None:
+    def __init__(self, address: str, *, timeout: float = 15.0, client_id: str = "wire-test",
+                 source_host: str | None = None) -> None:
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                             source_address=None if source_host is None else (source_host, 0))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         self.client_id = client_id

@@ -204,6 +204,14 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda rng: {"users": [{"name": "fuzz-user"}]},
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda rng: {"deletions": [{"name": "fuzz-user", "mechanism": 1}],
                                                       "upsertions": []},
+    # Harmless as sent: a missing topic's move, a cancel with nothing moving, an unknown broker.
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda rng: {
+        "timeout_ms": 5000, "allow_replication_factor_change": True, "topics": [
+            {"name": rng.choice(("fuzz-missing", "fuzz-a")), "partitions": [
+                {"partition_index": rng.randrange(3), "replicas": rng.choice((None, [4242]))}]}]},
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda rng: {
+        "timeout_ms": 5000, "topics": rng.choice((None, [{"name": "fuzz-a", "partition_indexes": [0, 1]}]))},
+    ApiKey.UNREGISTER_BROKER: lambda rng: {"broker_id": 4242},
 }
 
 

@@ -83,3 +83,20 @@ def test_high_watermark_never_starts_below_the_log_start(open_log) -> None:
     assert p.high_watermark == 6
     p.update_follower_log_start(2, 6)
     assert p.follower_log_starts == {2: 6}
+async def test_acks_all_waiter_gets_not_leader_at_once_when_the_partition_is_detached(open_log,
+                                                                                       autojump_clock) -> None:
+    """Reassigned away (or its topic deleted): the waiter must not sit until its request timeout
+    (30 s of librdkafka stalls, seen in the reassignment test) but answer NOT_LEADER_OR_FOLLOWER."""
+    p = Partition("t", "tid", 0, 1, open_log())
+    p.apply_image(PartitionImage((1, 2), (1, 2), 1, 1, 0), 2, _now_ms())
+    info = p.append_as_leader(make_batch(5), -1)
+    started = trio.current_time()
+    async with trio.open_nursery() as nursery:
+
+        async def waiter() -> None:
+            with pytest.raises(NotLeaderOrFollower, match="leadership moved"):
+                await p.wait_for_high_watermark(info.last_offset + 1, started + 30)
+
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        p.detach()  # without it the waiter would get RequestTimedOut at started + 30 (virtual time)

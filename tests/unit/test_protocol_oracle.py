@@ -35,10 +35,14 @@ def _kp_supports(kp_cls, version: int) -> bool:
     return version <= kp_cls.max_version
 
 
+# kafka-python 3.0.12 has no UnregisterBroker (its spec is in client/protocol/specs/): the
+# generic round trip (test_protocol_roundtrip.py) covers it instead.
+NOT_IN_KAFKA_PYTHON = frozenset({ApiKey.UNREGISTER_BROKER})
+
 DECLARED = [
     (kind, key, version, sparse)
     for kind in ("request", "response")
-    for key in REQUEST_CODECS
+    for key in REQUEST_CODECS if key not in NOT_IN_KAFKA_PYTHON
     for version in range(DECLARED_VERSIONS[key][0], DECLARED_VERSIONS[key][1] + 1)
     for sparse in (False, True)
 ]
@@ -81,7 +85,9 @@ def test_declared_versions_against_kafka_python(kind, key, version, sparse):
 def _full_range_cases():
     resources = default_resources_dir()
     cases = []
-    for stem in SPEC_NAMES.values():
+    for key, stem in SPEC_NAMES.items():
+        if key in NOT_IN_KAFKA_PYTHON:
+            continue
         for kind in ("Request", "Response"):
             spec = load_spec(resources, stem + kind)
             low, _, high = spec["validVersions"].partition("-")  # "0" for a single version (OffsetDelete)

@@ -105,7 +105,38 @@ async function consume() {
   emit('done', { records: got });
 }
 
-const scenarios = { admin, produce, group, consume };
+async function reassign() {
+  // Move partition 0 of `topic` to `target` (comma-separated ids): alterPartitionReassignments,
+  // then listPartitionReassignments and the topic metadata until the move is over; also a
+  // refused request (an unknown broker) to see the error KafkaJS raises.
+  const [topic, target] = [args[0], args[1].split(',').map(Number)];
+  const a = kafka.admin();
+  await a.connect();
+  let refused = null;
+  try {
+    await a.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [9999] }] }] });
+  } catch (err) {
+    refused = err.type || (err.errors ? err.errors.map((e) => e.type).join(',') : err.name);
+  }
+  await a.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: target }] }] });
+  const listedDuring = await a.listPartitionReassignments({ topics: [{ topic, partitions: [0] }] });
+  let part0 = null;
+  let listedAfter = null;
+  const until = Date.now() + 90000;
+  while (Date.now() < until) {
+    const meta = await a.fetchTopicMetadata({ topics: [topic] });
+    part0 = meta.topics[0].partitions.find((p) => p.partitionId === 0);
+    listedAfter = await a.listPartitionReassignments({});
+    if (part0.replicas.join(',') === target.join(',') && part0.isr.length === target.length
+        && listedAfter.topics.length === 0) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await a.disconnect();
+  emit('done', { refused, listedDuring: listedDuring.topics, replicas: part0.replicas, isr: part0.isr,
+                 leader: part0.leader, listedAfter: listedAfter.topics });
+}
+
+const scenarios = { admin, produce, group, consume, reassign };
 deadline(150000, scenario);
 scenarios[scenario]().then(() => process.exit(0), (err) => {
   emit('error', { name: err.name, message: err.message, type: err.type || null });

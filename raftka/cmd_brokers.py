@@ -1,0 +1,133 @@
+"""`raftka brokers drain --node N`: move every replica off a broker (by reassignments), so it can
+be stopped and unregistered (`raftka brokers unregister --id N`, like `kafka-cluster
+unregister`) with nothing lost.
+
+For each partition with a replica on N, that replica is replaced by the live broker, not already
+a replica, that holds the fewest replicas so far (ties: the lowest id); N's position in the list
+is kept, so a drained leader's partition prefers its replacement only where N was preferred.
+The plan is printed in kafka-reassign-partitions' JSON (a rollback file), started, and, unless
+--no-wait, followed until every partition has finished. Exit 0 done, 1 refused / unreachable /
+not finished in --timeout, 2 bad options.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import click
+import trio
+
+from raftka.client.cluster import Cluster
+from raftka.client.cluster_admin import unregister_broker
+from raftka.client.errors import KafkaError
+from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
+from raftka.cmd_reassign import Assignment, UsageError, format_assignment, retry_not_controller
+
+TIMEOUT_MS = 30000
+
+
+def plan_drain(current: Mapping[tuple[str, int], Sequence[int]], live: Sequence[int],
+               node: int) -> tuple[Assignment, dict[tuple[str, int], str]]:
+    """(new replica lists for the partitions with a replica on `node`, why each other one cannot move)."""
+    load = Counter({b: 0 for b in live if b != node})
+    for replicas in current.values():
+        load.update(r for r in replicas if r in load)
+    plan: Assignment = {}
+    stuck: dict[tuple[str, int], str] = {}
+    for key, replicas in sorted(current.items()):
+        if node not in replicas:
+            continue
+        candidates = sorted((n, b) for b, n in load.items() if b not in replicas)
+        if not candidates:
+            stuck[key] = (f"replication factor {len(replicas)} needs another live broker besides "
+                          f"{sorted(set(replicas) - {node})} and none is left (live: {sorted(live)})")
+            continue
+        replacement = candidates[0][1]
+        load[replacement] += 1
+        plan[key] = tuple(replacement if r == node else r for r in replicas)
+    return plan, stuck
+
+
+def _run(command: str, bootstrap: str, action) -> int:
+    async def main() -> int:
+        failure: Exception | None = None
+        async with trio.open_nursery() as nursery:
+            cluster = Cluster(bootstrap, nursery, client_id="raftka-brokers", request_timeout_ms=TIMEOUT_MS)
+            try:
+                result = await action(cluster)
+            except (KafkaError, UsageError) as exc:  # raised out here, not wrapped in an ExceptionGroup
+                failure = exc
+            finally:
+                await cluster.aclose()
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
+
+    try:
+        return trio.run(main)
+    except (KafkaError, UsageError) as exc:
+        click.echo(f"raftka brokers {command}: {exc}", err=True)
+        return 1
+
+
+RETRY_S = 30.0  # NOT_CONTROLLER (the controller role is moving) is retried this long
+
+
+def unregister_cmd(bootstrap: str, broker_id: int) -> int:
+    async def action(cluster: Cluster) -> int:
+        retried = False
+        with trio.move_on_after(RETRY_S):
+            while True:
+                try:
+                    await unregister_broker(cluster, broker_id)
+                    break
+                except KafkaError as exc:
+                    if exc.code == 102 and retried:
+                        break  # an earlier attempt did commit before the controller moved
+                    if exc.code != 41:
+                        raise
+                    retried = True
+                    await trio.sleep(0.5)
+            click.echo(f"Broker {broker_id} is no longer registered.")
+            return 0
+        click.echo(f"raftka brokers unregister: no active controller answered within {RETRY_S:g} s", err=True)
+        return 1
+
+    return _run("unregister", bootstrap, action)
+
+
+def drain_cmd(bootstrap: str, node: int, wait: bool, timeout_s: float) -> int:
+    async def action(cluster: Cluster) -> int:
+        metadata = await cluster.refresh_metadata(all_topics=True)
+        if node not in metadata.brokers:
+            click.echo(f"note: broker {node} is not live; its replicas are moved anyway", err=True)
+        current = {(t, p): tuple(info.replicas) for t, topic in metadata.topics.items()
+                   for p, info in topic.partitions.items()}
+        plan, stuck = plan_drain(current, sorted(metadata.brokers), node)
+        for (t, p), why in sorted(stuck.items()):
+            click.echo(f"Cannot move {t}-{p} off broker {node}: {why}", err=True)
+        if not plan:
+            click.echo(f"Broker {node} holds no replicas" + (" that can move." if stuck else "."))
+            return 1 if stuck else 0
+        click.echo("Current partition replica assignment\n\n"
+                   f"{format_assignment({k: current[k] for k in plan})}\n\n"
+                   "Save this to use as the --reassignment-json-file option during rollback")
+        results = await retry_not_controller(lambda: alter_partition_reassignments(cluster, plan))
+        failed = {k: e for k, e in results.items() if e is not None}
+        for (t, p), error in sorted(failed.items()):
+            click.echo(f"Error reassigning partition {t}-{p}: {type(error).__name__}: {error}", err=True)
+        started = [k for k in plan if k not in failed]
+        click.echo(f"Started moving {len(started)} partition(s) off broker {node}.")
+        if not wait or not started:
+            return 1 if failed or stuck else 0
+        with trio.move_on_after(timeout_s):
+            while await list_partition_reassignments(cluster, started):
+                await trio.sleep(0.5)
+            click.echo(f"Broker {node} is drained: none of its partitions is moving any more.")
+            return 1 if failed or stuck else 0
+        click.echo(f"Still moving after {timeout_s:g} s; follow with raftka reassign verify", err=True)
+        return 1
+
+    return _run("drain", bootstrap, action)

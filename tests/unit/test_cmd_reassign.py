@@ -1,0 +1,113 @@
+"""The pure part of `raftka reassign`: kafka-reassign-partitions' JSON files, proposals, verify wording."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from raftka.cmd_reassign import (
+    UsageError,
+    format_assignment,
+    parse_broker_list,
+    parse_reassignment,
+    parse_topics_to_move,
+    propose,
+    verify_lines,
+)
+
+
+def test_topics_to_move_file() -> None:
+    assert parse_topics_to_move('{"version":1,"topics":[{"topic":"a"},{"topic":"b"},{"topic":"a"}]}') == ["a", "b"]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("nope", "not JSON"),
+    ("[]", "must be a JSON object"),
+    ('{"version":2,"topics":[{"topic":"a"}]}', "version 2 is not supported"),
+    ('{"topics":[]}', 'non-empty "topics"'),
+    ('{"topics":[{"name":"a"}]}', '"topic" string'),
+])
+def test_topics_to_move_refusals(text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_topics_to_move(text)
+
+
+def test_reassignment_file_round_trips_kafkas_format() -> None:
+    text = ('{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[3,1],"log_dirs":["any","any"]},'
+            '{"topic":"t","partition":0,"replicas":[2]}]}')
+    plan = parse_reassignment(text)
+    assert plan == {("t", 1): (3, 1), ("t", 0): (2,)}
+    assert json.loads(format_assignment(plan)) == {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [2], "log_dirs": ["any"]},
+        {"topic": "t", "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]}]}
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"topic": "t", "partition": 0, "replicas": []}, "non-empty list"),
+    ({"topic": "t", "partition": 0, "replicas": [1, 1]}, "more than once"),
+    ({"topic": "t", "partition": "0", "replicas": [1]}, '"partition" integer'),
+    ({"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/data"]}, 'only "any"'),
+])
+def test_reassignment_file_refusals(entry: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_reassignment(json.dumps({"version": 1, "partitions": [entry]}))
+    with pytest.raises(UsageError, match="more than once"):
+        parse_reassignment(json.dumps({"partitions": [{"topic": "t", "partition": 0, "replicas": [1]}] * 2}))
+
+
+def test_broker_list() -> None:
+    assert parse_broker_list("1,2, 4") == [1, 2, 4]
+    for bad in ("", "1,x", "1,1"):
+        with pytest.raises(UsageError):
+            parse_broker_list(bad)
+
+
+def test_propose_keeps_replication_factor_and_uses_only_the_listed_brokers() -> None:
+    current = {("a", 0): (1, 2), ("a", 1): (2, 3), ("b", 0): (1,)}
+    proposed = propose(current, {1: None, 2: None, 3: None, 4: None}, [3, 4])
+    assert set(proposed) == set(current)
+    assert all(len(proposed[k]) == len(current[k]) and set(proposed[k]) <= {3, 4} for k in current)
+    assert proposed[("a", 0)][0] != proposed[("a", 1)][0]  # leaders rotate
+
+
+def test_propose_is_rack_aware_unless_disabled() -> None:
+    racks = {1: "r1", 2: "r1", 3: "r2", 4: "r2"}
+    proposed = propose({("t", p): (1, 2) for p in range(4)}, racks, [1, 2, 3, 4])
+    assert all({racks[r] for r in replicas} == {"r1", "r2"} for replicas in proposed.values())
+    with pytest.raises(UsageError, match="not in the cluster"):
+        propose({("t", 0): (1,)}, racks, [9])
+    with pytest.raises(UsageError, match="replication factor 2"):
+        propose({("t", 0): (1, 2)}, racks, [1])
+
+
+def test_verify_wording() -> None:
+    plan = {("t", 0): (2,), ("t", 1): (3,), ("t", 2): (1,)}
+    lines, done = verify_lines(plan, {("t", 0): (2,), ("t", 1): (3, 1), ("t", 2): (2,)}, {("t", 1): object()})
+    assert lines == ["Reassignment of partition t-0 is completed.",
+                     "Reassignment of partition t-1 is still in progress.",
+                     "There is no active reassignment of partition t-2, but replica set is [2] rather than [1]."]
+    assert not done
+    assert verify_lines({("t", 0): (2,)}, {("t", 0): (2,)}, {}) == (
+        ["Reassignment of partition t-0 is completed."], True)
+
+
+def test_drain_plan_replaces_the_node_with_the_least_loaded_live_broker() -> None:
+    from raftka.cmd_brokers import plan_drain
+
+    current = {("t", 0): (1, 2), ("t", 1): (2, 3), ("t", 2): (3, 4), ("u", 0): (2,)}
+    plan, stuck = plan_drain(current, [1, 2, 3, 4], 2)
+    assert not stuck
+    assert set(plan) == {("t", 0), ("t", 1), ("u", 0)}  # t-2 has no replica on 2
+    assert all(2 not in replicas for replicas in plan.values())
+    assert plan[("t", 0)][1] != 1 and plan[("t", 1)][1] == 3 and plan[("t", 1)][0] != 3  # position kept
+    # Load evens out: the three moved replicas do not all land on one broker.
+    assert len({b for k in plan for b in set(plan[k]) - set(current[k])}) > 1
+
+
+def test_drain_plan_reports_partitions_that_cannot_move() -> None:
+    from raftka.cmd_brokers import plan_drain
+
+    plan, stuck = plan_drain({("t", 0): (1, 2), ("t", 1): (1,)}, [1, 2], 1)
+    assert plan == {("t", 1): (2,)}
+    assert "needs another live broker" in stuck[("t", 0)]
