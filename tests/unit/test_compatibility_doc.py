@@ -8,7 +8,12 @@ from pathlib import Path
 
 from raftka.client.protocol import ADVERTISED_VERSIONS, ApiKey
 from raftka.client.protocol.api_keys import SERVED_VERSIONS
-from raftka.client.protocol.generate_schemas import _COMMENT, SPEC_NAMES, default_resources_dir
+from raftka.client.protocol.generate_schemas import (
+    _COMMENT,
+    EXTRA_SPECS,
+    SPEC_NAMES,
+    default_resources_dir,
+)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
 BEGIN = "<!-- BEGIN API TABLE"
@@ -17,9 +22,10 @@ END = "<!-- END API TABLE -->"
 
 def kafka4_floor(key: ApiKey) -> int:
     """The first version in Kafka 4's own spec of the API (kafka-python ships those specs)."""
-    resources = default_resources_dir()
-    text = (resources / f"{SPEC_NAMES[key]}Request.json").read_text()
-    return int(json.loads(_COMMENT.sub("", text))["validVersions"].split("-")[0].rstrip("+"))
+    path = default_resources_dir() / f"{SPEC_NAMES[key]}Request.json"
+    if not path.exists():  # an API kafka-python does not ship (Kafka's spec kept in client/protocol/specs)
+        path = EXTRA_SPECS / path.name
+    return int(json.loads(_COMMENT.sub("", path.read_text()))["validVersions"].split("-")[0].rstrip("+"))
 
 
 def _name(key: ApiKey) -> str:
