@@ -19,7 +19,12 @@ if a pysyncobj upgrade renames them). Each was found by the simulation; docs/arc
    move the commit index past what it proves (`_install_snapshot`).
 3. **A vote counts once per voter** (pysyncobj counts grant messages: a duplicate made two
    leaders in one term).
-4. **Durable before acknowledged.** With a `DurableFileJournal` (metadata.log.fsync.enable,
+4. **No busy loop after a compaction.** Without fork (raftka's setting) the dump is written
+   at once, but pysyncobj notices only at the next tick; until then a leader that must send a
+   snapshot gets no data and re-sends `serialized: None` in a loop for `appendEntriesPeriod`
+   (a burst of messages and 100 ms of the tick thread; endless under a simulated clock:
+   seed 7261 ran out of memory). The finished dump is taken into account at once.
+5. **Durable before acknowledged.** With a `DurableFileJournal` (metadata.log.fsync.enable,
    the default), entries are fsynced before this node acknowledges them and before a leader
    counts itself toward a commit, in batches: acknowledgements wait in `_held_acks` while the
    journal has unsynced changes, and the start of the next tick syncs once and sends them
@@ -47,7 +52,8 @@ from pysyncobj.journal import FileJournal, MetaStorer
 def _check_pysyncobj() -> None:
     """Fail at import, not at run time, if pysyncobj no longer has what is overridden here."""
     missing = [name for name in ("_SyncObj__onMessageReceived", "_SyncObj__sendNextNodeIdx", "_onTick",
-                                 "_SyncObj__loadDumpFile", "_SyncObj__generateRaftTimeout")
+                                 "_SyncObj__loadDumpFile", "_SyncObj__generateRaftTimeout",
+                                 "_SyncObj__tryLogCompaction")
                if not hasattr(SyncObj, name)]
     if not hasattr(pysyncobj_syncobj, "createJournal"):
         missing.append("pysyncobj.syncobj.createJournal")
@@ -169,6 +175,12 @@ class RaftSyncObj(SyncObj):
             self._held_acks.append((node, nextNodeIdx, reset, success))
             return
         SyncObj._SyncObj__sendNextNodeIdx(self, node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
+
+    # --- a finished dump is acknowledged in the tick that wrote it ---
+    def _SyncObj__tryLogCompaction(self):
+        SyncObj._SyncObj__tryLogCompaction(self)
+        if self._SyncObj__serializer._Serializer__pid in (-1, -2):  # written (or failed) without fork
+            SyncObj._SyncObj__tryLogCompaction(self)
 
     # --- Raft §5.3: delete only conflicting entries ---
     def _SyncObj__onMessageReceived(self, node, message):

@@ -50,6 +50,7 @@ class Scheduler:
         self.now_us = 0
         self._queue: list[tuple] = []
         self._n = 0
+        self.sent_in_step = 0  # messages sent by the current event (a busy loop's guard)
 
     def at(self, time_us: int, kind: int, a: str, b: str, n: int, action: Callable[[], None]) -> None:
         heapq.heappush(self._queue, (time_us, kind, a, b, n, action))
@@ -62,6 +63,7 @@ class Scheduler:
     def step(self) -> bool:
         if not self._queue:
             return False
+        self.sent_in_step = 0
         event = heapq.heappop(self._queue)
         self.now_us = max(self.now_us, event[0])
         event[5]()
@@ -69,6 +71,13 @@ class Scheduler:
 
     def next_time(self) -> int | None:
         return self._queue[0][0] if self._queue else None
+
+
+MAX_SENT_PER_STEP = 10_000
+
+
+class RunawayStep(AssertionError):
+    """A voter loops on sends within one step (time does not pass inside a step)."""
 
 
 @dataclass
@@ -183,6 +192,10 @@ class SimNetwork:
             return False
         if self.on_send is not None:
             self.on_send(a, b, message)
+        self.scheduler.sent_in_step += 1
+        if self.scheduler.sent_in_step > MAX_SENT_PER_STEP:
+            raise RunawayStep(f"{a} sent more than {MAX_SENT_PER_STEP} messages in one step (a busy loop; "
+                              f"last: {message.get('type')})")
         link = self._link(a, b)
         rng, profile = link.rng, self.profile
         copies = 2 if profile.duplicate and rng.random() < profile.duplicate else 1

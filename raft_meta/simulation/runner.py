@@ -54,6 +54,7 @@ from raftka.raft_meta.simulation.checker import Checker, InvariantViolation
 from raftka.raft_meta.simulation.disk import SimDisk
 from raftka.raft_meta.simulation.network import (
     NetworkProfile,
+    RunawayStep,
     Scheduler,
     SimNetwork,
     SimTransport,
@@ -420,7 +421,7 @@ class Simulation:
         install_clock(self.scheduler)
         try:
             yield self
-        except InvariantViolation as exc:
+        except (InvariantViolation, RunawayStep) as exc:
             options = "".join((f" --without {self.without}" if not self.fix else "",
                                " --no-fsync" if not self.fsync else "", " --tcp" if self.tcp else ""))
             raise SimulationFailure(self.seed, self.scheduler.now_us, str(exc), options) from None

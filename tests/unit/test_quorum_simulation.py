@@ -130,3 +130,14 @@ def test_acknowledgements_wait_for_the_journal_sync(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(raft_core.RaftSyncObj, "_journal_dirty", lambda self: False)
     with pytest.raises(SimulationFailure, match="before it was durable"):
         run_seed(0)
+
+
+def test_a_compaction_does_not_start_a_busy_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 7261: a leader that must send a snapshot right after writing its dump (no fork) looped
+    on `serialized: None` messages; the simulation's clock does not move inside a step, so the
+    loop never ended (it ran out of memory before the guard existed)."""
+    from raftka.raft_meta import raft_core
+    run_seed(7261)
+    monkeypatch.delattr(raft_core.RaftSyncObj, "_SyncObj__tryLogCompaction")
+    with pytest.raises(SimulationFailure, match="busy loop"):
+        run_seed(7261)
