@@ -29,7 +29,7 @@ def test_a_seed_replays_exactly() -> None:
 
 # Seeds that found a deviation: they fail with that one fix of raft_core left out, and pass.
 @pytest.mark.parametrize(("seed", "without", "failure"), [
-    (3, "snapshot", "n2 lost committed entry 22"),  # a stale snapshot install wiped a longer log
+    (3, "snapshot", r"n2 lost committed entry \d+"),  # a stale snapshot install wiped a longer log
     (80, "votes", "two leaders in term 1"),  # a duplicated vote grant counted twice
 ])
 def test_seeds_that_found_a_deviation(seed: int, without: str, failure: str) -> None:
@@ -133,11 +133,12 @@ def test_acknowledgements_wait_for_the_journal_sync(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_compaction_does_not_start_a_busy_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 7261: a leader that must send a snapshot right after writing its dump (no fork) looped
-    on `serialized: None` messages; the simulation's clock does not move inside a step, so the
-    loop never ended (it ran out of memory before the guard existed)."""
+    """Seed 7261 (7154 since the image carries ACLs and SCRAM users: a seed's path depends on
+    the snapshot's bytes): a leader that must send a snapshot right after writing its dump (no
+    fork) looped on `serialized: None` messages; the simulation's clock does not move inside a
+    step, so the loop never ended (it ran out of memory before the guard existed)."""
     from raftka.raft_meta import raft_core
-    run_seed(7261)
+    run_seed(7154)
     monkeypatch.delattr(raft_core.RaftSyncObj, "_SyncObj__tryLogCompaction")
     with pytest.raises(SimulationFailure, match="busy loop"):
-        run_seed(7261)
+        run_seed(7154)
