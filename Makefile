@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEV_STAMP := $(VENV)/.installed-dev-stamp
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n 2 --durations=25
 # make fuzz N=1000000 SEED=42 KINDS=protocol (KINDS=all adds CRC-valid malformed batches)
 N     ?= 100000
 SEED  ?=
