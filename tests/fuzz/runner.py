@@ -200,7 +200,7 @@ def malformed_stored(bootstrap: str) -> list[str]:
     (an independent decoder): what does not decode."""
     from kafka.record.memory_records import MemoryRecords
 
-    from tests.compat.wire_client import EARLIEST, WireConnection
+    from tests.compat.wire_client import EARLIEST, LATEST, WireConnection
     from tests.unit.kafka_python_codecs import pyarrow_backed_kafka_codecs
 
     problems: list[str] = []
@@ -211,8 +211,10 @@ def malformed_stored(bootstrap: str) -> list[str]:
                 where = f"{topic.name}-{part.partition_index}"
                 # From the log start: retention may have deleted old segments (the fuzzer's
                 # timestamps are years old, and some batches claim 2^31 offsets).
-                start = conn.list_offset(topic.name, part.partition_index, EARLIEST)
-                offset, end = start.offset, conn.end_offset(topic.name, part.partition_index)
+                # A fuzzed UnregisterBroker (broker id 1: the live broker) or ElectLeaders moves
+                # leaderships for a moment, as in Kafka: wait out the retriable errors.
+                start = _listed(conn, topic.name, part.partition_index, EARLIEST)
+                offset, end = start.offset, _listed(conn, topic.name, part.partition_index, LATEST).offset
                 while offset < end:
                     result = conn.fetch(topic.name, part.partition_index, offset)
                     if result.error_code:
@@ -346,3 +348,18 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION (re-registering)
+RETRIABLE_LIST_OFFSETS = (6, 5, 3)
+
+
+def _listed(conn, topic: str, partition: int, target: int, timeout: float = 30.0):
+    """ListOffsets for one partition, retried while its error is retriable (until `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = conn.list_offset(topic, partition, target)
+        if result.error_code not in RETRIABLE_LIST_OFFSETS or time.monotonic() >= deadline:
+            assert result.error_code == 0, f"ListOffsets {topic}-{partition}: error {result.error_code}"
+            return result
+        time.sleep(0.1)  # a poll interval between retries, bounded by the deadline above

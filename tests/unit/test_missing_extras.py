@@ -20,7 +20,10 @@ def test_chaos_plots_without_matplotlib_say_so(tmp_path, monkeypatch) -> None:
 
 
 def test_the_spark_source_without_pyspark_says_which_extra(monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "pyspark", None)
+    # Every pyspark module: one imported earlier in this process (another test) is found in
+    # sys.modules by name, without its parent package.
+    for name in ["pyspark", *(n for n in sys.modules if n.startswith("pyspark."))]:
+        monkeypatch.setitem(sys.modules, name, None)
     for name in [n for n in sys.modules if n.startswith("raftka.spark_source.data_source")]:
         monkeypatch.delitem(sys.modules, name)
     import raftka.spark_source as spark_source
