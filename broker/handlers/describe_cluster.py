@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from raftka.broker import acl_checks
 from raftka.broker import authorized_operations as authz
+from raftka.broker.handlers.metadata import live_broker_endpoints
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
@@ -30,15 +31,8 @@ async def handle(ctx, header, request, conn=None):
             throttle_time_ms=0, error_code=denied, error_message="not authorized to DESCRIBE the cluster",
             endpoint_type=endpoint_type, cluster_id=ctx.cluster_id or "", controller_id=-1, brokers=[],
             cluster_authorized_operations=authz.OMITTED)
-    listener = conn.listener if conn is not None else None
-    brokers = []
-    for broker in image.live_brokers():
-        endpoint = broker.listener(listener) if listener else None
-        if endpoint is None and broker.listeners:
-            endpoint = (broker.listeners[0][1], broker.listeners[0][2])
-        if endpoint is not None:
-            brokers.append({"broker_id": broker.broker_id, "host": endpoint[0], "port": endpoint[1],
-                            "rack": broker.rack})
+    brokers = [{"broker_id": node_id, "host": host, "port": port, "rack": rack}
+               for node_id, host, port, rack in live_broker_endpoints(image, conn)]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
         cluster_id=ctx.cluster_id or "", controller_id=image.controller.node_id, brokers=brokers,

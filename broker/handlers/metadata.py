@@ -95,15 +95,8 @@ async def handle(ctx, header, request, conn=None) -> MetadataResponse:
             await ctx.replicas.wait_topics_ready([n for n in to_create if errors[n] == 0],
                                                  AUTO_CREATE_VISIBLE_TIMEOUT_S)
             image = ctx.image  # includes the topics just created
-    listener = conn.listener if conn is not None else None
-    brokers = []
-    for broker in image.live_brokers():
-        endpoint = broker.listener(listener) if listener else None
-        if endpoint is None and broker.listeners:
-            endpoint = (broker.listeners[0][1], broker.listeners[0][2])
-        if endpoint is not None:
-            brokers.append({"node_id": broker.broker_id, "host": endpoint[0], "port": endpoint[1],
-                            "rack": broker.rack})
+    brokers = [{"node_id": node_id, "host": host, "port": port, "rack": rack}
+               for node_id, host, port, rack in live_broker_endpoints(image, conn)]
     topics = []
     selected = sorted(n for n in image.topic_ids if n not in denied) if names is None else names
     for name in selected:
@@ -188,3 +181,20 @@ async def _auto_create(ctx, names: list[str]) -> dict[str, int]:
                         reason=result.error.message)
             codes[result.name] = error_code_for(result.error)
     return codes
+
+
+def live_broker_endpoints(image: MetadataImage, conn) -> list[tuple[int, str, int, str | None]]:
+    """(node id, host, port, rack) of each live broker, on the listener `conn` came in by.
+
+    A broker without that listener is shown by its first one, as before listeners had
+    names; a broker with no listener at all is left out.
+    """
+    listener = conn.listener if conn is not None else None
+    endpoints = []
+    for broker in image.live_brokers():
+        endpoint = broker.listener(listener) if listener else None
+        if endpoint is None and broker.listeners:
+            endpoint = (broker.listeners[0][1], broker.listeners[0][2])
+        if endpoint is not None:
+            endpoints.append((broker.broker_id, endpoint[0], endpoint[1], broker.rack))
+    return endpoints
