@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import click
-import trio
 
 from raftka.client.acl_admin import Acl, AclFilter, create_acls, delete_acls, describe_acls
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError
+from raftka.command_config import run_with_cluster
 from raftka.raft_meta.acls import (
     CLUSTER_NAME,
     AclOperation,
@@ -43,20 +43,8 @@ class UsageError(ValueError):
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    async def main() -> T:
-        async with trio.open_nursery() as nursery:
-            cluster = Cluster(bootstrap, nursery, client_id="raftka-acls", request_timeout_ms=TIMEOUT_MS)
-            try:
-                return await action(cluster)
-            finally:
-                await cluster.aclose()
-                nursery.cancel_scope.cancel()
-
-    try:
-        return 0, trio.run(main)
-    except (KafkaError, ValueError) as exc:
-        click.echo(f"raftka acls {command}: {exc}", err=True)
-        return 1, None
+    return run_with_cluster(f"acls {command}", "raftka-acls", bootstrap, action, timeout_ms=TIMEOUT_MS,
+                            expected=(KafkaError, ValueError))
 
 
 def parse_operation(text: str) -> AclOperation:

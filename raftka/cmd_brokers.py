@@ -23,6 +23,7 @@ from raftka.client.cluster_admin import unregister_broker
 from raftka.client.errors import KafkaError
 from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
 from raftka.cmd_reassign import Assignment, UsageError, format_assignment, retry_not_controller
+from raftka.command_config import run_with_cluster
 
 TIMEOUT_MS = 30000
 
@@ -50,26 +51,9 @@ def plan_drain(current: Mapping[tuple[str, int], Sequence[int]], live: Sequence[
 
 
 def _run(command: str, bootstrap: str, action) -> int:
-    async def main() -> int:
-        failure: Exception | None = None
-        async with trio.open_nursery() as nursery:
-            cluster = Cluster(bootstrap, nursery, client_id="raftka-brokers", request_timeout_ms=TIMEOUT_MS)
-            try:
-                result = await action(cluster)
-            except (KafkaError, UsageError) as exc:  # raised out here, not wrapped in an ExceptionGroup
-                failure = exc
-            finally:
-                await cluster.aclose()
-                nursery.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        return result
-
-    try:
-        return trio.run(main)
-    except (KafkaError, UsageError) as exc:
-        click.echo(f"raftka brokers {command}: {exc}", err=True)
-        return 1
+    status, result = run_with_cluster(f"brokers {command}", "raftka-brokers", bootstrap, action,
+                                      timeout_ms=TIMEOUT_MS, expected=(KafkaError, UsageError))
+    return status or result
 
 
 RETRY_S = 30.0  # NOT_CONTROLLER (the controller role is moving) is retried this long

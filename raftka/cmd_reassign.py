@@ -27,6 +27,7 @@ import trio
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError
 from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
+from raftka.command_config import run_with_cluster
 from raftka.raft_meta.controller_decisions import place_replicas
 from raftka.raft_meta.image import BrokerRegistration
 
@@ -161,26 +162,8 @@ def verify_lines(plan: Assignment, current: Mapping[tuple[str, int], Sequence[in
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    async def main() -> T:
-        failure: Exception | None = None
-        async with trio.open_nursery() as nursery:
-            cluster = Cluster(bootstrap, nursery, client_id="raftka-reassign", request_timeout_ms=TIMEOUT_MS)
-            try:
-                result = await action(cluster)
-            except (KafkaError, UsageError) as exc:  # raised out here, not wrapped in an ExceptionGroup
-                failure = exc
-            finally:
-                await cluster.aclose()
-                nursery.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        return result
-
-    try:
-        return 0, trio.run(main)
-    except (KafkaError, UsageError) as exc:
-        click.echo(f"raftka reassign {command}: {exc}", err=True)
-        return 1, None
+    return run_with_cluster(f"reassign {command}", "raftka-reassign", bootstrap, action, timeout_ms=TIMEOUT_MS,
+                            expected=(KafkaError, UsageError))
 
 
 CONTROLLER_RETRY_S = 30.0

@@ -67,6 +67,25 @@ def test_replication_and_acks_all_with_only_sasl_ssl(tmp_path) -> None:
              "--time-limit", "3", "--rate", "20", "--out", str(tmp_path / "chaos"), *config],
             capture_output=True, text=True, timeout=180)
         assert chaos.returncode == 0, (chaos.stdout[-2000:], chaos.stderr[-2000:])
+        # The admin tools take the same client.properties (they ignored it once, and spoke PLAINTEXT).
+        raftka = [sys.executable, "-m", "raftka"]
+        # This cluster has no authorizer: the broker's own SECURITY_DISABLED answer shows the
+        # request went over SASL_SSL (a PLAINTEXT client never gets an answer there).
+        acls = subprocess.run([*raftka, "acls", "list", "--bootstrap-server", bootstrap, "--topic", topic, *config],
+                              capture_output=True, text=True, timeout=60)
+        assert acls.returncode == 1 and "SECURITY_DISABLED" in acls.stderr, acls.stderr
+        topics_file = tmp_path / "topics.json"
+        topics_file.write_text('{"version": 1, "topics": [{"topic": "%s"}]}' % topic)
+        plan = subprocess.run(
+            [*raftka, "reassign", "generate", "--bootstrap-server", bootstrap, "--topics-to-move-json-file",
+             str(topics_file), "--broker-list", "1,2,3", *config], capture_output=True, text=True, timeout=60)
+        assert plan.returncode == 0, plan.stderr
+        assert f'"topic": "{topic}"' in plan.stdout.replace('":"', '": "')
+        unreachable = subprocess.run(
+            [*raftka, "acls", "list", "--bootstrap-server", "127.0.0.1:1", *config],
+            capture_output=True, text=True, timeout=60)
+        assert unreachable.returncode == 1
+        assert "Traceback" not in unreachable.stderr and "raftka acls list:" in unreachable.stderr
         refused = subprocess.run(
             [sys.executable, "-m", "raftka", "users", "list", "--bootstrap-server", cluster.nodes[1].bootstrap],
             capture_output=True, text=True, timeout=60)
