@@ -4,6 +4,7 @@ raftka SDK and CLI through client.properties (`--command-config`)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -75,7 +76,7 @@ def test_replication_and_acks_all_with_only_sasl_ssl(tmp_path) -> None:
                               capture_output=True, text=True, timeout=60)
         assert acls.returncode == 1 and "SECURITY_DISABLED" in acls.stderr, acls.stderr
         topics_file = tmp_path / "topics.json"
-        topics_file.write_text('{"version": 1, "topics": [{"topic": "%s"}]}' % topic)
+        topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
         plan = subprocess.run(
             [*raftka, "reassign", "generate", "--bootstrap-server", bootstrap, "--topics-to-move-json-file",
              str(topics_file), "--broker-list", "1,2,3", *config], capture_output=True, text=True, timeout=60)
