@@ -171,6 +171,27 @@ for _op, _summary in (
     _cluster_control_command(_op, _summary)
 
 
+@cluster.command(name="add-node")
+@click.option("--data-dir", default="cluster-data", show_default=True, type=click.Path(file_okay=False),
+              help="The data dir of the running `cluster up`.")
+def cluster_add_node(data_dir: str) -> None:
+    """Add a broker-only node to the running `cluster up`; returns once it serves.
+
+    \b
+    The new node gets the next id (4 after a 3-node cluster), process.roles=broker
+    and the ports of that id (port-base + 100*(id-1), metrics +3). It follows the
+    metadata quorum without voting, registers as a broker, and holds no partitions
+    until some are moved onto it:
+      raftka reassign generate --topics-to-move-json-file topics.json --broker-list 1,2,3,4
+      raftka reassign execute --reassignment-json-file plan.json
+    `cluster kill|stop|start|restart --node N` act on it, and Ctrl-C of `cluster up`
+    stops it too. Retire it with `raftka brokers drain --node N`.
+    """
+    from raftka.cmd_cluster import control
+
+    sys.exit(control(data_dir, "add-node", None))
+
+
 @main.group()
 def quorum() -> None:
     """Inspect the Raft metadata quorum."""
