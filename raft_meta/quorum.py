@@ -111,6 +111,8 @@ class QuorumSettings:
     # long a lost listener may take to bind again before the node stops with an error.
     pre_auth_timeout: float = 5.0
     listener_restore_timeout: float = 10.0
+    # Observers (broker-only nodes) a voter serves at once (quorum_transport.TransportLimits).
+    max_observers: int = 64
     # metadata.log.fsync.enable: fsync journal entries (in batches) before acknowledging them.
     fsync: bool = True
 
@@ -519,7 +521,8 @@ class Quorum:
             onStateChanged=self._on_state_changed,
         )
         limits = TransportLimits(pre_auth_timeout=settings.pre_auth_timeout,
-                                 restore_timeout=settings.listener_restore_timeout)
+                                 restore_timeout=settings.listener_restore_timeout,
+                                 max_observers=settings.max_observers)
         transport = functools.partial(QuorumTransport, limits=limits, on_fatal=self._on_transport_fatal)
         sync = RaftSyncObj(self_address, others, conf, consumers=[self._log], transportClass=transport)
         # An admin-channel command next to pysyncobj's own "status" (raft_meta/quorum_admin.py).
