@@ -155,7 +155,7 @@ class PartitionStat:
 
 @dataclass(frozen=True)
 class QuorumStat:
-    role: str  # leader / follower / candidate
+    role: str  # leader / follower / candidate / observer (a broker-only node)
     term: int
     commit_index: int
     applied_offset: int
@@ -310,7 +310,7 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
     if snap.quorum is not None:
         q = snap.quorum
         role = GaugeMetricFamily("raftka_quorum_role", "1 for this voter's current Raft role.", labels=["role"])
-        for name in ("leader", "follower", "candidate"):
+        for name in ("leader", "follower", "candidate", "observer"):
             role.add_metric([name], 1 if q.role == name else 0)
         out.append(role)
         out.append(_gauge("raftka_quorum_term", "The voter's current Raft term.", q.term))

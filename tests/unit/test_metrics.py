@@ -145,6 +145,7 @@ EXPECTED = [
     ("kafka_coordinator_group_groupmetadatamanager_numgroups", {"state": "Stable"}, 1),
     ("raftka_quorum_role", {"role": "follower"}, 1),
     ("raftka_quorum_role", {"role": "leader"}, 0),
+    ("raftka_quorum_role", {"role": "observer"}, 0),
     ("raftka_quorum_term", {}, 4),
     ("raftka_quorum_commit_lag", {}, 2),
     ("raftka_quorum_leader_id", {}, 2),
