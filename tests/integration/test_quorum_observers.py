@@ -66,3 +66,20 @@ async def test_observers_follow_the_log_are_bounded_and_leave_nothing_behind(tmp
                 await _follows(passing, second)
         await wait_until_async(lambda: _connections(voter) == 0, timeout=30,
                                what="the voter to drop the connections of observers that left")
+
+
+async def test_an_observer_behind_the_last_compaction_gets_the_dump_then_records(tmp_path: Path) -> None:
+    voters = {1: f"127.0.0.1:{free_low_port(set())}"}
+    settings = QuorumSettings(snapshot_max_record_bytes=256)
+    async with open_quorum(1, voters, SECRET, tmp_path / "voter", settings=settings) as voter:
+        for i in range(40):
+            await voter.submit(Config("cluster", "", f"k{i}", "1"))
+        await wait_until_async(lambda: voter.snapshot_offset > 0, timeout=30, what="a snapshot on the voter")
+        async with open_quorum(2, voters, SECRET, tmp_path / "o2", observer=True) as observer:
+            await _follows(observer, voter.last_offset)
+            assert observer.dump_loads >= 1  # the leader's dump, not records from offset 1
+            after = await voter.submit(Config("cluster", "", "after", "1"))
+            await _follows(observer, after)
+            snapshot, _ = observer.read_from(1)
+            assert snapshot is not None and snapshot.image is not None
+            assert snapshot.image.configs[("cluster", "")]["k39"] == "1"
