@@ -309,7 +309,7 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
 
     if snap.quorum is not None:
         q = snap.quorum
-        role = GaugeMetricFamily("raftka_quorum_role", "1 for this voter's current Raft role.", labels=["role"])
+        role = GaugeMetricFamily("raftka_quorum_role", "1 for this node's current Raft role (observer: a broker-only node).", labels=["role"])
         for name in ("leader", "follower", "candidate", "observer"):
             role.add_metric([name], 1 if q.role == name else 0)
         out.append(role)

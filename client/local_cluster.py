@@ -265,6 +265,7 @@ class LocalCluster:
         Raises ClusterRunning, writing nothing, if another launcher holds the data dir."""
         self.lock()
         cluster_id, _ = self._identity()
+        self._adopt_added_nodes()
         for node in self.nodes.values():
             self._write_properties(node)
         self.cluster_id = cluster_id
@@ -283,6 +284,24 @@ class LocalCluster:
             lines.update(self.node_config(node))
         lines.update(self.extra_config)
         _write_private(node.config_path, "".join(f"{k}={v}\n" for k, v in lines.items()))
+
+    def _adopt_added_nodes(self) -> None:
+        """Broker-only nodes that `add_node` made in this data dir before (node-<id>/ after the
+        voters, their server.properties saying process.roles=broker) start with the others: the
+        partitions moved onto them would be offline otherwise."""
+        node_id = max(self.nodes) + 1
+        while True:
+            path = self.data_dir / f"node-{node_id}" / "server.properties"
+            try:
+                broker_only = "process.roles=broker\n" in path.read_text()
+            except OSError:
+                return
+            if not broker_only:
+                return
+            client_port = self.port_base + PORT_STRIDE * (node_id - 1)
+            self.nodes[node_id] = Node(node_id, path.parent, client_port, client_port + 1, self.host,
+                                       broker_only=True)
+            node_id += 1
 
     def add_node(self) -> Node:
         """Add a broker-only node (process.roles=broker) with the next id to a prepared cluster,

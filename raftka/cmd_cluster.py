@@ -83,7 +83,8 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool,
         click.echo(f"raftka cluster up: {exc}", err=True)
         return 1
     logs = cluster.data_dir / "node-<i>" / "server.log"
-    click.echo(f"starting {nodes} node(s); their logs: {logs}"
+    added = len(cluster.nodes) - nodes  # broker-only nodes `cluster add-node` made here before
+    click.echo(f"starting {nodes} node(s){f' and {added} broker-only node(s)' if added else ''}; their logs: {logs}"
                + ("" if verbose else " (--verbose streams them here)"), err=True)
     try:
         cluster.start()
@@ -97,7 +98,7 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool,
     first = cluster.nodes[1].bootstrap
     raftka = raftka_command()
     with lock:
-        click.echo(f"raftka cluster ready: {nodes} node(s), bootstrap servers {bootstrap}")
+        click.echo(f"raftka cluster ready: {len(cluster.nodes)} node(s), bootstrap servers {bootstrap}")
         if setup is not None:
             config = f" --command-config {setup.client_properties_path}"
             click.echo(setup.settings(bootstrap))
