@@ -1,6 +1,6 @@
 """Growing a running cluster: broker-only nodes (`process.roles=broker`) join it, take over
-partitions, survive their own restart and a change of controller, and a drained one is left
-with none, all under an acks=all load that loses nothing and stays in order.
+partitions, survive a change of controller and a restart, and a drained one is left with
+none, all under an acks=all load that loses nothing and stays in order.
 
 One 3-voter cluster for the module, with `raftka cluster add-node`'s control socket served
 here (the `cluster up` code path); node 4 comes from `raftka cluster add-node`, node 5 from
@@ -279,12 +279,6 @@ def test_broker_only_nodes_survive_a_controller_change_and_their_restart(grown):
             wait_partition(cluster, "pair", lambda p: set(p.isr) == {4, 5}, timeout=90, exclude={controller},
                            what="broker 4 back in the ISR of pair-0")
             load.wait_more(100, "writes after broker 4's restart")
-            # So does the hand-started one, from its own copy of the metadata log.
-            hand.stop()
-            hand.start()
-            wait_partition(cluster, "pair", lambda p: set(p.isr) == {4, 5}, timeout=90, exclude={controller},
-                           what="broker 5 back in the ISR of pair-0")
-            load.wait_more(100, "writes after broker 5's restart")
             sent = load.acked[0]
         assert not load.failed, load.failed[:5]
         cluster.start_node(controller, wait=True, timeout=90)
