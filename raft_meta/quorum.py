@@ -139,6 +139,7 @@ class QuorumStatus:
     snapshot_offset: int  # offset of the latest metadata snapshot here (0: none)
     voters: Mapping[int, str]
     match_index: Mapping[int, int]  # leader only: each follower's replicated index
+    observers: int = 0  # leader only: broker-only nodes connected and sent the log
 
 
 class _MetadataLog(SyncObjConsumer):
@@ -451,6 +452,7 @@ class Quorum:
             snapshot_offset=self.snapshot_offset,
             voters=dict(self.voters),
             match_index=match,
+            observers=int(s.get("readonly_nodes_count", 0)) if s["state"] == 2 else 0,
         )
 
     # --- the image digest (`raftka quorum status`, the chaos checker) ---

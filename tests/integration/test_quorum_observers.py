@@ -47,6 +47,7 @@ async def test_observers_follow_the_log_are_bounded_and_leave_nothing_behind(tmp
             assert observer.observer and not observer.is_leader
             await _follows(observer, first)
             assert observer.leader_id == 1
+            assert voter.status().observers == 1 and observer.status().observers == 0
             with pytest.raises(SubmitError, match="NOT_LEADER"):
                 await observer.submit(Config("cluster", "", "b", "1"))
             # A second observer is one too many: refused at its handshake, it gets nothing.
