@@ -864,6 +864,23 @@ def brokers_drain(bootstrap: str, node: int, wait: bool, timeout_s: float) -> No
     sys.exit(drain_cmd(bootstrap, node, wait, timeout_s))
 
 
+@brokers.command(name="rebalance")
+@_BOOTSTRAP
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Follow the moves until they finish.")
+@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+              help="Seconds to follow the moves (--wait).")
+def brokers_rebalance(bootstrap: str, wait: bool, timeout_s: float) -> None:
+    """Even out the replicas per live broker with the fewest moves (e.g. onto a broker just added).
+
+    A replica moves from the most to the least loaded broker, keeping its place in the
+    replica list, until no two live brokers differ by more than one replica. Prints a
+    rollback file first, like `raftka reassign execute`.
+    """
+    from raftka.cmd_brokers import rebalance_cmd
+
+    sys.exit(rebalance_cmd(bootstrap, wait, timeout_s))
+
+
 @brokers.command(name="unregister")
 @_BOOTSTRAP
 @click.option("--id", "--node", "broker_id", type=int, required=True, help="The broker id to unregister.")
