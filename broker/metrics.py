@@ -155,11 +155,12 @@ class PartitionStat:
 
 @dataclass(frozen=True)
 class QuorumStat:
-    role: str  # leader / follower / candidate
+    role: str  # leader / follower / candidate / observer (a broker-only node)
     term: int
     commit_index: int
     applied_offset: int
     leader_id: int  # -1 unknown
+    observers: int = 0  # on the Raft leader: broker-only nodes it sends the log to
 
 
 @dataclass(frozen=True)
@@ -309,8 +310,8 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
 
     if snap.quorum is not None:
         q = snap.quorum
-        role = GaugeMetricFamily("raftka_quorum_role", "1 for this voter's current Raft role.", labels=["role"])
-        for name in ("leader", "follower", "candidate"):
+        role = GaugeMetricFamily("raftka_quorum_role", "1 for this node's current Raft role (observer: a broker-only node).", labels=["role"])
+        for name in ("leader", "follower", "candidate", "observer"):
             role.add_metric([name], 1 if q.role == name else 0)
         out.append(role)
         out.append(_gauge("raftka_quorum_term", "The voter's current Raft term.", q.term))
@@ -321,6 +322,8 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
         out.append(_gauge("raftka_quorum_commit_lag", "Committed metadata records not yet applied here.",
                           max(0, q.commit_index - q.applied_offset)))
         out.append(_gauge("raftka_quorum_leader_id", "The Raft leader's node id (-1 unknown).", q.leader_id))
+        out.append(_gauge("raftka_quorum_observers", "Broker-only nodes the Raft leader sends the metadata log to "
+                                                     "(0 on other nodes).", q.observers))
 
     worst = max((lag_s for _, lag_s in metrics.loop_lag_max), default=0.0)
     out.append(_gauge("raftka_eventloop_lag_seconds", "How late the last 0.1 s timer woke (event-loop lag).",

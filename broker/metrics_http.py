@@ -58,9 +58,10 @@ def take_snapshot(ctx, open_connections: int = 0, remote_ends: dict | None = Non
     try:
         status = ctx.loader.quorum.status()
         quorum = m.QuorumStat(
-            role="leader" if status.is_leader else ("follower" if status.leader_id is not None else "candidate"),
+            role="observer" if ctx.loader.quorum.observer else "leader" if status.is_leader else (
+                "follower" if status.leader_id is not None else "candidate"),
             term=status.term, commit_index=status.commit_index, applied_offset=image.offset,
-            leader_id=-1 if status.leader_id is None else status.leader_id)
+            leader_id=-1 if status.leader_id is None else status.leader_id, observers=status.observers)
     except Exception:  # the quorum is starting or stopping
         pass
     groups: list[m.GroupOffset] = []

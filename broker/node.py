@@ -1,5 +1,9 @@
 """One raftka node: metadata quorum voter + controller + broker, under one nursery.
 
+A broker-only node (`process.roles=broker`) is the same minus the controller: its quorum is
+an observer that follows the committed metadata log (raft_meta/quorum.py), and it reaches the
+active controller over the control RPC like any broker that is not the controller.
+
 Start-up order: verify the storage format (cluster id), start the quorum
 voter, follow the metadata log, open the listeners (their ports are part of the
 registration), register with the active controller, take partition roles once
@@ -140,9 +144,11 @@ class BrokerNode:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)
                     await nursery.start(loader.run)
-                    await nursery.start(controller.run)
-                    rpc_host, rpc_port = config.controller_rpc_bind_address()
-                    await nursery.start(rpc.serve, rpc_host, rpc_port)
+                    if config.is_controller:
+                        # A broker-only node (an observer of the quorum) is never the controller.
+                        await nursery.start(controller.run)
+                        rpc_host, rpc_port = config.controller_rpc_bind_address()
+                        await nursery.start(rpc.serve, rpc_host, rpc_port)
                     await nursery.start(replicas.run, self._alter_partition)
                     apis = KafkaApis(ctx)
                     endpoints = client_endpoints(config)

@@ -65,6 +65,8 @@ FAST_FAILURE_DETECTION = {
     "leader.imbalance.check.interval.seconds": "3600",
 }
 
+CONTROLLER_LISTENER = "CONTROLLER"
+
 _BIND_FAILURES = ("could not bind", "Address already in use")
 
 
@@ -148,6 +150,12 @@ class Node:
     process: subprocess.Popen | None = None
     ready: threading.Event = field(default_factory=threading.Event)
     stopped_by_us: bool = False
+    # process.roles=broker (added by `add_node`): no CONTROLLER listener, not a voter.
+    broker_only: bool = False
+
+    @property
+    def roles(self) -> str:
+        return "broker" if self.broker_only else "broker,controller"
 
     @property
     def config_path(self) -> Path:
@@ -256,28 +264,77 @@ class LocalCluster:
         """Write every node's server.properties; the cluster id (storage is formatted at start).
         Raises ClusterRunning, writing nothing, if another launcher holds the data dir."""
         self.lock()
-        cluster_id, secret = self._identity()
-        voters = ",".join(f"{n.node_id}@{self.host}:{n.quorum_port}" for n in self.nodes.values())
+        cluster_id, _ = self._identity()
+        self._adopt_added_nodes()
         for node in self.nodes.values():
-            node.directory.mkdir(parents=True, exist_ok=True)
-            lines = self.node_properties(node, voters, secret)
-            if self.node_config is not None:
-                lines.update(self.node_config(node))
-            lines.update(self.extra_config)
-            _write_private(node.config_path, "".join(f"{k}={v}\n" for k, v in lines.items()))
+            self._write_properties(node)
         self.cluster_id = cluster_id
         return cluster_id
 
+    def _write_properties(self, node: Node) -> None:
+        _, secret = self._identity()
+        voters = ",".join(f"{n.node_id}@{self.host}:{n.quorum_port}" for n in self.nodes.values() if not n.broker_only)
+        node.directory.mkdir(parents=True, exist_ok=True)
+        lines = self.node_properties(node, voters, secret)
+        if node.broker_only:
+            lines["process.roles"] = "broker"
+            lines["listeners"] = ",".join(
+                e for e in lines["listeners"].split(",") if not e.startswith(f"{CONTROLLER_LISTENER}://"))
+        if self.node_config is not None:
+            lines.update(self.node_config(node))
+        lines.update(self.extra_config)
+        _write_private(node.config_path, "".join(f"{k}={v}\n" for k, v in lines.items()))
+
+    def _adopt_added_nodes(self) -> None:
+        """Broker-only nodes that `add_node` made in this data dir before (node-<id>/ after the
+        voters, their server.properties saying process.roles=broker) start with the others: the
+        partitions moved onto them would be offline otherwise."""
+        node_id = max(self.nodes) + 1
+        while True:
+            path = self.data_dir / f"node-{node_id}" / "server.properties"
+            try:
+                broker_only = "process.roles=broker\n" in path.read_text()
+            except OSError:
+                return
+            if not broker_only:
+                return
+            client_port = self.port_base + PORT_STRIDE * (node_id - 1)
+            self.nodes[node_id] = Node(node_id, path.parent, client_port, client_port + 1, self.host,
+                                       broker_only=True)
+            node_id += 1
+
+    def add_node(self) -> Node:
+        """Add a broker-only node (process.roles=broker) with the next id to a prepared cluster,
+        its ports laid out like the others' (client port base + 100*(id-1)): writes its
+        server.properties; `start_node(id)` formats its storage and starts it. It follows the
+        metadata quorum as an observer; move partitions onto it with a reassignment.
+
+        Raises ValueError if its ports are taken or reach the ephemeral range."""
+        node_id = max(self.nodes) + 1
+        client_port = self.port_base + PORT_STRIDE * (node_id - 1)
+        node = Node(node_id, self.data_dir / f"node-{node_id}", client_port, client_port + 1, self.host,
+                    broker_only=True)
+        ports = [client_port] + ([node.metrics_port] if self.metrics else [])
+        if max(ports) >= LOW_PORTS[1]:
+            raise ValueError(f"node {node_id}'s port {max(ports)} reaches the ephemeral range; "
+                             "expected a cluster started with a lower --port-base")
+        taken = [port for port in ports if not port_free(port, self.host)]
+        if taken:
+            raise ValueError(f"node {node_id}'s port(s) {taken} on {self.host} are in use; expected them free")
+        self.nodes[node_id] = node
+        self._write_properties(node)
+        return node
+
     def node_properties(self, node: Node, voters: str, secret: str) -> dict[str, str]:
         """One node's server.properties (before `extra_config`); subclasses move its listeners."""
-        rf = min(3, len(self.nodes))
+        rf = min(3, sum(not n.broker_only for n in self.nodes.values()))
         return {
             "node.id": str(node.node_id),
             "process.roles": "broker,controller",
             "listeners": f"{self.listener_protocol}://{self.host}:{node.client_port},"
-                         f"CONTROLLER://{self.host}:{node.quorum_port}",
+                         f"{CONTROLLER_LISTENER}://{self.host}:{node.quorum_port}",
             "advertised.listeners": f"{self.listener_protocol}://{self.host}:{node.client_port}",
-            "controller.listener.names": "CONTROLLER",
+            "controller.listener.names": CONTROLLER_LISTENER,
             "controller.quorum.voters": voters,
             "controller.quorum.secret": secret,
             "log.dirs": str(node.directory / "data"),
@@ -447,13 +504,14 @@ class LocalCluster:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every node: all get SIGTERM together, stragglers SIGKILL."""
-        for node in self.nodes.values():
+        nodes = list(self.nodes.values())
+        for node in nodes:
             if node.running:
                 node.stopped_by_us = True
                 node.process.send_signal(signal.SIGCONT)
                 node.process.terminate()
         deadline = time.monotonic() + timeout
-        for node in self.nodes.values():
+        for node in nodes:
             if node.process is None:
                 continue
             try:

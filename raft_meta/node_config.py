@@ -621,6 +621,18 @@ def _check_consistency(config: NodeConfig) -> None:
                 f"config key 'listeners': {endpoint.name} port {endpoint.port} differs from this node's "
                 f"controller.quorum.voters port {voter.port}; expected the same port"
             )
+    else:
+        # A broker-only node follows the quorum as an observer (raft_meta/quorum.py), as in KRaft.
+        if config.node_id in voter_ids:
+            raise ConfigError(
+                f"config key 'node.id': {config.node_id} is among controller.quorum.voters {voter_ids} but "
+                f"process.roles is {','.join(config.process_roles)!r}; expected a broker-only node to have "
+                "an id of its own (a voter's id belongs to a controller)")
+        if config.controller_listener() is not None:
+            raise ConfigError(
+                f"config key 'listeners': got controller listener {config.controller_listener().name!r} on a "
+                "node without the controller role; expected controller.listener.names not to appear in "
+                "listeners (Kafka's rule for broker-only nodes)")
     _check_rpc_ports(config)
     if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
         raise ConfigError(

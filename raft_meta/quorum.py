@@ -16,6 +16,13 @@ on the other.
 Raft: the voter is a `raft_core.RaftSyncObj`, pysyncobj with its deviations from the Raft
 paper fixed in that one module (truncation only on a conflict, stale snapshots, vote counting).
 
+Observers: a broker-only node (`process.roles=broker`) runs the same `Quorum` as an *observer*
+(KRaft's word): pysyncobj's read-only node (`SyncObj(None, voters)`). It binds no port, dials
+every voter, never votes nor counts toward a commit, and the leader sends it the committed log
+(AppendEntries, or the dump when it is behind the latest compaction) exactly as to a follower.
+It keeps its own journal and dump, so a restart replays its copy and fetches only what it
+missed. `submit` on an observer fails at once (NOT_LEADER): it is never the controller.
+
 Durability: pysyncobj journals with mmap and never fsyncs. With metadata.log.fsync.enable
 (the default) the journal is a `raft_core.DurableFileJournal`: entries are fsynced, in one
 batch per tick, before this voter acknowledges them or counts itself toward a commit, and the
@@ -104,6 +111,8 @@ class QuorumSettings:
     # long a lost listener may take to bind again before the node stops with an error.
     pre_auth_timeout: float = 5.0
     listener_restore_timeout: float = 10.0
+    # Observers (broker-only nodes) a voter serves at once (quorum_transport.TransportLimits).
+    max_observers: int = 64
     # metadata.log.fsync.enable: fsync journal entries (in batches) before acknowledging them.
     fsync: bool = True
 
@@ -130,6 +139,7 @@ class QuorumStatus:
     snapshot_offset: int  # offset of the latest metadata snapshot here (0: none)
     voters: Mapping[int, str]
     match_index: Mapping[int, int]  # leader only: each follower's replicated index
+    observers: int = 0  # leader only: broker-only nodes connected and sent the log
 
 
 class _MetadataLog(SyncObjConsumer):
@@ -241,6 +251,8 @@ class Quorum:
                  snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
+        # Not a voter: follow the committed log only (pysyncobj's read-only node; see the module docstring).
+        self.observer = node_id not in self.voters
         self._id_by_address = {address: nid for nid, address in self.voters.items()}
         self._token = token
         self._changed = trio.Event()
@@ -288,6 +300,8 @@ class Quorum:
     async def submit(self, record: MetadataRecord | bytes, timeout: float = 5.0) -> int:
         """Replicate one record; returns its offset once committed and applied here."""
         assert self._sync is not None, "quorum not started"
+        if self.observer:
+            raise SubmitError("NOT_LEADER", f"node {self.node_id} is an observer (process.roles=broker), not a voter")
         data = record if isinstance(record, bytes) else encode_record(record)
         done = trio.Event()
         outcome: dict[str, object] = {}
@@ -438,6 +452,7 @@ class Quorum:
             snapshot_offset=self.snapshot_offset,
             voters=dict(self.voters),
             match_index=match,
+            observers=int(s.get("readonly_nodes_count", 0)) if s["state"] == 2 else 0,
         )
 
     # --- the image digest (`raftka quorum status`, the chaos checker) ---
@@ -480,15 +495,16 @@ class Quorum:
             self._sync.transferLeadership()
 
     # --- lifecycle ---
-    def _start_blocking(self, bind_address: str, secret: str, metadata_dir: Path, settings: QuorumSettings) -> None:
+    def _start_blocking(self, bind_address: str | None, secret: str, metadata_dir: Path,
+                        settings: QuorumSettings) -> None:
         metadata_dir.mkdir(parents=True, exist_ok=True)
-        self_address = self.voters[self.node_id]
+        self_address = None if self.observer else self.voters[self.node_id]
         journal = str(metadata_dir / "raft.journal")
         others = [address for nid, address in sorted(self.voters.items()) if nid != self.node_id]
         conf = SyncObjConf(
             autoTickPeriod=settings.auto_tick_period if others else settings.lone_voter_tick_period,
             password=secret,
-            bindAddress=bind_address,
+            bindAddress=None if self.observer else bind_address,
             appendEntriesUseBatch=False,  # batching adds ~100 ms to every commit
             raftMinTimeout=settings.raft_min_timeout,
             raftMaxTimeout=settings.raft_max_timeout,
@@ -507,18 +523,20 @@ class Quorum:
             onStateChanged=self._on_state_changed,
         )
         limits = TransportLimits(pre_auth_timeout=settings.pre_auth_timeout,
-                                 restore_timeout=settings.listener_restore_timeout)
+                                 restore_timeout=settings.listener_restore_timeout,
+                                 max_observers=settings.max_observers)
         transport = functools.partial(QuorumTransport, limits=limits, on_fatal=self._on_transport_fatal)
         sync = RaftSyncObj(self_address, others, conf, consumers=[self._log], transportClass=transport)
         # An admin-channel command next to pysyncobj's own "status" (raft_meta/quorum_admin.py).
         sync._SyncObj__transport.setOnUtilityMessageCallback("image", self._on_image_command)
-        if not others:
+        if not others and not self.observer:
             # A lone voter has nobody to hear from: hold its election at the next tick instead of
             # after a random raftMinTimeout..raftMaxTimeout (0.5-1 s of every 1-node start).
             # pysyncobj has no setting for this; the deadline is its private attribute.
             sync._SyncObj__raftElectionDeadline = 0
         try:
-            sync.waitBinded()
+            if not self.observer:  # an observer binds nothing (pysyncobj would wait forever)
+                sync.waitBinded()
         except Exception as exc:
             sync.destroy_synchronous()
             raise QuorumError(
@@ -541,12 +559,15 @@ async def open_quorum(
     metadata_dir: str | Path,
     bind_address: str | None = None,
     settings: QuorumSettings | None = None,
+    observer: bool = False,
 ) -> AsyncIterator[Quorum]:
     """Start this node's voter; stop it (and its tick thread) on exit.
 
     `voters` maps node id -> "host:port" (the same map on every node);
     `bind_address` defaults to this node's voter address; `metadata_dir` is
     the node's metadata.log.dir (the journal and dump go in a subdir).
+    With `observer=True` (a broker-only node, whose id is not a voter's) the node follows
+    the committed log without voting and binds nothing.
 
     Raises `QuorumError` if the voter cannot start, or, on leaving, if it had to stop:
     its quorum listener was lost and could not be bound again (the body is cancelled).
@@ -556,15 +577,18 @@ async def open_quorum(
     problem = check_secret(secret)
     if problem is not None:
         raise QuorumError(problem)
-    if node_id not in voters:
+    if observer and node_id in voters:
+        raise QuorumError(f"node id {node_id} is a voter; expected an observer's id outside {sorted(voters)}")
+    if not observer and node_id not in voters:
         raise QuorumError(f"node id {node_id} is not among the voters {sorted(voters)}")
     settings = settings or QuorumSettings()
     quorum = Quorum(node_id, voters, trio.lowlevel.current_trio_token(), settings.snapshot_max_record_bytes)
     directory = Path(metadata_dir) / METADATA_SUBDIR
     # Built on the trio thread on purpose: pysyncobj's tick thread stops as soon as the thread
     # that created the SyncObj exits, and trio's worker threads exit when idle (~10 s).
-    quorum._start_blocking(bind_address or voters[node_id], secret, directory, settings)
-    log.info("quorum.started", node_id=node_id, voters=dict(voters), metadata_dir=str(directory))
+    quorum._start_blocking(None if observer else bind_address or voters[node_id], secret, directory, settings)
+    log.info("quorum.started", node_id=node_id, voters=dict(voters), metadata_dir=str(directory),
+             role="observer" if observer else "voter")
     # A system task (it never raises), so the body's exceptions are not wrapped by a nursery.
     trio.lowlevel.spawn_system_task(quorum._digest_loop, name="raftka.quorum.digest")
     try:
@@ -591,6 +615,7 @@ def open_quorum_from_config(config: NodeConfig, settings: QuorumSettings | None 
         voters,
         config.controller_quorum_secret or "",
         config.metadata_log_dir,
-        bind_address=config.quorum_bind_address(),
+        bind_address=None if not config.is_controller else config.quorum_bind_address(),
         settings=settings,
+        observer=not config.is_controller,
     )

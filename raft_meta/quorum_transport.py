@@ -30,7 +30,10 @@ itself is unchanged:
 - `QuorumTransport(TCPTransport)` builds those two, closes connections that have not
   authenticated within `pre_auth_timeout` of opening (counted from the open, not from
   the last byte, so trickling does not help), and keeps at most
-  `max_pre_auth_connections` of them (the oldest is dropped).
+  `max_pre_auth_connections` of them (the oldest is dropped). It serves at most
+  `max_observers` observers (pysyncobj's read-only peers: broker-only nodes, which hold the
+  secret) at once; one more is refused at its handshake. A disconnected observer's connection
+  is dropped (pysyncobj keeps it forever: one leaked per reconnect).
 
 "Authenticated" uses pysyncobj's own handshake. Every frame is a Fernet token (keyed by
 the quorum secret). Each side's first frame carries a fresh random key, and every later
@@ -96,6 +99,8 @@ def _check_pysyncobj() -> None:
         (TCPTransport, "_onDisconnected"),
         (TCPTransport, "_shouldConnect"),
         (TCPTransport, "_onTick"),
+        (TCPTransport, "_onIncomingMessageReceived"),
+        (TCPTransport, "_connToNode"),
     ) if not hasattr(owner, name)]
     if missing:
         raise ImportError(f"pysyncobj's transport changed: {missing} missing; raft_meta/quorum_transport.py "
@@ -116,6 +121,9 @@ class TransportLimits:
     accept_backoff_max: float = 1.0
     restore_retry: float = 0.25  # between two attempts to bind a lost listener again
     restore_timeout: float = 10.0  # then the node gives up (on_fatal)
+    # Observers (broker-only nodes: pysyncobj read-only peers, which hold the secret) this voter
+    # serves at once: as leader it sends each the whole committed log, and a dump when behind.
+    max_observers: int = 64
 
 
 class _RateLimitedLog:
@@ -466,6 +474,25 @@ class QuorumTransport(TCPTransport):
             self._pre_auth.pop(0).refuse(
                 f"more than {self._limits.max_pre_auth_connections} connections waiting to authenticate; "
                 "closed the oldest")
+
+    def _onIncomingMessageReceived(self, conn, message):
+        # The handshake's last step names the peer: a voter's address, or 'readonly' (an
+        # observer). Observers are counted and bounded (TransportLimits.max_observers).
+        if (message == "readonly" and conn.sendRandKey and conn not in self._connections.values()
+                and len(self._readonlyNodes) >= self._limits.max_observers):
+            conn.refuse(f"more than {self._limits.max_observers} observers (broker-only nodes) connected")
+            self._unknownConnections.discard(conn)
+            return
+        super()._onIncomingMessageReceived(conn, message)
+
+    def _onDisconnected(self, conn):
+        # pysyncobj forgets a disconnected observer but keeps its connection in `_connections`
+        # for good: each reconnect of a broker-only node would leak one (and slow every later
+        # disconnect, which scans them all).
+        node = self._connToNode(conn)
+        super()._onDisconnected(conn)
+        if node is not None and node not in self._nodes:
+            self._connections.pop(node, None)
 
     @staticmethod
     def _waiting(conn: QuorumConnection) -> bool:

@@ -171,6 +171,27 @@ for _op, _summary in (
     _cluster_control_command(_op, _summary)
 
 
+@cluster.command(name="add-node")
+@click.option("--data-dir", default="cluster-data", show_default=True, type=click.Path(file_okay=False),
+              help="The data dir of the running `cluster up`.")
+def cluster_add_node(data_dir: str) -> None:
+    """Add a broker-only node to the running `cluster up`; returns once it serves.
+
+    \b
+    The new node gets the next id (4 after a 3-node cluster), process.roles=broker
+    and the ports of that id (port-base + 100*(id-1), metrics +3). It follows the
+    metadata quorum without voting, registers as a broker, and holds no partitions
+    until some are moved onto it:
+      raftka reassign generate --topics-to-move-json-file topics.json --broker-list 1,2,3,4
+      raftka reassign execute --reassignment-json-file plan.json
+    `cluster kill|stop|start|restart --node N` act on it, and Ctrl-C of `cluster up`
+    stops it too. Retire it with `raftka brokers drain --node N`.
+    """
+    from raftka.cmd_cluster import control
+
+    sys.exit(control(data_dir, "add-node", None))
+
+
 @main.group()
 def quorum() -> None:
     """Inspect the Raft metadata quorum."""
@@ -841,6 +862,23 @@ def brokers_drain(bootstrap: str, node: int, wait: bool, timeout_s: float) -> No
     from raftka.cmd_brokers import drain_cmd
 
     sys.exit(drain_cmd(bootstrap, node, wait, timeout_s))
+
+
+@brokers.command(name="rebalance")
+@_BOOTSTRAP
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Follow the moves until they finish.")
+@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+              help="Seconds to follow the moves (--wait).")
+def brokers_rebalance(bootstrap: str, wait: bool, timeout_s: float) -> None:
+    """Even out the replicas per live broker with the fewest moves (e.g. onto a broker just added).
+
+    A replica moves from the most to the least loaded broker, keeping its place in the
+    replica list, until no two live brokers differ by more than one replica. Prints a
+    rollback file first, like `raftka reassign execute`.
+    """
+    from raftka.cmd_brokers import rebalance_cmd
+
+    sys.exit(rebalance_cmd(bootstrap, wait, timeout_s))
 
 
 @brokers.command(name="unregister")

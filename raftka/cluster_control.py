@@ -8,7 +8,8 @@ connection, a JSON line each way:
     {"op": "kill", "node": 2}            ->  {"ok": true, "message": "node 2 killed (SIGKILL)"}
 
 Ops: `status` (every node's state), `kill` (SIGKILL: a crash), `stop` (SIGTERM: controlled
-shutdown), `start` (answers once the node serves again), `restart` (stop, then start). A
+shutdown), `start` (answers once the node serves again), `restart` (stop, then start),
+`add-node` (a broker-only node with the next id, formatted and started; answers once it serves). A
 request is at most MAX_REQUEST_BYTES read within REQUEST_TIMEOUT_S; the socket is reachable
 only by this user (file mode), and a bad request gets an error answer, never a crash.
 """
@@ -25,7 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-OPS = ("status", "kill", "stop", "start", "restart")
+OPS = ("status", "kill", "stop", "start", "restart", "add-node")
 MAX_REQUEST_BYTES = 4096
 REQUEST_TIMEOUT_S = 5.0
 START_TIMEOUT_S = 90.0
@@ -125,6 +126,9 @@ class ControlServer:
             return {"ok": False, "message": f"unknown op {op!r}; expected one of {', '.join(OPS)}"}
         if op == "status":
             return {"ok": True, "message": self.status_text(), "nodes": self.status()}
+        if op == "add-node":
+            with self._lock:
+                return self._add_node()
         node_id = request.get("node")
         if not isinstance(node_id, int) or node_id not in self.cluster.nodes:
             return {"ok": False, "message": f"no node {node_id!r}; this cluster has nodes "
@@ -134,9 +138,9 @@ class ControlServer:
 
     def status(self) -> list[dict]:
         out = []
-        for node_id, node in self.cluster.nodes.items():
+        for node_id, node in list(self.cluster.nodes.items()):
             process = node.process
-            out.append({"node": node_id, "running": node.running,
+            out.append({"node": node_id, "running": node.running, "roles": node.roles,
                         "pid": process.pid if process is not None and node.running else None,
                         "state": "running" if node.running else (
                             "never started" if process is None else describe_exit(process.returncode)),
@@ -145,7 +149,8 @@ class ControlServer:
 
     def status_text(self) -> str:
         return "\n".join(f"node {s['node']}: {'running, pid ' + str(s['pid']) if s['running'] else 'down (' + s['state'] + ')'}"
-                         f", {s['bootstrap']}" for s in self.status())
+                         f", {s['bootstrap']}" + ("" if s["roles"] != "broker" else ", broker only")
+                         for s in self.status())
 
     def _kill(self, node_id: int) -> dict:
         if not self.cluster.nodes[node_id].running:
@@ -167,6 +172,22 @@ class ControlServer:
         except (RuntimeError, TimeoutError) as exc:
             return {"ok": False, "message": f"node {node_id} did not come back: {exc}"}
         return {"ok": True, "message": f"node {node_id} is serving again at {self.cluster.nodes[node_id].bootstrap}"}
+
+    def _add_node(self) -> dict:
+        try:
+            node = self.cluster.add_node()
+        except ValueError as exc:
+            return {"ok": False, "message": f"no node added: {exc}"}
+        try:
+            self.cluster.start_node(node.node_id, wait=True, timeout=START_TIMEOUT_S - 5)
+        except (RuntimeError, TimeoutError) as exc:
+            return {"ok": False, "node": node.node_id,
+                    "message": f"node {node.node_id} added but did not start: {exc}; "
+                               f"retry with `cluster start --node {node.node_id}`"}
+        return {"ok": True, "node": node.node_id,
+                "message": f"node {node.node_id} (broker only) is serving at {node.bootstrap}; it holds no "
+                           f"partitions yet: move some onto it with `raftka reassign generate --broker-list "
+                           f"...,{node.node_id}` then `reassign execute`"}
 
     def _restart(self, node_id: int) -> dict:
         if self.cluster.nodes[node_id].running:

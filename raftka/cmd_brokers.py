@@ -8,6 +8,13 @@ is kept, so a drained leader's partition prefers its replacement only where N wa
 The plan is printed in kafka-reassign-partitions' JSON (a rollback file), started, and, unless
 --no-wait, followed until every partition has finished. Exit 0 done, 1 refused / unreachable /
 not finished in --timeout, 2 bad options.
+
+`raftka brokers rebalance` evens out the replicas per live broker with the fewest moves (a
+broker just added holds none): while the most loaded live broker holds at least two replicas
+more than the least loaded, one replica moves from the former to the latter, keeping its
+position in the list (a partition that preferred the donor prefers the new broker, which then
+takes its leadership once the move is done: preferred-leader balancing). It is printed, started
+and followed as a drain is.
 """
 
 from __future__ import annotations
@@ -48,6 +55,70 @@ def plan_drain(current: Mapping[tuple[str, int], Sequence[int]], live: Sequence[
         load[replacement] += 1
         plan[key] = tuple(replacement if r == node else r for r in replicas)
     return plan, stuck
+
+
+def plan_rebalance(current: Mapping[tuple[str, int], Sequence[int]], live: Sequence[int]) -> Assignment:
+    """New replica lists that even out the replicas per live broker, one replica at a time from
+    the most loaded to the least loaded (ties: lowest id), preferring partitions already moving
+    then the first by name; replicas on brokers that are not live stay (drain those)."""
+    load = Counter({b: 0 for b in live})
+    for replicas in current.values():
+        load.update(r for r in replicas if r in load)
+    lists = {key: list(replicas) for key, replicas in current.items()}
+    moved: set[tuple[str, int]] = set()
+    while True:
+        donors = sorted(load, key=lambda b: (-load[b], b))
+        receivers = sorted(load, key=lambda b: (load[b], b))
+        move = next(((donor, receiver, key)
+                     for donor in donors for receiver in receivers if load[donor] - load[receiver] >= 2
+                     for key in sorted(lists, key=lambda k: (k not in moved, k))
+                     if donor in lists[key] and receiver not in lists[key]), None)
+        if move is None:  # every move would leave the spread as wide (each one narrows it: it ends)
+            return {key: tuple(lists[key]) for key in sorted(moved)}
+        donor, receiver, key = move
+        lists[key][lists[key].index(donor)] = receiver
+        load[donor] -= 1
+        load[receiver] += 1
+        moved.add(key)
+
+
+async def _start_and_follow(cluster: Cluster, plan: Assignment, current: Assignment, wait: bool,
+                            timeout_s: float, done: str, what: str = "") -> int:
+    """Print the rollback file, start the moves of `plan`, and (with `wait`) follow them to the end."""
+    click.echo("Current partition replica assignment\n\n"
+               f"{format_assignment({k: current[k] for k in plan})}\n\n"
+               "Save this to use as the --reassignment-json-file option during rollback")
+    results = await retry_not_controller(lambda: alter_partition_reassignments(cluster, plan))
+    failed = {k: e for k, e in results.items() if e is not None}
+    for (t, p), error in sorted(failed.items()):
+        click.echo(f"Error reassigning partition {t}-{p}: {type(error).__name__}: {error}", err=True)
+    started = [k for k in plan if k not in failed]
+    click.echo(f"Started moving {len(started)} partition(s){what}.")
+    if not wait or not started:
+        return 1 if failed else 0
+    with trio.move_on_after(timeout_s):
+        while await list_partition_reassignments(cluster, started):
+            await trio.sleep(0.5)
+        click.echo(done)
+        return 1 if failed else 0
+    click.echo(f"Still moving after {timeout_s:g} s; follow with raftka reassign verify", err=True)
+    return 1
+
+
+def rebalance_cmd(bootstrap: str, wait: bool, timeout_s: float) -> int:
+    async def action(cluster: Cluster) -> int:
+        metadata = await cluster.refresh_metadata(all_topics=True)
+        current = {(t, p): tuple(info.replicas) for t, topic in metadata.topics.items()
+                   for p, info in topic.partitions.items()}
+        plan = plan_rebalance(current, sorted(metadata.brokers))
+        if not plan:
+            click.echo(f"The replicas are already even over brokers {sorted(metadata.brokers)}.")
+            return 0
+        return await _start_and_follow(cluster, plan, current, wait, timeout_s,
+                                       f"Balanced over brokers {sorted(metadata.brokers)}: "
+                                       "none of the partitions is moving any more.")
+
+    return _run("rebalance", bootstrap, action)
 
 
 def _run(command: str, bootstrap: str, action) -> int:
@@ -95,23 +166,9 @@ def drain_cmd(bootstrap: str, node: int, wait: bool, timeout_s: float) -> int:
         if not plan:
             click.echo(f"Broker {node} holds no replicas" + (" that can move." if stuck else "."))
             return 1 if stuck else 0
-        click.echo("Current partition replica assignment\n\n"
-                   f"{format_assignment({k: current[k] for k in plan})}\n\n"
-                   "Save this to use as the --reassignment-json-file option during rollback")
-        results = await retry_not_controller(lambda: alter_partition_reassignments(cluster, plan))
-        failed = {k: e for k, e in results.items() if e is not None}
-        for (t, p), error in sorted(failed.items()):
-            click.echo(f"Error reassigning partition {t}-{p}: {type(error).__name__}: {error}", err=True)
-        started = [k for k in plan if k not in failed]
-        click.echo(f"Started moving {len(started)} partition(s) off broker {node}.")
-        if not wait or not started:
-            return 1 if failed or stuck else 0
-        with trio.move_on_after(timeout_s):
-            while await list_partition_reassignments(cluster, started):
-                await trio.sleep(0.5)
-            click.echo(f"Broker {node} is drained: none of its partitions is moving any more.")
-            return 1 if failed or stuck else 0
-        click.echo(f"Still moving after {timeout_s:g} s; follow with raftka reassign verify", err=True)
-        return 1
+        code = await _start_and_follow(cluster, plan, current, wait, timeout_s,
+                                       f"Broker {node} is drained: none of its partitions is moving any more.",
+                                       f" off broker {node}")
+        return 1 if stuck else code
 
     return _run("drain", bootstrap, action)

@@ -83,7 +83,8 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool,
         click.echo(f"raftka cluster up: {exc}", err=True)
         return 1
     logs = cluster.data_dir / "node-<i>" / "server.log"
-    click.echo(f"starting {nodes} node(s); their logs: {logs}"
+    added = len(cluster.nodes) - nodes  # broker-only nodes `cluster add-node` made here before
+    click.echo(f"starting {nodes} node(s){f' and {added} broker-only node(s)' if added else ''}; their logs: {logs}"
                + ("" if verbose else " (--verbose streams them here)"), err=True)
     try:
         cluster.start()
@@ -97,7 +98,7 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool,
     first = cluster.nodes[1].bootstrap
     raftka = raftka_command()
     with lock:
-        click.echo(f"raftka cluster ready: {nodes} node(s), bootstrap servers {bootstrap}")
+        click.echo(f"raftka cluster ready: {len(cluster.nodes)} node(s), bootstrap servers {bootstrap}")
         if setup is not None:
             config = f" --command-config {setup.client_properties_path}"
             click.echo(setup.settings(bootstrap))
@@ -119,6 +120,7 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool,
                 f"  {raftka} quorum status --bootstrap-server {first}\n"
                 f"  {raftka} cluster kill --node 2 --data-dir {data_dir}   "
                 "(watch a failover; then: cluster start --node 2)\n"
+                f"  {raftka} cluster add-node --data-dir {data_dir}   (grow: a broker-only node)\n"
                 "Any Kafka client works too, e.g. confluent-kafka with bootstrap.servers="
                 f"{bootstrap}\nPrometheus metrics: {' '.join(cluster.metrics_urls().values())}\n"
                 f"Node logs: {logs}. Ctrl-C stops every node cleanly; data stays in {cluster.data_dir}."
@@ -129,12 +131,12 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool,
     reported: set[tuple[int, int]] = set()  # (node, pid) whose exit was reported
     try:
         while not stop.wait(0.5):
-            for node in cluster.nodes.values():
+            for node in list(cluster.nodes.values()):  # `cluster add-node` adds to it from another thread
                 process = node.process
                 if process is None or node.running or node.stopped_by_us or (node.node_id, process.pid) in reported:
                     continue
                 reported.add((node.node_id, process.pid))
-                alive = [n.node_id for n in cluster.nodes.values() if n.running]
+                alive = [n.node_id for n in list(cluster.nodes.values()) if n.running]
                 click.echo(
                     f"raftka cluster up: node {node.node_id} exited ({describe_exit(process.returncode)}); "
                     f"node(s) {alive or 'none'} keep serving. Its log: {node.log_path}. Bring it back with: "

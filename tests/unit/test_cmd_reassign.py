@@ -111,3 +111,37 @@ def test_drain_plan_reports_partitions_that_cannot_move() -> None:
     plan, stuck = plan_drain({("t", 0): (1, 2), ("t", 1): (1,)}, [1, 2], 1)
     assert plan == {("t", 1): (2,)}
     assert "needs another live broker" in stuck[("t", 0)]
+
+
+@pytest.mark.parametrize(("current", "live", "expected"), [
+    # A broker just added (4) takes one replica from each of the most loaded, in place: where
+    # the donor came first, the new broker is now preferred and will lead.
+    ({("t", 0): (1, 2), ("t", 1): (2, 3), ("t", 2): (3, 1), ("t", 3): (1, 2)}, [1, 2, 3, 4],
+     {("t", 0): (4, 2), ("t", 1): (4, 3)}),
+    # Already even (no two brokers differ by more than one): nothing moves.
+    ({("t", 0): (1, 2), ("t", 1): (2, 3), ("t", 2): (3, 1)}, [1, 2, 3], {}),
+    # A replica on a broker that is not live stays (draining it is `brokers drain`).
+    ({("t", 0): (1, 9), ("t", 1): (1,), ("t", 2): (1,)}, [1, 2], {("t", 0): (2, 9)}),
+    # Replication factor = live brokers: no replica can move anywhere.
+    ({("t", 0): (1, 2), ("u", 0): (1, 2)}, [1, 2, 3], {("t", 0): (3, 2)}),
+    ({("t", 0): (1, 2, 3), ("u", 0): (1, 2, 3)}, [1, 2, 3], {}),
+])
+def test_rebalance_plan_evens_out_replicas_with_the_fewest_moves(current, live, expected) -> None:
+    from raftka.cmd_brokers import plan_rebalance
+
+    plan = plan_rebalance(current, live)
+    assert plan == expected
+    after = {**current, **plan}
+    counts = [sum(b in r for r in after.values()) for b in live]
+    assert max(counts) - min(counts) <= 1 or plan == {}
+
+
+def test_rebalance_plan_moves_a_partition_once_when_it_can() -> None:
+    from raftka.cmd_brokers import plan_rebalance
+
+    # Two new brokers: 8 replicas over 4 brokers, 2 each, by moving two whole partitions.
+    current = {("t", p): (1, 2) for p in range(4)}
+    plan = plan_rebalance(current, [1, 2, 3, 4])
+    after = {**current, **plan}
+    assert [sum(b in r for r in after.values()) for b in (1, 2, 3, 4)] == [2, 2, 2, 2]
+    assert len(plan) == 2 and all(set(r) == {3, 4} for r in plan.values())

@@ -127,6 +127,11 @@ def test_retention_precedence(tmp_path: Path) -> None:
         ({"controller.rpc.port.offset": "-1"},
          "controller RPC port 127.0.0.1:9092 (its quorum port 9093 + offset -1) is also this node's "
          "PLAINTEXT listener port 9092"),
+        # broker-only nodes (process.roles=broker): an id of their own, no controller listener
+        ({"process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:9092"},
+         "node.id': 1 is among controller.quorum.voters [1, 2, 3] but process.roles is 'broker'"),
+        ({"process.roles": "broker", "node.id": "4"},
+         "got controller listener 'CONTROLLER' on a node without the controller role"),
     ],
 )
 def test_bad_config_names_key_value_and_expectation(tmp_path: Path, overrides: dict, message: str) -> None:
@@ -139,6 +144,15 @@ def test_bad_config_names_key_value_and_expectation(tmp_path: Path, overrides: d
     with pytest.raises(ConfigError) as info:
         parse_node_config(props, env={})
     assert message in str(info.value)
+
+
+def test_a_broker_only_node_needs_no_controller_listener(tmp_path: Path) -> None:
+    config = parse_node_config(_props(tmp_path, **{"process.roles": "broker", "node.id": "4",
+                                                    "listeners": "PLAINTEXT://127.0.0.1:9392",
+                                                    "advertised.listeners": "PLAINTEXT://127.0.0.1:9392"}), env={})
+    assert config.is_broker and not config.is_controller
+    assert [v.node_id for v in config.controller_quorum_voters] == [1, 2, 3]
+    assert config.controller_listener() is None
 
 
 def test_listener_limit_keys(tmp_path: Path) -> None:
