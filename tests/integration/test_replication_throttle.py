@@ -16,7 +16,12 @@ import pytest
 
 from raftka.broker.replica_fetcher import PARTITION_MAX_BYTES
 from raftka.client.blocking import Admin
-from tests.integration.cluster_support import create_topic, partition_info, running_cluster, wait_partition
+from tests.integration.cluster_support import (
+    create_topic,
+    partition_info,
+    running_cluster,
+    wait_partition,
+)
 from tests.integration.sdk_broker import RAFTKA, raftka_env
 from tests.support import wait_until
 
@@ -59,7 +64,7 @@ def _produce(bootstrap: str, nbytes: int, tag: bytes) -> None:
                 break
             except BufferError:
                 producer.poll(0.05)
-    assert producer.flush(120) == 0
+    assert producer.flush(60) == 0
 
 
 def _within_rate(samples: list[tuple[float, int]]) -> None:
