@@ -2,7 +2,7 @@
 JSON files and output.
 
     raftka reassign generate --topics-to-move-json-file topics.json --broker-list 1,2,4
-    raftka reassign execute --reassignment-json-file plan.json
+    raftka reassign execute --reassignment-json-file plan.json [--throttle BYTES/S]
     raftka reassign verify --reassignment-json-file plan.json
     raftka reassign cancel --reassignment-json-file plan.json
 
@@ -11,7 +11,9 @@ topics.json: `{"version": 1, "topics": [{"topic": "orders"}]}`. plan.json:
 "log_dirs": ["any", "any"]}]}` (log_dirs is optional; only "any" is accepted: raftka has one
 log directory per node). `generate` proposes an assignment of every partition of the topics
 over the brokers of --broker-list with each topic's current replication factor (rack-aware
-unless --disable-rack-aware), and changes nothing. Exit status: 0 done (verify: every
+unless --disable-rack-aware), and changes nothing. `execute --throttle` sets the replication
+throttles kafka-reassign-partitions sets (`throttle_configs`); `verify` (once every move is
+complete) and `cancel` clear them, unless --preserve-throttles. Exit status: 0 done (verify: every
 partition complete), 1 refused / unreachable / still in progress, 2 bad options or files.
 """
 
