@@ -298,7 +298,9 @@ class ReplicaFetcher:
                 log.error("replica_fetcher.append_failed", topic=p.topic, partition=p.index, error=str(exc))
                 state.needs_truncation = True
                 return
-        state.leader_high_watermark = result.high_watermark
+        if (records is not None and len(records)) or state.leader_high_watermark < 0:
+            # Kafka's fetcher updates a partition's lag on appends and on the first answer only.
+            state.leader_high_watermark = result.high_watermark
         if result.log_start_offset > p.log.log_start_offset:
             p.log.increment_log_start_offset(min(result.log_start_offset, p.log.log_end_offset))
         p.update_follower_high_watermark(result.high_watermark)
