@@ -188,6 +188,9 @@ class Snapshot:
     groups: list[GroupOffset]
     groups_by_state: dict[str, int]
     open_connections: int
+    # KIP-73 replication quotas (broker/replication_quota.py): bytes/s of the throttled partitions.
+    leader_replication_byte_rate: float = 0.0
+    follower_replication_byte_rate: float = 0.0
 
 
 def _counter(name: str, doc: str, total: int | float, by_topic: dict[str, int] | None = None) -> Metric:
@@ -292,6 +295,12 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
     out += [requests, total_time, time_count]
     out.append(_gauge("kafka_server_socketservermetrics_connection_count", "Open client connections.",
                       snap.open_connections))
+    out.append(_gauge("kafka_server_leaderreplication_byte_rate",
+                      "Bytes/s served to followers of throttled partitions (LeaderReplication byte-rate).",
+                      snap.leader_replication_byte_rate))
+    out.append(_gauge("kafka_server_followerreplication_byte_rate",
+                      "Bytes/s fetched for throttled partitions (FollowerReplication byte-rate).",
+                      snap.follower_replication_byte_rate))
 
     lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the committed offset.",
                             labels=["consumergroup", "topic", "partition"])

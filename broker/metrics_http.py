@@ -79,7 +79,9 @@ def take_snapshot(ctx, open_connections: int = 0, remote_ends: dict | None = Non
         node_id=node_id, partitions=parts, active_controller=active, offline_partitions=offline,
         global_partitions=global_partitions, global_topics=len(image.topics), fenced_brokers=fenced,
         active_brokers=len(image.brokers) - fenced, quorum=quorum, groups=groups,
-        groups_by_state=by_state, open_connections=open_connections)
+        groups_by_state=by_state, open_connections=open_connections,
+        leader_replication_byte_rate=ctx.replicas.quotas.leader.meter.rate(trio.current_time()),
+        follower_replication_byte_rate=ctx.replicas.quotas.follower.meter.rate(trio.current_time()))
 
 
 def _local_end(ctx, topic: str, index: int) -> int | None:

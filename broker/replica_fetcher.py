@@ -39,6 +39,7 @@ class _FetchState:
     partition: object  # broker.partition.Partition (avoid an import cycle)
     needs_truncation: bool = True
     retry_at: float = 0.0  # trio clock; the partition sits out fetches until then
+    leader_high_watermark: int = -1  # from the last fetch answer: caught up = our log end reaches it
 
 
 class ReplicaFetcherManager:
@@ -157,7 +158,21 @@ class ReplicaFetcher:
             if to_truncate:
                 await self._truncate(conn, to_truncate)
                 continue
-            await self._fetch(conn, active)
+            ready = self._unthrottled(active)
+            if not ready:  # every partition waits for the follower quota (KIP-73)
+                self._changed = trio.Event()
+                with trio.move_on_after(BACKOFF_S):
+                    await self._changed.wait()
+                continue
+            await self._fetch(conn, ready)
+
+    def _unthrottled(self, states: list[_FetchState]) -> list[_FetchState]:
+        """The partitions the next fetch asks for: Kafka's `shouldFollowerThrottle` leaves out
+        the throttled ones not caught up while follower.replication.throttled.rate is exceeded."""
+        quotas, image, now = self.replicas.quotas, self.replicas.image, trio.current_time()
+        return [s for s in states if not quotas.follower_throttles(
+            image, s.partition.topic, s.partition.index,
+            0 <= s.leader_high_watermark <= s.partition.log.log_end_offset, now)]
 
     async def _truncate(self, conn: BrokerConnection, states: list[_FetchState]) -> None:
         by_topic: dict[str, list[dict]] = {}
@@ -272,6 +287,9 @@ class ReplicaFetcher:
             try:
                 p.log.append_as_follower(records)
                 self.replicas.metrics.replication_bytes_in += len(records)
+                quota = self.replicas.quotas.follower
+                if quota.is_throttled(self.replicas.image, p.topic, p.index):
+                    quota.record(len(records), trio.current_time())
             except OffsetsNotContiguous as exc:
                 log.warning("replica_fetcher.not_contiguous", topic=p.topic, partition=p.index, error=str(exc))
                 state.needs_truncation = True
@@ -280,6 +298,9 @@ class ReplicaFetcher:
                 log.error("replica_fetcher.append_failed", topic=p.topic, partition=p.index, error=str(exc))
                 state.needs_truncation = True
                 return
+        if (records is not None and len(records)) or state.leader_high_watermark < 0:
+            # Kafka's fetcher updates a partition's lag on appends and on the first answer only.
+            state.leader_high_watermark = result.high_watermark
         if result.log_start_offset > p.log.log_start_offset:
             p.log.increment_log_start_offset(min(result.log_start_offset, p.log.log_end_offset))
         p.update_follower_high_watermark(result.high_watermark)

@@ -30,6 +30,7 @@ import trio
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replica_fetcher import ReplicaFetcherManager
+from raftka.broker.replication_quota import ReplicationQuotas
 from raftka.broker.topic_config import TopicConfig, effective_topic_config, topic_overrides
 from raftka.log.checkpoint import read_offsets, write_offsets
 from raftka.log.config import LogConfig
@@ -64,6 +65,7 @@ class ReplicaManager:
         self.image = MetadataImage()
         self.fetchers = ReplicaFetcherManager(self)
         self.metrics = BrokerMetrics()  # counters for the metrics endpoint (broker/metrics.py)
+        self.quotas = ReplicationQuotas.from_config(config)  # KIP-73 throttles (broker/replication_quota.py)
         self._alter_partition: AlterPartition | None = None
         # Set whenever any partition's high watermark or role changes (consumer long-polls).
         self._data_event = trio.Event()

@@ -18,9 +18,8 @@ from raftka.raft_meta.node_config import NodeConfig
 
 # Topic-level keys that are not the log's business.
 REPLICATION_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
-# Kafka's reassignment throttle lists ("*", or "partition:broker,..."): accepted and validated
-# for kafka-reassign-partitions' and Cruise Control's sake, but NOT enforced yet (README,
-# "Moving partitions and retiring brokers"): a reassignment copies at full speed.
+# Kafka's reassignment throttle lists ("*", or "partition:broker,..."), enforced by the fetch
+# path against the brokers' *.replication.throttled.rate (broker/replication_quota.py).
 THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 

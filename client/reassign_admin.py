@@ -68,3 +68,27 @@ async def list_partition_reassignments(
     return {(t.name, p.partition_index): OngoingReassignment(tuple(p.replicas), tuple(p.adding_replicas),
                                                               tuple(p.removing_replicas))
             for t in response.topics for p in t.partitions}
+
+
+# kafka-reassign-partitions' throttle keys: broker rates (bytes/s) and the topic replica lists.
+THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+
+
+async def alter_configs_incrementally(
+    cluster: Cluster, changes: Mapping[tuple[int, str], Mapping[str, str | None]],
+) -> None:
+    """One IncrementalAlterConfigs for several resources: (resource type, name) -> {key: value to
+    SET, or None to DELETE}. Raises the first refused resource's error, naming it."""
+    request = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)(resources=[
+        {"resource_type": kind, "resource_name": name, "configs": [
+            {"name": key, "value": value, "config_operation": 1 if value is None else 0}
+            for key, value in ops.items()]}
+        for (kind, name), ops in changes.items()], validate_only=False)
+    response = await cluster.send_any(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+    for result in response.responses:
+        if result.error_code:
+            what = f"topic {result.resource_name!r}" if result.resource_type == TOPIC_RESOURCE \
+                else f"broker {result.resource_name}"
+            raise error_for_code(result.error_code, f"altering configs of {what}: {result.error_message or ''}")

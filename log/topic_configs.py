@@ -7,11 +7,10 @@ Kafka's validators (types, ranges, choices and the cross-key rules of
 key, the value received and what was expected (the request answers INVALID_CONFIG).
 
 `EFFECT` says what a key does in raftka:
-- "applied": the log or the replication layer acts on it (see `log/config.py` and
-  `broker/topic_config.py`);
+- "applied": the log or the replication layer acts on it (see `log/config.py`,
+  `broker/topic_config.py` and, for the replication throttles, `broker/replication_quota.py`);
 - "stored": accepted, validated, stored in the metadata image and shown by DescribeConfigs
-  and `raftka topics describe`, but raftka does not act on it (tiered storage, replication
-  throttles, preallocation, compaction-lag and timestamp-skew bounds, jitter, the broker
+  and `raftka topics describe`, but raftka does not act on it (tiered storage, preallocation, compaction-lag and timestamp-skew bounds, jitter, the broker
   re-compressing batches to the topic's `compression.type`: see README "Topic configs").
 """
 
@@ -106,9 +105,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "message.timestamp.before.max.ms": _long(LONG_MAX, 0, effect="stored"),
     "message.timestamp.after.max.ms": _long(3_600_000, 0, effect="stored"),
     "leader.replication.throttled.replicas": TopicConfigDef(
-        "list", "", effect="stored", expected="'*' or a comma-separated list of partition:brokerId"),
+        "list", "", effect="applied", expected="'*' or a comma-separated list of partition:brokerId"),
     "follower.replication.throttled.replicas": TopicConfigDef(
-        "list", "", effect="stored", expected="'*' or a comma-separated list of partition:brokerId"),
+        "list", "", effect="applied", expected="'*' or a comma-separated list of partition:brokerId"),
     "remote.storage.enable": _bool(False),
     "local.retention.ms": _long(-2, -2, effect="stored"),
     "local.retention.bytes": _long(-2, -2, effect="stored"),

@@ -18,6 +18,7 @@ request count together against MAX_RECORDS_PER_USER_OP.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -51,6 +52,20 @@ DYNAMIC_BROKER_CONFIGS: dict[str, str] = {
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
+
+# Kafka's dynamic broker quota keys (KIP-73 replication throttles, bytes/s, a long >= 0; unset:
+# Long.MAX, unthrottled). Not topic keys: validated here, acted on by broker/replication_quota.py.
+THROTTLED_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
+def _normalize_rate(key: str, value: str) -> str:
+    text = value.strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,19}", text):
+        raise _invalid(f"Invalid value {value!r} for configuration {key}: not a number of type LONG")
+    rate = int(text)
+    if not 0 <= rate <= 2**63 - 1:
+        raise _invalid(f"Invalid value {value!r} for configuration {key}: expected a value in [0, {2**63 - 1}]")
+    return str(rate)
 
 
 @dataclass(frozen=True)
@@ -152,7 +167,7 @@ def _broker_after(image: MetadataImage, resource: AlterResource, static_keys: fr
     after = _apply_ops(image.configs.get(storage_key("broker", name), {}), resource, _BROKER_LISTS,
                       _BROKER_DEFAULTS)
     for key in after:
-        if key in DYNAMIC_BROKER_CONFIGS:
+        if key in DYNAMIC_BROKER_CONFIGS or key in THROTTLED_RATE_KEYS:
             continue
         if key in static_keys:
             raise ControllerError("INVALID_REQUEST", f"broker config {key!r} cannot be updated dynamically; "
@@ -160,6 +175,9 @@ def _broker_after(image: MetadataImage, resource: AlterResource, static_keys: fr
         raise _invalid(f"Unknown broker config name: {key}")
     out = {}
     for key, value in after.items():
+        if key in THROTTLED_RATE_KEYS:
+            out[key] = _normalize_rate(key, value)
+            continue
         try:
             out[key] = topic_configs.normalize(DYNAMIC_BROKER_CONFIGS[key], value)
         except topic_configs.TopicConfigError as exc:

@@ -330,6 +330,15 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _percentage, "10"),
     # KIP-392 (broker/replica_selector.py): empty = consumers read from leaders.
     "replica.selector.class": ("replica_selector_class", _replica_selector, ""),
+    # Replication throttles (KIP-73; broker/replication_quota.py): the static defaults of the
+    # dynamic broker keys (AlterConfigs on a broker or the cluster default wins), bytes/s, and
+    # the quota meter's windows.
+    "leader.replication.throttled.rate": ("leader_replication_throttled_rate", _non_negative_int,
+                                          "9223372036854775807"),
+    "follower.replication.throttled.rate": ("follower_replication_throttled_rate", _non_negative_int,
+                                            "9223372036854775807"),
+    "replication.quota.window.num": ("replication_quota_window_num", _positive_int, "11"),
+    "replication.quota.window.size.seconds": ("replication_quota_window_size_seconds", _positive_int, "1"),
 }
 
 
@@ -344,9 +353,6 @@ _ACCEPTED_IGNORED = {
     "transaction.state.log.min.isr",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
-    # Replication throttles (KIP-73): accepted, not enforced yet (README, "Moving partitions").
-    "leader.replication.throttled.rate",
-    "follower.replication.throttled.rate",
 }
 
 
@@ -413,6 +419,10 @@ class NodeConfig:
     metadata_log_fsync_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     replica_selector_class: str = ""
+    leader_replication_throttled_rate: int = 2**63 - 1
+    follower_replication_throttled_rate: int = 2**63 - 1
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(

@@ -815,7 +815,8 @@ def reassign_generate(bootstrap: str, topics_file: str, broker_list: str, disabl
 @_BOOTSTRAP
 @_PLAN_FILE
 @click.option("--throttle", type=int, default=-1, metavar="BYTES/S",
-              help="Accepted for kafka-reassign-partitions scripts; not enforced yet (a warning says so).")
+              help="Limit the moves' replication to BYTES/S on the brokers involved (leader and follower "
+                   "throttles, removed by verify once done).")
 def reassign_execute(bootstrap: str, plan_file: str, throttle: int) -> None:
     """Start the reassignments of a plan; prints the current assignment for a rollback."""
     from raftka.cmd_reassign import execute_cmd
@@ -826,23 +827,23 @@ def reassign_execute(bootstrap: str, plan_file: str, throttle: int) -> None:
 @reassign.command(name="verify")
 @_BOOTSTRAP
 @_PLAN_FILE
-@click.option("--preserve-throttles", is_flag=True, help="Accepted for kafka-reassign-partitions scripts.")
+@click.option("--preserve-throttles", is_flag=True, help="Keep the replication throttles when all moves are done.")
 def reassign_verify(bootstrap: str, plan_file: str, preserve_throttles: bool) -> None:
-    """Report each partition of a plan; exit 0 only when all are complete."""
+    """Report each partition of a plan; exit 0 only when all are complete (then clear the throttles)."""
     from raftka.cmd_reassign import verify_cmd
 
-    sys.exit(verify_cmd(bootstrap, plan_file))
+    sys.exit(verify_cmd(bootstrap, plan_file, preserve_throttles))
 
 
 @reassign.command(name="cancel")
 @_BOOTSTRAP
 @_PLAN_FILE
-@click.option("--preserve-throttles", is_flag=True, help="Accepted for kafka-reassign-partitions scripts.")
+@click.option("--preserve-throttles", is_flag=True, help="Keep the replication throttles.")
 def reassign_cancel(bootstrap: str, plan_file: str, preserve_throttles: bool) -> None:
-    """Cancel the reassignments of a plan still in progress (their replicas go back)."""
+    """Cancel the reassignments of a plan still in progress (their replicas go back; throttles cleared)."""
     from raftka.cmd_reassign import cancel_cmd
 
-    sys.exit(cancel_cmd(bootstrap, plan_file))
+    sys.exit(cancel_cmd(bootstrap, plan_file, preserve_throttles))
 
 
 # --- brokers -------------------------------------------------------------------

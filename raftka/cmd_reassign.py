@@ -2,7 +2,7 @@
 JSON files and output.
 
     raftka reassign generate --topics-to-move-json-file topics.json --broker-list 1,2,4
-    raftka reassign execute --reassignment-json-file plan.json
+    raftka reassign execute --reassignment-json-file plan.json [--throttle BYTES/S]
     raftka reassign verify --reassignment-json-file plan.json
     raftka reassign cancel --reassignment-json-file plan.json
 
@@ -11,7 +11,9 @@ topics.json: `{"version": 1, "topics": [{"topic": "orders"}]}`. plan.json:
 "log_dirs": ["any", "any"]}]}` (log_dirs is optional; only "any" is accepted: raftka has one
 log directory per node). `generate` proposes an assignment of every partition of the topics
 over the brokers of --broker-list with each topic's current replication factor (rack-aware
-unless --disable-rack-aware), and changes nothing. Exit status: 0 done (verify: every
+unless --disable-rack-aware), and changes nothing. `execute --throttle` sets the replication
+throttles kafka-reassign-partitions sets (`throttle_configs`); `verify` (once every move is
+complete) and `cancel` clear them, unless --preserve-throttles. Exit status: 0 done (verify: every
 partition complete), 1 refused / unreachable / still in progress, 2 bad options or files.
 """
 
@@ -26,7 +28,15 @@ import trio
 
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError
-from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
+from raftka.client.reassign_admin import (
+    BROKER_RESOURCE,
+    THROTTLE_RATE_KEYS,
+    THROTTLED_REPLICAS_KEYS,
+    TOPIC_RESOURCE,
+    alter_configs_incrementally,
+    alter_partition_reassignments,
+    list_partition_reassignments,
+)
 from raftka.command_config import run_with_cluster
 from raftka.raft_meta.controller_decisions import place_replicas
 from raftka.raft_meta.image import BrokerRegistration
@@ -158,6 +168,52 @@ def verify_lines(plan: Assignment, current: Mapping[tuple[str, int], Sequence[in
     return lines, done
 
 
+def throttle_configs(plan: Assignment, current: Mapping[tuple[str, int], Sequence[int]],
+                     ) -> tuple[dict[str, tuple[str, str]], list[int]]:
+    """kafka-reassign-partitions' throttles for a plan: per topic, (leader list, follower list)
+    and the brokers involved. Each partition's sources are its current replicas (on the leader
+    list), its destinations the new replicas that are not sources (on the follower list)."""
+    leaders: dict[str, set[str]] = {}
+    followers: dict[str, set[str]] = {}
+    brokers: set[int] = set()
+    for (topic, partition), target in plan.items():
+        sources = set(current.get((topic, partition), ()))
+        destinations = set(target) - sources
+        leaders.setdefault(topic, set()).update(f"{partition}:{b}" for b in sources)
+        followers.setdefault(topic, set()).update(f"{partition}:{b}" for b in destinations)
+        brokers |= sources | destinations
+
+    def joined(items: set[str]) -> str:  # Kafka's TreeSet order: as strings
+        return ",".join(sorted(items))
+
+    return {t: (joined(leaders[t]), joined(followers[t])) for t in sorted(leaders)}, sorted(brokers)
+
+
+async def _set_throttles(cluster: Cluster, plan: Assignment, current: Assignment, throttle: int) -> None:
+    lists, brokers = throttle_configs(plan, current)
+    changes: dict[tuple[int, str], dict[str, str | None]] = {
+        (TOPIC_RESOURCE, topic): dict(zip(THROTTLED_REPLICAS_KEYS, pair, strict=True))
+        for topic, pair in lists.items()}
+    changes.update({(BROKER_RESOURCE, str(b)): dict.fromkeys(THROTTLE_RATE_KEYS, str(throttle)) for b in brokers})
+    await retry_not_controller(lambda: alter_configs_incrementally(cluster, changes))
+    click.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
+
+
+async def _clear_throttles(cluster: Cluster, plan: Assignment) -> None:
+    """kafka-reassign-partitions' clearAllThrottles: the rates of every broker (the live ones
+    and the plan's) and the replica lists of the plan's topics."""
+    metadata = await cluster.refresh_metadata(sorted({t for t, _ in plan}))
+    brokers = sorted(set(metadata.brokers) | {b for replicas in plan.values() for b in replicas})
+    topics = sorted({t for t, _ in plan})
+    click.echo(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
+               + ",".join(map(str, brokers)))
+    click.echo(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} " + ",".join(topics))
+    changes: dict[tuple[int, str], dict[str, str | None]] = {
+        (BROKER_RESOURCE, str(b)): dict.fromkeys(THROTTLE_RATE_KEYS) for b in brokers}
+    changes.update({(TOPIC_RESOURCE, t): dict.fromkeys(THROTTLED_REPLICAS_KEYS) for t in topics})
+    await retry_not_controller(lambda: alter_configs_incrementally(cluster, changes))
+
+
 # --- the commands ---------------------------------------------------------------------------
 
 
@@ -226,9 +282,6 @@ def execute_cmd(bootstrap: str, plan_file: str, throttle: int) -> int:
     plan = _read(plan_file, parse_reassignment, "execute")
     if plan is None:
         return 2
-    if throttle >= 0:
-        click.echo("raftka reassign execute: --throttle is accepted but not enforced yet: replication runs at "
-                   "full speed (see README, Reassigning partitions)", err=True)
 
     async def action(cluster: Cluster):
         current, _ = await _current(cluster, sorted({t for t, _ in plan}))
@@ -242,6 +295,10 @@ def execute_cmd(bootstrap: str, plan_file: str, throttle: int) -> int:
         click.echo("Current partition replica assignment\n\n"
                    f"{format_assignment({k: current[k] for k in plan})}\n\n"
                    "Save this to use as the --reassignment-json-file option during rollback")
+        if throttle >= 0:
+            click.echo("Warning: You must run --verify periodically, until the reassignment completes, to ensure "
+                       "the throttle is removed.")
+            await _set_throttles(cluster, plan, current, throttle)
         return await retry_not_controller(lambda: alter_partition_reassignments(cluster, plan))
 
     status, results = _run("execute", bootstrap, action)
@@ -256,7 +313,7 @@ def execute_cmd(bootstrap: str, plan_file: str, throttle: int) -> int:
     return 1 if failed else 0
 
 
-def verify_cmd(bootstrap: str, plan_file: str) -> int:
+def verify_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False) -> int:
     plan = _read(plan_file, parse_reassignment, "verify")
     if plan is None:
         return 2
@@ -265,22 +322,31 @@ def verify_cmd(bootstrap: str, plan_file: str) -> int:
         metadata = await cluster.refresh_metadata(sorted({t for t, _ in plan}))
         current = {(t, p): tuple(info.replicas) for t, topic in metadata.topics.items()
                    for p, info in topic.partitions.items()}
-        return current, await list_partition_reassignments(cluster, list(plan))
+        ongoing = await list_partition_reassignments(cluster, list(plan))
+        lines, done = verify_lines(plan, current, ongoing)
+        click.echo("Status of partition reassignment:\n" + "\n".join(lines))
+        if done and not preserve_throttles:  # Kafka clears them once every move is complete
+            await _clear_throttles(cluster, plan)
+        return done
 
-    status, result = _run("verify", bootstrap, action)
-    if result is None:
+    status, done = _run("verify", bootstrap, action)
+    if done is None:
         return status
-    lines, done = verify_lines(plan, *result)
-    click.echo("Status of partition reassignment:\n" + "\n".join(lines))
     return 0 if done else 1
 
 
-def cancel_cmd(bootstrap: str, plan_file: str) -> int:
+def cancel_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False) -> int:
     plan = _read(plan_file, parse_reassignment, "cancel")
     if plan is None:
         return 2
-    status, results = _run("cancel", bootstrap, lambda cluster: retry_not_controller(
-        lambda: alter_partition_reassignments(cluster, dict.fromkeys(plan))))
+
+    async def action(cluster: Cluster):
+        results = await retry_not_controller(lambda: alter_partition_reassignments(cluster, dict.fromkeys(plan)))
+        if not preserve_throttles:
+            await _clear_throttles(cluster, plan)
+        return results
+
+    status, results = _run("cancel", bootstrap, action)
     if results is None:
         return status
     cancelled = [f"{t}-{p}" for (t, p), e in sorted(results.items()) if e is None]

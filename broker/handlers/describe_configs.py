@@ -12,7 +12,7 @@ from raftka.broker.topic_config import (
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 from raftka.log.topic_configs import TOPIC_CONFIGS
 from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS
+from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS, THROTTLED_RATE_KEYS
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -64,7 +64,8 @@ def _broker_configs(ctx, name: str) -> list[dict]:
     values: dict[str, tuple[str | None, int, bool]] = {}  # key -> (value, source, read only)
     if name:
         for key, value in ctx.config.raw.items():
-            values[key] = (value, SOURCE_STATIC_BROKER_CONFIG, key not in DYNAMIC_BROKER_CONFIGS)
+            values[key] = (value, SOURCE_STATIC_BROKER_CONFIG,
+                           key not in DYNAMIC_BROKER_CONFIGS and key not in THROTTLED_RATE_KEYS)
     for key, value in cluster.items():
         values[key] = (value, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, False)
     if name:

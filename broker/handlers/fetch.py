@@ -183,6 +183,10 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
             readable_end = partition.log.log_end_offset if follower else partition.high_watermark
             if not follower and not partition.is_leader and readable_end < w.fetch_offset:
                 pass  # a follower behind the consumer's position (KIP-392): nothing yet, no error
+            elif (follower and partition.log.log_start_offset <= w.fetch_offset < readable_end
+                  and ctx.replicas.quotas.leader_throttles(ctx.image, w.topic, w.partition, partition.isr,
+                                                           request.replica_id, now)):
+                pass  # over leader.replication.throttled.rate: no records this time (KIP-73)
             elif remaining > 0 and w.fetch_offset != readable_end:
                 # The first partition with data may exceed max_bytes by one batch (Kafka's rule).
                 limit = min(w.partition_max_bytes, remaining)
@@ -290,6 +294,10 @@ async def _handle(ctx, header, request, conn=None) -> FetchResponse:
         with trio.move_on_at(deadline):
             await event.wait()
     _count(ctx.metrics, topics, follower)
+    if follower:
+        ctx.replicas.quotas.record_leader_response(ctx.image, (
+            (t["topic"], e["partition_index"], len(e["records"]) if e["records"] is not None else 0)
+            for t in topics for e in t["partitions"]), trio.current_time())
     if session is not None:
         for sp, high_watermark, log_start_offset in sent:  # what this session's follower now knows
             sp.sent_high_watermark, sp.sent_log_start_offset = high_watermark, log_start_offset

@@ -225,7 +225,8 @@ def test_raftka_reassign_and_drain_cli_move_every_partition_off_a_broker(tmp_pat
         verified = wait_until(lambda: (lambda r: r if r.returncode == 0 else None)(
             _raftka("reassign", "verify", *plan_args)), timeout=90, interval=0.5, what="verify to report completion")
         assert verified.stdout.splitlines() == ["Status of partition reassignment:"] + [
-            f"Reassignment of partition cli-{p} is completed." for p in range(3)]
+            f"Reassignment of partition cli-{p} is completed." for p in range(3)] + [
+            "Clearing broker-level throttles on brokers 1,2,3", "Clearing topic-level throttles on topic cli"]
         cancelled = _raftka("reassign", "cancel", *plan_args)
         assert cancelled.returncode == 0, cancelled.stderr
         assert "No reassignment was in progress for: cli-0,cli-1,cli-2" in cancelled.stdout

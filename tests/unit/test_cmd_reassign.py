@@ -13,6 +13,7 @@ from raftka.cmd_reassign import (
     parse_reassignment,
     parse_topics_to_move,
     propose,
+    throttle_configs,
     verify_lines,
 )
 
@@ -145,3 +146,23 @@ def test_rebalance_plan_moves_a_partition_once_when_it_can() -> None:
     after = {**current, **plan}
     assert [sum(b in r for r in after.values()) for b in (1, 2, 3, 4)] == [2, 2, 2, 2]
     assert len(plan) == 2 and all(set(r) == {3, 4} for r in plan.values())
+
+
+# (name, plan, current replicas, expected {topic: (leader list, follower list)}, brokers involved)
+THROTTLE_CASES = [
+    ("a replica added", {("t", 0): (1, 2, 3)}, {("t", 0): (1, 2)}, {"t": ("0:1,0:2", "0:3")}, [1, 2, 3]),
+    ("a replica moved", {("t", 0): (3, 2)}, {("t", 0): (1, 2)}, {"t": ("0:1,0:2", "0:3")}, [1, 2, 3]),
+    ("a partition that does not move: sources only", {("t", 1): (1, 2)}, {("t", 1): (2, 1)},
+     {"t": ("1:1,1:2", "")}, [1, 2]),
+    ("partitions and topics apart", {("t", 0): (2,), ("t", 10): (3,), ("u", 0): (1,)},
+     {("t", 0): (1,), ("t", 10): (1,), ("u", 0): (2,)},
+     {"t": ("0:1,10:1", "0:2,10:3"), "u": ("0:2", "0:1")}, [1, 2, 3]),
+]
+
+
+@pytest.mark.parametrize(("name", "plan", "current", "lists", "brokers"), THROTTLE_CASES,
+                         ids=[c[0] for c in THROTTLE_CASES])
+def test_throttle_configs_are_kafka_reassign_partitions(name, plan, current, lists, brokers) -> None:
+    """kafka-reassign-partitions' calculateLeaderThrottles / calculateFollowerThrottles /
+    calculateReassigningBrokers."""
+    assert throttle_configs(plan, current) == (lists, brokers)

@@ -85,6 +85,22 @@ ALTER_CASES = [
      {0: ("INVALID_CONFIG", "configuration log.retention.ms: not an integer")}),
     ("a broker name that is not an id", [], [res("b1", ConfigOp("log.retention.ms", "1"), kind="broker")], [],
      {0: ("INVALID_CONFIG", "expected a broker id or the empty name")}),
+    ("replication throttle rates are dynamic broker configs", [],
+     [res("2", ConfigOp("leader.replication.throttled.rate", " 1000 "),
+          ConfigOp("follower.replication.throttled.rate", "0"), kind="broker")],
+     [Config("broker", "2", "follower.replication.throttled.rate", "0"),
+      Config("broker", "2", "leader.replication.throttled.rate", "1000")], {}),
+    ("a throttle rate as the cluster-wide default", [],
+     [res("", ConfigOp("follower.replication.throttled.rate", "9223372036854775807"), kind="broker")],
+     [Config("cluster", "", "follower.replication.throttled.rate", "9223372036854775807")], {}),
+    ("a negative throttle rate", [], [res("1", ConfigOp("leader.replication.throttled.rate", "-1"), kind="broker")],
+     [], {0: ("INVALID_CONFIG", "leader.replication.throttled.rate: expected a value in [0,")}),
+    ("a throttle rate that is not a long", [],
+     [res("1", ConfigOp("leader.replication.throttled.rate", "1_000"), kind="broker")],
+     [], {0: ("INVALID_CONFIG", "not a number of type LONG")}),
+    ("a throttle rate past Long.MAX", [],
+     [res("1", ConfigOp("leader.replication.throttled.rate", "9223372036854775808"), kind="broker")],
+     [], {0: ("INVALID_CONFIG", "expected a value in [0,")}),
 ]
 
 

@@ -80,6 +80,8 @@ def _snapshot(**over) -> m.Snapshot:
                 m.GroupOffset("g", "u", 0, committed=1, end_offset=None)],
         groups_by_state={"Stable": 1},
         open_connections=5,
+        leader_replication_byte_rate=1500.0,
+        follower_replication_byte_rate=20.5,
     )
     base.update(over)
     return m.Snapshot(**base)
@@ -140,6 +142,8 @@ EXPECTED = [
     ("kafka_network_requestmetrics_totaltimems", {"request": "Produce", "quantile": "0.99"}, 4.0),
     ("kafka_network_requestmetrics_totaltimems_count", {"request": "Produce"}, 3),
     ("kafka_server_socketservermetrics_connection_count", {}, 5),
+    ("kafka_server_leaderreplication_byte_rate", {}, 1500.0),
+    ("kafka_server_followerreplication_byte_rate", {}, 20.5),
     ("kafka_consumergroup_lag", {"consumergroup": "g", "topic": "t", "partition": "0"}, 6),
     ("kafka_consumergroup_current_offset", {"consumergroup": "g", "topic": "u", "partition": "0"}, 1),
     ("kafka_coordinator_group_groupmetadatamanager_numgroups", {"state": "Stable"}, 1),
