@@ -26,19 +26,6 @@ from raftka.raft_meta.simulation.runner import Simulation, SimulationFailure
 from raftka.raft_meta.snapshot import image_digest
 
 
-def _traced_scheduler(trace, base):
-    """A `base` (Scheduler) whose step() feeds each event's key to `trace` before running it."""
-
-    class Traced(base):
-        def step(self) -> bool:
-            if self._queue:
-                key = self._queue[0][:5]
-                trace.update(repr(key).encode())
-            return base.step(self)
-
-    return Traced
-
-
 def _node_state(node) -> dict:
     if node.sync is None:
         return {"alive": False, "durable": len(node.disk.entries)}
@@ -64,7 +51,7 @@ def _node_state(node) -> dict:
 def fingerprint(seed: int, **options) -> dict:
     trace = hashlib.sha256()
     sim = Simulation(seed, **options)
-    sim.scheduler.__class__ = _traced_scheduler(trace, type(sim.scheduler))
+    sim.scheduler.trace = lambda event: trace.update(repr(event[:5]).encode())
     state: dict = {}
     result = None
     try:
