@@ -272,15 +272,14 @@ class SimTransport(Transport):
         self.peers = {node.id: node for node in otherNodes}
         network.attach(self)
 
-    @property
-    def ready(self):
-        return True
+    ready = True  # read twice per tick: a plain attribute, not Transport's property
 
     def send(self, node, message):
         return self.network.send(self.self_id, node.id, message)
 
     def receive(self, sender: str, message: dict) -> None:
-        self._onMessageReceived(self.peers[sender], message)
+        if self._onMessageReceivedCallback is not None:  # as Transport._onMessageReceived
+            self._onMessageReceivedCallback(self.peers[sender], message)
 
     def peer_connected(self, peer: str) -> None:
         self._onNodeConnected(self.peers[peer])

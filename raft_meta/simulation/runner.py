@@ -23,11 +23,14 @@ Usage: python -m raftka.raft_meta.simulation --seeds N --first-seed S [--tcp] [-
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
+import heapq
 import logging
 import multiprocessing
 import os
+import queue
 import random
 import shutil
 import tempfile
@@ -111,6 +114,24 @@ class _NoNotifier:
         pass
 
 
+class _CommandsQueue:
+    """pysyncobj's FastQueue (its commands queue) without the lock: one thread here."""
+
+    def __init__(self, max_size: int) -> None:
+        self._items: collections.deque = collections.deque()
+        self._max_size = max_size
+
+    def put_nowait(self, value) -> None:
+        if self._max_size > 0 and len(self._items) >= self._max_size:
+            raise queue.Full()
+        self._items.append(value)
+
+    def get_nowait(self):
+        if not self._items:
+            raise queue.Empty()
+        return self._items.popleft()
+
+
 class _SimSyncObj(RaftSyncObj):
     """RaftSyncObj whose election timeouts come from the node's seeded generator."""
 
@@ -191,6 +212,7 @@ class SimVoter:
                     pass
             sync._SyncObj__pipeNotifier = _NoNotifier()
         sync._poller = _NoPoller()
+        sync._SyncObj__commandsQueue = _CommandsQueue(conf.commandsQueueSize)
         self.sync = sync
         self.schedule_tick(0)
 
@@ -213,13 +235,13 @@ class SimVoter:
         self.sim.crashes += 1
 
     def schedule_tick(self, delay_us: int) -> None:
-        when = self.sim.scheduler.now_us + delay_us
+        scheduler = self.sim.scheduler
+        when = scheduler.now_us + delay_us
         if self.tick_at is not None and self.tick_at <= when:
             return
-        self.tick_token += 1
-        token = self.tick_token
+        self.tick_token = token = self.tick_token + 1
         self.tick_at = when
-        self.sim.scheduler.at(when, 3, self.name, "", token, self._tick, token)
+        heapq.heappush(scheduler._queue, (when, 3, self.name, "", token, self._tick, (token,)))  # scheduler.at
 
     def _tick(self, token: int) -> None:
         if token != self.tick_token or self.sync is None:
