@@ -10,6 +10,7 @@ log's first and last index and a digest of its entries, and its image digest.
 
     python -m raftka.raft_meta.simulation.fingerprint --seeds 300 --extra 9220,1984 --out before.jsonl
     python -m raftka.raft_meta.simulation.fingerprint --seeds 300 --extra 9220,1984 --compare before.jsonl
+    (--without truncation|snapshot|votes, --no-fsync, --tcp: the variants `make simulate` runs)
 
 `--compare` exits 1 and prints the first differing seeds if any fingerprint differs.
 """
@@ -90,13 +91,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=300)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--extra", default="", help="more seeds, comma-separated")
+    parser.add_argument("--without", choices=("truncation", "snapshot", "votes"),
+                        help="leave out one fix of raft_meta/raft_core.py (as `make simulate`'s --without)")
+    parser.add_argument("--no-fsync", action="store_true")
+    parser.add_argument("--tcp", action="store_true")
     parser.add_argument("--out", help="write the fingerprints here (JSON lines)")
     parser.add_argument("--compare", help="compare with the fingerprints in this file")
     args = parser.parse_args(argv)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     seeds += [int(s) for s in args.extra.split(",") if s.strip()]
     started = time.process_time()
-    prints = [fingerprint(seed) for seed in seeds]
+    options = {"fsync": not args.no_fsync, "tcp": args.tcp}
+    if args.without:
+        options.update(fix=False, without=args.without)
+    prints = [fingerprint(seed, **options) for seed in seeds]
     cpu = time.process_time() - started
     print(f"{len(seeds)} seeds fingerprinted in {cpu:.1f} s CPU", file=sys.stderr)
     if args.out:
