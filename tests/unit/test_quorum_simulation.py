@@ -184,3 +184,16 @@ def test_a_campaign_over_worker_processes_takes_failures_in_seed_order(monkeypat
     seed_4_done.clear()
     every = campaign(6, 0, jobs=2, chunk=1, stop_at_first=False, report=lambda line: None)
     assert [f.seed for f in every] == [0, 4]
+
+
+def test_a_seed_fingerprint_is_stable_and_matches_the_run() -> None:
+    """raft_meta/simulation/fingerprint.py (how an optimisation is shown to change no seed)."""
+    from raftka.raft_meta.simulation.fingerprint import fingerprint
+
+    first, again = fingerprint(7), fingerprint(7)
+    assert first == again
+    result = run_seed(7)
+    assert first["verdict"] == "pass" and first["events"] == result.events
+    assert first["result"] == [result.voters, result.sim_seconds, result.events, result.committed, result.acked,
+                               result.crashes, result.elections]
+    assert fingerprint(0, fix=False)["verdict"].startswith("simulation seed 0 failed")
