@@ -12,8 +12,10 @@ N     ?= 100000
 SEED  ?=
 KINDS ?= all
 # make simulate SEEDS=100000 FIRST_SEED=0: the quorum simulation; exits 1 at the first failing seed
+# (JOBS=2: worker processes over chunks of seeds; still the first failing seed in seed order)
 SEEDS      ?= 1000
 FIRST_SEED ?= 0
+JOBS       ?= 1
 
 .PHONY: install install-dev run test bench fuzz simulate lint lock clean
 
@@ -45,7 +47,7 @@ fuzz: $(DEV_STAMP)
 	$(PY) -m tests.fuzz --frames $(N) --kinds $(KINDS) $(if $(SEED),--seed $(SEED))
 
 simulate: $(STAMP)
-	$(PY) -m raftka.raft_meta.simulation --seeds $(SEEDS) --first-seed $(FIRST_SEED)
+	$(PY) -m raftka.raft_meta.simulation --seeds $(SEEDS) --first-seed $(FIRST_SEED) --jobs $(JOBS)
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .

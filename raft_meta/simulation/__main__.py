@@ -23,11 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-cpu-seconds", dest="max_seconds", type=float, default=None,
                         help="stop starting seeds after this much CPU time")
     parser.add_argument("--keep-going", action="store_true", help="run every seed, report all failures")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="worker processes (chunks of consecutive seeds; failures reported in seed order)")
     args = parser.parse_args(argv)
     without = args.without or ("truncation" if args.as_is else None)
     failures = campaign(args.seeds, args.first_seed, fix=without is None, without=without or "truncation", fsync=not args.no_fsync,
                         chaos_s=args.chaos_seconds, tcp=args.tcp, max_seconds=args.max_seconds, stop_at_first=not args.keep_going,
-                        report=lambda line: print(line, flush=True))
+                        report=lambda line: print(line, flush=True), jobs=args.jobs)
     return 1 if failures else 0
 
 

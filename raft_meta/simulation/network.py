@@ -34,8 +34,10 @@ _local = threading.local()
 
 
 def _monotonic() -> float:
-    scheduler = getattr(_local, "scheduler", None)
-    return _real_monotonic() if scheduler is None else scheduler.now_us / 1e6
+    try:  # pysyncobj reads the clock several times per tick: the simulated case first
+        return _local.scheduler.now_us / 1e6
+    except AttributeError:  # no scheduler on this thread (never installed, or None)
+        return _real_monotonic()
 
 
 def install_clock(scheduler: Scheduler | None) -> None:
@@ -46,14 +48,19 @@ def install_clock(scheduler: Scheduler | None) -> None:
 
 
 class Scheduler:
+    """Events are `(time, kind, a, b, n, action, args)`; the key `(time, kind, a, b, n)` is unique
+    (so `action` is never compared) and `action(*args)` runs the event."""
+
     def __init__(self) -> None:
         self.now_us = 0
         self._queue: list[tuple] = []
         self._n = 0
         self.sent_in_step = 0  # messages sent by the current event (a busy loop's guard)
+        self.trace: Callable[[tuple], None] | None = None  # sees each event before it runs (fingerprint.py)
+        self.steps = 0  # events run by run_until
 
-    def at(self, time_us: int, kind: int, a: str, b: str, n: int, action: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (time_us, kind, a, b, n, action))
+    def at(self, time_us: int, kind: int, a: str, b: str, n: int, action: Callable[..., None], *args) -> None:
+        heapq.heappush(self._queue, (time_us, kind, a, b, n, action, args))
 
     def later(self, delay_us: int, action: Callable[[], None]) -> None:
         """An event of the simulation itself (faults, clients): ordered by when it was scheduled."""
@@ -65,9 +72,34 @@ class Scheduler:
             return False
         self.sent_in_step = 0
         event = heapq.heappop(self._queue)
-        self.now_us = max(self.now_us, event[0])
-        event[5]()
+        if self.trace is not None:
+            self.trace(event)
+        if event[0] > self.now_us:
+            self.now_us = event[0]
+        event[5](*event[6])
         return True
+
+    def run_until(self, until_us: int, done: Callable[[], bool] | None = None) -> bool:
+        """`step()` until the next event is after `until_us` (the clock then reads `until_us`) or
+        `done()` holds after a step (True), counting the steps in `steps`."""
+        queue, pop, trace = self._queue, heapq.heappop, self.trace
+        steps = 0
+        try:
+            while queue and queue[0][0] <= until_us:
+                self.sent_in_step = 0
+                event = pop(queue)
+                if trace is not None:
+                    trace(event)
+                if event[0] > self.now_us:
+                    self.now_us = event[0]
+                event[5](*event[6])
+                steps += 1
+                if done is not None and done():
+                    return True
+            self.now_us = until_us
+            return done is not None and done()
+        finally:
+            self.steps += steps
 
     def next_time(self) -> int | None:
         return self._queue[0][0] if self._queue else None
@@ -112,6 +144,13 @@ class SimNetwork:
         self.on_delivered: Callable[[str], None] = lambda node: None
         self.on_send: Callable[[str, str, dict], None] | None = None  # the checker's look at what leaves a node
         self.delivered = 0
+        self._pairs: dict[tuple[str, str], frozenset] = {}
+
+    def _pair(self, a: str, b: str) -> frozenset:
+        pair = self._pairs.get((a, b))
+        if pair is None:
+            pair = self._pairs[(a, b)] = self._pairs[(b, a)] = frozenset((a, b))
+        return pair
 
     def _link(self, a: str, b: str) -> _Link:
         link = self.links.get((a, b))
@@ -187,33 +226,32 @@ class SimNetwork:
 
     # --- messages ---
     def send(self, a: str, b: str, message: dict) -> bool:
-        pair = frozenset((a, b))
+        pair = self._pairs.get((a, b)) or self._pair(a, b)
         if pair not in self.connected:
             return False
         if self.on_send is not None:
             self.on_send(a, b, message)
-        self.scheduler.sent_in_step += 1
-        if self.scheduler.sent_in_step > MAX_SENT_PER_STEP:
+        scheduler = self.scheduler
+        scheduler.sent_in_step += 1
+        if scheduler.sent_in_step > MAX_SENT_PER_STEP:
             raise RunawayStep(f"{a} sent more than {MAX_SENT_PER_STEP} messages in one step (a busy loop; "
                               f"last: {message.get('type')})")
-        link = self._link(a, b)
+        link = self.links.get((a, b)) or self._link(a, b)
         rng, profile = link.rng, self.profile
         copies = 2 if profile.duplicate and rng.random() < profile.duplicate else 1
         for _ in range(copies):
             link.sent += 1
             if (a, b) in self.cut or (profile.drop and rng.random() < profile.drop):
                 continue
-            when = self.scheduler.now_us + rng.randint(profile.delay_min_us, profile.delay_max_us)
+            when = scheduler.now_us + rng.randint(profile.delay_min_us, profile.delay_max_us)
             if not profile.reorder:
                 when = max(when, link.last_delivery)  # FIFO, as on one TCP connection
             link.last_delivery = when
-            generation = self.generation.get(pair, 0)
-            self.scheduler.at(when, 2, a, b, link.sent,
-                              lambda m=message, g=generation: self._deliver(a, b, m, g))
+            scheduler.at(when, 2, a, b, link.sent, self._deliver, a, b, message, self.generation.get(pair, 0))
         return True
 
     def _deliver(self, a: str, b: str, message: dict, generation: int) -> None:
-        pair = frozenset((a, b))
+        pair = self._pairs[(a, b)]
         if self.generation.get(pair, 0) != generation or pair not in self.connected:
             return
         transport = self.transports.get(b)
@@ -234,15 +272,14 @@ class SimTransport(Transport):
         self.peers = {node.id: node for node in otherNodes}
         network.attach(self)
 
-    @property
-    def ready(self):
-        return True
+    ready = True  # read twice per tick: a plain attribute, not Transport's property
 
     def send(self, node, message):
         return self.network.send(self.self_id, node.id, message)
 
     def receive(self, sender: str, message: dict) -> None:
-        self._onMessageReceived(self.peers[sender], message)
+        if self._onMessageReceivedCallback is not None:  # as Transport._onMessageReceived
+            self._onMessageReceivedCallback(self.peers[sender], message)
 
     def peer_connected(self, peer: str) -> None:
         self._onNodeConnected(self.peers[peer])

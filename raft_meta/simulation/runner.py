@@ -23,10 +23,14 @@ Usage: python -m raftka.raft_meta.simulation --seeds N --first-seed S [--tcp] [-
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
+import heapq
 import logging
+import multiprocessing
 import os
+import queue
 import random
 import shutil
 import tempfile
@@ -74,7 +78,12 @@ class SimulationFailure(AssertionError):
                   else f"make simulate SEEDS=1 FIRST_SEED={seed}")
         super().__init__(f"simulation seed {seed} failed at t={at_us / US:.6f}s: {reason} (replay: {replay})")
         self.seed = seed
+        self.at_us = at_us
         self.reason = reason
+        self.options = options
+
+    def __reduce__(self):  # from a `campaign(jobs=N)` worker process
+        return SimulationFailure, (self.seed, self.at_us, self.reason, self.options)
 
 
 @dataclass
@@ -103,6 +112,24 @@ class _NoPoller:
 class _NoNotifier:
     def notify(self):
         pass
+
+
+class _CommandsQueue:
+    """pysyncobj's FastQueue (its commands queue) without the lock: one thread here."""
+
+    def __init__(self, max_size: int) -> None:
+        self._items: collections.deque = collections.deque()
+        self._max_size = max_size
+
+    def put_nowait(self, value) -> None:
+        if self._max_size > 0 and len(self._items) >= self._max_size:
+            raise queue.Full()
+        self._items.append(value)
+
+    def get_nowait(self):
+        if not self._items:
+            raise queue.Empty()
+        return self._items.popleft()
 
 
 class _SimSyncObj(RaftSyncObj):
@@ -185,6 +212,7 @@ class SimVoter:
                     pass
             sync._SyncObj__pipeNotifier = _NoNotifier()
         sync._poller = _NoPoller()
+        sync._SyncObj__commandsQueue = _CommandsQueue(conf.commandsQueueSize)
         self.sync = sync
         self.schedule_tick(0)
 
@@ -207,20 +235,21 @@ class SimVoter:
         self.sim.crashes += 1
 
     def schedule_tick(self, delay_us: int) -> None:
-        when = self.sim.scheduler.now_us + delay_us
+        scheduler = self.sim.scheduler
+        when = scheduler.now_us + delay_us
         if self.tick_at is not None and self.tick_at <= when:
             return
-        self.tick_token += 1
-        token = self.tick_token
+        self.tick_token = token = self.tick_token + 1
         self.tick_at = when
-        self.sim.scheduler.at(when, 3, self.name, "", token, lambda: self._tick(token))
+        heapq.heappush(scheduler._queue, (when, 3, self.name, "", token, self._tick, (token,)))  # scheduler.at
 
     def _tick(self, token: int) -> None:
         if token != self.tick_token or self.sync is None:
             return
         self.tick_at = None
         self.sync.doTick(0.0)
-        self.sim.after_step(self)
+        if self.sync is not None:
+            self.sim.checker.after_step(self.name, self.sync, self.log, self.disk)
         if self.sync is not None:
             self.schedule_tick(TICK_US)
 
@@ -271,6 +300,7 @@ class Simulation:
         names = [f"n{i}" for i in range(1, self.voters + 1)]
         addresses = [f"{n}:1" for n in names]
         self.nodes = {n: SimVoter(self, n, addresses) for n in names}
+        self.by_address = {node.address: node for node in self.nodes.values()}
         self.topics: list[tuple[str, str, int]] = []  # (name, id, partitions) created by the workload
         self.brokers: dict[int, int] = {}  # broker id -> epoch (offset of its registration), once acked
         self.op_count = 0
@@ -280,14 +310,14 @@ class Simulation:
 
     # --- plumbing ---
     def _delivered(self, address: str) -> None:
-        node = self.nodes[address.partition(":")[0]]
-        if node.alive:
-            self.after_step(node)
+        node = self.by_address[address]
+        if node.sync is not None:
+            self.checker.after_step(node.name, node.sync, node.log, node.disk)
             node.schedule_tick(0)
 
     def _sent(self, a: str, b: str, message: dict) -> None:
         if message["type"] == "next_node_idx":
-            node = self.nodes[a.partition(":")[0]]
+            node = self.by_address[a]
             self.checker.acknowledged(node.name, node.disk, message)
 
     def after_step(self, node: SimVoter) -> None:
@@ -396,16 +426,11 @@ class Simulation:
 
     # --- the run ---
     def _run_until(self, until_us: int, done=None) -> bool:
-        scheduler = self.scheduler
-        while True:
-            when = scheduler.next_time()
-            if when is None or when > until_us:
-                scheduler.now_us = until_us
-                return done is not None and done()
-            scheduler.step()
-            self.events += 1
-            if done is not None and done():
-                return True
+        return self.scheduler.run_until(until_us, done)
+
+    @property
+    def events(self) -> int:
+        return self.scheduler.steps
 
     def run(self) -> SeedResult:
         with self.running():
@@ -415,7 +440,6 @@ class Simulation:
     def running(self):
         """The simulated clock and the CRITICAL-line watch on this thread; everything stopped and
         removed on exit. An invariant broken inside becomes a `SimulationFailure`."""
-        self.events = 0
         logger = logging.getLogger("pysyncobj.syncobj")
         logger.addHandler(self.checker.critical)
         install_clock(self.scheduler)
@@ -496,26 +520,79 @@ def run_seed(seed: int, *, fix: bool = True, fsync: bool = True, chaos_s: float 
 
 def campaign(seeds: int, first_seed: int = 0, *, fix: bool = True, fsync: bool = True, chaos_s: float = 8.0,
              tcp: bool = False, without: str = "truncation", stop_at_first: bool = True,
-             max_seconds: float | None = None, report=print) -> list[SimulationFailure]:
-    """Seeds first_seed.. first_seed+seeds-1 (stopping early after `max_seconds` of CPU time)."""
+             max_seconds: float | None = None, report=print, jobs: int = 1,
+             chunk: int = 0) -> list[SimulationFailure]:
+    """Seeds first_seed.. first_seed+seeds-1 (stopping early after `max_seconds` of CPU time, all
+    processes together). `jobs` > 1: that many worker processes run chunks of `chunk` consecutive
+    seeds (0: a size chosen from the range); results are taken in seed order, so the failures
+    reported (and the first one, with `stop_at_first`) are those of a one-process run."""
+    options = {"fix": fix, "fsync": fsync, "chaos_s": chaos_s, "tcp": tcp, "without": without}
     failures: list[SimulationFailure] = []
     started, cpu = time.perf_counter(), time.process_time()
-    for seed in range(first_seed, first_seed + seeds):
+    done = 0
+    if jobs <= 1:
+        for seed in range(first_seed, first_seed + seeds):
+            result = _run_chunk(seed, 1, options, stop_at_first, None)
+            done += result[0]
+            for failure in result[1]:
+                report(str(failure))
+                failures.append(failure)
+            if failures and stop_at_first:
+                break
+            if max_seconds is not None and time.process_time() - cpu > max_seconds:
+                break
+            if done % 1000 == 0:
+                elapsed = time.perf_counter() - started
+                report(f"{done} seeds, {elapsed:.1f} s, {done / elapsed:.1f} seeds/s")
+        cpu = time.process_time() - cpu
+    else:
+        chunk = chunk or max(1, min(100, seeds // (jobs * 8) or 1))
+        starts = range(first_seed, first_seed + seeds, chunk)
+        budget = None if max_seconds is None else max_seconds / jobs  # each worker's share of the CPU
+        context = multiprocessing.get_context("fork")
+        worker_cpu = 0.0
+        with context.Pool(jobs) as pool:
+            chunks = [(start, min(chunk, first_seed + seeds - start), options, stop_at_first, budget)
+                      for start in starts]
+            for (_, count, *_), (ran, chunk_failures, chunk_cpu) in zip(chunks, pool.imap(_run_chunk_star, chunks), strict=True):
+                done += ran
+                worker_cpu += chunk_cpu
+                for failure in chunk_failures:
+                    report(str(failure))
+                    failures.append(failure)
+                if (failures and stop_at_first) or ran < count:
+                    break  # the first failure in seed order, or a worker's CPU budget spent
+                if done // 1000 != (done - ran) // 1000:
+                    elapsed = time.perf_counter() - started
+                    report(f"{done} seeds, {elapsed:.1f} s, {done / elapsed:.1f} seeds/s")
+            pool.terminate()  # chunks still running after a failure: their seeds come later
+        cpu = worker_cpu
+    elapsed = time.perf_counter() - started
+    jobs_note = f" in {jobs} processes" if jobs > 1 else ""
+    report(f"{done} seeds from {first_seed} in {elapsed:.1f} s wall, {cpu:.1f} s CPU{jobs_note} "
+           f"({done / cpu if cpu else 0:.1f} seeds per CPU second), {len(failures)} failed")
+    return failures
+
+
+def _run_chunk(start: int, count: int, options: dict, stop_at_first: bool,
+               budget: float | None) -> tuple[int, list[SimulationFailure], float]:
+    """Seeds start..start+count-1 in this process: (seeds run, failures, CPU seconds). Stops after
+    a failure (`stop_at_first`) or once this process has used `budget` CPU seconds."""
+    cpu = time.process_time()
+    failures: list[SimulationFailure] = []
+    ran = 0
+    for seed in range(start, start + count):
+        if budget is not None and time.process_time() > budget:
+            break
+        ran += 1
         try:
-            run_seed(seed, fix=fix, fsync=fsync, chaos_s=chaos_s, tcp=tcp, without=without)
+            run_seed(seed, **options)
         except SimulationFailure as exc:
-            report(str(exc))
             failures.append(exc)
             if stop_at_first:
                 break
-        done = seed - first_seed + 1
-        if max_seconds is not None and time.process_time() - cpu > max_seconds:
-            break
-        if done % 1000 == 0:
-            elapsed = time.perf_counter() - started
-            report(f"{done} seeds, {elapsed:.1f} s, {done / elapsed:.1f} seeds/s")
-    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    done = seed - first_seed + 1 if seeds else 0
-    report(f"{done} seeds from {first_seed} in {elapsed:.1f} s wall, {cpu:.1f} s CPU "
-           f"({done / cpu if cpu else 0:.1f} seeds per CPU second), {len(failures)} failed")
-    return failures
+    return ran, failures, time.process_time() - cpu
+
+
+def _run_chunk_star(args: tuple) -> tuple[int, list[SimulationFailure], float]:
+    return _run_chunk(*args)

@@ -142,3 +142,58 @@ def test_a_compaction_does_not_start_a_busy_loop(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delattr(raft_core.RaftSyncObj, "_SyncObj__tryLogCompaction")
     with pytest.raises(SimulationFailure, match="busy loop"):
         run_seed(7154)
+
+
+def test_a_campaign_over_worker_processes_reports_what_one_process_does() -> None:
+    """`make simulate JOBS=2`: chunks of seeds run in worker processes, the results are taken in
+    seed order, so the failures (and the first one) are those of a one-process campaign.
+    pysyncobj as-is, seeds 11-17: 11 fails late (t=9 s), 16 and 17 early; the others pass."""
+    from raftka.raft_meta.simulation import campaign
+
+    def run(jobs: int, stop_at_first: bool) -> list[tuple[int, str]]:
+        failures = campaign(7, 11, fix=False, jobs=jobs, chunk=1, stop_at_first=stop_at_first, report=lambda line: None)
+        return [(f.seed, str(f)) for f in failures]
+
+    alone = run(1, stop_at_first=False)
+    assert [seed for seed, _ in alone] == [11, 16, 17]
+    assert run(2, stop_at_first=False) == alone
+    assert run(2, stop_at_first=True) == alone[:1]
+
+
+def test_a_campaign_over_worker_processes_takes_failures_in_seed_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 0 (in one worker) finishes only after seed 4 (in the other) has failed: seed 0's
+    failure is still the first reported, and the only one when the campaign stops at the first."""
+    import multiprocessing
+
+    from raftka.raft_meta.simulation import campaign, runner
+
+    context = multiprocessing.get_context("fork")
+    seed_4_done = context.Event()
+
+    def run_seed(seed: int, **options) -> None:
+        if seed == 0:
+            assert seed_4_done.wait(60), "seed 4 never ran"
+        if seed == 4:
+            seed_4_done.set()
+        if seed in (0, 4):
+            raise SimulationFailure(seed, 0, "fails")
+
+    monkeypatch.setattr(runner, "run_seed", run_seed)
+    first = campaign(6, 0, jobs=2, chunk=1, report=lambda line: None)
+    assert [f.seed for f in first] == [0]
+    seed_4_done.clear()
+    every = campaign(6, 0, jobs=2, chunk=1, stop_at_first=False, report=lambda line: None)
+    assert [f.seed for f in every] == [0, 4]
+
+
+def test_a_seed_fingerprint_is_stable_and_matches_the_run() -> None:
+    """raft_meta/simulation/fingerprint.py (how an optimisation is shown to change no seed)."""
+    from raftka.raft_meta.simulation.fingerprint import fingerprint
+
+    first, again = fingerprint(7), fingerprint(7)
+    assert first == again
+    result = run_seed(7)
+    assert first["verdict"] == "pass" and first["events"] == result.events
+    assert first["result"] == [result.voters, result.sim_seconds, result.events, result.committed, result.acked,
+                               result.crashes, result.elections]
+    assert fingerprint(0, fix=False)["verdict"].startswith("simulation seed 0 failed")
