@@ -31,6 +31,9 @@ if a pysyncobj upgrade renames them). Each was found by the simulation; docs/arc
    journal has unsynced changes, and the start of the next tick syncs once and sends them
    all. `currentTerm`/`votedFor` are fsynced before any vote is sent. This is what KRaft
    does for its metadata log.
+6. **A failed consistency check answers a point that matches** (`_match_point`): pysyncobj's
+   "go on from my log end + 1" undid the leader's back-off on every heartbeat when the log
+   ended with entries the leader did not have (seeds 7878, 8325, 56907, 52149).
 
 `createJournal` hook: pysyncobj builds its journal from `SyncObjConf.journalFile` inside
 `SyncObj.__init__` (before its tick thread could see another). A `JournalSpec` there (a
@@ -174,10 +177,30 @@ class RaftSyncObj(SyncObj):
                 nextNodeIdx = self._snapshot_idx + 1
             else:
                 nextNodeIdx = self._SyncObj__raftLog[-1][1] + 1
+        if reset and not success:  # the consistency check failed: where the leader should go on from
+            nextNodeIdx = min(nextNodeIdx, self._match_point() + 1)
         if self._held_acks or self._journal_dirty():
             self._held_acks.append((node, nextNodeIdx, reset, success))
             return
         SyncObj._SyncObj__sendNextNodeIdx(self, node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
+
+    def _match_point(self) -> int:
+        """The highest index at which this log surely matches any current leader's: its commit
+        index (committed entries are in every later leader's log), its last applied entry or
+        its snapshot's (the log's first entry), but never beyond its own log end.
+
+        pysyncobj's follower answers a failed consistency check with "go on from my log end + 1"
+        (prevLogIdx missing) or "from prevLogIdx" (term differs), and its leader sets nextIndex
+        to that answer, stale or not, after advancing it optimistically on every send. A
+        follower whose log ends with entries the leader does not have then gets, on every
+        heartbeat, "log end + 1" again, which undoes the one-by-one back-off of the conflict
+        answers (seeds 7878, 8325: a voter never caught up); a log longer than the leader's made
+        the leader send `prevLogIdx: None`, answered with the same index forever. Bounding the
+        answer by the match point makes every answer, late ones included, a point from which
+        the next AppendEntries succeeds (Raft §5.3's back-off, in one round trip)."""
+        log = self._SyncObj__raftLog
+        point = max(self._SyncObj__raftCommitIndex, self._SyncObj__raftLastApplied, log[0][1])
+        return min(point, log[-1][1])
 
     # --- a finished dump is acknowledged in the tick that wrote it ---
     def _SyncObj__tryLogCompaction(self):

@@ -201,3 +201,73 @@ def test_a_stale_snapshot_keeps_the_followers_dump_file() -> None:
         follower.start()
         sim.run_for(0.01)
         assert follower.sync._SyncObj__raftLog[-1][1] >= before[-1][1]
+
+
+@pytest.mark.parametrize("seed", [
+    7878, 8325, 56907,  # a voter with a stale tail never caught up
+    52149,  # the same on two of three voters: no commit after the heal
+])
+def test_campaign_seeds_of_the_back_off(seed: int) -> None:
+    run_seed(seed)
+
+
+def test_a_failed_consistency_check_answers_a_point_that_matches() -> None:
+    """An old leader, cut off, appended entries no one else has; the others elected a new leader
+    that wrote other entries at those indices. On the new leader's heartbeat (prevLogIdx = its
+    log end, which the old leader holds with another term) the old leader answers where the new
+    leader should go on from; an AppendEntries from there must succeed. pysyncobj answered
+    "prevLogIdx" (back one entry) or "log end + 1", which a leader that advances nextIndex on
+    every send and takes every answer, stale or not, never got below (seeds 7878, 8325)."""
+    sim = Simulation(seed=11, voters=3, quiet=True)
+    with sim.running():
+        sim.start_all()
+        assert sim.run_for(10, lambda: sim.leader() is not None), "no leader"
+        old = sim.leader()
+        for n in range(1, 3):
+            old.log.apply(_register(n))
+            old.schedule_tick(0)
+            sim.run_for(0.2)
+        assert sim.run_for(5, lambda: all(v.log.last == old.log.last for v in sim.alive()))
+        for other in sim.nodes.values():
+            if other is not old:
+                sim.network.partition(old.address, other.address, one_way=False)
+        for n in range(3, 7):  # appended on the old leader only
+            old.log.apply(_register(n))
+            old.schedule_tick(0)
+            sim.run_for(0.05)
+        assert sim.run_for(10, lambda: sim.leader() not in (None, old)), "no new leader"
+        new = sim.leader()
+        new.log.apply(_register(7))
+        new.schedule_tick(0)
+        assert sim.run_for(5, lambda: new.sync._SyncObj__raftCommitIndex == new.sync._SyncObj__raftLog[-1][1])
+        new_log, old_log = new.sync._SyncObj__raftLog.entries, old.sync._SyncObj__raftLog.entries
+        end = new_log[-1][1]
+        assert old_log[-1][1] >= end and old_log[end - old_log[0][1]][2] != new_log[-1][2], "no conflicting tail"
+
+        answers: list[dict] = []
+        send = sim.network.send
+
+        def capture(a: str, b: str, message: dict) -> bool:
+            if a == old.address and message["type"] == "next_node_idx":
+                answers.append(message)
+            return send(a, b, message)
+
+        sim.network.send = capture
+        term, commit = new.sync._getTerm(), new.sync._SyncObj__raftCommitIndex
+
+        def append_entries(prev: int) -> dict:
+            first = new_log[0][1]
+            answers.clear()
+            old.sync._SyncObj__transport.receive(new.address, {
+                "type": "append_entries", "term": term, "commit_index": commit,
+                "entries": list(new_log[prev + 1 - first:]), "prevLogIdx": prev,
+                "prevLogTerm": new_log[prev - first][2]})
+            old.sync.sync_journal()  # the acknowledgement waits for the journal's sync
+            assert len(answers) == 1
+            return answers[0]
+
+        heartbeat = append_entries(end)
+        assert not heartbeat["success"] and heartbeat["reset"]
+        retry = append_entries(heartbeat["next_node_idx"] - 1)
+        assert retry["success"] and retry["next_node_idx"] == end + 1
+        assert old.sync._SyncObj__raftLog.entries[-len(new_log):] == new_log[-len(new_log):]
