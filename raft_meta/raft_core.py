@@ -34,6 +34,9 @@ if a pysyncobj upgrade renames them). Each was found by the simulation; docs/arc
 6. **A failed consistency check answers a point that matches** (`_match_point`): pysyncobj's
    "go on from my log end + 1" undid the leader's back-off on every heartbeat when the log
    ended with entries the leader did not have (seeds 7878, 8325, 56907, 52149).
+7. **A restart keeps the journal after the dump** (`_trim_journal_to_dump`): pysyncobj
+   cleared a journal that did not start with the dump's entries, even one that held them and
+   synced entries after them (a power loss between a compaction and the next sync).
 
 `createJournal` hook: pysyncobj builds its journal from `SyncObjConf.journalFile` inside
 `SyncObj.__init__` (before its tick thread could see another). A `JournalSpec` there (a
@@ -306,7 +309,29 @@ class RaftSyncObj(SyncObj):
                 self._snapshot_idx = self._SyncObj__serializer.deserialize()[1][1]
             except Exception:  # noqa: BLE001 - pysyncobj's own load reports it
                 self._snapshot_idx = None
+        else:
+            self._trim_journal_to_dump()
         SyncObj._SyncObj__loadDumpFile(self, clearJournal)
+
+    def _trim_journal_to_dump(self) -> None:
+        """At startup pysyncobj keeps the journal only if it starts with the dump's last two
+        entries, and otherwise clears it. A compaction writes the dump, then deletes the
+        journal's head; a power loss before that deletion is synced leaves a journal that
+        starts earlier but holds the dump's entries and synced, acknowledged entries after
+        them: clearing it loses those. Raft §7: keep the entries that follow the snapshot's
+        last one, so the head is deleted here first."""
+        try:
+            data = self._SyncObj__serializer.deserialize()
+            prev, last = data[2], data[1]  # (command, idx, term)
+        except Exception:  # noqa: BLE001 - pysyncobj's own load reports it
+            return
+        log = self._SyncObj__raftLog
+        if not len(log):
+            return
+        first, end = log[0][1], log[-1][1]
+        if first < prev[1] and last[1] <= end and log[prev[1] - first][2] == prev[2] \
+                and log[last[1] - first][2] == last[2]:
+            log.deleteEntriesTo(prev[1] - first)
 
     def _conflict_only(self, node, message):
         """The AppendEntries pysyncobj should process so that it truncates only on a conflict;

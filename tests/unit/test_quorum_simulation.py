@@ -271,3 +271,38 @@ def test_a_failed_consistency_check_answers_a_point_that_matches() -> None:
         retry = append_entries(heartbeat["next_node_idx"] - 1)
         assert retry["success"] and retry["next_node_idx"] == end + 1
         assert old.sync._SyncObj__raftLog.entries[-len(new_log):] == new_log[-len(new_log):]
+
+
+def _journal_behind_dump(sim: Simulation):
+    """A follower compacts (dump written, journal head deleted but not synced yet); a power loss
+    takes every unsynced write; it restarts. Returns (last durable index, log end after start)."""
+    with sim.running():
+        sim.start_all()
+        assert sim.run_for(10, lambda: sim.leader() is not None), "no leader"
+        leader = sim.leader()
+        follower = next(n for n in sim.alive() if n is not leader)
+        n = 0
+
+        def compacting() -> bool:
+            return follower.alive and any(op[0] == "delete_to" for op in follower.disk.pending)
+
+        while not compacting():
+            n += 1
+            assert n < 50, "no compaction"
+            leader.log.apply(_register(n))  # fast enough that entries follow the compacted one
+            leader.schedule_tick(0)
+            sim.run_for(0.03, compacting)
+        follower.disk.pending.clear()  # the power loss: every unsynced write is gone
+        durable = follower.disk.entries[-1][1]
+        assert durable > follower.sync._SyncObj__raftLastApplied, "no synced entry after the dump"
+        follower.crash(power_loss=False)
+        follower.start()
+        sim.run_for(0.01)
+        return durable, follower.sync._SyncObj__raftLog[-1][1]
+
+
+def test_a_restart_keeps_the_journal_after_an_unsynced_compaction() -> None:
+    """pysyncobj cleared a journal that did not start with the dump's entries, though it held
+    them and synced entries after them (acknowledged ones among them)."""
+    durable, end = _journal_behind_dump(Simulation(seed=11, voters=3, quiet=True, compaction_entries=4))
+    assert end >= durable
