@@ -15,8 +15,9 @@ if a pysyncobj upgrade renames them). Each was found by the simulation; docs/arc
    differs (a real conflict), and appends the rest. It acknowledges `prevLogIdx +
    len(entries)` -- what the message proved, not its own log end -- and bounds its commit
    index by that index too (its log may go on with entries the leader has not verified).
-2. **A snapshot does not wipe a log that holds it (Raft §7)**, and a snapshot piece does not
-   move the commit index past what it proves (`_install_snapshot`).
+2. **A snapshot does not wipe a log that holds it (Raft §7)**, nor replace the node's own
+   dump file (which must stay the one the journal starts at: seed 9220), and a snapshot
+   piece does not move the commit index past what it proves (`_install_snapshot`).
 3. **A vote counts once per voter** (pysyncobj counts grant messages: a duplicate made two
    leaders in one term).
 4. **No busy loop after a compaction.** Without fork (raftka's setting) the dump is written
@@ -30,6 +31,12 @@ if a pysyncobj upgrade renames them). Each was found by the simulation; docs/arc
    journal has unsynced changes, and the start of the next tick syncs once and sends them
    all. `currentTerm`/`votedFor` are fsynced before any vote is sent. This is what KRaft
    does for its metadata log.
+6. **A failed consistency check answers a point that matches** (`_match_point`): pysyncobj's
+   "go on from my log end + 1" undid the leader's back-off on every heartbeat when the log
+   ended with entries the leader did not have (seeds 7878, 8325, 56907, 52149).
+7. **A restart keeps the journal after the dump** (`_trim_journal_to_dump`): pysyncobj
+   cleared a journal that did not start with the dump's entries, even one that held them and
+   synced entries after them (a power loss between a compaction and the next sync).
 
 `createJournal` hook: pysyncobj builds its journal from `SyncObjConf.journalFile` inside
 `SyncObj.__init__` (before its tick thread could see another). A `JournalSpec` there (a
@@ -39,6 +46,8 @@ pysyncobj's own behaviour. The hook is installed once, at import.
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import os
 import shutil
 
@@ -171,10 +180,30 @@ class RaftSyncObj(SyncObj):
                 nextNodeIdx = self._snapshot_idx + 1
             else:
                 nextNodeIdx = self._SyncObj__raftLog[-1][1] + 1
+        if reset and not success:  # the consistency check failed: where the leader should go on from
+            nextNodeIdx = min(nextNodeIdx, self._match_point() + 1)
         if self._held_acks or self._journal_dirty():
             self._held_acks.append((node, nextNodeIdx, reset, success))
             return
         SyncObj._SyncObj__sendNextNodeIdx(self, node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
+
+    def _match_point(self) -> int:
+        """The highest index at which this log surely matches any current leader's: its commit
+        index (committed entries are in every later leader's log), its last applied entry or
+        its snapshot's (the log's first entry), but never beyond its own log end.
+
+        pysyncobj's follower answers a failed consistency check with "go on from my log end + 1"
+        (prevLogIdx missing) or "from prevLogIdx" (term differs), and its leader sets nextIndex
+        to that answer, stale or not, after advancing it optimistically on every send. A
+        follower whose log ends with entries the leader does not have then gets, on every
+        heartbeat, "log end + 1" again, which undoes the one-by-one back-off of the conflict
+        answers (seeds 7878, 8325: a voter never caught up); a log longer than the leader's made
+        the leader send `prevLogIdx: None`, answered with the same index forever. Bounding the
+        answer by the match point makes every answer, late ones included, a point from which
+        the next AppendEntries succeeds (Raft §5.3's back-off, in one round trip)."""
+        log = self._SyncObj__raftLog
+        point = max(self._SyncObj__raftCommitIndex, self._SyncObj__raftLastApplied, log[0][1])
+        return min(point, log[-1][1])
 
     # --- a finished dump is acknowledged in the tick that wrote it ---
     def _SyncObj__tryLogCompaction(self):
@@ -219,35 +248,90 @@ class RaftSyncObj(SyncObj):
     def _install_snapshot(self, node, message) -> None:
         """A piece of a snapshot (`serialized`). pysyncobj moves the commit index to the leader's
         (bounded by its own log end) on every piece, though nothing in it verifies this node's
-        log; and on the last piece it clears the whole log and loads the dump even when this
-        node is already past it (a stale or re-sent snapshot), dropping entries it acknowledged.
-        Here the commit index follows the leader only up to an installed (or already held)
-        snapshot's index, and `_SyncObj__loadDumpFile` keeps the log when it already holds the
-        snapshot's last entry (or compacted past it)."""
+        log; and on the last piece it replaces its dump file and clears the whole log even when
+        this node is already past the snapshot (a stale or re-sent one), dropping entries it
+        acknowledged. Here the commit index follows the leader only up to an installed (or
+        already held) snapshot's index, and a snapshot whose last entry the node already holds
+        (or compacted past) is discarded before it replaces anything (`_held_snapshot`)."""
         commit = message["commit_index"]
-        self._snapshot_idx = None
-        try:
-            SyncObj._SyncObj__onMessageReceived(self, node, dict(message, commit_index=0))
-        finally:
-            idx, self._snapshot_idx = self._snapshot_idx, None
+        serialized = message.get("serialized")
+        held = self._held_snapshot() if serialized is not None and serialized[2] else None
+        if held is not None:
+            # The term and leader bookkeeping only (no entries, no snapshot), then the
+            # acknowledgement of what the snapshot proved.
+            SyncObj._SyncObj__onMessageReceived(self, node, {"type": "append_entries", "term": message["term"],
+                                                             "commit_index": 0})
+            self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=held + 1, success=True)
+            idx = held
+        else:
+            self._snapshot_idx = None
+            try:
+                SyncObj._SyncObj__onMessageReceived(self, node, dict(message, commit_index=0))
+            finally:
+                idx, self._snapshot_idx = self._snapshot_idx, None
         self._SyncObj__leaderCommitIndex = commit
         if idx is not None and min(commit, idx) > self._SyncObj__raftCommitIndex:
             self._SyncObj__raftCommitIndex = min(commit, idx)
             self._SyncObj__raftLog.setRaftCommitIndex(self._SyncObj__raftCommitIndex)
 
+    def _held_snapshot(self) -> int | None:
+        """On a snapshot's last piece (pysyncobj's last piece carries no data: every byte is in
+        the incoming file already), before pysyncobj renames that file over this node's own
+        dump: the snapshot's last index if this node's log holds that entry (same index and
+        term) or was compacted past it. The incoming file is then dropped: replacing the dump
+        by an older one while the journal is kept would leave a dump that does not match the
+        journal, and pysyncobj would clear the journal at the next start (seed 9220: committed
+        entries lost, a committed entry overwritten) and serve that stale dump to followers
+        whose nextIndex is below its log (seeds 1984 and others: a follower never caught up)."""
+        serializer = self._SyncObj__serializer
+        incoming = getattr(serializer, "_Serializer__incomingTransmissionFile", None)
+        if incoming is None or getattr(serializer, "_Serializer__deserializer", None) is not None:
+            return None
+        try:
+            incoming.flush()
+            with open(incoming.name, "rb") as f, gzip.GzipFile(fileobj=f) as g:
+                last = pysyncobj_pickle.load(g)[1]  # the dump's last entry: (command, idx, term)
+        except Exception:  # noqa: BLE001 - a broken transfer: pysyncobj's own load reports it
+            return None
+        log = self._SyncObj__raftLog
+        first, end, idx = log[0][1], log[-1][1], last[1]
+        if not (idx < first or (idx <= end and log[idx - first][2] == last[2])):
+            return None
+        incoming.close()
+        serializer._Serializer__incomingTransmissionFile = None
+        with contextlib.suppress(OSError):
+            os.remove(incoming.name)
+        return idx
+
     def _SyncObj__loadDumpFile(self, clearJournal):
-        if clearJournal:  # a snapshot from the leader (at startup pysyncobj passes False)
+        if clearJournal:  # a snapshot from the leader, installed (at startup pysyncobj passes False)
             try:
-                last = self._SyncObj__serializer.deserialize()[1]  # the dump's last entry: (command, idx, term)
+                self._snapshot_idx = self._SyncObj__serializer.deserialize()[1][1]
             except Exception:  # noqa: BLE001 - pysyncobj's own load reports it
-                last = None
-            if last is not None:
-                log = self._SyncObj__raftLog
-                first, end, idx = log[0][1], log[-1][1], last[1]
-                self._snapshot_idx = idx
-                if idx < first or (idx <= end and log[idx - first][2] == last[2]):
-                    return  # already held: keep the log and the state machine
+                self._snapshot_idx = None
+        else:
+            self._trim_journal_to_dump()
         SyncObj._SyncObj__loadDumpFile(self, clearJournal)
+
+    def _trim_journal_to_dump(self) -> None:
+        """At startup pysyncobj keeps the journal only if it starts with the dump's last two
+        entries, and otherwise clears it. A compaction writes the dump, then deletes the
+        journal's head; a power loss before that deletion is synced leaves a journal that
+        starts earlier but holds the dump's entries and synced, acknowledged entries after
+        them: clearing it loses those. Raft §7: keep the entries that follow the snapshot's
+        last one, so the head is deleted here first."""
+        try:
+            data = self._SyncObj__serializer.deserialize()
+            prev, last = data[2], data[1]  # (command, idx, term)
+        except Exception:  # noqa: BLE001 - pysyncobj's own load reports it
+            return
+        log = self._SyncObj__raftLog
+        if not len(log):
+            return
+        first, end = log[0][1], log[-1][1]
+        if first < prev[1] and last[1] <= end and log[prev[1] - first][2] == prev[2] \
+                and log[last[1] - first][2] == last[2]:
+            log.deleteEntriesTo(prev[1] - first)
 
     def _conflict_only(self, node, message):
         """The AppendEntries pysyncobj should process so that it truncates only on a conflict;
