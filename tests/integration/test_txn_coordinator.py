@@ -226,3 +226,30 @@ def test_a_moved_coordinator_answers_not_coordinator_and_the_new_one_loads_the_s
             assert end(conn, tid, pid, epoch, False) == 16  # NOT_COORDINATOR
             assert describe(conn, tid).error_code == 16
             assert init(conn, tid).error_code == 16
+
+
+def test_idle_ids_expire_ongoing_ones_do_not_and_both_survive_a_kill(tmp_path):
+    """`transactional.id.expiration.ms`: an idle Empty id is removed (a tombstone), an Ongoing
+    one stays; after kill -9 and a restart the replayed partition says the same."""
+    with running_server(tmp_path, properties={
+        "transaction.state.log.num.partitions": "1",
+        "transactional.id.expiration.ms": "1000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": str(ABORT_INTERVAL_MS),
+    }) as server:
+        with WireConnection(server.bootstrap) as conn:
+            assert conn.create_topic(TOPIC, 1) == 0
+            ongoing_pid, ongoing_epoch = begun(conn, "stays")
+            assert add(conn, "stays", ongoing_pid, ongoing_epoch, [(TOPIC, 0)]) == {(TOPIC, 0): 0}
+            idle_pid, _ = begun(conn, "expires")
+            wait_until(lambda: describe(conn, "expires").error_code == 105, timeout=60, what="the idle id's expiry")
+            assert describe(conn, "stays").transaction_state == "Ongoing"
+        assert server.log_events("txn.id_expired")
+        server.kill()
+        server.start()
+        with WireConnection(server.bootstrap) as conn:
+            state = wait_until(lambda: (lambda s: s if s.error_code == 0 else None)(describe(conn, "stays")),
+                               timeout=60, what="the reload")
+            assert (state.transaction_state, state.producer_id) == ("Ongoing", ongoing_pid)
+            assert describe(conn, "expires").error_code == 105
+            again = init(conn, "expires")
+            assert again.error_code == 0 and again.producer_id != idle_pid and again.producer_epoch == 0
