@@ -358,10 +358,12 @@ class TxnCoordinator:
             await self.abort_timed_out(wall_ms())
 
     async def abort_timed_out(self, now_ms: int) -> None:
-        for tid, meta in list(self.txns.items()):
-            decision = ts.timed_out(meta, now_ms)
+        for tid in list(self.txns):
+            meta = self.txns.get(tid)  # re-read: an earlier write in this loop yielded
+            decision = ts.timed_out(meta, now_ms) if meta is not None else None
             if decision is None or not self._serves(tid):
                 continue
+            assert meta is not None
             log.info("txn.timed_out", transactional_id=tid, producer_id=meta.producer_id,
                      producer_epoch=meta.producer_epoch, started_ms=meta.start_ms, timeout_ms=meta.timeout_ms)
             await self._write(decision)
@@ -373,8 +375,10 @@ class TxnCoordinator:
             await self.remove_expired(wall_ms())
 
     async def remove_expired(self, now_ms: int) -> None:
-        for tid, meta in list(self.txns.items()):
-            if not ts.expired(meta, now_ms, self.config.transactional_id_expiration_ms) or not self._serves(tid):
+        for tid in list(self.txns):
+            meta = self.txns.get(tid)  # re-read: an earlier write in this loop yielded
+            if (meta is None or not ts.expired(meta, now_ms, self.config.transactional_id_expiration_ms)
+                    or not self._serves(tid)):
                 continue
             code = await self._write(Decision(write=meta.to(TxnState.DEAD, now_ms)))
             if code == 0:
