@@ -32,6 +32,8 @@ from raftka.broker.handlers import (
     reassignments,
     scram_credentials,
     topics_admin,
+    txn_markers,
+    txn_offset_commit,
     unregister_broker,
 )
 from raftka.broker.handlers import sasl as sasl_handlers
@@ -96,6 +98,9 @@ HANDLERS = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list,
     ApiKey.UNREGISTER_BROKER: unregister_broker.handle,
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: txn_markers.handle_describe_producers,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

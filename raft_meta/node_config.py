@@ -330,6 +330,9 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _percentage, "10"),
     # KIP-392 (broker/replica_selector.py): empty = consumers read from leaders.
     "replica.selector.class": ("replica_selector_class", _replica_selector, ""),
+    # Transactions, partition side (KIP-890 part 1): a partition leader asks the transaction
+    # coordinator before a producer's first transactional batch there.
+    "transaction.partition.verification.enable": ("transaction_partition_verification_enable", _bool, "true"),
 }
 
 
@@ -413,6 +416,7 @@ class NodeConfig:
     metadata_log_fsync_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     replica_selector_class: str = ""
+    transaction_partition_verification_enable: bool = True
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(

@@ -76,6 +76,9 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
     ApiKey.UNREGISTER_BROKER: "UnregisterBroker",
+    ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
 }
 
 
