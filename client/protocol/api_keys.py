@@ -74,7 +74,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (0, 5),  # v0: pre-KIP-896 (client/protocol/legacy_versions.py)
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
-    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 3),
