@@ -238,7 +238,7 @@ class TxnCoordinator:
             self.txns.pop(tid, None)
         else:
             self.txns[tid] = new
-        log.info("txn.state_written", transactional_id=tid, producer_id=new.producer_id,
+        log.debug("txn.state_written", transactional_id=tid, producer_id=new.producer_id,
                  producer_epoch=new.producer_epoch, state=new.state.display_name,
                  partitions=len(new.partitions))
         if decision.send_markers:
@@ -309,7 +309,7 @@ class TxnCoordinator:
         decision = ts.end_txn(meta, transactional_id, producer_id, producer_epoch, commit, wall_ms())
         code = await self._decide(decision)
         if decision.write is not None and code == 0:
-            log.info("txn.ended", transactional_id=transactional_id, producer_id=producer_id,
+            log.debug("txn.ended", transactional_id=transactional_id, producer_id=producer_id,
                      producer_epoch=producer_epoch, committed=commit)
         return code
 
