@@ -100,14 +100,14 @@ HANDLERS = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list,
     ApiKey.UNREGISTER_BROKER: unregister_broker.handle,
-    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
-    ApiKey.DESCRIBE_PRODUCERS: txn_markers.handle_describe_producers,
-    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
     ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
     ApiKey.END_TXN: transactions.handle_end_txn,
     ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: txn_markers.handle_describe_producers,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

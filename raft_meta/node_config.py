@@ -330,9 +330,6 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _percentage, "10"),
     # KIP-392 (broker/replica_selector.py): empty = consumers read from leaders.
     "replica.selector.class": ("replica_selector_class", _replica_selector, ""),
-    # Transactions, partition side (KIP-890 part 1): a partition leader asks the transaction
-    # coordinator before a producer's first transactional batch there.
-    "transaction.partition.verification.enable": ("transaction_partition_verification_enable", _bool, "true"),
     # The transaction coordinator (broker/txn_coordinator.py): Kafka's names and defaults.
     "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _positive_int, "50"),
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _positive_int, "2"),
@@ -343,6 +340,9 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", _positive_int, "10000"),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (
         "transaction_remove_expired_transaction_cleanup_interval_ms", _positive_int, "3600000"),
+    # Transactions, partition side (KIP-890 part 1): a partition leader asks the transaction
+    # coordinator before a producer's first transactional batch there.
+    "transaction.partition.verification.enable": ("transaction_partition_verification_enable", _bool, "true"),
 }
 
 
@@ -425,7 +425,6 @@ class NodeConfig:
     metadata_log_fsync_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     replica_selector_class: str = ""
-    transaction_partition_verification_enable: bool = True
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_min_isr: int = 2
     transaction_state_log_segment_bytes: int = 104857600
@@ -433,6 +432,7 @@ class NodeConfig:
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
+    transaction_partition_verification_enable: bool = True
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(

@@ -55,16 +55,16 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     UNREGISTER_BROKER = 64
-    # transactions, partition side (issue 16)
-    WRITE_TXN_MARKERS = 27
-    TXN_OFFSET_COMMIT = 28
-    DESCRIBE_PRODUCERS = 61
     # transactions (issue 16, coordinator side)
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    # transactions, partition side (issue 16)
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_PRODUCERS = 61
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -110,10 +110,6 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.UNREGISTER_BROKER: (0, 0),  # flexible-only too; not one kafka-python's guess reads
-    # Transactions, partition side (docs/shared TRANSACTIONS.md): none is read by kafka-python's guess.
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0 is Kafka 3.x's (Kafka 4 serves v1+ only)
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
-    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     # Transactions: v4+ of AddPartitionsToTxn is broker-to-broker (KIP-890 verify_only), served
     # unadvertised (kafka-python would read it as a 3.6 broker); see DECLARED_VERSIONS.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
@@ -121,6 +117,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # Transactions, partition side (docs/shared TRANSACTIONS.md): none is read by kafka-python's guess.
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0 is Kafka 3.x's (Kafka 4 serves v1+ only)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -192,14 +192,14 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.UNREGISTER_BROKER: 0,
-    ApiKey.WRITE_TXN_MARKERS: 1,
-    ApiKey.TXN_OFFSET_COMMIT: 3,
-    ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,
     ApiKey.ADD_OFFSETS_TO_TXN: 3,
     ApiKey.END_TXN: 3,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.WRITE_TXN_MARKERS: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
 }
 
 

@@ -1073,107 +1073,6 @@ UNREGISTER_BROKER_RESPONSE = MessageSchema(
     ),
 )
 
-WRITE_TXN_MARKERS_REQUEST = MessageSchema(
-    'WriteTxnMarkersRequest', 27, 'request', '0-1', flexible='1+',
-    fields=(
-        F('markers', '[]WritableTxnMarker', '0+', fields=(
-            F('producer_id', 'int64', '0+'),
-            F('producer_epoch', 'int16', '0+'),
-            F('transaction_result', 'bool', '0+'),
-            F('topics', '[]WritableTxnMarkerTopic', '0+', fields=(
-                F('name', 'string', '0+'),
-                F('partition_indexes', '[]int32', '0+'),
-            )),
-            F('coordinator_epoch', 'int32', '0+'),
-        )),
-    ),
-)
-
-WRITE_TXN_MARKERS_RESPONSE = MessageSchema(
-    'WriteTxnMarkersResponse', 27, 'response', '0-1', flexible='1+',
-    fields=(
-        F('markers', '[]WritableTxnMarkerResult', '0+', fields=(
-            F('producer_id', 'int64', '0+'),
-            F('topics', '[]WritableTxnMarkerTopicResult', '0+', fields=(
-                F('name', 'string', '0+'),
-                F('partitions', '[]WritableTxnMarkerPartitionResult', '0+', fields=(
-                    F('partition_index', 'int32', '0+'),
-                    F('error_code', 'int16', '0+'),
-                )),
-            )),
-        )),
-    ),
-)
-
-TXN_OFFSET_COMMIT_REQUEST = MessageSchema(
-    'TxnOffsetCommitRequest', 28, 'request', '0-3', flexible='3+',
-    fields=(
-        F('transactional_id', 'string', '0+'),
-        F('group_id', 'string', '0+'),
-        F('producer_id', 'int64', '0+'),
-        F('producer_epoch', 'int16', '0+'),
-        F('generation_id', 'int32', '3+', default=-1),
-        F('member_id', 'string', '3+', default=''),
-        F('group_instance_id', 'string', '3+', nullable='3+', default=None),
-        F('topics', '[]TxnOffsetCommitRequestTopic', '0+', fields=(
-            F('name', 'string', '0+'),
-            F('partitions', '[]TxnOffsetCommitRequestPartition', '0+', fields=(
-                F('partition_index', 'int32', '0+'),
-                F('committed_offset', 'int64', '0+'),
-                F('committed_leader_epoch', 'int32', '2+', default=-1),
-                F('committed_metadata', 'string', '0+', nullable='0+'),
-            )),
-        )),
-    ),
-)
-
-TXN_OFFSET_COMMIT_RESPONSE = MessageSchema(
-    'TxnOffsetCommitResponse', 28, 'response', '0-3', flexible='3+',
-    fields=(
-        F('throttle_time_ms', 'int32', '0+'),
-        F('topics', '[]TxnOffsetCommitResponseTopic', '0+', fields=(
-            F('name', 'string', '0+'),
-            F('partitions', '[]TxnOffsetCommitResponsePartition', '0+', fields=(
-                F('partition_index', 'int32', '0+'),
-                F('error_code', 'int16', '0+'),
-            )),
-        )),
-    ),
-)
-
-DESCRIBE_PRODUCERS_REQUEST = MessageSchema(
-    'DescribeProducersRequest', 61, 'request', '0-0', flexible='0+',
-    fields=(
-        F('topics', '[]TopicRequest', '0+', fields=(
-            F('name', 'string', '0+'),
-            F('partition_indexes', '[]int32', '0+'),
-        )),
-    ),
-)
-
-DESCRIBE_PRODUCERS_RESPONSE = MessageSchema(
-    'DescribeProducersResponse', 61, 'response', '0-0', flexible='0+',
-    fields=(
-        F('throttle_time_ms', 'int32', '0+'),
-        F('topics', '[]TopicResponse', '0+', fields=(
-            F('name', 'string', '0+'),
-            F('partitions', '[]PartitionResponse', '0+', fields=(
-                F('partition_index', 'int32', '0+'),
-                F('error_code', 'int16', '0+'),
-                F('error_message', 'string', '0+', nullable='0+', default=None),
-                F('active_producers', '[]ProducerState', '0+', fields=(
-                    F('producer_id', 'int64', '0+'),
-                    F('producer_epoch', 'int32', '0+'),
-                    F('last_sequence', 'int32', '0+', default=-1),
-                    F('last_timestamp', 'int64', '0+', default=-1),
-                    F('coordinator_epoch', 'int32', '0+'),
-                    F('current_txn_start_offset', 'int64', '0+', default=-1),
-                )),
-            )),
-        )),
-    ),
-)
-
 ADD_PARTITIONS_TO_TXN_REQUEST = MessageSchema(
     'AddPartitionsToTxnRequest', 24, 'request', '0-4', flexible='3+',
     fields=(
@@ -1304,6 +1203,107 @@ LIST_TRANSACTIONS_RESPONSE = MessageSchema(
             F('transactional_id', 'string', '0+'),
             F('producer_id', 'int64', '0+'),
             F('transaction_state', 'string', '0+'),
+        )),
+    ),
+)
+
+WRITE_TXN_MARKERS_REQUEST = MessageSchema(
+    'WriteTxnMarkersRequest', 27, 'request', '0-1', flexible='1+',
+    fields=(
+        F('markers', '[]WritableTxnMarker', '0+', fields=(
+            F('producer_id', 'int64', '0+'),
+            F('producer_epoch', 'int16', '0+'),
+            F('transaction_result', 'bool', '0+'),
+            F('topics', '[]WritableTxnMarkerTopic', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('partition_indexes', '[]int32', '0+'),
+            )),
+            F('coordinator_epoch', 'int32', '0+'),
+        )),
+    ),
+)
+
+WRITE_TXN_MARKERS_RESPONSE = MessageSchema(
+    'WriteTxnMarkersResponse', 27, 'response', '0-1', flexible='1+',
+    fields=(
+        F('markers', '[]WritableTxnMarkerResult', '0+', fields=(
+            F('producer_id', 'int64', '0+'),
+            F('topics', '[]WritableTxnMarkerTopicResult', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('partitions', '[]WritableTxnMarkerPartitionResult', '0+', fields=(
+                    F('partition_index', 'int32', '0+'),
+                    F('error_code', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+)
+
+TXN_OFFSET_COMMIT_REQUEST = MessageSchema(
+    'TxnOffsetCommitRequest', 28, 'request', '0-3', flexible='3+',
+    fields=(
+        F('transactional_id', 'string', '0+'),
+        F('group_id', 'string', '0+'),
+        F('producer_id', 'int64', '0+'),
+        F('producer_epoch', 'int16', '0+'),
+        F('generation_id', 'int32', '3+', default=-1),
+        F('member_id', 'string', '3+', default=''),
+        F('group_instance_id', 'string', '3+', nullable='3+', default=None),
+        F('topics', '[]TxnOffsetCommitRequestTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]TxnOffsetCommitRequestPartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('committed_offset', 'int64', '0+'),
+                F('committed_leader_epoch', 'int32', '2+', default=-1),
+                F('committed_metadata', 'string', '0+', nullable='0+'),
+            )),
+        )),
+    ),
+)
+
+TXN_OFFSET_COMMIT_RESPONSE = MessageSchema(
+    'TxnOffsetCommitResponse', 28, 'response', '0-3', flexible='3+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]TxnOffsetCommitResponseTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]TxnOffsetCommitResponsePartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_PRODUCERS_REQUEST = MessageSchema(
+    'DescribeProducersRequest', 61, 'request', '0-0', flexible='0+',
+    fields=(
+        F('topics', '[]TopicRequest', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partition_indexes', '[]int32', '0+'),
+        )),
+    ),
+)
+
+DESCRIBE_PRODUCERS_RESPONSE = MessageSchema(
+    'DescribeProducersResponse', 61, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]TopicResponse', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]PartitionResponse', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+                F('active_producers', '[]ProducerState', '0+', fields=(
+                    F('producer_id', 'int64', '0+'),
+                    F('producer_epoch', 'int32', '0+'),
+                    F('last_sequence', 'int32', '0+', default=-1),
+                    F('last_timestamp', 'int64', '0+', default=-1),
+                    F('coordinator_epoch', 'int32', '0+'),
+                    F('current_txn_start_offset', 'int64', '0+', default=-1),
+                )),
+            )),
         )),
     ),
 )
@@ -1478,12 +1478,6 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     LIST_PARTITION_REASSIGNMENTS_RESPONSE,
     UNREGISTER_BROKER_REQUEST,
     UNREGISTER_BROKER_RESPONSE,
-    WRITE_TXN_MARKERS_REQUEST,
-    WRITE_TXN_MARKERS_RESPONSE,
-    TXN_OFFSET_COMMIT_REQUEST,
-    TXN_OFFSET_COMMIT_RESPONSE,
-    DESCRIBE_PRODUCERS_REQUEST,
-    DESCRIBE_PRODUCERS_RESPONSE,
     ADD_PARTITIONS_TO_TXN_REQUEST,
     ADD_PARTITIONS_TO_TXN_RESPONSE,
     ADD_OFFSETS_TO_TXN_REQUEST,
@@ -1494,6 +1488,12 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     DESCRIBE_TRANSACTIONS_RESPONSE,
     LIST_TRANSACTIONS_REQUEST,
     LIST_TRANSACTIONS_RESPONSE,
+    WRITE_TXN_MARKERS_REQUEST,
+    WRITE_TXN_MARKERS_RESPONSE,
+    TXN_OFFSET_COMMIT_REQUEST,
+    TXN_OFFSET_COMMIT_RESPONSE,
+    DESCRIBE_PRODUCERS_REQUEST,
+    DESCRIBE_PRODUCERS_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
     DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,

@@ -12,12 +12,16 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
-from raftka.client.protocol import ApiKey
+from raftka.client.protocol import ADVERTISED_VERSIONS, ApiKey
 from tests.compat.server_process import ServerProcess, running_server
 from tests.compat.wire_client import WireConnection
 from tests.support import wait_until
 
 TIMEOUT = 60.0
+
+# The partition side (transactional Produce, WriteTxnMarkers, read_committed Fetch) comes with it.
+pytestmark = pytest.mark.skipif(ApiKey.WRITE_TXN_MARKERS not in ADVERTISED_VERSIONS,
+                                reason="the partition side of transactions (WriteTxnMarkers) is not served")
 _names = itertools.count()
 
 
