@@ -449,13 +449,16 @@ class GroupCoordinator:
         if code or not offsets:
             return dict.fromkeys(offsets, code)
         records = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
+        # Held before the append (which happens before append_and_wait's first await): a marker
+        # replicated while this write waits for the ISR (a timeout abort) then finds them.
+        self.pending_txn.add(partition.index, producer_id, group_id, offsets)
         try:
             await append_and_wait(partition, records, COMMIT_TIMEOUT_S, producer=(producer_id, producer_epoch))
         except Exception as exc:
             log.info("group.txn_commit_failed", group=group_id, producer_id=producer_id, error=str(exc))
+            self.pending_txn.discard(partition.index, producer_id, group_id, offsets)
             code = error_code_for(exc) if isinstance(exc, LogError) else append_error_code(exc)
             return dict.fromkeys(offsets, code)
-        self.pending_txn.add(partition.index, producer_id, group_id, offsets)
         return dict.fromkeys(offsets, 0)
 
     def txn_offset_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
