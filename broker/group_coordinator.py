@@ -96,6 +96,9 @@ class _Waiter:
 class _Load:
     token: int
     loaded: bool = False
+    end: int = -1  # the log end the load reads up to
+    # Markers replicated while loading, past `end`: (producer id, commit), applied once loaded.
+    completions: list[tuple[int, bool]] = field(default_factory=list)
 
 
 class GroupCoordinator:
@@ -156,6 +159,9 @@ class GroupCoordinator:
     async def _load(self, partition: Partition, token: int) -> None:
         started = trio.current_time()
         pending: dict = {}
+        current = self._loads.get(partition.index)
+        if current is not None and current.token == token:
+            current.end = partition.log_end_offset  # what load_partition reads up to
         try:
             groups = await load_partition(partition, self._new_group, _now_ms(), pending)
         except Exception:
@@ -170,6 +176,8 @@ class GroupCoordinator:
             self._reschedule(group)
         self.pending_txn.install(partition.index, pending)
         load.loaded = True
+        for producer_id, commit in load.completions:
+            self.complete_transaction(partition.index, producer_id, commit)
         log.info("group.partition_loaded", partition=partition.index, groups=len(groups),
                  seconds=round(trio.current_time() - started, 3))
 
@@ -441,13 +449,16 @@ class GroupCoordinator:
         if code or not offsets:
             return dict.fromkeys(offsets, code)
         records = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
+        # Held before the append (which happens before append_and_wait's first await): a marker
+        # replicated while this write waits for the ISR (a timeout abort) then finds them.
+        self.pending_txn.add(partition.index, producer_id, group_id, offsets)
         try:
             await append_and_wait(partition, records, COMMIT_TIMEOUT_S, producer=(producer_id, producer_epoch))
         except Exception as exc:
             log.info("group.txn_commit_failed", group=group_id, producer_id=producer_id, error=str(exc))
+            self.pending_txn.discard(partition.index, producer_id, group_id, offsets)
             code = error_code_for(exc) if isinstance(exc, LogError) else append_error_code(exc)
             return dict.fromkeys(offsets, code)
-        self.pending_txn.add(partition.index, producer_id, group_id, offsets)
         return dict.fromkeys(offsets, 0)
 
     def txn_offset_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
@@ -458,9 +469,17 @@ class GroupCoordinator:
             return False
         return self.pending_txn.is_pending(index, group_id, tp)
 
-    def complete_transaction(self, partition_index: int, producer_id: int, commit: bool) -> None:
-        """A COMMIT/ABORT marker of `producer_id` is replicated in `__consumer_offsets-<index>`:
-        its pending offsets become the groups' committed offsets, or are dropped."""
+    def complete_transaction(self, partition_index: int, producer_id: int, commit: bool,
+                             marker_offset: int | None = None) -> None:
+        """A COMMIT/ABORT marker of `producer_id` (at `marker_offset`) is replicated in
+        `__consumer_offsets-<index>`: its pending offsets become the groups' committed offsets,
+        or are dropped. While the partition loads, a marker past what the load reads is kept
+        and applied once it is loaded (one the load reads, it applies itself)."""
+        load = self._loads.get(partition_index)
+        if load is not None and not load.loaded:
+            if marker_offset is None or marker_offset >= load.end:
+                load.completions.append((producer_id, commit))
+            return
         for group_id, offsets in self.pending_txn.complete(partition_index, producer_id, commit).items():
             group = self.groups.get(group_id)
             if group is not None:

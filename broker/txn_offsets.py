@@ -50,6 +50,19 @@ class PendingTxnOffsets:
         by_group = self._pending.setdefault(partition, {}).setdefault(producer_id, {})
         by_group.setdefault(group_id, {}).update(offsets)
 
+    def discard(self, partition: int, producer_id: int, group_id: str, offsets: Offsets) -> None:
+        """A failed write: forget those of `offsets` still held exactly as added."""
+        held = self._pending.get(partition, {}).get(producer_id, {}).get(group_id)
+        if held is None:
+            return
+        for tp, offset in offsets.items():
+            if held.get(tp) is offset:
+                del held[tp]
+        if not held:
+            del self._pending[partition][producer_id][group_id]
+            if not self._pending[partition][producer_id]:
+                del self._pending[partition][producer_id]
+
     def install(self, partition: int, pending: dict[int, dict[str, Offsets]]) -> None:
         """The undecided offsets a load of `partition` found (replacing what was held)."""
         self._pending[partition] = {pid: {g: dict(o) for g, o in groups.items()} for pid, groups in pending.items()}

@@ -13,9 +13,9 @@ clients skip the aborted producers' batches with them.
 The index is derived data: recovery rebuilds it by replaying the log (see
 `PartitionLog.open`), so an entry whose `last_offset` is not above the last
 one is taken as a replay of what is already there and skipped. The entries are
-kept in memory as well (a few per segment; the file is read once at open).
-Not thread-safe; blocking I/O (the broker calls it under the partition's lock
-or from the log's own thread).
+kept in memory as well (a few per segment; the file is read once at open), and
+no descriptor stays open. Not thread-safe; blocking I/O (the broker calls it
+under the partition's lock or from the log's own thread).
 """
 
 from __future__ import annotations
@@ -80,7 +80,10 @@ def collect(entries: list[AbortedTxn], fetch_offset: int, upper_bound: int) -> t
 
 
 class TransactionIndex:
-    """One segment's `.txnindex` file and its entries."""
+    """One segment's `.txnindex` file and its entries.
+
+    No descriptor is kept open (a partition has many segments and aborts are rare): each
+    write opens the file, and `flush` fsyncs it only if something was written since."""
 
     def __init__(self, path: Path) -> None:
         """Open the index at `path`, creating it empty if missing (`created` says which).
@@ -88,13 +91,12 @@ class TransactionIndex:
         Raises CorruptTxnIndex if an existing file does not decode (the caller rebuilds it)."""
         self.path = Path(path)
         self.created = not self.path.exists()
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            size = os.fstat(self._fd).st_size
-            self.entries: list[AbortedTxn] = decode_entries(os.pread(self._fd, size, 0)) if size else []
-        except CorruptTxnIndex:
-            os.close(self._fd)
-            raise
+        self._dirty = False
+        if self.created:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+            self.entries: list[AbortedTxn] = []
+        else:
+            self.entries = decode_entries(self.path.read_bytes())
 
     @property
     def last_offset(self) -> int:
@@ -104,13 +106,19 @@ class TransactionIndex:
         """Add an entry; False (nothing written) if its marker is not after the last entry's."""
         if entry.last_offset <= self.last_offset:
             return False
-        os.write(self._fd, entry.encode())
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, entry.encode())
+        finally:
+            os.close(fd)
         self.entries.append(entry)
+        self._dirty = True
         return True
 
     def reset(self) -> None:
         """Drop every entry (the segment is being recovered: replay writes them again)."""
-        self._cut(0)
+        if self.entries or self.path.stat().st_size:
+            self._cut(0)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or after `offset` (the log was truncated there)."""
@@ -121,17 +129,23 @@ class TransactionIndex:
             self._cut(keep)
 
     def _cut(self, count: int) -> None:
-        os.ftruncate(self._fd, count * ENTRY_SIZE)
+        os.truncate(self.path, count * ENTRY_SIZE)
         del self.entries[count:]
+        self._dirty = True
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        if not self._dirty:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dirty = False
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)
         self.path = Path(path)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Nothing stays open; kept for the segment's uniform index handling."""

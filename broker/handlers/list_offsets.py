@@ -41,7 +41,9 @@ def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozense
                 result["offset"] = partition.high_watermark
         else:
             found = partition.log.offset_for_timestamp(req_part.timestamp)
-            if found is not None and (not consumer or found[0] < partition.high_watermark):
+            visible = (partition.last_stable_offset if request.isolation_level == READ_COMMITTED
+                       else partition.high_watermark)
+            if found is not None and (not consumer or found[0] < visible):
                 result["offset"], result["timestamp"] = found
         if result["offset"] >= 0:
             result["leader_epoch"] = _epoch_of(partition, result["offset"])

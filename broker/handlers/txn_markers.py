@@ -73,7 +73,7 @@ async def handle_write_txn_markers(ctx, header, request, conn=None):
             result["error_code"] = error_code_for(exc)
             continue
         if partition.topic == OFFSETS_TOPIC and ctx.groups is not None:
-            ctx.groups.complete_transaction(partition.index, producer_id, commit)
+            ctx.groups.complete_transaction(partition.index, producer_id, commit, end - 1)
     return WriteTxnMarkersResponse(markers=answers)
 
 

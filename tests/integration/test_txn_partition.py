@@ -67,11 +67,12 @@ def fetch(conn: WireConnection, topic: str, offset: int, isolation: int):
     return conn.request(ApiKey.FETCH, 11, body).responses[0].partitions[0]
 
 
-def latest(conn: WireConnection, topic: str, isolation: int) -> int:
+def latest(conn: WireConnection, topic: str, isolation: int, timestamp: int = -1) -> int:
+    """ListOffsets v5: `latest` (-1) by default, else the first offset at or after `timestamp`."""
     response = conn.request(ApiKey.LIST_OFFSETS, 5, {
         "replica_id": -1, "isolation_level": isolation,
         "topics": [{"name": topic, "partitions": [
-            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]})
     result = response.topics[0].partitions[0]
     assert result.error_code == 0
     return result.offset
@@ -128,10 +129,14 @@ def test_open_transaction_holds_back_the_lso(server, conn) -> None:
     assert conn.produce(topic, 0, values_batch([b"before"])).error_code == 0  # 0
     pid, epoch = conn.init_producer_id()
     assert produce_txn(conn, topic, txn_records([b"t1"], pid, epoch, 0)) == 0  # 1: open
-    assert conn.produce(topic, 0, values_batch([b"after"])).error_code == 0  # 2
+    late = 4_102_444_800_000  # a timestamp only the next record has
+    assert conn.produce(topic, 0, encode_batch([Record(None, b"after", timestamp=late)])).error_code == 0  # 2
 
     assert latest(conn, topic, READ_UNCOMMITTED) == 3
     assert latest(conn, topic, READ_COMMITTED) == 1
+    # By timestamp: read_committed finds only what lies below the LSO.
+    assert latest(conn, topic, READ_UNCOMMITTED, timestamp=late) == 2
+    assert latest(conn, topic, READ_COMMITTED, timestamp=late) == -1
     held = fetch(conn, topic, 0, READ_COMMITTED)
     assert (held.high_watermark, held.last_stable_offset) == (3, 1)
     assert [r.value for b in iter_batches(bytes(held.records)) for r in b.records] == [b"before"]
@@ -176,9 +181,9 @@ def test_describe_producers(server, conn) -> None:
 
 
 def txn_offset_commit(conn: WireConnection, group: str, pid: int, epoch: int, topic: str, offset: int, *,
-                      generation: int = -1, member: str = "", version: int = 3) -> int:
+                      generation: int = -1, member: str = "", version: int = 3, tid: str = "tx") -> int:
     response = conn.request(ApiKey.TXN_OFFSET_COMMIT, version, {
-        "transactional_id": "tx", "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+        "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
         "generation_id": generation, "member_id": member, "group_instance_id": None,
         "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
                                                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]})

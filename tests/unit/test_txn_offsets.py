@@ -54,3 +54,15 @@ def test_pending_until_commit_or_abort() -> None:
     assert pending.producers(3) == [300]
     pending.drop_partition(3)
     assert pending.producers(3) == []
+
+
+def test_a_failed_write_is_forgotten_unless_replaced() -> None:
+    pending = PendingTxnOffsets()
+    first, second = CommittedOffset(1), CommittedOffset(2)
+    pending.add(0, 7, "g", {("t", 0): first, ("t", 1): first})
+    pending.add(0, 7, "g", {("t", 1): second})  # a later commit of the same partition
+    pending.discard(0, 7, "g", {("t", 0): first, ("t", 1): first})
+    assert pending.complete(0, 7, commit=True) == {"g": {("t", 1): second}}
+    pending.add(0, 8, "g", {("t", 0): first})
+    pending.discard(0, 8, "g", {("t", 0): first})
+    assert pending.producers(0) == []
