@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
+from raftka.broker.errors import error_code_for
 from raftka.broker.group_metadata_manager import OFFSETS_TOPIC, append_and_wait, load_partition
 from raftka.broker.group_records import (
     GroupMetadata,
@@ -44,8 +45,10 @@ from raftka.broker.group_timers import DeadlineTimers
 from raftka.broker.group_timers import now_ms as _now_ms
 from raftka.broker.partition import NotLeaderOrFollower, Partition, PartitionError
 from raftka.broker.replica_manager import ReplicaManager
+from raftka.broker.txn_offsets import PendingTxnOffsets, validate_txn_commit
 from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription
 from raftka.client.protocol import ErrorCode
+from raftka.log.errors import LogError
 from raftka.raft_meta.node_config import NodeConfig
 
 log = structlog.get_logger("broker.group_coordinator")
@@ -93,6 +96,9 @@ class _Waiter:
 class _Load:
     token: int
     loaded: bool = False
+    end: int = -1  # the log end the load reads up to
+    # Markers replicated while loading, past `end`: (producer id, commit), applied once loaded.
+    completions: list[tuple[int, bool]] = field(default_factory=list)
 
 
 class GroupCoordinator:
@@ -110,6 +116,7 @@ class GroupCoordinator:
         self._load_send, self._load_recv = trio.open_memory_channel[tuple[Partition, int]](math.inf)
         self._nursery: trio.Nursery | None = None
         self.timers = DeadlineTimers()
+        self.pending_txn = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
 
     # --- leadership of __consumer_offsets partitions ------------------------
     def on_leadership(self, partition: Partition, is_leader: bool) -> None:
@@ -126,6 +133,7 @@ class GroupCoordinator:
             self._loads.pop(partition.index, None)
 
     def _drop_partition(self, index: int) -> None:
+        self.pending_txn.drop_partition(index)
         count = self._partition_count()
         dropped = [gid for gid in self.groups if count and partition_for_group(gid, count) == index]
         for gid in dropped:
@@ -150,8 +158,12 @@ class GroupCoordinator:
 
     async def _load(self, partition: Partition, token: int) -> None:
         started = trio.current_time()
+        pending: dict = {}
+        current = self._loads.get(partition.index)
+        if current is not None and current.token == token:
+            current.end = partition.log_end_offset  # what load_partition reads up to
         try:
-            groups = await load_partition(partition, self._new_group, _now_ms())
+            groups = await load_partition(partition, self._new_group, _now_ms(), pending)
         except Exception:
             log.exception("group.load_failed", partition=partition.index)
             return
@@ -162,7 +174,10 @@ class GroupCoordinator:
             self.groups[gid] = group
             self._persisted[gid] = _persist_mark(group)
             self._reschedule(group)
+        self.pending_txn.install(partition.index, pending)
         load.loaded = True
+        for producer_id, commit in load.completions:
+            self.complete_transaction(partition.index, producer_id, commit)
         log.info("group.partition_loaded", partition=partition.index, groups=len(groups),
                  seconds=round(trio.current_time() - started, 3))
 
@@ -417,6 +432,60 @@ class GroupCoordinator:
         if current is not None:  # the group may have been deleted or unloaded meanwhile
             current.offsets.update(offsets)
         return everyone(0)
+
+    async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                         generation_id: int, group_instance_id: str | None,
+                         offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: validate (KIP-447), write the offsets as one transactional batch of the
+        producer to the group's partition, hold them pending until the producer's marker lands
+        there (`complete_transaction`). Unknown groups are created Empty, as in Kafka."""
+        try:
+            group = self._group(group_id, create=True)
+            partition = self._partition(group_id)
+        except CoordinatorError as exc:
+            return dict.fromkeys(offsets, exc.code)
+        assert group is not None
+        code = validate_txn_commit(group, member_id, generation_id, group_instance_id)
+        if code or not offsets:
+            return dict.fromkeys(offsets, code)
+        records = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
+        # Held before the append (which happens before append_and_wait's first await): a marker
+        # replicated while this write waits for the ISR (a timeout abort) then finds them.
+        self.pending_txn.add(partition.index, producer_id, group_id, offsets)
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S, producer=(producer_id, producer_epoch))
+        except Exception as exc:
+            log.info("group.txn_commit_failed", group=group_id, producer_id=producer_id, error=str(exc))
+            self.pending_txn.discard(partition.index, producer_id, group_id, offsets)
+            code = error_code_for(exc) if isinstance(exc, LogError) else append_error_code(exc)
+            return dict.fromkeys(offsets, code)
+        return dict.fromkeys(offsets, 0)
+
+    def txn_offset_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
+        """Whether an open transaction holds an offset of `group_id` for `tp` here."""
+        try:
+            index = self.partition_for(group_id)
+        except CoordinatorError:
+            return False
+        return self.pending_txn.is_pending(index, group_id, tp)
+
+    def complete_transaction(self, partition_index: int, producer_id: int, commit: bool,
+                             marker_offset: int | None = None) -> None:
+        """A COMMIT/ABORT marker of `producer_id` (at `marker_offset`) is replicated in
+        `__consumer_offsets-<index>`: its pending offsets become the groups' committed offsets,
+        or are dropped. While the partition loads, a marker past what the load reads is kept
+        and applied once it is loaded (one the load reads, it applies itself)."""
+        load = self._loads.get(partition_index)
+        if load is not None and not load.loaded:
+            if marker_offset is None or marker_offset >= load.end:
+                load.completions.append((producer_id, commit))
+            return
+        for group_id, offsets in self.pending_txn.complete(partition_index, producer_id, commit).items():
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.offsets.update(offsets)
+        log.info("group.txn_offsets_completed", partition=partition_index, producer_id=producer_id,
+                 committed=commit)
 
     def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None,
                       ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:

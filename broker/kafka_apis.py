@@ -32,6 +32,9 @@ from raftka.broker.handlers import (
     reassignments,
     scram_credentials,
     topics_admin,
+    transactions,
+    txn_markers,
+    txn_offset_commit,
     unregister_broker,
 )
 from raftka.broker.handlers import sasl as sasl_handlers
@@ -53,6 +56,7 @@ from raftka.client.protocol import (
     needs_api_versions_fallback,
     peek_request_header,
 )
+from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
 
 log = structlog.get_logger("broker.requests")
 
@@ -96,6 +100,14 @@ HANDLERS = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list,
     ApiKey.UNREGISTER_BROKER: unregister_broker.handle,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+    ApiKey.END_TXN: transactions.handle_end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: txn_markers.handle_describe_producers,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).
@@ -125,7 +137,8 @@ class KafkaApis:
         except UnknownApi as exc:
             raise CloseConnection(f"{exc} (client {header.client_id!r})") from None
         key = ApiKey(header.api_key)
-        if not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE and key not in SERVED_UNADVERTISED:
+        if (not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE and key not in SERVED_UNADVERTISED
+                and (key, header.api_version) not in SERVED_UNADVERTISED_VERSIONS):
             raise CloseConnection(
                 f"{key.name} v{header.api_version} is not advertised by this broker (client {header.client_id!r})"
             )

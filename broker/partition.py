@@ -67,6 +67,9 @@ def _now_ms() -> float:
     return trio.current_time() * 1000.0
 
 
+MAX_VERIFICATION_GUARDS = 10_000  # per partition: bounds memory against many producers
+
+
 class Partition:
     """A thin trio/file shell over `ReplicaState` (broker/replica_state.py), which holds the
     replication state and makes every HW/ISR decision; this class feeds it the log's
@@ -93,6 +96,8 @@ class Partition:
         # DeleteRecords: each follower's log start offset, from its fetches (leader side).
         self.follower_log_starts: dict[int, int] = {}
         self.log_start_changed = trio.Event()  # replaced whenever one of them moves
+        # KIP-890: producer id -> the guard of its verification in flight (a marker voids it).
+        self._verification_guards: dict[int, object] = {}
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -114,6 +119,15 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self.state.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: min(HW, first offset of the oldest transaction not yet decided and
+        replicated). read_committed consumers read below it; it is the HW without transactions."""
+        # The HW may have been restored (or moved) without a change event since the producer
+        # state replayed its markers at open: let it forget the ones the HW has passed.
+        self.log.producer_state.on_high_watermark(self.high_watermark)
+        return self.log.last_stable_offset(self.high_watermark)
 
     @property
     def is_leader(self) -> bool:
@@ -181,14 +195,45 @@ class Partition:
         if self.leader < 0:
             raise NotLeaderOrFollower(f"{self.topic}-{self.index}: no leader to follow")
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int) -> AppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int, *,
+                         verify_sequence: bool = True) -> AppendInfo:
         self.check_leader()
         refusal = self.state.append_refusal(required_acks)
         if refusal is not None:
             raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
-        info = self.log.append(records, self.leader_epoch)
+        info = self.log.append(records, self.leader_epoch, verify_sequence=verify_sequence)
         if not info.duplicate:
             self._on_append()  # wake follower fetches waiting for new data
+        self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
+        return info
+
+    def in_transaction(self, producer_id: int) -> bool:
+        """Whether the producer has an open transaction in this partition."""
+        entry = self.log.producer_state.producers().get(producer_id)
+        return entry is not None and entry.in_transaction
+
+    def verification_guard(self, producer_id: int) -> object:
+        """Start a KIP-890 verification for the producer (Kafka's VerificationGuard)."""
+        if len(self._verification_guards) >= MAX_VERIFICATION_GUARDS:
+            self._verification_guards.clear()  # stale ones only cost a retried verification
+        guard = self._verification_guards[producer_id] = object()
+        return guard
+
+    def guard_holds(self, producer_id: int, guard: object) -> bool:
+        """True if no marker for the producer landed since `guard` was taken."""
+        return self._verification_guards.get(producer_id) is guard
+
+    def append_marker_as_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                commit: bool) -> AppendInfo:
+        """WriteTxnMarkers: append a COMMIT/ABORT marker, replicated like any write (the caller
+        waits for the HW as acks=all does). Raises the log's 47/52 errors for a stale marker."""
+        self.check_leader()
+        refusal = self.state.append_refusal(-1)
+        if refusal is not None:
+            raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
+        info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
+        self._verification_guards.pop(producer_id, None)
+        self._on_append()
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
         return info
 
@@ -231,6 +276,8 @@ class Partition:
 
     def _act(self, effects: list[Effect]) -> None:
         if any(isinstance(e, HighWatermarkChanged) for e in effects):
+            # Decided transactions whose marker the HW passed no longer hold the LSO back.
+            self.log.producer_state.on_high_watermark(self.high_watermark)
             self._signal()
 
     def _signal(self) -> None:
@@ -281,7 +328,11 @@ class Partition:
 
     # -- reads ---------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, committed_only: bool = True) -> ReadInfo:
-        """Whole batches from `offset`; consumers see only offsets below the high watermark."""
+    def read(self, offset: int, max_bytes: int, *, committed_only: bool = True,
+             read_committed: bool = False) -> ReadInfo:
+        """Whole batches from `offset`; consumers see only offsets below the high watermark,
+        read_committed ones (isolation_level 1) only below the last stable offset."""
         limit = self.high_watermark if committed_only else None
+        if read_committed:
+            limit = self.last_stable_offset
         return self.log.read(offset, max_bytes, max_offset=limit)

@@ -339,6 +339,19 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
                                             "9223372036854775807"),
     "replication.quota.window.num": ("replication_quota_window_num", _positive_int, "11"),
     "replication.quota.window.size.seconds": ("replication_quota_window_size_seconds", _positive_int, "1"),
+    # The transaction coordinator (broker/txn_coordinator.py): Kafka's names and defaults.
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _positive_int, "50"),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _positive_int, "2"),
+    "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", _positive_int, "104857600"),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _positive_int, "900000"),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _positive_int, "604800000"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", _positive_int, "10000"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "transaction_remove_expired_transaction_cleanup_interval_ms", _positive_int, "3600000"),
+    # Transactions, partition side (KIP-890 part 1): a partition leader asks the transaction
+    # coordinator before a producer's first transactional batch there.
+    "transaction.partition.verification.enable": ("transaction_partition_verification_enable", _bool, "true"),
 }
 
 
@@ -350,7 +363,6 @@ _ACCEPTED_IGNORED = {
     "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir",
     "num.replica.fetchers",
-    "transaction.state.log.min.isr",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
 }
@@ -423,6 +435,14 @@ class NodeConfig:
     follower_replication_throttled_rate: int = 2**63 - 1
     replication_quota_window_num: int = 11
     replication_quota_window_size_seconds: int = 1
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 104857600
+    transaction_max_timeout_ms: int = 900000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
+    transaction_partition_verification_enable: bool = True
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(

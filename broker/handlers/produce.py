@@ -6,7 +6,12 @@ one fails the partition's whole batch set with INVALID_RECORD, and Produce v8+
 names the record in `record_errors`. Internal topics (`__consumer_offsets`,
 `__transaction_state`) take no client writes: INVALID_TOPIC_EXCEPTION, as in
 Kafka; the group coordinator appends to its partitions directly, not through
-this API. acks=0 gets no response at all (the dispatcher drops it); acks=1
+this API. Transactional batches (KIP-98) need the request's `transactional_id`
+and its WRITE ACL (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise); the log
+refuses a plain batch from a producer whose transaction is open (INVALID_TXN_STATE).
+A producer's first transactional batch in a partition is verified with the
+transaction coordinator first (KIP-890 part 1, broker/txn_verification.py).
+acks=0 gets no response at all (the dispatcher drops it); acks=1
 answers after the local append; acks=-1 waits in "purgatory" until the high
 watermark passes the batch or `timeout_ms` expires (REQUEST_TIMED_OUT).
 """
@@ -20,8 +25,9 @@ from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS
 from raftka.client.protocol import ErrorCode, ProduceResponse
-from raftka.log.errors import InvalidRecord
-from raftka.raft_meta.acls import AclOperation
+from raftka.log.batch_header import parse_header
+from raftka.log.errors import InvalidRecord, LogError
+from raftka.raft_meta.acls import AclOperation, ResourceType
 
 log = structlog.get_logger("broker.produce")
 
@@ -50,6 +56,8 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
     waits = []
     unsupported = header.api_version < MIN_SERVED_VERSION
     transactional = request.transactional_id is not None
+    txn_allowed = transactional and acl_checks.allowed(ctx, conn, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                       request.transactional_id)
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.WRITE, (t.name for t in request.topic_data))
     for topic in request.topic_data:
         for pdata in topic.partition_data:
@@ -58,9 +66,10 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
                 results[key] = _partition_result(pdata.index, ErrorCode.UNSUPPORTED_VERSION,
                                                  message="produce v0-2 (message format v0/v1) is not supported")
                 continue
-            if transactional:
+            if transactional and not txn_allowed:
                 results[key] = _partition_result(pdata.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                                 message="transactions are not supported by raftka")
+                                                 message=f"not authorized to write as transactional id "
+                                                         f"{request.transactional_id!r}")
                 continue
             if topic.name in denied:
                 results[key] = _partition_result(pdata.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -80,6 +89,19 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
                 results[key] = _partition_result(pdata.index, ErrorCode.INVALID_RECORD,
                                                  message="no record batch in the request")
                 continue
+            if not transactional and _has_transactional_batch(pdata.records):
+                # Kafka's rule: transactional records need a transactional id (and its WRITE ACL).
+                results[key] = _partition_result(pdata.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                                 message="transactional batch without a transactional id")
+                continue
+            if transactional:
+                code = await _verify_transaction(ctx, request.transactional_id, topic.name, pdata)
+                if code:
+                    results[key] = _partition_result(pdata.index, code, message=(
+                        f"transactional write to {topic.name}-{pdata.index} not verified with the "
+                        f"transaction coordinator (KIP-890)"))
+                    ctx.metrics.produce_failed(topic.name)
+                    continue
             try:
                 partition = ctx.replicas.get_leader(topic.name, pdata.index)
                 info = partition.append_as_leader(pdata.records, acks)
@@ -102,6 +124,36 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
         # connection may process its next requests meanwhile (see broker/network.py).
         return ReplicationWait(results, waits, request.timeout_ms / 1000.0)
     return _response(results)
+
+
+async def _verify_transaction(ctx, transactional_id: str, topic: str, pdata) -> int:
+    """KIP-890 part 1 (broker/txn_verification.py): 0 to append, else the Produce error.
+    Only a producer's first transactional batch where it has no open transaction is asked
+    about; any problem finding the partition is left to the append to report."""
+    verifier = getattr(ctx, "txn_verifier", None)
+    if verifier is None or not ctx.config.transaction_partition_verification_enable:
+        return 0
+    try:
+        header = parse_header(pdata.records)
+        partition = ctx.replicas.get_leader(topic, pdata.index)
+    except Exception:
+        return 0
+    if not header.is_transactional or partition.in_transaction(header.producer_id):
+        return 0
+    guard = partition.verification_guard(header.producer_id)
+    code = await verifier.verify(transactional_id, header.producer_id, header.producer_epoch, topic, pdata.index)
+    if code == 0 and not partition.guard_holds(header.producer_id, guard):
+        code = int(ErrorCode.INVALID_TXN_STATE)  # a marker landed meanwhile: that answer is void
+    return code
+
+
+def _has_transactional_batch(records) -> bool:
+    """Whether the first batch is transactional (Produce v3+ carries exactly one batch; a
+    malformed one is refused by the log's own validation)."""
+    try:
+        return parse_header(records).is_transactional
+    except LogError:
+        return False
 
 
 def _response(results: dict[tuple[str, int], dict]) -> ProduceResponse:

@@ -55,6 +55,16 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     UNREGISTER_BROKER = 64
+    # transactions (issue 16, coordinator side)
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    # transactions, partition side (issue 16)
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_PRODUCERS = 61
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -64,7 +74,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (0, 5),  # v0: pre-KIP-896 (client/protocol/legacy_versions.py)
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
-    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 3),
@@ -75,7 +85,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
     ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
-    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/TRANSACTIONS)
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),  # v0: pre-KIP-896
     ApiKey.CREATE_PARTITIONS: (0, 1),
@@ -100,6 +110,17 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.UNREGISTER_BROKER: (0, 0),  # flexible-only too; not one kafka-python's guess reads
+    # Transactions: v4+ of AddPartitionsToTxn is broker-to-broker (KIP-890 verify_only), served
+    # unadvertised (kafka-python would read it as a 3.6 broker); see DECLARED_VERSIONS.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # Transactions, partition side (docs/shared TRANSACTIONS.md): none is read by kafka-python's guess.
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0 is Kafka 3.x's (Kafka 4 serves v1+ only)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -120,7 +141,14 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # newer broker from them); the SDK and `raftka users` call them.
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
 }
+
+# (api, version) served although not advertised (see DECLARED_VERSIONS).
+SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
+    (ApiKey.ADD_PARTITIONS_TO_TXN, 4),
+})
 
 # The first version of each API that uses compact strings/arrays and tagged
 # fields (Kafka's "flexibleVersions"). Never advertise one by accident.
@@ -164,6 +192,14 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.UNREGISTER_BROKER: 0,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.ADD_OFFSETS_TO_TXN: 3,
+    ApiKey.END_TXN: 3,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.WRITE_TXN_MARKERS: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
 }
 
 
