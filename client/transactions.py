@@ -117,6 +117,19 @@ _INIT_FATAL = frozenset({E.CLUSTER_AUTHORIZATION_FAILED, E.INVALID_PRODUCER_EPOC
                          E.PRODUCER_FENCED, E.INVALID_REQUEST, E.UNSUPPORTED_VERSION})
 
 
+_SEVERITY = (Kind.RETRY, Kind.REFIND, Kind.ABORTABLE, Kind.BUMP, Kind.FATAL)
+
+
+def worst_error(api: TxnApi, codes: list[int]) -> int:
+    """Of several per-partition error codes in one answer, the one that decides its fate
+    (0 when all are 0). OPERATION_NOT_ATTEMPTED only echoes another partition's failure."""
+    failed = [c for c in codes if c and c != ErrorCode.OPERATION_NOT_ATTEMPTED] \
+        or [c for c in codes if c]
+    if not failed:
+        return 0
+    return max(failed, key=lambda c: _SEVERITY.index(classify(api, c)))
+
+
 def classify(api: TxnApi, code: int) -> Kind:
     """What to do about error `code` (non-zero) in a response to `api`."""
     code = int(code)
@@ -152,6 +165,7 @@ class TransactionManager:
     # Partitions the coordinator has added to the current transaction, and those still to add.
     partitions: set[TopicPartition] = field(default_factory=set)
     pending: set[TopicPartition] = field(default_factory=set)
+    offsets_added: bool = False  # AddOffsetsToTxn succeeded in this transaction
     error: KafkaError | None = None
     needs_bump: bool = False
     # Whether the broker's InitProducerId is v3+ (KIP-360: an abort can bump the epoch).
@@ -225,12 +239,22 @@ class TransactionManager:
         self.partitions |= added
         self.pending -= added
 
+    def on_offsets_added(self) -> None:
+        self.offsets_added = True
+
+    @property
+    def has_content(self) -> bool:
+        """Whether the coordinator knows of anything in this transaction (so EndTxn is owed)."""
+        return bool(self.partitions) or self.offsets_added
+
     def begin_commit(self) -> bool:
         """commit_transaction(): True if an EndTxn must be sent (False for a transaction
         that added no partition or offsets: nothing to end, as every Kafka client does)."""
         self._check_not_failed()
+        if self.state is TxnState.COMMITTING:
+            return True  # a retry after a timed-out EndTxn
         self._to(TxnState.COMMITTING)
-        if not self.partitions:
+        if not self.has_content:
             self._to(TxnState.READY)
             return False
         return True
@@ -241,11 +265,13 @@ class TransactionManager:
         if self.state is TxnState.FATAL_ERROR:
             assert self.error is not None
             raise self.error
+        if self.state is TxnState.ABORTING:
+            return not self.needs_bump and self.has_content  # a retry after a timeout
         self._to(TxnState.ABORTING)
         self.error = None
         if self.needs_bump:
             return False
-        if not self.partitions:
+        if not self.has_content:
             self._to(TxnState.READY)
             return False
         return True
@@ -264,6 +290,7 @@ class TransactionManager:
     def _reset_txn(self) -> None:
         self.partitions = set()
         self.pending = set()
+        self.offsets_added = False
 
     # --- errors ---------------------------------------------------------------------
     def on_error(self, api: TxnApi, cause: KafkaError) -> Kind:

@@ -18,6 +18,7 @@ from raftka.client.transactions import (
     TxnApi,
     TxnState,
     classify,
+    worst_error,
 )
 
 A = TxnApi
@@ -195,3 +196,25 @@ def test_options_are_checked() -> None:
         TransactionManager("")
     with pytest.raises(ValueError, match="transaction_timeout_ms"):
         TransactionManager("x", transaction_timeout_ms=0)
+
+
+@pytest.mark.parametrize("codes,worst", [
+    ([0, 0], 0),
+    ([0, 51], 51),
+    ([55, 3, 55], 3),
+    ([55, 55], 55),
+    ([51, 29, 90], 90),
+    ([49, 29], 49),
+])
+def test_worst_error_of_partitions(codes: list[int], worst: int) -> None:
+    assert worst_error(A.ADD_PARTITIONS, codes) == worst
+
+
+def test_offsets_alone_need_end_txn() -> None:
+    tm = ready()
+    tm.begin()
+    tm.on_offsets_added()
+    assert tm.begin_commit() is True
+    assert tm.begin_commit() is True  # a retry after a timed-out EndTxn stays Committing
+    tm.on_end_txn_done()
+    assert not tm.offsets_added and tm.state is TxnState.READY
