@@ -559,6 +559,9 @@ def chaos() -> None:
               help="assign: consumers assign every partition; group: they share it as one consumer group.")
 @click.option("--segment-bytes", default=16384, show_default=True, type=click.IntRange(1024),
               help="The chaos topic's segment.bytes (small, so closed segments exist for --nemesis corrupt).")
+@click.option("--workload", default="queue", show_default=True, type=click.Choice(["queue", "txn"]),
+              help="queue: single sends; txn: transactions committed and aborted across partitions, "
+                   "read_committed readers and consume-transform-produce pipelines (exactly once).")
 def chaos_run(**options) -> None:
     """Run a queue workload under faults, then heal, drain and check the history.
 
