@@ -17,16 +17,45 @@ marker.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from raftka.client.records import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord
-from raftka.log.batch_header import LOG_OVERHEAD, parse_header
+from raftka.log.batch_header import LOG_OVERHEAD, BatchHeader, parse_header
 from raftka.log.record_batch import Buffer, decode_batch
 
 _BATCH_LENGTH = struct.Struct(">i")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+
+
+class AbortedFilter:
+    """read_committed's rule over one fetched partition, batch by batch (Kafka's clients):
+    `aborted` is the Fetch response's aborted_transactions as (producer_id, first_offset).
+    Shared by the consumer and the Spark source."""
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        self._pending = sorted(aborted, key=lambda e: e[1], reverse=True)
+        self._aborting: set[int] = set()
+
+    def skip(self, header: BatchHeader, is_abort_marker: Callable[[], bool]) -> bool:
+        """True if the batch's records must not be returned (an aborted transaction's data).
+        Control batches are never returned either; `is_abort_marker()` is asked only for a
+        control batch of a producer in an aborted transaction."""
+        pid = header.producer_id
+        if pid < 0:
+            return False
+        last = header.base_offset + header.last_offset_delta
+        pending = self._pending
+        while pending and pending[-1][1] <= last:
+            self._aborting.add(pending.pop()[0])
+        if pid not in self._aborting:
+            return False
+        if header.is_control:
+            if is_abort_marker():
+                self._aborting.discard(pid)
+            return False  # the caller skips control batches anyway
+        return header.is_transactional
 
 
 def control_type(key: bytes | None) -> int | None:
@@ -72,8 +101,7 @@ def decode_fetched(topic: str, partition: int, records: Buffer | None, fetch_off
     next_offset = fetch_offset
     pos = 0
     new_record = tuple.__new__
-    pending = sorted(aborted, key=lambda e: e[1], reverse=True) if aborted is not None else None
-    aborting: set[int] = set()
+    committed = AbortedFilter(aborted) if aborted is not None else None
     while pos < end:
         ts_type = LOG_APPEND_TIME if parse_header(view, pos).is_log_append_time else CREATE_TIME
 
@@ -85,17 +113,10 @@ def decode_fetched(topic: str, partition: int, records: Buffer | None, fetch_off
         header = batch.header
         pos += header.size
         batch_next = header.base_offset + header.last_offset_delta + 1
-        if pending is not None and header.producer_id >= 0:
-            while pending and pending[-1][1] <= batch_next - 1:
-                aborting.add(pending.pop()[0])
-            pid = header.producer_id
-            if pid in aborting:
-                if header.is_control:
-                    if any(control_type(r.key) == CONTROL_ABORT for r in batch.records):
-                        aborting.discard(pid)
-                elif header.is_transactional:
-                    next_offset = max(next_offset, batch_next)
-                    continue
+        if committed is not None and committed.skip(
+                header, lambda b=batch: any(control_type(r.key) == CONTROL_ABORT for r in b.records)):
+            next_offset = max(next_offset, batch_next)
+            continue
         if header.is_control or batch_next <= fetch_offset:
             next_offset = max(next_offset, batch_next)
             continue
