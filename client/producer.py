@@ -454,6 +454,7 @@ class AsyncProducer:
             for _, _, _, fut, _ in self._unpartitioned:
                 fut._finish(None, aborted)
             self._unpartitioned.clear()
+            txn.pending.clear()
             await self.flush()  # waits for the batches in flight
         send_end = txn.begin_abort()
         if txn.abort_needs_init:
@@ -563,18 +564,21 @@ class AsyncProducer:
 
     async def _add_partitions(self) -> None:
         """AddPartitionsToTxn for the partitions waiting to join the transaction; on an
-        abortable or fatal error every queued batch fails with it."""
-        assert self._txn is not None and self._txn_client is not None
+        abortable or fatal error (or outside a transaction) every queued batch fails."""
+        txn, client = self._txn, self._txn_client
+        assert txn is not None and client is not None
         try:
-            if self._txn.state is not TxnState.IN_TRANSACTION and self._txn.error is not None:
-                raise self._txn.error
-            await self._txn_client.add_partitions(set(self._txn.pending))
-        except (AbortableTransactionError, FatalTransactionError, KafkaTimeoutError) as exc:
-            if isinstance(exc, KafkaTimeoutError):
-                self._txn.fail(exc, fatal=False, api=TxnApi.ADD_PARTITIONS)
-            self._txn.pending.clear()
+            if txn.state is not TxnState.IN_TRANSACTION:
+                raise txn.error or IllegalStateError(
+                    f"transactional id {self.transactional_id!r}: records queued in state "
+                    f"{txn.state.value}, outside a transaction")
+            await client.add_partitions(set(txn.pending))
+        except KafkaError as exc:
+            if txn.state is TxnState.IN_TRANSACTION:  # a timeout or connection failure
+                txn.fail(exc, fatal=False, api=TxnApi.ADD_PARTITIONS)
+            txn.pending.clear()
             for batch in self._accumulator.abort_all():
-                self._fail_batch(batch, self._txn.error or exc, muted=False)
+                self._fail_batch(batch, txn.error or exc, muted=False)
             self._progress.set()
 
     async def _refresh_quietly(self) -> None:
