@@ -565,7 +565,8 @@ def chaos() -> None:
               help="The chaos topic's segment.bytes (small, so closed segments exist for --nemesis corrupt).")
 @click.option("--workload", default="queue", show_default=True, type=click.Choice(["queue", "txn"]),
               help="queue: single sends; txn: transactions committed and aborted across partitions, "
-                   "read_committed readers and consume-transform-produce pipelines (exactly once).")
+                   "read_committed readers and consume-transform-produce pipelines (exactly once); "
+                   "add --nemesis txn-coordinator-kill to kill the transaction coordinator's node.")
 def chaos_run(**options) -> None:
     """Run a queue workload under faults, then heal, drain and check the history.
 
