@@ -132,6 +132,18 @@ def idempotent_write_error(ctx, conn) -> int:
     return int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
+def transactional_id_error(ctx, conn, op: Op, transactional_id: str) -> int:
+    """0, or TRANSACTIONAL_ID_AUTHORIZATION_FAILED if the caller may not `op` the id."""
+    if allowed(ctx, conn, op, Res.TRANSACTIONAL_ID, transactional_id):
+        return 0
+    return int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+def visible_transactional_ids(ctx, conn, ids: Iterable[str]) -> set[str]:
+    """ListTransactions: the ids the caller may DESCRIBE (others are omitted, never an error)."""
+    return {i for i in ids if allowed(ctx, conn, Op.DESCRIBE, Res.TRANSACTIONAL_ID, i, log_denied=False)}
+
+
 def visible_groups(ctx, conn, group_ids: Iterable[str]) -> set[str]:
     """ListGroups: every group with DESCRIBE on the cluster, else those the caller may DESCRIBE."""
     group_ids = set(group_ids)

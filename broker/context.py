@@ -10,6 +10,7 @@ from raftka.broker.group_coordinator import GroupCoordinator
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
+from raftka.broker.txn_coordinator import TxnCoordinator
 from raftka.raft_meta.authorizer import StandardAuthorizer
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.metadata_loader import MetadataLoader
@@ -31,6 +32,7 @@ class BrokerContext:
     serving: bool = field(default=False)
     # authorizer.class.name set: the StandardAuthorizer (broker/acl_checks.py); None = no checks.
     authorizer: StandardAuthorizer | None = None
+    txns: TxnCoordinator | None = None
 
     @property
     def image(self) -> MetadataImage:

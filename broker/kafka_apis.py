@@ -32,6 +32,7 @@ from raftka.broker.handlers import (
     reassignments,
     scram_credentials,
     topics_admin,
+    transactions,
     unregister_broker,
 )
 from raftka.broker.handlers import sasl as sasl_handlers
@@ -53,6 +54,7 @@ from raftka.client.protocol import (
     needs_api_versions_fallback,
     peek_request_header,
 )
+from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
 
 log = structlog.get_logger("broker.requests")
 
@@ -96,6 +98,11 @@ HANDLERS = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list,
     ApiKey.UNREGISTER_BROKER: unregister_broker.handle,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+    ApiKey.END_TXN: transactions.handle_end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).
@@ -125,7 +132,8 @@ class KafkaApis:
         except UnknownApi as exc:
             raise CloseConnection(f"{exc} (client {header.client_id!r})") from None
         key = ApiKey(header.api_key)
-        if not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE and key not in SERVED_UNADVERTISED:
+        if (not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE and key not in SERVED_UNADVERTISED
+                and (key, header.api_version) not in SERVED_UNADVERTISED_VERSIONS):
             raise CloseConnection(
                 f"{key.name} v{header.api_version} is not advertised by this broker (client {header.client_id!r})"
             )

@@ -31,6 +31,7 @@ from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
 from raftka.broker.sasl_server import scram_lookup_from_image
 from raftka.broker.tls import ListenerTransport
+from raftka.broker.txn_coordinator import TxnCoordinator
 from raftka.raft_meta.authorizer import build_authorizer
 from raftka.raft_meta.bootstrap_records import read_bootstrap
 from raftka.raft_meta.controller import Controller
@@ -124,6 +125,8 @@ class BrokerNode:
         replicas = ReplicaManager(config)
         groups = GroupCoordinator(config, replicas, self._create_offsets_topic)
         replicas.add_leadership_listener(groups.on_leadership)
+        txns = TxnCoordinator(config, replicas, self._create_transaction_state_topic, self._next_producer_id)
+        replicas.add_leadership_listener(txns.on_leadership)
         try:
             async with open_quorum_from_config(config) as quorum:
                 loader = MetadataLoader(quorum, cluster_id,
@@ -135,10 +138,12 @@ class BrokerNode:
                 ctx = BrokerContext(config, cluster_id, loader, replicas, channel,
                                     ProducerIdManager(self._allocate_producer_ids), groups=groups,
                                     authorizer=build_authorizer(config.authorizer_class_name, config.super_users,
-                                                                config.allow_everyone_if_no_acl_found))
+                                                                config.allow_everyone_if_no_acl_found),
+                                    txns=txns)
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)
+                    await nursery.start(txns.run)
                     await nursery.start(loader.run)
                     await nursery.start(controller.run)
                     rpc_host, rpc_port = config.controller_rpc_bind_address()
@@ -212,6 +217,15 @@ class BrokerNode:
         assert self.ctx is not None
         await self.ctx.controller.create_topic("__consumer_offsets", partitions, replication_factor,
                                                {"cleanup.policy": "compact"})
+
+    async def _create_transaction_state_topic(self, partitions: int, replication_factor: int,
+                                              configs: dict[str, str]) -> None:
+        assert self.ctx is not None
+        await self.ctx.controller.create_topic("__transaction_state", partitions, replication_factor, configs)
+
+    async def _next_producer_id(self) -> int:
+        assert self.ctx is not None
+        return await self.ctx.producer_ids.next_id()
 
     async def _alter_partition(self, partition, new_isr: tuple[int, ...]) -> None:
         assert self.ctx is not None

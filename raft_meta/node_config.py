@@ -330,6 +330,16 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _percentage, "10"),
     # KIP-392 (broker/replica_selector.py): empty = consumers read from leaders.
     "replica.selector.class": ("replica_selector_class", _replica_selector, ""),
+    # The transaction coordinator (broker/txn_coordinator.py): Kafka's names and defaults.
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _positive_int, "50"),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _positive_int, "2"),
+    "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", _positive_int, "104857600"),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _positive_int, "900000"),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _positive_int, "604800000"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", _positive_int, "10000"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "transaction_remove_expired_transaction_cleanup_interval_ms", _positive_int, "3600000"),
 }
 
 
@@ -341,7 +351,6 @@ _ACCEPTED_IGNORED = {
     "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir",
     "num.replica.fetchers",
-    "transaction.state.log.min.isr",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
     # Replication throttles (KIP-73): accepted, not enforced yet (README, "Moving partitions").
@@ -413,6 +422,13 @@ class NodeConfig:
     metadata_log_fsync_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     replica_selector_class: str = ""
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 104857600
+    transaction_max_timeout_ms: int = 900000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(

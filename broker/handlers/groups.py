@@ -13,6 +13,7 @@ from raftka.broker import authorized_operations as authz
 from raftka.broker.errors import error_code_for
 from raftka.broker.group_coordinator import OFFSETS_TOPIC, CoordinatorError
 from raftka.broker.group_state import CommittedOffset, GroupPhase
+from raftka.broker.txn_records import TRANSACTION_STATE_TOPIC
 from raftka.client.protocol import (
     DeleteGroupsResponse,
     DescribeGroupsResponse,
@@ -51,12 +52,7 @@ async def handle_find_coordinator(ctx, header, request, conn=None) -> FindCoordi
                                        node_id=-1, host="", port=-1)
 
     if request.key_type == KEY_TYPE_TRANSACTION:
-        # Until transactions exist: a non-retriable answer, so init_transactions() fails at once
-        # instead of retrying COORDINATOR_NOT_AVAILABLE for its whole timeout. librdkafka and the
-        # Java client treat this code as fatal for the transactional producer; UNSUPPORTED_VERSION
-        # would be retried by librdkafka.
-        return fail(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    f"transactions are not supported by raftka yet (transactional id {request.key!r})")
+        return await find_transaction_coordinator(ctx, request.key, conn, fail)
     if request.key_type != KEY_TYPE_GROUP:
         return fail(ErrorCode.INVALID_REQUEST,
                     f"key_type {request.key_type} is unknown; expected 0 (group) or 1 (transaction)")
@@ -75,11 +71,16 @@ async def handle_find_coordinator(ctx, header, request, conn=None) -> FindCoordi
         index = groups.partition_for(request.key)
     except CoordinatorError as exc:
         return fail(exc.code, str(exc))
+    return coordinator_endpoint(ctx, conn, OFFSETS_TOPIC, index, fail)
+
+
+def coordinator_endpoint(ctx, conn, topic_name: str, index: int, fail) -> FindCoordinatorResponse:
+    """The leader of `topic_name`-`index` as a FindCoordinator answer, on the caller's listener."""
     image = ctx.image
-    topic = image.topic_by_name(OFFSETS_TOPIC)
+    topic = image.topic_by_name(topic_name)
     part = topic.partitions.get(index) if topic is not None else None
     if part is None or part.leader < 0 or not image.is_live(part.leader):
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{index} has no live leader")
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic_name}-{index} has no live leader")
     broker = image.brokers.get(part.leader)
     listener = conn.listener if conn is not None else None
     endpoint = broker.listener(listener) if (broker is not None and listener) else None
@@ -89,6 +90,27 @@ async def handle_find_coordinator(ctx, header, request, conn=None) -> FindCoordi
         return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {part.leader} has no endpoint")
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                    node_id=part.leader, host=endpoint[0], port=endpoint[1])
+
+
+async def find_transaction_coordinator(ctx, transactional_id: str, conn, fail) -> FindCoordinatorResponse:
+    """FindCoordinator key_type 1: the leader of the id's `__transaction_state` partition
+    (the topic is created by the first lookup, as in Kafka)."""
+    if not transactional_id:
+        return fail(ErrorCode.INVALID_REQUEST, "the transactional id is empty; expected a non-empty string")
+    if acl_checks.transactional_id_error(ctx, conn, AclOperation.DESCRIBE, transactional_id):
+        return fail(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    f"not authorized to DESCRIBE transactional id {transactional_id!r}")
+    txns = ctx.txns
+    try:
+        await txns.ensure_topic()
+    except Exception as exc:
+        if error_code_for(exc) != ErrorCode.TOPIC_ALREADY_EXISTS:
+            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {TRANSACTION_STATE_TOPIC}: {exc}")
+    try:
+        index = txns.partition_for(transactional_id)
+    except CoordinatorError as exc:
+        return fail(exc.code, str(exc))
+    return coordinator_endpoint(ctx, conn, TRANSACTION_STATE_TOPIC, index, fail)
 
 
 async def handle_join_group(ctx, header, request, conn=None) -> JoinGroupResponse:

@@ -1,4 +1,5 @@
-"""InitProducerId for the idempotent producer (transactions are not supported)."""
+"""InitProducerId for the idempotent producer; with a transactional id, the transaction
+coordinator answers (broker/handlers/transactions.py)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,15 @@ import structlog
 
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
-from raftka.client.protocol import ErrorCode, InitProducerIdResponse
+from raftka.broker.handlers import transactions
+from raftka.client.protocol import InitProducerIdResponse
 
 log = structlog.get_logger("broker.producer_ids")
 
 
 async def handle(ctx, header, request, conn=None) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        log.warning("init_producer_id.transactional_refused", transactional_id=request.transactional_id)
-        return InitProducerIdResponse(throttle_time_ms=0,
-                                      error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      producer_id=-1, producer_epoch=-1)
+        return await transactions.handle_init_producer_id(ctx, header, request, conn)
     code = acl_checks.idempotent_write_error(ctx, conn)
     if code:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)

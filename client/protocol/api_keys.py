@@ -55,6 +55,13 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     UNREGISTER_BROKER = 64
+    # transactions (issue 16, coordinator side)
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -75,7 +82,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
     ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
-    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/TRANSACTIONS)
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),  # v0: pre-KIP-896
     ApiKey.CREATE_PARTITIONS: (0, 1),
@@ -100,6 +107,13 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.UNREGISTER_BROKER: (0, 0),  # flexible-only too; not one kafka-python's guess reads
+    # Transactions: v4+ of AddPartitionsToTxn is broker-to-broker (KIP-890 verify_only), served
+    # unadvertised (kafka-python would read it as a 3.6 broker); see DECLARED_VERSIONS.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -120,7 +134,17 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # newer broker from them); the SDK and `raftka users` call them.
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
+    # Sent by the transaction coordinator to partition leaders (Kafka 4.0 removed v0); advertised
+    # with its handler by the partition side.
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
 }
+
+# (api, version) served although not advertised (see DECLARED_VERSIONS).
+SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
+    (ApiKey.ADD_PARTITIONS_TO_TXN, 4),
+})
 
 # The first version of each API that uses compact strings/arrays and tagged
 # fields (Kafka's "flexibleVersions"). Never advertise one by accident.
@@ -164,6 +188,12 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.UNREGISTER_BROKER: 0,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.ADD_OFFSETS_TO_TXN: 3,
+    ApiKey.END_TXN: 3,
+    ApiKey.WRITE_TXN_MARKERS: 1,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.LIST_TRANSACTIONS: 0,
 }
 
 

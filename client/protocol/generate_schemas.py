@@ -76,6 +76,12 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
     ApiKey.UNREGISTER_BROKER: "UnregisterBroker",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    ApiKey.ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    ApiKey.END_TXN: "EndTxn",
+    ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions",
+    ApiKey.LIST_TRANSACTIONS: "ListTransactions",
 }
 
 

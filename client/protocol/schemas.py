@@ -528,15 +528,17 @@ DELETE_TOPICS_RESPONSE = MessageSchema(
 )
 
 INIT_PRODUCER_ID_REQUEST = MessageSchema(
-    'InitProducerIdRequest', 22, 'request', '0-1', flexible='2+',
+    'InitProducerIdRequest', 22, 'request', '0-4', flexible='2+',
     fields=(
         F('transactional_id', 'string', '0+', nullable='0+'),
         F('transaction_timeout_ms', 'int32', '0+'),
+        F('producer_id', 'int64', '3+', default=-1),
+        F('producer_epoch', 'int16', '3+', default=-1),
     ),
 )
 
 INIT_PRODUCER_ID_RESPONSE = MessageSchema(
-    'InitProducerIdResponse', 22, 'response', '0-1', flexible='2+',
+    'InitProducerIdResponse', 22, 'response', '0-4', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
@@ -1070,6 +1072,140 @@ UNREGISTER_BROKER_RESPONSE = MessageSchema(
     ),
 )
 
+ADD_PARTITIONS_TO_TXN_REQUEST = MessageSchema(
+    'AddPartitionsToTxnRequest', 24, 'request', '0-4', flexible='3+',
+    fields=(
+        F('transactions', '[]AddPartitionsToTxnTransaction', '4+', fields=(
+            F('transactional_id', 'string', '4+'),
+            F('producer_id', 'int64', '4+'),
+            F('producer_epoch', 'int16', '4+'),
+            F('verify_only', 'bool', '4+', default=False),
+            F('topics', '[]AddPartitionsToTxnTopic', '4+', fields=(
+                F('name', 'string', '0+'),
+                F('partitions', '[]int32', '0+'),
+            )),
+        )),
+        F('v3_and_below_transactional_id', 'string', '0-3'),
+        F('v3_and_below_producer_id', 'int64', '0-3'),
+        F('v3_and_below_producer_epoch', 'int16', '0-3'),
+        F('v3_and_below_topics', '[]AddPartitionsToTxnTopic', '0-3', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]int32', '0+'),
+        )),
+    ),
+)
+
+ADD_PARTITIONS_TO_TXN_RESPONSE = MessageSchema(
+    'AddPartitionsToTxnResponse', 24, 'response', '0-4', flexible='3+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '4+'),
+        F('results_by_transaction', '[]AddPartitionsToTxnResult', '4+', fields=(
+            F('transactional_id', 'string', '4+'),
+            F('topic_results', '[]AddPartitionsToTxnTopicResult', '4+', fields=(
+                F('name', 'string', '0+'),
+                F('results_by_partition', '[]AddPartitionsToTxnPartitionResult', '0+', fields=(
+                    F('partition_index', 'int32', '0+'),
+                    F('partition_error_code', 'int16', '0+'),
+                )),
+            )),
+        )),
+        F('results_by_topic_v3_and_below', '[]AddPartitionsToTxnTopicResult', '0-3', fields=(
+            F('name', 'string', '0+'),
+            F('results_by_partition', '[]AddPartitionsToTxnPartitionResult', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('partition_error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+
+ADD_OFFSETS_TO_TXN_REQUEST = MessageSchema(
+    'AddOffsetsToTxnRequest', 25, 'request', '0-3', flexible='3+',
+    fields=(
+        F('transactional_id', 'string', '0+'),
+        F('producer_id', 'int64', '0+'),
+        F('producer_epoch', 'int16', '0+'),
+        F('group_id', 'string', '0+'),
+    ),
+)
+
+ADD_OFFSETS_TO_TXN_RESPONSE = MessageSchema(
+    'AddOffsetsToTxnResponse', 25, 'response', '0-3', flexible='3+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+    ),
+)
+
+END_TXN_REQUEST = MessageSchema(
+    'EndTxnRequest', 26, 'request', '0-3', flexible='3+',
+    fields=(
+        F('transactional_id', 'string', '0+'),
+        F('producer_id', 'int64', '0+'),
+        F('producer_epoch', 'int16', '0+'),
+        F('committed', 'bool', '0+'),
+    ),
+)
+
+END_TXN_RESPONSE = MessageSchema(
+    'EndTxnResponse', 26, 'response', '0-3', flexible='3+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+    ),
+)
+
+DESCRIBE_TRANSACTIONS_REQUEST = MessageSchema(
+    'DescribeTransactionsRequest', 65, 'request', '0-0', flexible='0+',
+    fields=(
+        F('transactional_ids', '[]string', '0+'),
+    ),
+)
+
+DESCRIBE_TRANSACTIONS_RESPONSE = MessageSchema(
+    'DescribeTransactionsResponse', 65, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('transaction_states', '[]TransactionState', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('transactional_id', 'string', '0+'),
+            F('transaction_state', 'string', '0+'),
+            F('transaction_timeout_ms', 'int32', '0+'),
+            F('transaction_start_time_ms', 'int64', '0+'),
+            F('producer_id', 'int64', '0+'),
+            F('producer_epoch', 'int16', '0+'),
+            F('topics', '[]TopicData', '0+', fields=(
+                F('topic', 'string', '0+'),
+                F('partitions', '[]int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+LIST_TRANSACTIONS_REQUEST = MessageSchema(
+    'ListTransactionsRequest', 66, 'request', '0-1', flexible='0+',
+    fields=(
+        F('state_filters', '[]string', '0+'),
+        F('producer_id_filters', '[]int64', '0+'),
+        F('duration_filter', 'int64', '1+', default=-1),
+    ),
+)
+
+LIST_TRANSACTIONS_RESPONSE = MessageSchema(
+    'ListTransactionsResponse', 66, 'response', '0-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('unknown_state_filters', '[]string', '0+'),
+        F('transaction_states', '[]TransactionState', '0+', fields=(
+            F('transactional_id', 'string', '0+'),
+            F('producer_id', 'int64', '0+'),
+            F('transaction_state', 'string', '0+'),
+        )),
+    ),
+)
+
 DESCRIBE_QUORUM_REQUEST = MessageSchema(
     'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
     fields=(
@@ -1167,6 +1303,38 @@ ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
     ),
 )
 
+WRITE_TXN_MARKERS_REQUEST = MessageSchema(
+    'WriteTxnMarkersRequest', 27, 'request', '1-1', flexible='1+',
+    fields=(
+        F('markers', '[]WritableTxnMarker', '1+', fields=(
+            F('producer_id', 'int64', '1+'),
+            F('producer_epoch', 'int16', '1+'),
+            F('transaction_result', 'bool', '1+'),
+            F('topics', '[]WritableTxnMarkerTopic', '1+', fields=(
+                F('name', 'string', '1+'),
+                F('partition_indexes', '[]int32', '1+'),
+            )),
+            F('coordinator_epoch', 'int32', '1+'),
+        )),
+    ),
+)
+
+WRITE_TXN_MARKERS_RESPONSE = MessageSchema(
+    'WriteTxnMarkersResponse', 27, 'response', '1-1', flexible='1+',
+    fields=(
+        F('markers', '[]WritableTxnMarkerResult', '1+', fields=(
+            F('producer_id', 'int64', '1+'),
+            F('topics', '[]WritableTxnMarkerTopicResult', '1+', fields=(
+                F('name', 'string', '1+'),
+                F('partitions', '[]WritableTxnMarkerPartitionResult', '1+', fields=(
+                    F('partition_index', 'int32', '1+'),
+                    F('error_code', 'int16', '1+'),
+                )),
+            )),
+        )),
+    ),
+)
+
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -1240,10 +1408,22 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     LIST_PARTITION_REASSIGNMENTS_RESPONSE,
     UNREGISTER_BROKER_REQUEST,
     UNREGISTER_BROKER_RESPONSE,
+    ADD_PARTITIONS_TO_TXN_REQUEST,
+    ADD_PARTITIONS_TO_TXN_RESPONSE,
+    ADD_OFFSETS_TO_TXN_REQUEST,
+    ADD_OFFSETS_TO_TXN_RESPONSE,
+    END_TXN_REQUEST,
+    END_TXN_RESPONSE,
+    DESCRIBE_TRANSACTIONS_REQUEST,
+    DESCRIBE_TRANSACTIONS_RESPONSE,
+    LIST_TRANSACTIONS_REQUEST,
+    LIST_TRANSACTIONS_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
     DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
     DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
     ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
     ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
+    WRITE_TXN_MARKERS_REQUEST,
+    WRITE_TXN_MARKERS_RESPONSE,
 )

@@ -1,0 +1,189 @@
+"""The transaction coordinator's marker sender (Kafka's TransactionMarkerChannelManager).
+
+After a PrepareCommit/PrepareAbort record is durable, the COMMIT/ABORT marker
+must reach every partition of the transaction (`__consumer_offsets` ones
+included). Each round groups the partitions still owed a marker by their
+current leader (from the metadata image) and sends each leader ONE
+WriteTxnMarkers v1 request carrying the markers of every transaction waiting on
+it, over the inter-broker listener with its security (as the replica fetchers
+connect). Per partition, the answer decides (docs/TRANSACTIONS.md):
+
+- 0: done for that partition;
+- 3, 6, 7, 19, 20, 56 (and a lost connection): retried after `retry.backoff.ms`,
+  at whoever leads the partition by then;
+- 47 INVALID_PRODUCER_EPOCH / 52 TRANSACTION_COORDINATOR_FENCED: a newer epoch or
+  coordinator has moved on; this job is abandoned, as Kafka does;
+- a partition whose topic was deleted needs no marker.
+
+Once no partition is owed one, the coordinator writes CompleteCommit/CompleteAbort
+(`on_done`). A job whose coordinator lost the `__transaction_state` partition, or
+whose transaction moved on, is dropped (`is_current`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+
+from raftka.broker.tls import inter_broker_security
+from raftka.broker.txn_state import TxnMetadata, TxnState
+from raftka.client.connection import BrokerConnection
+from raftka.client.protocol import ApiKey, ErrorCode
+
+log = structlog.get_logger("broker.txn_markers")
+
+RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
+REQUEST_TIMEOUT_S = 10.0
+WRITE_TXN_MARKERS_VERSION = 1
+GIVE_UP = frozenset({int(ErrorCode.INVALID_PRODUCER_EPOCH), int(ErrorCode.TRANSACTION_COORDINATOR_FENCED)})
+
+
+@dataclass(eq=False)
+class MarkerJob:
+    meta: TxnMetadata  # in PrepareCommit or PrepareAbort
+    partition_index: int  # its __transaction_state partition
+    coordinator_epoch: int
+    remaining: set[tuple[str, int]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.remaining:
+            self.remaining = set(self.meta.partitions)
+
+    @property
+    def commit(self) -> bool:
+        return self.meta.state is TxnState.PREPARE_COMMIT
+
+
+class TxnMarkerSender:
+    def __init__(self, replicas, on_done: Callable[[MarkerJob], Awaitable[bool]],
+                 is_current: Callable[[MarkerJob], bool]) -> None:
+        self.replicas = replicas
+        self._on_done = on_done
+        self._is_current = is_current
+        self.jobs: dict[str, MarkerJob] = {}  # by transactional id: one decided transaction each
+        self._wake = trio.Event()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._failing: set[int] = set()  # brokers whose last send failed (logged once, then debug)
+        self._nursery: trio.Nursery | None = None
+
+    def enqueue(self, job: MarkerJob) -> None:
+        self.jobs[job.meta.transactional_id] = job
+        self._wake.set()
+
+    def drop_partition(self, index: int) -> None:
+        for tid in [t for t, j in self.jobs.items() if j.partition_index == index]:
+            del self.jobs[tid]
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                while True:
+                    if not self.jobs:
+                        self._wake = trio.Event()
+                        await self._wake.wait()
+                    if await self._round():
+                        self._wake = trio.Event()
+                        with trio.move_on_after(RETRY_BACKOFF_S):  # retry pacing, or new work
+                            await self._wake.wait()
+            finally:
+                for conn in self._conns.values():
+                    await conn.aclose()
+
+    async def _round(self) -> bool:
+        """Send what is owed, complete what is done. True if something waits for a retry."""
+        for tid, job in list(self.jobs.items()):
+            if not self._is_current(job):
+                del self.jobs[tid]
+        image = self.replicas.image
+        by_leader: dict[int, list[tuple[MarkerJob, list[tuple[str, int]]]]] = {}
+        waiting = False
+        for job in list(self.jobs.values()):
+            owed: dict[int, list[tuple[str, int]]] = {}
+            for tp in sorted(job.remaining):
+                topic = image.topic_by_name(tp[0])
+                part = topic.partitions.get(tp[1]) if topic is not None else None
+                if part is None:
+                    job.remaining.discard(tp)  # deleted: no marker needed
+                    continue
+                if part.leader < 0 or not image.is_live(part.leader):
+                    waiting = True
+                    continue
+                owed.setdefault(part.leader, []).append(tp)
+            for leader, tps in owed.items():
+                by_leader.setdefault(leader, []).append((job, tps))
+        if by_leader:
+            async with trio.open_nursery() as nursery:
+                for leader, work in by_leader.items():
+                    nursery.start_soon(self._send, leader, work)
+        for tid, job in list(self.jobs.items()):
+            if job.remaining or self.jobs.get(tid) is not job:
+                continue
+            if await self._on_done(job):
+                if self.jobs.get(tid) is job:
+                    del self.jobs[tid]
+            else:
+                waiting = True
+        return waiting or any(j.remaining for j in self.jobs.values())
+
+    async def _connection(self, broker_id: int) -> BrokerConnection | None:
+        conn = self._conns.get(broker_id)
+        if conn is not None and not conn.closed:
+            return conn
+        endpoint = self.replicas.leader_endpoint(broker_id)
+        if endpoint is None or self._nursery is None:
+            return None
+        conn = await BrokerConnection.connect(
+            self._nursery, endpoint[0], endpoint[1], client_id=f"raftka-txn-coordinator-{self.replicas.node_id}",
+            request_timeout=REQUEST_TIMEOUT_S, node_id=broker_id,
+            security=inter_broker_security(self.replicas.config))
+        self._conns[broker_id] = conn
+        return conn
+
+    async def _send(self, broker_id: int, work: list[tuple[MarkerJob, list[tuple[str, int]]]]) -> None:
+        markers = []
+        for job, tps in work:
+            topics: dict[str, list[int]] = {}
+            for topic, index in tps:
+                topics.setdefault(topic, []).append(index)
+            markers.append({"producer_id": job.meta.producer_id, "producer_epoch": job.meta.producer_epoch,
+                            "transaction_result": job.commit, "coordinator_epoch": job.coordinator_epoch,
+                            "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]})
+        try:
+            conn = await self._connection(broker_id)
+            if conn is None:
+                return
+            response = await conn.request(ApiKey.WRITE_TXN_MARKERS, {"markers": markers},
+                                          version=WRITE_TXN_MARKERS_VERSION)
+        except Exception as exc:  # KafkaError, OSError, a malformed answer: retry at the next round
+            (log.debug if broker_id in self._failing else log.info)(
+                "txn_markers.send_failed", broker=broker_id, markers=len(markers), error=str(exc))
+            self._failing.add(broker_id)
+            conn = self._conns.pop(broker_id, None)
+            if conn is not None:
+                await conn.aclose()
+            return
+        self._failing.discard(broker_id)
+        by_pid = {job.meta.producer_id: job for job, _ in work}
+        for result in response.markers:
+            job = by_pid.get(result.producer_id)
+            if job is None:
+                continue
+            for topic in result.topics:
+                for part in topic.partitions:
+                    tp = (topic.name, part.partition_index)
+                    code = part.error_code
+                    if code == 0:
+                        job.remaining.discard(tp)
+                    elif code in GIVE_UP:
+                        log.warning("txn_markers.abandoned", transactional_id=job.meta.transactional_id,
+                                    producer_id=job.meta.producer_id, producer_epoch=job.meta.producer_epoch,
+                                    topic=tp[0], partition=tp[1], error=ErrorCode(code).name)
+                        if self.jobs.get(job.meta.transactional_id) is job:
+                            del self.jobs[job.meta.transactional_id]
+                    else:
+                        log.debug("txn_markers.retry", broker=broker_id, topic=tp[0], partition=tp[1], error=code)
