@@ -196,15 +196,7 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
         if cluster is not None:
             nursery.start_soon(meta_workload.run)
             nursery.start_soon(_probe, cluster, config, rec, probing)
-        phase(f"faults for {config.time_limit:.0f}s ({len(schedule)} scheduled)")
-        t0 = trio.current_time()
-        if nemesis is not None and schedule:
-            with trio.move_on_after(config.time_limit + 10 * config.interval):
-                await nemesis.run(schedule, t0)
-        await trio.sleep_until(t0 + config.time_limit)
-        phase("healing")
-        if nemesis is not None:
-            await nemesis.heal_all()
+        await _faults_then_heal(config, schedule, nemesis, phase)
         workload.stop_producing.set()
         meta_workload.stop.set()
         phase("waiting for the cluster to be whole")
@@ -226,6 +218,20 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
     return await drain(wl_config, rec, timeout=max(30.0, config.whole_timeout))
 
 
+async def _faults_then_heal(config: RunConfig, schedule: list[Fault], nemesis: Nemesis | None,
+                           phase: Callable[[str], None]) -> None:
+    """The fault window: the schedule for `time_limit` seconds, then every fault undone."""
+    phase(f"faults for {config.time_limit:.0f}s ({len(schedule)} scheduled)")
+    t0 = trio.current_time()
+    if nemesis is not None and schedule:
+        with trio.move_on_after(config.time_limit + 10 * config.interval):
+            await nemesis.run(schedule, t0)
+    await trio.sleep_until(t0 + config.time_limit)
+    phase("healing")
+    if nemesis is not None:
+        await nemesis.heal_all()
+
+
 async def _main_txn(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: str,
                     schedule: list[Fault], rec: Recorder, phase: Callable[[str], None]) -> bool:
     """The transactional workload under the same schedule: faults, heal, let the pipelines
@@ -245,15 +251,7 @@ async def _main_txn(config: RunConfig, cluster: ProxiedCluster | None, bootstrap
         if cluster is not None else None
     async with trio.open_nursery() as nursery:
         await workload.run(nursery)
-        phase(f"faults for {config.time_limit:.0f}s ({len(schedule)} scheduled)")
-        t0 = trio.current_time()
-        if nemesis is not None and schedule:
-            with trio.move_on_after(config.time_limit + 10 * config.interval):
-                await nemesis.run(schedule, t0)
-        await trio.sleep_until(t0 + config.time_limit)
-        phase("healing")
-        if nemesis is not None:
-            await nemesis.heal_all()
+        await _faults_then_heal(config, schedule, nemesis, phase)
         workload.stop_producing.set()
         if cluster is not None:
             phase("waiting for the cluster to be whole")

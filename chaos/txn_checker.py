@@ -29,7 +29,7 @@ Values are unique ints. Anomalies (Jepsen's names where one exists), all forbidd
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,33 +127,27 @@ def _drained_values(a: TxnAnalysis, role: str) -> dict[int, list[tuple[int, int]
     return seen
 
 
-def lost_write_cases(a: TxnAnalysis) -> list[Case]:
-    out = []
+def _drained_txns(a: TxnAnalysis) -> Iterator[tuple[Txn, dict[int, list[tuple[int, int]]]]]:
+    """Each transaction whose topic was drained, with that topic's drained values."""
     for role in ("txn", "out"):
-        if role not in a.drained:
-            continue
-        seen = _drained_values(a, role)
-        for txn in a.txns:
-            if txn.role == role and txn.outcome == COMMITTED:
-                out += [{"topic": role, "partition": p, "value": v, "writer": txn.process}
-                        for p, v in txn.writes if v not in seen]
-    return out
+        if role in a.drained:
+            seen = _drained_values(a, role)
+            yield from ((txn, seen) for txn in a.txns if txn.role == role)
+
+
+def lost_write_cases(a: TxnAnalysis) -> list[Case]:
+    return [{"topic": txn.role, "partition": p, "value": v, "writer": txn.process}
+            for txn, seen in _drained_txns(a) if txn.outcome == COMMITTED
+            for p, v in txn.writes if v not in seen]
 
 
 def non_atomic_cases(a: TxnAnalysis) -> list[Case]:
     out = []
-    for role in ("txn", "out"):
-        if role not in a.drained:
-            continue
-        seen = _drained_values(a, role)
-        for txn in a.txns:
-            if txn.role != role:
-                continue
-            present = [v for _, v in txn.writes if v in seen]
-            if present and len(present) < len(txn.writes):
-                out.append({"topic": role, "writer": txn.process, "outcome": txn.outcome,
-                            "seen": present,
-                            "missing": [v for _, v in txn.writes if v not in seen]})
+    for txn, seen in _drained_txns(a):
+        present = [v for _, v in txn.writes if v in seen]
+        if present and len(present) < len(txn.writes):
+            out.append({"topic": txn.role, "writer": txn.process, "outcome": txn.outcome,
+                        "seen": present, "missing": [v for _, v in txn.writes if v not in seen]})
     return out
 
 
@@ -167,19 +161,15 @@ def nonmonotonic_cases(a: TxnAnalysis) -> list[Case]:
                 out.append({"process": process, "topic": role, "partition": p,
                             "previous": last[key], "offset": off, "value": v})
             last[key] = off
-    for role in ("txn", "out"):
-        seen = _drained_values(a, role)
-        for txn in a.txns:
-            if txn.role != role:
-                continue
-            by_partition: dict[int, list[int]] = defaultdict(list)
-            for p, v in txn.writes:
-                if seen.get(v):
-                    by_partition[p].append(seen[v][0][1])
-            for p, offsets in by_partition.items():
-                if offsets != sorted(offsets):
-                    out.append({"topic": role, "partition": p, "writer": txn.process,
-                                "offsets_in_send_order": offsets})
+    for txn, seen in _drained_txns(a):
+        by_partition: dict[int, list[int]] = defaultdict(list)
+        for p, v in txn.writes:
+            if seen.get(v):
+                by_partition[p].append(seen[v][0][1])
+        for p, offsets in by_partition.items():
+            if offsets != sorted(offsets):
+                out.append({"topic": txn.role, "partition": p, "writer": txn.process,
+                            "offsets_in_send_order": offsets})
     return out
 
 

@@ -12,10 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import click
-import trio
 
 from raftka.client.cluster import Cluster
-from raftka.client.errors import KafkaError
 from raftka.client.records import TopicPartition
 from raftka.client.txn_admin import (
     abort_hanging_transaction,
@@ -23,33 +21,13 @@ from raftka.client.txn_admin import (
     describe_transaction,
     list_transactions,
 )
-from raftka.command_config import security as command_security
+from raftka.cluster_command import run_with_cluster
 
 T = TypeVar("T")
-TIMEOUT_MS = 15000
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    async def main() -> T:
-        async with trio.open_nursery() as nursery:
-            cluster = Cluster(bootstrap, nursery, client_id="raftka-transactions",
-                              request_timeout_ms=TIMEOUT_MS, security=command_security())
-            try:
-                return await action(cluster)
-            finally:
-                await cluster.aclose()
-                nursery.cancel_scope.cancel()
-
-    try:
-        return 0, trio.run(main)
-    except BaseException as exc:
-        leaf = exc
-        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-            leaf = leaf.exceptions[0]
-        if not isinstance(leaf, KafkaError | ValueError):
-            raise
-        click.echo(f"raftka transactions {command}: {leaf}", err=True)
-        return 1, None
+    return run_with_cluster("transactions", command, bootstrap, action)
 
 
 def _table(rows: Sequence[Sequence[str]]) -> None:
