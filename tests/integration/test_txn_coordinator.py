@@ -193,3 +193,63 @@ def test_describe_of_an_unknown_id_and_the_state_topic_on_disk(server, conn):
                                                 "include_cluster_authorized_operations": False,
                                                 "include_topic_authorized_operations": False}).topics
     assert topics[0].error_code == 0 and topics[0].is_internal and len(topics[0].partitions) == 3
+
+
+def test_a_moved_coordinator_answers_not_coordinator_and_the_new_one_loads_the_state(tmp_path):
+    """Three nodes, one `__transaction_state` partition (RF 3): stop its leader mid-transaction;
+    the new leader replays the partition and serves the transaction; the old leader, back as a
+    follower, answers NOT_COORDINATOR."""
+    from tests.integration.cluster_support import running_cluster
+
+    with running_cluster(tmp_path, 3, extra={"transaction.state.log.num.partitions": "1"}) as cluster:
+        cluster.create_topic(TOPIC, 1, 3)
+        tid = "failover-txn"
+        with WireConnection(cluster.nodes[1].bootstrap) as any_conn:
+            wait_until(lambda: find(any_conn, tid).error_code == 0, timeout=60, what="a transaction coordinator")
+            old = find(any_conn, tid).node_id
+        with WireConnection(cluster.nodes[old].bootstrap) as conn:
+            pid, epoch = begun(conn, tid)
+            assert add(conn, tid, pid, epoch, [(TOPIC, 0)]) == {(TOPIC, 0): 0}
+        cluster.stop_node(old)
+        other = next(i for i in cluster.nodes if i != old)
+        with WireConnection(cluster.nodes[other].bootstrap) as conn:
+            new = wait_until(lambda: (lambda f: f.node_id if f.error_code == 0 and f.node_id != old else None)(
+                find(conn, tid)), timeout=60, what="a new transaction coordinator")
+        with WireConnection(cluster.nodes[new].bootstrap) as conn:
+            state = wait_until(lambda: (lambda s: s if s.error_code == 0 else None)(describe(conn, tid)),
+                               timeout=60, what="the new coordinator's load")
+            assert (state.transaction_state, state.producer_id, state.producer_epoch) == ("Ongoing", pid, epoch)
+            assert [(t.topic, list(t.partitions)) for t in state.topics] == [(TOPIC, [0])]
+            assert end(conn, tid, pid, epoch, False) == 0
+        cluster.start_node(old, wait=True)
+        with WireConnection(cluster.nodes[old].bootstrap) as conn:
+            assert end(conn, tid, pid, epoch, False) == 16  # NOT_COORDINATOR
+            assert describe(conn, tid).error_code == 16
+            assert init(conn, tid).error_code == 16
+
+
+def test_idle_ids_expire_ongoing_ones_do_not_and_both_survive_a_kill(tmp_path):
+    """`transactional.id.expiration.ms`: an idle Empty id is removed (a tombstone), an Ongoing
+    one stays; after kill -9 and a restart the replayed partition says the same."""
+    with running_server(tmp_path, properties={
+        "transaction.state.log.num.partitions": "1",
+        "transactional.id.expiration.ms": "1000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": str(ABORT_INTERVAL_MS),
+    }) as server:
+        with WireConnection(server.bootstrap) as conn:
+            assert conn.create_topic(TOPIC, 1) == 0
+            ongoing_pid, ongoing_epoch = begun(conn, "stays")
+            assert add(conn, "stays", ongoing_pid, ongoing_epoch, [(TOPIC, 0)]) == {(TOPIC, 0): 0}
+            idle_pid, _ = begun(conn, "expires")
+            wait_until(lambda: describe(conn, "expires").error_code == 105, timeout=60, what="the idle id's expiry")
+            assert describe(conn, "stays").transaction_state == "Ongoing"
+        assert server.log_events("txn.id_expired")
+        server.kill()
+        server.start()
+        with WireConnection(server.bootstrap) as conn:
+            state = wait_until(lambda: (lambda s: s if s.error_code == 0 else None)(describe(conn, "stays")),
+                               timeout=60, what="the reload")
+            assert (state.transaction_state, state.producer_id) == ("Ongoing", ongoing_pid)
+            assert describe(conn, "expires").error_code == 105
+            again = init(conn, "expires")
+            assert again.error_code == 0 and again.producer_id != idle_pid and again.producer_epoch == 0
