@@ -12,9 +12,11 @@ from raftka.log.errors import (
     CorruptRecord,
     InvalidProducerEpoch,
     InvalidRecord,
+    InvalidTxnState,
     OffsetOutOfRange,
     OutOfOrderSequence,
     RecordTooLarge,
+    TransactionCoordinatorFenced,
     UnsupportedCompression,
 )
 from raftka.raft_meta.controller_errors import ControllerError
@@ -26,6 +28,8 @@ _BY_TYPE: tuple[tuple[type[BaseException], int], ...] = (
     (UnsupportedCompression, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
     (OutOfOrderSequence, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (InvalidProducerEpoch, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (InvalidTxnState, ErrorCode.INVALID_TXN_STATE),
+    (TransactionCoordinatorFenced, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (CorruptRecord, ErrorCode.CORRUPT_MESSAGE),
     (InvalidRecord, ErrorCode.INVALID_RECORD),
     (OffsetOutOfRange, ErrorCode.OFFSET_OUT_OF_RANGE),

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
+from raftka.broker.errors import error_code_for
 from raftka.broker.group_metadata_manager import OFFSETS_TOPIC, append_and_wait, load_partition
 from raftka.broker.group_records import (
     GroupMetadata,
@@ -44,8 +45,10 @@ from raftka.broker.group_timers import DeadlineTimers
 from raftka.broker.group_timers import now_ms as _now_ms
 from raftka.broker.partition import NotLeaderOrFollower, Partition, PartitionError
 from raftka.broker.replica_manager import ReplicaManager
+from raftka.broker.txn_offsets import PendingTxnOffsets, validate_txn_commit
 from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription
 from raftka.client.protocol import ErrorCode
+from raftka.log.errors import LogError
 from raftka.raft_meta.node_config import NodeConfig
 
 log = structlog.get_logger("broker.group_coordinator")
@@ -110,6 +113,7 @@ class GroupCoordinator:
         self._load_send, self._load_recv = trio.open_memory_channel[tuple[Partition, int]](math.inf)
         self._nursery: trio.Nursery | None = None
         self.timers = DeadlineTimers()
+        self.pending_txn = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
 
     # --- leadership of __consumer_offsets partitions ------------------------
     def on_leadership(self, partition: Partition, is_leader: bool) -> None:
@@ -126,6 +130,7 @@ class GroupCoordinator:
             self._loads.pop(partition.index, None)
 
     def _drop_partition(self, index: int) -> None:
+        self.pending_txn.drop_partition(index)
         count = self._partition_count()
         dropped = [gid for gid in self.groups if count and partition_for_group(gid, count) == index]
         for gid in dropped:
@@ -150,8 +155,9 @@ class GroupCoordinator:
 
     async def _load(self, partition: Partition, token: int) -> None:
         started = trio.current_time()
+        pending: dict = {}
         try:
-            groups = await load_partition(partition, self._new_group, _now_ms())
+            groups = await load_partition(partition, self._new_group, _now_ms(), pending)
         except Exception:
             log.exception("group.load_failed", partition=partition.index)
             return
@@ -162,6 +168,7 @@ class GroupCoordinator:
             self.groups[gid] = group
             self._persisted[gid] = _persist_mark(group)
             self._reschedule(group)
+        self.pending_txn.install(partition.index, pending)
         load.loaded = True
         log.info("group.partition_loaded", partition=partition.index, groups=len(groups),
                  seconds=round(trio.current_time() - started, 3))
@@ -417,6 +424,41 @@ class GroupCoordinator:
         if current is not None:  # the group may have been deleted or unloaded meanwhile
             current.offsets.update(offsets)
         return everyone(0)
+
+    async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                         generation_id: int, group_instance_id: str | None,
+                         offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: validate (KIP-447), write the offsets as one transactional batch of the
+        producer to the group's partition, hold them pending until the producer's marker lands
+        there (`complete_transaction`). Unknown groups are created Empty, as in Kafka."""
+        try:
+            group = self._group(group_id, create=True)
+            partition = self._partition(group_id)
+        except CoordinatorError as exc:
+            return dict.fromkeys(offsets, exc.code)
+        assert group is not None
+        code = validate_txn_commit(group, member_id, generation_id, group_instance_id)
+        if code or not offsets:
+            return dict.fromkeys(offsets, code)
+        records = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S, producer=(producer_id, producer_epoch))
+        except Exception as exc:
+            log.info("group.txn_commit_failed", group=group_id, producer_id=producer_id, error=str(exc))
+            code = error_code_for(exc) if isinstance(exc, LogError) else append_error_code(exc)
+            return dict.fromkeys(offsets, code)
+        self.pending_txn.add(partition.index, producer_id, group_id, offsets)
+        return dict.fromkeys(offsets, 0)
+
+    def complete_transaction(self, partition_index: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id` is replicated in `__consumer_offsets-<index>`:
+        its pending offsets become the groups' committed offsets, or are dropped."""
+        for group_id, offsets in self.pending_txn.complete(partition_index, producer_id, commit).items():
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.offsets.update(offsets)
+        log.info("group.txn_offsets_completed", partition=partition_index, producer_id=producer_id,
+                 committed=commit)
 
     def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None,
                       ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:

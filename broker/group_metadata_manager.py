@@ -2,7 +2,10 @@
 
 `load_partition` replays a partition from its log start to its log end into
 GroupStates (offset commits, group metadata and their tombstones, last record
-wins — the same answer compaction would keep). `append_and_wait` writes
+wins — the same answer compaction would keep). Transactional offset commits
+(TxnOffsetCommit's batches, bit 4) are held per producer until that producer's
+COMMIT marker applies them or its ABORT marker drops them; the ones still
+undecided at the log end are handed back as pending. `append_and_wait` writes
 records with acks=all and waits until the ISR has them, so a commit that was
 answered survives a coordinator failover.
 """
@@ -21,9 +24,10 @@ from raftka.broker.group_records import (
     decode_key,
     decode_offset_value,
 )
-from raftka.broker.group_state import GroupState
+from raftka.broker.group_state import CommittedOffset, GroupState
 from raftka.broker.partition import Partition
 from raftka.log.batch_header import parse_header
+from raftka.log.control_record import COMMIT, parse_control_key
 from raftka.log.errors import LogError
 from raftka.log.record_batch import DecodedBatch, Record, decode_batch, encode_batch
 
@@ -34,7 +38,8 @@ LOAD_READ_BYTES = 1 << 20
 
 
 async def load_partition(partition: Partition, new_group: Callable[[str], GroupState],
-                         now_ms: float) -> dict[str, GroupState]:
+                         now_ms: float, pending_out: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]]
+                         | None = None) -> dict[str, GroupState]:
     """Every group stored in `partition`, rebuilt from its records. Yields to the event loop
     between reads so a big partition does not stall other requests.
 
@@ -47,6 +52,7 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
     """
     groups: dict[str, GroupState] = {}
     metadata: dict[str, bytes | None] = {}
+    in_txn: dict[int, list[Record]] = {}  # producer id -> its undecided transactional records
     offset = partition.log.log_start_offset
     end = partition.log_end_offset
     while offset < end:
@@ -60,7 +66,15 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
         if not data or info.next_offset <= offset:
             break
         for batch in _decodable_batches(partition, data):
-            if batch.header.is_control:  # control batches carry no group data
+            header = batch.header
+            if header.is_control:  # a marker decides the producer's held records
+                held = in_txn.pop(header.producer_id, [])
+                if batch.records and _is_commit(batch.records[0]):
+                    for record in held:
+                        _apply_record(groups, metadata, new_group, record)
+                continue
+            if header.is_transactional:
+                in_txn.setdefault(header.producer_id, []).extend(batch.records)
                 continue
             for record in batch.records:
                 _apply_record(groups, metadata, new_group, record)
@@ -78,8 +92,38 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
         group.restore(protocol_type=meta.protocol_type, generation_id=meta.generation_id,
                       protocol_name=meta.protocol_name, leader_id=meta.leader_id, members=meta.members,
                       now_ms=now_ms)
+    if pending_out is not None:
+        for pid, records in in_txn.items():
+            for record in records:
+                decoded = _offset_record(record)
+                if decoded is not None:
+                    key, value = decoded
+                    groups.get(key.group_id) or groups.setdefault(key.group_id, new_group(key.group_id))
+                    pending_out.setdefault(pid, {}).setdefault(key.group_id, {})[(key.topic, key.partition)] = value
     # A group that was deleted (tombstones only) or emptied of everything is not kept.
-    return {gid: g for gid, g in groups.items() if g.offsets or g.members or metadata.get(gid)}
+    return {gid: g for gid, g in groups.items()
+            if g.offsets or g.members or metadata.get(gid)
+            or any(gid in by_group for by_group in (pending_out or {}).values())}
+
+
+def _is_commit(record: Record) -> bool:
+    try:
+        return parse_control_key(record.key) == COMMIT
+    except LogError:
+        return False
+
+
+def _offset_record(record: Record) -> tuple[OffsetKey, CommittedOffset] | None:
+    """(key, value) of an offset commit record; None for anything else or a malformed one."""
+    if record.key is None or record.value is None:
+        return None
+    try:
+        key = decode_key(record.key)
+        if isinstance(key, OffsetKey):
+            return key, decode_offset_value(record.value)
+    except ValueError as exc:
+        log.warning("group_metadata.bad_record", offset=record.offset, error=str(exc))
+    return None
 
 
 def _decodable_batches(partition: Partition, data: bytes) -> Iterator[DecodedBatch]:
@@ -127,9 +171,16 @@ def _apply_record(groups: dict[str, GroupState], metadata: dict[str, bytes | Non
 
 
 async def append_and_wait(partition: Partition, records: Sequence[tuple[bytes, bytes | None]],
-                          timeout_s: float) -> None:
+                          timeout_s: float, *, producer: tuple[int, int] | None = None) -> None:
     """Append (key, value) records as one batch with acks=all and wait for the high watermark.
-    Raises the partition's errors (NotLeaderOrFollower, NotEnoughReplicas, RequestTimedOut...)."""
-    batch = encode_batch([Record(key, value) for key, value in records])
-    info = partition.append_as_leader(batch, -1)
+    `producer` (id, epoch): a transactional batch of that producer (TxnOffsetCommit; base
+    sequence 0, not checked: Kafka's coordinator-origin write). Raises the partition's errors
+    (NotLeaderOrFollower, NotEnoughReplicas, RequestTimedOut...) and the log's (47, 48)."""
+    rows = [Record(key, value) for key, value in records]
+    if producer is None:
+        info = partition.append_as_leader(encode_batch(rows), -1)
+    else:
+        batch = encode_batch(rows, producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+                             transactional=True)
+        info = partition.append_as_leader(batch, -1, verify_sequence=False)
     await partition.wait_for_high_watermark(info.last_offset + 1, trio.current_time() + timeout_s)

@@ -33,6 +33,8 @@ from raftka.broker.handlers import (
     scram_credentials,
     topics_admin,
     transactions,
+    txn_markers,
+    txn_offset_commit,
     unregister_broker,
 )
 from raftka.broker.handlers import sasl as sasl_handlers
@@ -103,6 +105,9 @@ HANDLERS = {
     ApiKey.END_TXN: transactions.handle_end_txn,
     ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: txn_markers.handle_describe_producers,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

@@ -116,6 +116,15 @@ class Partition:
         return self.state.high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: min(HW, first offset of the oldest transaction not yet decided and
+        replicated). read_committed consumers read below it; it is the HW without transactions."""
+        # The HW may have been restored (or moved) without a change event since the producer
+        # state replayed its markers at open: let it forget the ones the HW has passed.
+        self.log.producer_state.on_high_watermark(self.high_watermark)
+        return self.log.last_stable_offset(self.high_watermark)
+
+    @property
     def is_leader(self) -> bool:
         return self.state.is_leader
 
@@ -181,14 +190,28 @@ class Partition:
         if self.leader < 0:
             raise NotLeaderOrFollower(f"{self.topic}-{self.index}: no leader to follow")
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int) -> AppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int, *,
+                         verify_sequence: bool = True) -> AppendInfo:
         self.check_leader()
         refusal = self.state.append_refusal(required_acks)
         if refusal is not None:
             raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
-        info = self.log.append(records, self.leader_epoch)
+        info = self.log.append(records, self.leader_epoch, verify_sequence=verify_sequence)
         if not info.duplicate:
             self._on_append()  # wake follower fetches waiting for new data
+        self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
+        return info
+
+    def append_marker_as_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                commit: bool) -> AppendInfo:
+        """WriteTxnMarkers: append a COMMIT/ABORT marker, replicated like any write (the caller
+        waits for the HW as acks=all does). Raises the log's 47/52 errors for a stale marker."""
+        self.check_leader()
+        refusal = self.state.append_refusal(-1)
+        if refusal is not None:
+            raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
+        info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
+        self._on_append()
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
         return info
 
@@ -231,6 +254,8 @@ class Partition:
 
     def _act(self, effects: list[Effect]) -> None:
         if any(isinstance(e, HighWatermarkChanged) for e in effects):
+            # Decided transactions whose marker the HW passed no longer hold the LSO back.
+            self.log.producer_state.on_high_watermark(self.high_watermark)
             self._signal()
 
     def _signal(self) -> None:
@@ -281,7 +306,11 @@ class Partition:
 
     # -- reads ---------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, committed_only: bool = True) -> ReadInfo:
-        """Whole batches from `offset`; consumers see only offsets below the high watermark."""
+    def read(self, offset: int, max_bytes: int, *, committed_only: bool = True,
+             read_committed: bool = False) -> ReadInfo:
+        """Whole batches from `offset`; consumers see only offsets below the high watermark,
+        read_committed ones (isolation_level 1) only below the last stable offset."""
         limit = self.high_watermark if committed_only else None
+        if read_committed:
+            limit = self.last_stable_offset
         return self.log.read(offset, max_bytes, max_offset=limit)

@@ -45,3 +45,12 @@ class OutOfOrderSequence(LogError):
 
 class InvalidProducerEpoch(LogError):
     """Idempotent producer: an epoch older than the one we know (Kafka: INVALID_PRODUCER_EPOCH, 47)."""
+
+
+class InvalidTxnState(LogError):
+    """A non-transactional batch from a producer with an open transaction in the partition,
+    or a transactional write the coordinator did not add (Kafka: INVALID_TXN_STATE, 48)."""
+
+
+class TransactionCoordinatorFenced(LogError):
+    """A marker whose coordinator epoch is older than the last one seen (Kafka: 52)."""

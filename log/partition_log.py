@@ -5,6 +5,7 @@ Layout of `<log dir>/<topic>-<partition>/`:
     00000000000000000000.log         batches, byte for byte as appended
     00000000000000000000.index       sparse offset index (log.offset_index)
     00000000000000000000.timeindex   sparse time index (log.time_index)
+    00000000000000000000.txnindex    aborted transactions whose marker is here (log.txn_index)
     00000000000000000000.snapshot    producer state (log.producer_state)
     leader-epoch-checkpoint          epoch -> start offset (log.leader_epoch_cache)
     recovery-point-offset-checkpoint offset below which everything is fsynced
@@ -52,6 +53,16 @@ Other documented choices:
   time retention.
 - `segment.ms` counts from the wall-clock time of the segment's first append
   (`now_ms`); after a restart, from the first batch's maxTimestamp (Kafka's rule).
+
+Transactions: every batch written (leader, follower, replay) goes through the
+producer state, which tracks each producer's open transaction; a COMMIT/ABORT
+marker (`append_marker` on the leader) ends it, and an ABORT of a non-empty
+transaction adds an entry to the `.txnindex` of the segment holding the
+marker. `first_unstable_offset` bounds the last stable offset (the broker takes
+the min with its high watermark); `collect_aborted_txns` answers a
+read_committed fetch. A `.txnindex` is rebuilt by replaying the log from a
+producer snapshot at or below its segment when the segment was recovered or
+the file is missing or corrupt.
 """
 
 from __future__ import annotations
@@ -82,6 +93,7 @@ from raftka.log.batch_header import (
 from raftka.log.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_offsets
 from raftka.log.cleaner import build_offset_map, clean_segment
 from raftka.log.config import LONG_MAX, LogConfig
+from raftka.log.control_record import ControlRecord, encode_marker, read_control_record
 from raftka.log.errors import (
     CorruptRecord,
     InvalidRecord,
@@ -93,7 +105,7 @@ from raftka.log.errors import (
 from raftka.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE
 from raftka.log.leader_epoch_cache import LeaderEpochCache
 from raftka.log.offset_index import CorruptIndex
-from raftka.log.producer_state import ProducerStateManager
+from raftka.log.producer_state import CompletedTxn, ProducerStateManager
 from raftka.log.record_batch import decode_batch, encode_batch
 from raftka.log.record_validator import UNCOMPRESSED_BOUND_FACTOR, validate_records
 from raftka.log.segment import (
@@ -108,6 +120,8 @@ from raftka.log.segment import (
     file_stem,
     parse_file_stem,
 )
+from raftka.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from raftka.log.txn_index import collect as collect_txn_entries
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
@@ -292,7 +306,7 @@ class PartitionLog:
                         "log.recovery.segment_deleted", segment=stray.log_path.name, bytes=stray.size
                     )
                     stray.close()
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                         (part_dir / (file_stem(later) + suffix)).unlink(missing_ok=True)
                 break
         if not segments:
@@ -309,7 +323,18 @@ class PartitionLog:
         epoch_cache.truncate_from_start(log_start)
         producer_state = ProducerStateManager(part_dir)
         log = cls(part_dir, topic, partition, config, segments, log_start, epoch_cache, producer_state, now)
-        log._replay_producer_state(producer_state.load(log_start, log_end))
+        rebuild = [s for s in segments if s.txn_index_rebuild]
+        # A `.txnindex` to rebuild: replay from a snapshot at or below its segment, so every
+        # transaction its markers end is known (the replay re-adds the entries of the others
+        # only past their last one, see TransactionIndex.append).
+        replay_from = producer_state.load(log_start, log_end,
+                                          at_or_below=rebuild[0].base_offset if rebuild else None)
+        log._replay_producer_state(replay_from)
+        for segment in rebuild:
+            segment.txn_index_rebuild = False
+            if segment.txn_index is not None and segment.txn_index.entries:
+                _log.info("log.txn_index.rebuilt", topic=topic, partition=partition,
+                          segment=segment.log_path.name, entries=len(segment.txn_index.entries))
         log._checkpointed = on_disk
         log._write_checkpoints()
         _log.info(
@@ -324,8 +349,43 @@ class PartitionLog:
         return log
 
     def _replay_producer_state(self, from_offset: int) -> None:
-        for header in self._iter_headers_from(from_offset):
-            self.producer_state.update(header)
+        """Replay the batches from `from_offset` into the producer state (and the markers'
+        aborted transactions into their segments' `.txnindex`)."""
+        for segment in self._segments[self._segment_index(from_offset) :]:
+            first = segment.find_batch(from_offset)
+            if first is None:
+                continue
+            for header in segment.iter_headers(first.position):
+                control = None
+                if header.is_control:
+                    batch = segment.read_bytes(header.position, header.size)
+                    control = self._control_record(batch, dataclasses.replace(header, position=0))
+                self._track(header, control, segment)
+
+    def _control_record(self, buf: bytes | bytearray | memoryview, header: BatchHeader) -> ControlRecord | None:
+        """The record of the control batch `header` (at `header.position` in `buf`); None (logged)
+        if it does not parse: it then ends no transaction, as Kafka would not read it either."""
+        if not header.is_control:
+            return None
+        try:
+            return read_control_record(buf, header)
+        except LogError as exc:
+            _log.warning("log.control_record_unreadable", topic=self.topic, partition=self.partition,
+                         offset=header.base_offset, error=str(exc))
+            return None
+
+    def _track(self, header: BatchHeader, control: ControlRecord | None, segment: LogSegment) -> None:
+        """Apply a written batch to the producer state; an aborted transaction goes to the index."""
+        completed = self.producer_state.update(header, control)
+        if completed is not None and completed.is_aborted:
+            self._index_aborted(completed, segment)
+
+    def _index_aborted(self, completed: CompletedTxn, segment: LogSegment) -> None:
+        assert segment.txn_index is not None
+        undecided = self.producer_state.first_undecided_offset()
+        lso = undecided if undecided is not None else completed.last_offset + 1
+        segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                            completed.last_offset, lso))
 
     def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of every batch whose last offset is >= `offset`, in log order."""
@@ -377,7 +437,8 @@ class PartitionLog:
     # -- appending ------------------------------------------------------------
 
     def append(
-        self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, now_ms: int | None = None
+        self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, now_ms: int | None = None,
+        verify_sequence: bool = True,
     ) -> AppendInfo:
         """Append a producer's batches as leader: validate, dedupe, assign offsets, write once.
 
@@ -389,6 +450,8 @@ class PartitionLog:
         InvalidProducerEpoch / OutOfOrderSequence. On any error nothing is
         written. A retried batch already in the log is not
         written again: the result has `duplicate=True` and the original offsets.
+        `verify_sequence=False`: a coordinator's own write (TxnOffsetCommit), whose
+        sequences are not checked (Kafka's AppendOrigin.COORDINATOR).
         """
         self._check_open()
         now = _now(now_ms)
@@ -398,7 +461,7 @@ class PartitionLog:
         if target is not None and any(h.attributes & ATTR_CODEC_MASK != target for h in headers):
             view = memoryview(self._recompress(view, headers, target))
             headers = self._validate(view, from_client=True)
-        headers, duplicate = self._dedupe(view, headers)
+        headers, duplicate = self._dedupe(view, headers, verify_sequence)
         if not headers:
             assert duplicate is not None
             return AppendInfo(duplicate[0], duplicate[1], -1, self._log_start_offset, True, -1)
@@ -411,7 +474,7 @@ class PartitionLog:
         if leader_epoch >= 0 and leader_epoch > self.epoch_cache.latest_epoch:
             self.epoch_cache.assign(leader_epoch, first_offset)
         for header in written:
-            self.producer_state.update(header)
+            self.producer_state.update(header)  # client batches: data only, no marker
         self._maybe_flush(now)
         return AppendInfo(
             first_offset=first_offset,
@@ -452,7 +515,7 @@ class PartitionLog:
             epoch = header.partition_leader_epoch
             if epoch >= 0 and epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(epoch, header.base_offset)
-            self.producer_state.update(header)
+            self._track(header, self._control_record(buf, header), self.active_segment)
         self._maybe_flush(now)
         return AppendInfo(
             first_offset=written[0].base_offset,
@@ -462,6 +525,56 @@ class PartitionLog:
             duplicate=False,
             max_timestamp=max(h.max_timestamp for h in written),
         )
+
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      leader_epoch: int, *, now_ms: int | None = None) -> AppendInfo:
+        """Append a COMMIT/ABORT marker as leader (WriteTxnMarkers).
+
+        Raises InvalidProducerEpoch for an epoch older than the producer's and
+        TransactionCoordinatorFenced for a coordinator epoch older than its last marker's;
+        nothing is written then. A marker for a producer with no open transaction here is
+        still written (it ends nothing and adds no index entry), as in Kafka."""
+        self._check_open()
+        now = _now(now_ms)
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        first_offset = self.log_end_offset
+        buf = encode_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                            coordinator_epoch=coordinator_epoch, commit=commit, timestamp_ms=now,
+                            base_offset=first_offset, partition_leader_epoch=leader_epoch)
+        written = self._write(buf, now)
+        if leader_epoch >= 0 and leader_epoch > self.epoch_cache.latest_epoch:
+            self.epoch_cache.assign(leader_epoch, first_offset)
+        for header in written:
+            self._track(header, self._control_record(buf, header), self.active_segment)
+        self._maybe_flush(now)
+        return AppendInfo(first_offset, written[-1].last_offset, -1, self._log_start_offset, False, now)
+
+    # -- transactions: the last stable offset and the aborted transactions ----------
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not yet decided and replicated, or None
+        (the last stable offset is the min of this and the high watermark)."""
+        return self.producer_state.first_unstable_offset()
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's LSO: min(high watermark, first unstable offset), never below the log start."""
+        unstable = self.first_unstable_offset()
+        lso = high_watermark if unstable is None else min(high_watermark, unstable)
+        return max(lso, min(self._log_start_offset, high_watermark))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions that may cover data in [fetch_offset, upper_bound): every
+        `.txnindex` entry from the segment holding `fetch_offset` on, until one proves the rest
+        cannot (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index(fetch_offset) :]:
+            if segment.txn_index is None:
+                continue
+            entries, complete = collect_txn_entries(segment.txn_index.entries, fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
 
     def _write_rewritten(self, view: memoryview, headers: list[BatchHeader], first_offset: int,
                          leader_epoch: int, now: int) -> list[BatchHeader]:
@@ -567,7 +680,7 @@ class PartitionLog:
         return UNCOMPRESSED_BOUND_FACTOR * self.config.max_message_bytes
 
     def _dedupe(
-        self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader]
+        self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], verify_sequence: bool = True
     ) -> tuple[list[BatchHeader], tuple[int, int] | None]:
         """Drop batches the producer state says are retries; check sequences first (no side effects).
 
@@ -582,13 +695,13 @@ class PartitionLog:
                 continue
             previous = seen.get(header.producer_id)
             if previous is None:
-                original = self.producer_state.check(header)
+                original = self.producer_state.check(header, verify_sequence=verify_sequence)
                 if original is not None:
                     duplicate = original if duplicate is None else (duplicate[0], original[1])
                     continue
-            elif header.producer_epoch != previous.producer_epoch or header.base_sequence != (
+            elif header.producer_epoch != previous.producer_epoch or (verify_sequence and header.base_sequence != (
                 (previous.last_sequence + 1) % (1 << 31)
-            ):
+            )):
                 # Two batches of one producer in one append: the second must follow the first.
                 raise OutOfOrderSequence(
                     f"producer {header.producer_id}: batch at position {header.position} has epoch "
@@ -660,7 +773,7 @@ class PartitionLog:
         return segment
 
     def _new_segment(self, base: int) -> LogSegment:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (self.dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
         segment = LogSegment(self.dir, base, self.config)
         segment.recover()  # opens empty indexes
@@ -1059,11 +1172,17 @@ class PartitionLog:
         os.replace(cleaned_path, swap_path)
         fsync_dir(self.dir)
         log_path = segment.log_path
+        # The aborted transactions stay valid (offsets are kept): the replacement gets them.
+        aborted = list(segment.txn_index.entries) if segment.txn_index is not None else []
         segment.rename_with_suffix(DELETED_SUFFIX)  # the indexes go with it: they are rebuilt
         os.replace(swap_path, log_path)
         fsync_dir(self.dir)
         replacement = LogSegment(self.dir, segment.base_offset, self.config)
         replacement.recover()
+        replacement.txn_index_rebuild = False
+        assert replacement.txn_index is not None
+        for entry in aborted:
+            replacement.txn_index.append(entry)
         replacement.finalize_time_index()
         replacement.flush()
         # One store: a reader on another thread sees the old segment (its files stay open

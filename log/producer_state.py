@@ -13,6 +13,13 @@ The module is split the h11 way:
   entries, plus snapshot files `<20-digit offset>.snapshot` so a restart
   replays only the batch headers written after the newest snapshot.
 
+Transactions (KIP-98): an entry also holds the first offset of the producer's
+open transaction in this partition (`current_txn_first_offset`, set by its
+first transactional batch, cleared by its COMMIT/ABORT marker) and the
+coordinator epoch of the last marker. The manager keeps the open transactions
+and the decided ones whose marker is not yet below the high watermark: the
+first unstable offset, and with it the last stable offset (LSO), comes from them.
+
 Not done (deliberately): Kafka's `producer.id.expiration.ms` — entries never
 expire by time, and nothing drops producers whose batches fell below the log
 start offset. Both only bound memory; correctness does not depend on them.
@@ -32,7 +39,14 @@ from crc32c import crc32c
 
 from raftka.log.atomic_file import atomic_write, fsync_dir
 from raftka.log.batch_header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
-from raftka.log.errors import InvalidProducerEpoch, LogError, OutOfOrderSequence
+from raftka.log.control_record import ABORT, ControlRecord
+from raftka.log.errors import (
+    InvalidProducerEpoch,
+    InvalidTxnState,
+    LogError,
+    OutOfOrderSequence,
+    TransactionCoordinatorFenced,
+)
 
 _log = structlog.get_logger(__name__)
 
@@ -56,6 +70,12 @@ class ProducerEntry:
     epoch: int
     batches: tuple[BatchMetadata, ...] = ()  # newest last, at most RETAINED_BATCHES
     last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of the last transaction marker written for this producer
+    current_txn_first_offset: int = -1  # first offset of its open transaction here, -1 if none
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.current_txn_first_offset >= 0
 
     @property
     def last_sequence(self) -> int:
@@ -66,6 +86,16 @@ class ProducerEntry:
 class OutcomeKind(enum.Enum):
     APPEND = "append"
     DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker just ended in this partition: [first_offset, last_offset (the marker)]."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +119,16 @@ def next_sequence(sequence: int) -> int:
     return (sequence + 1) % SEQUENCE_MODULUS
 
 
-def validate(entry: ProducerEntry | None, header: BatchHeader) -> Outcome:
+def validate(entry: ProducerEntry | None, header: BatchHeader, *, verify_sequence: bool = True) -> Outcome:
     """Decide whether a batch from a client may be appended.
 
     Only the producer fields and the sequence range matter; `header.base_offset`
     is whatever the producer sent. Raises InvalidProducerEpoch for an epoch below
-    the known one, OutOfOrderSequence for a sequence that does not continue the
-    producer's last batch (or a new epoch that does not start at 0).
+    the known one, InvalidTxnState for a non-transactional batch from a producer
+    with an open transaction here, OutOfOrderSequence for a sequence that does not
+    continue the producer's last batch (or a new epoch that does not start at 0).
+    `verify_sequence=False` is the coordinator's own write (TxnOffsetCommit's batch,
+    Kafka's AppendOrigin.COORDINATOR): epoch and transaction state only.
     """
     if not header.has_producer_id or entry is None:
         # No producer id: plain at-least-once producer. Unknown producer: its state
@@ -108,6 +141,13 @@ def validate(entry: ProducerEntry | None, header: BatchHeader) -> Outcome:
         )
     if header.is_control:
         return APPEND  # transaction markers carry no sequence
+    if not header.is_transactional and entry.in_transaction:
+        raise InvalidTxnState(
+            f"producer {header.producer_id}: a non-transactional batch while its transaction opened at "
+            f"offset {entry.current_txn_first_offset} is not ended"
+        )
+    if not verify_sequence:
+        return APPEND
     first_seq = header.base_sequence
     if epoch > entry.epoch:
         # A known epoch of -1 means we never saw a real epoch: nothing to continue from.
@@ -130,8 +170,29 @@ def validate(entry: ProducerEntry | None, header: BatchHeader) -> Outcome:
     return APPEND
 
 
-def advance(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntry:
-    """The producer's entry after `header` (with its real offsets) was written.
+def validate_marker(entry: ProducerEntry | None, producer_id: int, producer_epoch: int,
+                    coordinator_epoch: int) -> None:
+    """Whether a transaction marker may be written for `producer_id` (Kafka's
+    ProducerAppendInfo.checkProducerEpoch and checkCoordinatorEpoch).
+
+    Raises InvalidProducerEpoch for an epoch below the producer's, TransactionCoordinatorFenced
+    for a coordinator epoch below the last marker's. A producer never seen is fine."""
+    if entry is None:
+        return
+    if producer_epoch < entry.epoch:
+        raise InvalidProducerEpoch(
+            f"producer {producer_id}: marker epoch {producer_epoch} is older than the current epoch {entry.epoch}"
+        )
+    if coordinator_epoch < entry.coordinator_epoch:
+        raise TransactionCoordinatorFenced(
+            f"producer {producer_id}: marker coordinator epoch {coordinator_epoch} is older than the last "
+            f"one seen, {entry.coordinator_epoch}"
+        )
+
+
+def advance(entry: ProducerEntry | None, header: BatchHeader, control: ControlRecord | None = None) -> ProducerEntry:
+    """The producer's entry after `header` (with its real offsets) was written; `control` is
+    the record of a control batch (a COMMIT/ABORT marker ends the open transaction).
 
     Never raises: followers and recovery replay what the leader accepted, so an
     odd sequence or epoch is taken as the new truth rather than refused.
@@ -155,24 +216,36 @@ def advance(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntry:
         new = (first_seq, header.last_sequence, header.base_offset, header.last_offset)
         batches = (*batches, new)[-RETAINED_BATCHES:]
     last_timestamp = header.max_timestamp
+    coordinator_epoch = txn_first = -1
     if entry is not None:
         last_timestamp = max(last_timestamp, entry.last_timestamp)
-    return ProducerEntry(header.producer_id, header.producer_epoch, batches, last_timestamp)
+        coordinator_epoch, txn_first = entry.coordinator_epoch, entry.current_txn_first_offset
+    if header.is_control:
+        if control is not None and control.is_marker:
+            coordinator_epoch, txn_first = control.coordinator_epoch, -1
+    elif header.is_transactional and txn_first < 0:
+        txn_first = header.base_offset
+    return ProducerEntry(header.producer_id, header.producer_epoch, batches, last_timestamp,
+                         coordinator_epoch, txn_first)
 
 
 # ---------------------------------------------------------------------------
-# Snapshot file format (big-endian), version 1:
+# Snapshot file format (big-endian), version 2:
 #   magic "RKPS" | version u16 | crc32c u32 of everything after it
 #   | offset i64 | entry count u32
-#   | per entry: producer_id i64, epoch i16, last_timestamp i64, batch count u8,
+#   | per entry: producer_id i64, epoch i16, last_timestamp i64, coordinator_epoch i32,
+#                current_txn_first_offset i64, batch count u8,
 #                batches (first_seq i32, last_seq i32, first_offset i64, last_offset i64)
-# The CRC catches a torn write; the embedded offset must match the file name.
+# Version 1 (before transactions) lacks coordinator_epoch and current_txn_first_offset;
+# it still loads (both -1). The CRC catches a torn write; the embedded offset must match
+# the file name. (Kafka's own `.snapshot` layout differs; raftka reads only its own.)
 
 _MAGIC = b"RKPS"
-_VERSION = 1
+_VERSION = 2
 _PREAMBLE = struct.Struct(">4sHI")
 _BODY_HEAD = struct.Struct(">qI")
-_ENTRY = struct.Struct(">qhqB")
+_ENTRIES = {1: struct.Struct(">qhqB"), 2: struct.Struct(">qhqiqB")}
+_ENTRY = _ENTRIES[_VERSION]
 _BATCH = struct.Struct(">iiqq")
 
 
@@ -184,7 +257,8 @@ def encode_snapshot(offset: int, entries: Mapping[int, ProducerEntry]) -> bytes:
     parts = [_BODY_HEAD.pack(offset, len(entries))]
     for entry in entries.values():
         parts.append(
-            _ENTRY.pack(entry.producer_id, entry.epoch, entry.last_timestamp, len(entry.batches))
+            _ENTRY.pack(entry.producer_id, entry.epoch, entry.last_timestamp, entry.coordinator_epoch,
+                        entry.current_txn_first_offset, len(entry.batches))
         )
         parts.extend(_BATCH.pack(*batch) for batch in entry.batches)
     body = b"".join(parts)
@@ -198,9 +272,10 @@ def decode_snapshot(data: bytes) -> tuple[int, dict[int, ProducerEntry]]:
             f"snapshot is {len(data)} bytes, shorter than its {_PREAMBLE.size + _BODY_HEAD.size}-byte header"
         )
     magic, version, crc = _PREAMBLE.unpack_from(data, 0)
-    if magic != _MAGIC or version != _VERSION:
+    entry_struct = _ENTRIES.get(version)
+    if magic != _MAGIC or entry_struct is None:
         raise CorruptSnapshot(
-            f"snapshot magic/version {magic!r}/{version}, expected {_MAGIC!r}/{_VERSION}"
+            f"snapshot magic/version {magic!r}/{version}, expected {_MAGIC!r}/{sorted(_ENTRIES)}"
         )
     body = memoryview(data)[_PREAMBLE.size :]
     actual = crc32c(body)
@@ -211,13 +286,17 @@ def decode_snapshot(data: bytes) -> tuple[int, dict[int, ProducerEntry]]:
         pos = _BODY_HEAD.size
         entries: dict[int, ProducerEntry] = {}
         for _ in range(count):
-            producer_id, epoch, last_timestamp, n_batches = _ENTRY.unpack_from(body, pos)
-            pos += _ENTRY.size
+            fields = entry_struct.unpack_from(body, pos)
+            pos += entry_struct.size
+            producer_id, epoch, last_timestamp = fields[:3]
+            coordinator_epoch, txn_first = fields[3:5] if version >= 2 else (-1, -1)
+            n_batches = fields[-1]
             batches = []
             for _ in range(n_batches):
                 batches.append(_BATCH.unpack_from(body, pos))
                 pos += _BATCH.size
-            entries[producer_id] = ProducerEntry(producer_id, epoch, tuple(batches), last_timestamp)
+            entries[producer_id] = ProducerEntry(producer_id, epoch, tuple(batches), last_timestamp,
+                                                 coordinator_epoch, txn_first)
     except struct.error as exc:
         raise CorruptSnapshot(f"snapshot body ends early: {exc}") from exc
     if pos != len(body):
@@ -253,27 +332,72 @@ class ProducerStateManager:
         self._dir = Path(partition_dir)
         self._entries: dict[int, ProducerEntry] = {}
         self._last_offset = -1
+        self._ongoing: dict[int, int] = {}  # first offset of each open transaction -> producer id
+        # Decided transactions whose marker may not be replicated yet (Kafka's unreplicatedTxns),
+        # dropped once the high watermark passes their marker (`on_high_watermark`).
+        self._unreplicated: list[CompletedTxn] = []
+
+    def _set_entries(self, entries: dict[int, ProducerEntry]) -> None:
+        self._entries = entries
+        self._ongoing = {e.current_txn_first_offset: pid for pid, e in entries.items() if e.in_transaction}
+        self._unreplicated = []
 
     # -- the hot path -------------------------------------------------------
 
-    def check(self, header: BatchHeader) -> tuple[int, int] | None:
+    def check(self, header: BatchHeader, *, verify_sequence: bool = True) -> tuple[int, int] | None:
         """None to append; (first_offset, last_offset) of the original for a duplicate.
 
-        Raises InvalidProducerEpoch or OutOfOrderSequence (see `validate`).
+        Raises InvalidProducerEpoch, InvalidTxnState or OutOfOrderSequence (see `validate`).
         """
         if not header.has_producer_id:
             return None
-        outcome = validate(self._entries.get(header.producer_id), header)
+        outcome = validate(self._entries.get(header.producer_id), header, verify_sequence=verify_sequence)
         if outcome.is_duplicate:
             return (outcome.first_offset, outcome.last_offset)
         return None
 
-    def update(self, header: BatchHeader) -> None:
-        """Record a batch as written at its real offsets. Never raises for odd sequences."""
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Raise InvalidProducerEpoch / TransactionCoordinatorFenced for a stale marker."""
+        validate_marker(self._entries.get(producer_id), producer_id, producer_epoch, coordinator_epoch)
+
+    def update(self, header: BatchHeader, control: ControlRecord | None = None) -> CompletedTxn | None:
+        """Record a batch as written at its real offsets (`control`: the record of a control
+        batch). Never raises for odd sequences. Returns the transaction a marker ended, if any."""
+        completed = None
         if header.has_producer_id:
             pid = header.producer_id
-            self._entries[pid] = advance(self._entries.get(pid), header)
+            before = self._entries.get(pid)
+            after = self._entries[pid] = advance(before, header, control)
+            if before is not None and before.in_transaction and not after.in_transaction:
+                self._ongoing.pop(before.current_txn_first_offset, None)
+                completed = CompletedTxn(pid, before.current_txn_first_offset, header.last_offset,
+                                         control is not None and control.type == ABORT)
+                self._unreplicated.append(completed)
+            elif after.in_transaction and (before is None or not before.in_transaction):
+                self._ongoing[after.current_txn_first_offset] = pid
         self._last_offset = max(self._last_offset, header.last_offset)
+        return completed
+
+    def first_undecided_offset(self) -> int | None:
+        """First offset of the oldest open transaction, or None."""
+        return min(self._ongoing) if self._ongoing else None
+
+    def first_unstable_offset(self) -> int | None:
+        """The LSO bound: the oldest open transaction's first offset, or that of a decided one
+        whose marker the high watermark has not passed yet; None if neither exists."""
+        candidates = list(self._ongoing)
+        if self._unreplicated:
+            candidates.append(min(t.first_offset for t in self._unreplicated))
+        return min(candidates) if candidates else None
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget decided transactions whose marker is below the high watermark."""
+        if self._unreplicated:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """First offset -> producer id of every open transaction."""
+        return MappingProxyType(self._ongoing)
 
     def producers(self) -> Mapping[int, ProducerEntry]:
         return MappingProxyType(self._entries)
@@ -306,8 +430,9 @@ class ProducerStateManager:
         tmp = final.with_name(f"{offset:020d}{_TMP_SUFFIX}")
         atomic_write(final, encode_snapshot(offset, self._entries), tmp=tmp)
 
-    def load(self, log_start_offset: int, log_end_offset: int) -> int:
-        """Load the newest valid snapshot in [log_start_offset, log_end_offset].
+    def load(self, log_start_offset: int, log_end_offset: int, *, at_or_below: int | None = None) -> int:
+        """Load the newest valid snapshot in [log_start_offset, log_end_offset] (and at or
+        below `at_or_below`, when the caller must replay from there: a transaction index rebuild).
 
         Snapshots above `log_end_offset` describe batches that no longer exist
         and are deleted, as are corrupt ones (a torn write falls back to an older
@@ -318,6 +443,8 @@ class ProducerStateManager:
         for tmp in self._dir.glob(f"*{_TMP_SUFFIX}") if self._dir.is_dir() else ():
             tmp.unlink(missing_ok=True)  # a snapshot write that never completed
         for offset in reversed(self.snapshot_offsets()):
+            if at_or_below is not None and offset > at_or_below:
+                continue
             if offset < log_start_offset:
                 break
             path = snapshot_path(self._dir, offset)
@@ -329,10 +456,10 @@ class ProducerStateManager:
                 _log.warning("producer_state.snapshot_corrupt", path=str(path), error=str(exc))
                 path.unlink(missing_ok=True)
                 continue
-            self._entries = entries
+            self._set_entries(entries)
             self._last_offset = offset - 1
             return offset
-        self._entries = {}
+        self._set_entries({})
         self._last_offset = log_start_offset - 1
         return log_start_offset
 

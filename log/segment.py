@@ -1,4 +1,4 @@
-"""One log segment: `<20-digit base offset>.log` with its `.index` and `.timeindex`.
+"""One log segment: `<20-digit base offset>.log` with its `.index`, `.timeindex` and `.txnindex`.
 
 The `.log` file holds whole RecordBatch v2 batches back to back, exactly as
 written. The segment only ever reads batch *headers* (via log.batch_header
@@ -37,6 +37,7 @@ from raftka.log.config import LogConfig
 from raftka.log.errors import CorruptRecord, InvalidRecord, LogError
 from raftka.log.offset_index import CorruptIndex, OffsetIndex
 from raftka.log.time_index import TimeIndex
+from raftka.log.txn_index import TXN_INDEX_SUFFIX, CorruptTxnIndex, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -97,6 +98,10 @@ class LogSegment:
         self.size = os.fstat(self.file.fileno()).st_size
         self.index: OffsetIndex | None = None
         self.time_index: TimeIndex | None = None
+        self.txn_index: TransactionIndex | None = None
+        # True when the `.txnindex` must be rebuilt by replaying the log (recovered segment,
+        # or an index file missing or corrupt); the partition log does it and clears this.
+        self.txn_index_rebuild = False
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -115,10 +120,22 @@ class LogSegment:
     def time_index_path(self) -> Path:
         return self.directory / (file_stem(self.base_offset) + TIME_INDEX_SUFFIX)
 
+    @property
+    def txn_index_path(self) -> Path:
+        return self.directory / (file_stem(self.base_offset) + TXN_INDEX_SUFFIX)
+
     def _open_indexes(self) -> None:
         self._close_indexes()
         self.index = OffsetIndex(self.index_path, self.base_offset, self.config.segment_index_bytes)
         self.time_index = TimeIndex(self.time_index_path, self.base_offset, self.config.segment_index_bytes)
+        try:
+            self.txn_index = TransactionIndex(self.txn_index_path)
+        except CorruptTxnIndex:
+            self.txn_index_path.unlink(missing_ok=True)
+            self.txn_index = TransactionIndex(self.txn_index_path)
+            self.txn_index_rebuild = True
+        if self.txn_index.created and self.size:
+            self.txn_index_rebuild = True  # deleted, or written before transactions existed
 
     def load(self) -> None:
         """Open a segment whose bytes are trusted (below the recovery point).
@@ -164,6 +181,9 @@ class LogSegment:
         for path in (self.index_path, self.time_index_path):
             path.unlink(missing_ok=True)
         self._open_indexes()
+        assert self.txn_index is not None
+        self.txn_index.reset()  # rebuilt by the partition log's replay
+        self.txn_index_rebuild = True
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
@@ -267,6 +287,8 @@ class LogSegment:
         self.size = cut
         self.index.truncate_to_position(cut)
         self.time_index.truncate_to_offset(header.base_offset)
+        if self.txn_index is not None:
+            self.txn_index.truncate_to(header.base_offset)
         self.load()
         return removed
 
@@ -276,6 +298,8 @@ class LogSegment:
             self.index.flush()
         if self.time_index is not None:
             self.time_index.flush()
+        if self.txn_index is not None:
+            self.txn_index.flush()
 
     # -- reading ------------------------------------------------------------
 
@@ -419,6 +443,8 @@ class LogSegment:
             paths.append(self.index.path)
         if self.time_index is not None:
             paths.append(self.time_index.path)
+        if self.txn_index is not None:
+            paths.append(self.txn_index.path)
         return paths
 
     def rename_with_suffix(self, suffix: str) -> None:
@@ -426,12 +452,12 @@ class LogSegment:
         new_log = self.log_path.with_name(self.log_path.name + suffix)
         os.replace(self.log_path, new_log)
         self.log_path = new_log
-        for index in (self.index, self.time_index):
+        for index in (self.index, self.time_index, self.txn_index):
             if index is not None:
                 index.rename(index.path.with_name(index.path.name + suffix))
 
     def _close_indexes(self) -> None:
-        for index in (self.index, self.time_index):
+        for index in (self.index, self.time_index, self.txn_index):
             if index is not None:
                 index.close()
 

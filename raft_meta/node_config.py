@@ -340,6 +340,9 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", _positive_int, "10000"),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (
         "transaction_remove_expired_transaction_cleanup_interval_ms", _positive_int, "3600000"),
+    # Transactions, partition side (KIP-890 part 1): a partition leader asks the transaction
+    # coordinator before a producer's first transactional batch there.
+    "transaction.partition.verification.enable": ("transaction_partition_verification_enable", _bool, "true"),
 }
 
 
@@ -429,6 +432,7 @@ class NodeConfig:
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
+    transaction_partition_verification_enable: bool = True
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(

@@ -21,6 +21,10 @@ its metadata instead of reading the new topic at the old one's offsets. v15+
 carry a follower's id in ReplicaState. `last_fetched_epoch` (v12+, follower
 divergence) is not acted on: raftka's own followers fetch with v11 and
 truncate through OffsetsForLeaderEpoch.
+
+isolation_level 1 (read_committed) serves whole batches below the last stable
+offset only, and `aborted_transactions` (from the `.txnindex` files) for the
+range returned; isolation 0 leaves it null, aborted data included, as Kafka.
 """
 
 from __future__ import annotations
@@ -142,6 +146,7 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
     `incremental`: `wanted` are a session's partitions and the response names only those
     with news; `listed` are the keys this request named (their positions may have moved)."""
     follower = request.replica_id >= 0
+    read_committed = not follower and request.isolation_level == READ_COMMITTED
     remaining = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     total = 0
     any_error = False
@@ -176,22 +181,29 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
                 ctx.replicas.record_follower_fetch(partition, request.replica_id, w.fetch_offset)
                 w.recorded_at = now
             w.leader, w.leader_epoch = partition, partition.leader_epoch
-            entry["high_watermark"] = entry["last_stable_offset"] = partition.high_watermark
+            entry["high_watermark"] = partition.high_watermark
+            entry["last_stable_offset"] = partition.last_stable_offset
             entry["log_start_offset"] = partition.log.log_start_offset
+            if read_committed:
+                entry["aborted_transactions"] = []
             # Nothing to read at the end of what this fetcher may see (the idle partitions of
             # a session, mostly): skip the read.
-            readable_end = partition.log.log_end_offset if follower else partition.high_watermark
+            readable_end = (partition.log.log_end_offset if follower
+                            else entry["last_stable_offset"] if read_committed else partition.high_watermark)
             if not follower and not partition.is_leader and readable_end < w.fetch_offset:
                 pass  # a follower behind the consumer's position (KIP-392): nothing yet, no error
             elif remaining > 0 and w.fetch_offset != readable_end:
                 # The first partition with data may exceed max_bytes by one batch (Kafka's rule).
                 limit = min(w.partition_max_bytes, remaining)
-                info = partition.read(w.fetch_offset, limit, committed_only=not follower)
+                info = partition.read(w.fetch_offset, limit, committed_only=not follower,
+                                      read_committed=read_committed)
                 if info.size and (total == 0 or info.size <= limit):
                     entry["records"] = FileRegion(info.slices)  # sent with sendfile
                     remaining -= info.size
                     total += info.size
                     has_records = True
+                    if read_committed:
+                        entry["aborted_transactions"] = _aborted(partition, w.fetch_offset, info.next_offset)
             elif not (partition.log.log_start_offset <= w.fetch_offset <= partition.log.log_end_offset):
                 entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
         except Exception as exc:
@@ -204,6 +216,16 @@ def _build(ctx, request, wanted: list[SessionPartition], listed, record_follower
         sent.append((w, entry["high_watermark"], entry["log_start_offset"]))
         topics.setdefault(w.topic, []).append(entry)
     return [{"topic": name, "partitions": parts} for name, parts in topics.items()], total, any_error, sent
+
+
+READ_COMMITTED = 1  # isolation_level
+
+
+def _aborted(partition, fetch_offset: int, upper_bound: int) -> list[dict]:
+    """read_committed: the aborted transactions overlapping [fetch_offset, upper_bound), from
+    the partition's `.txnindex` files; the client skips their producers' batches."""
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in partition.log.collect_aborted_txns(fetch_offset, upper_bound)]
 
 
 TOPIC_IDS_VERSION = 13  # v13+ name topics by id (KIP-516)

@@ -1,4 +1,5 @@
-"""ListOffsets: earliest (-2), latest (-1: the high watermark for consumers), or by timestamp."""
+"""ListOffsets: earliest (-2), latest (-1: the high watermark for consumers, the last stable offset
+for read_committed ones), or by timestamp."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from raftka.raft_meta.acls import AclOperation
 
 EARLIEST = -2
 LATEST = -1
+READ_COMMITTED = 1
 
 
 def _epoch_of(partition, offset: int) -> int:
@@ -31,7 +33,12 @@ def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozense
         if req_part.timestamp == EARLIEST:
             result["offset"] = partition.log.log_start_offset
         elif req_part.timestamp == LATEST:
-            result["offset"] = partition.high_watermark if consumer else partition.log_end_offset
+            if not consumer:
+                result["offset"] = partition.log_end_offset
+            elif request.isolation_level == READ_COMMITTED:  # v2+; v0-1 decode it as 0
+                result["offset"] = partition.last_stable_offset
+            else:
+                result["offset"] = partition.high_watermark
         else:
             found = partition.log.offset_for_timestamp(req_part.timestamp)
             if found is not None and (not consumer or found[0] < partition.high_watermark):

@@ -6,7 +6,10 @@ one fails the partition's whole batch set with INVALID_RECORD, and Produce v8+
 names the record in `record_errors`. Internal topics (`__consumer_offsets`,
 `__transaction_state`) take no client writes: INVALID_TOPIC_EXCEPTION, as in
 Kafka; the group coordinator appends to its partitions directly, not through
-this API. acks=0 gets no response at all (the dispatcher drops it); acks=1
+this API. Transactional batches (KIP-98) need the request's `transactional_id`
+and its WRITE ACL (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise); the log
+refuses a plain batch from a producer whose transaction is open (INVALID_TXN_STATE).
+acks=0 gets no response at all (the dispatcher drops it); acks=1
 answers after the local append; acks=-1 waits in "purgatory" until the high
 watermark passes the batch or `timeout_ms` expires (REQUEST_TIMED_OUT).
 """
@@ -20,8 +23,9 @@ from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS
 from raftka.client.protocol import ErrorCode, ProduceResponse
-from raftka.log.errors import InvalidRecord
-from raftka.raft_meta.acls import AclOperation
+from raftka.log.batch_header import parse_header
+from raftka.log.errors import InvalidRecord, LogError
+from raftka.raft_meta.acls import AclOperation, ResourceType
 
 log = structlog.get_logger("broker.produce")
 
@@ -50,6 +54,8 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
     waits = []
     unsupported = header.api_version < MIN_SERVED_VERSION
     transactional = request.transactional_id is not None
+    txn_allowed = transactional and acl_checks.allowed(ctx, conn, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                       request.transactional_id)
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.WRITE, (t.name for t in request.topic_data))
     for topic in request.topic_data:
         for pdata in topic.partition_data:
@@ -58,9 +64,10 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
                 results[key] = _partition_result(pdata.index, ErrorCode.UNSUPPORTED_VERSION,
                                                  message="produce v0-2 (message format v0/v1) is not supported")
                 continue
-            if transactional:
+            if transactional and not txn_allowed:
                 results[key] = _partition_result(pdata.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                                 message="transactions are not supported by raftka")
+                                                 message=f"not authorized to write as transactional id "
+                                                         f"{request.transactional_id!r}")
                 continue
             if topic.name in denied:
                 results[key] = _partition_result(pdata.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -79,6 +86,11 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
             if pdata.records is None or len(pdata.records) == 0:
                 results[key] = _partition_result(pdata.index, ErrorCode.INVALID_RECORD,
                                                  message="no record batch in the request")
+                continue
+            if not transactional and _has_transactional_batch(pdata.records):
+                # Kafka's rule: transactional records need a transactional id (and its WRITE ACL).
+                results[key] = _partition_result(pdata.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                                 message="transactional batch without a transactional id")
                 continue
             try:
                 partition = ctx.replicas.get_leader(topic.name, pdata.index)
@@ -102,6 +114,15 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
         # connection may process its next requests meanwhile (see broker/network.py).
         return ReplicationWait(results, waits, request.timeout_ms / 1000.0)
     return _response(results)
+
+
+def _has_transactional_batch(records) -> bool:
+    """Whether the first batch is transactional (Produce v3+ carries exactly one batch; a
+    malformed one is refused by the log's own validation)."""
+    try:
+        return parse_header(records).is_transactional
+    except LogError:
+        return False
 
 
 def _response(results: dict[tuple[str, int], dict]) -> ProduceResponse:

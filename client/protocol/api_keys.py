@@ -62,6 +62,9 @@ class ApiKey(IntEnum):
     WRITE_TXN_MARKERS = 27
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    # transactions, partition side (issue 16)
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_PRODUCERS = 61
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -114,6 +117,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # Transactions, partition side (docs/shared TRANSACTIONS.md): none is read by kafka-python's guess.
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0 is Kafka 3.x's (Kafka 4 serves v1+ only)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -136,9 +143,6 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
-    # Sent by the transaction coordinator to partition leaders (Kafka 4.0 removed v0); advertised
-    # with its handler by the partition side.
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),
 }
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
@@ -194,6 +198,8 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
 }
 
 

@@ -82,6 +82,8 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions",
     ApiKey.LIST_TRANSACTIONS: "ListTransactions",
+    ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
 }
 
 

@@ -28,6 +28,9 @@ FLOORS: dict[str, int] = {
     "CreateTopicsResponse": 0,
     "DeleteTopicsRequest": 0,
     "DeleteTopicsResponse": 0,
+    # v0 (non-flexible) is what Kafka 3.x brokers and coordinators speak; Kafka 4 dropped it.
+    "WriteTxnMarkersRequest": 0,
+    "WriteTxnMarkersResponse": 0,
 }
 
 _RANGE = re.compile(r"^(\d+)(.*)$")

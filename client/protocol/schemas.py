@@ -1206,6 +1206,107 @@ LIST_TRANSACTIONS_RESPONSE = MessageSchema(
     ),
 )
 
+WRITE_TXN_MARKERS_REQUEST = MessageSchema(
+    'WriteTxnMarkersRequest', 27, 'request', '0-1', flexible='1+',
+    fields=(
+        F('markers', '[]WritableTxnMarker', '0+', fields=(
+            F('producer_id', 'int64', '0+'),
+            F('producer_epoch', 'int16', '0+'),
+            F('transaction_result', 'bool', '0+'),
+            F('topics', '[]WritableTxnMarkerTopic', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('partition_indexes', '[]int32', '0+'),
+            )),
+            F('coordinator_epoch', 'int32', '0+'),
+        )),
+    ),
+)
+
+WRITE_TXN_MARKERS_RESPONSE = MessageSchema(
+    'WriteTxnMarkersResponse', 27, 'response', '0-1', flexible='1+',
+    fields=(
+        F('markers', '[]WritableTxnMarkerResult', '0+', fields=(
+            F('producer_id', 'int64', '0+'),
+            F('topics', '[]WritableTxnMarkerTopicResult', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('partitions', '[]WritableTxnMarkerPartitionResult', '0+', fields=(
+                    F('partition_index', 'int32', '0+'),
+                    F('error_code', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+)
+
+TXN_OFFSET_COMMIT_REQUEST = MessageSchema(
+    'TxnOffsetCommitRequest', 28, 'request', '0-3', flexible='3+',
+    fields=(
+        F('transactional_id', 'string', '0+'),
+        F('group_id', 'string', '0+'),
+        F('producer_id', 'int64', '0+'),
+        F('producer_epoch', 'int16', '0+'),
+        F('generation_id', 'int32', '3+', default=-1),
+        F('member_id', 'string', '3+', default=''),
+        F('group_instance_id', 'string', '3+', nullable='3+', default=None),
+        F('topics', '[]TxnOffsetCommitRequestTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]TxnOffsetCommitRequestPartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('committed_offset', 'int64', '0+'),
+                F('committed_leader_epoch', 'int32', '2+', default=-1),
+                F('committed_metadata', 'string', '0+', nullable='0+'),
+            )),
+        )),
+    ),
+)
+
+TXN_OFFSET_COMMIT_RESPONSE = MessageSchema(
+    'TxnOffsetCommitResponse', 28, 'response', '0-3', flexible='3+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]TxnOffsetCommitResponseTopic', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]TxnOffsetCommitResponsePartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_PRODUCERS_REQUEST = MessageSchema(
+    'DescribeProducersRequest', 61, 'request', '0-0', flexible='0+',
+    fields=(
+        F('topics', '[]TopicRequest', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partition_indexes', '[]int32', '0+'),
+        )),
+    ),
+)
+
+DESCRIBE_PRODUCERS_RESPONSE = MessageSchema(
+    'DescribeProducersResponse', 61, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]TopicResponse', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]PartitionResponse', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+                F('active_producers', '[]ProducerState', '0+', fields=(
+                    F('producer_id', 'int64', '0+'),
+                    F('producer_epoch', 'int32', '0+'),
+                    F('last_sequence', 'int32', '0+', default=-1),
+                    F('last_timestamp', 'int64', '0+', default=-1),
+                    F('coordinator_epoch', 'int32', '0+'),
+                    F('current_txn_start_offset', 'int64', '0+', default=-1),
+                )),
+            )),
+        )),
+    ),
+)
+
 DESCRIBE_QUORUM_REQUEST = MessageSchema(
     'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
     fields=(
@@ -1303,38 +1404,6 @@ ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
     ),
 )
 
-WRITE_TXN_MARKERS_REQUEST = MessageSchema(
-    'WriteTxnMarkersRequest', 27, 'request', '1-1', flexible='1+',
-    fields=(
-        F('markers', '[]WritableTxnMarker', '1+', fields=(
-            F('producer_id', 'int64', '1+'),
-            F('producer_epoch', 'int16', '1+'),
-            F('transaction_result', 'bool', '1+'),
-            F('topics', '[]WritableTxnMarkerTopic', '1+', fields=(
-                F('name', 'string', '1+'),
-                F('partition_indexes', '[]int32', '1+'),
-            )),
-            F('coordinator_epoch', 'int32', '1+'),
-        )),
-    ),
-)
-
-WRITE_TXN_MARKERS_RESPONSE = MessageSchema(
-    'WriteTxnMarkersResponse', 27, 'response', '1-1', flexible='1+',
-    fields=(
-        F('markers', '[]WritableTxnMarkerResult', '1+', fields=(
-            F('producer_id', 'int64', '1+'),
-            F('topics', '[]WritableTxnMarkerTopicResult', '1+', fields=(
-                F('name', 'string', '1+'),
-                F('partitions', '[]WritableTxnMarkerPartitionResult', '1+', fields=(
-                    F('partition_index', 'int32', '1+'),
-                    F('error_code', 'int16', '1+'),
-                )),
-            )),
-        )),
-    ),
-)
-
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -1418,12 +1487,16 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     DESCRIBE_TRANSACTIONS_RESPONSE,
     LIST_TRANSACTIONS_REQUEST,
     LIST_TRANSACTIONS_RESPONSE,
+    WRITE_TXN_MARKERS_REQUEST,
+    WRITE_TXN_MARKERS_RESPONSE,
+    TXN_OFFSET_COMMIT_REQUEST,
+    TXN_OFFSET_COMMIT_RESPONSE,
+    DESCRIBE_PRODUCERS_REQUEST,
+    DESCRIBE_PRODUCERS_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
     DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
     DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
     ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
     ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
-    WRITE_TXN_MARKERS_REQUEST,
-    WRITE_TXN_MARKERS_RESPONSE,
 )

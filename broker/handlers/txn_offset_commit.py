@@ -1,0 +1,67 @@
+"""TxnOffsetCommit v0-3: a transactional producer's consumed offsets (send_offsets_to_transaction).
+
+Sent to the group's coordinator after AddOffsetsToTxn. ACLs as in Kafka: WRITE on
+the transactional id (53), READ on the group (30), READ on each topic (29). The
+offsets are validated against the group (KIP-447 fencing with v3's generation,
+member and instance ids), written as one transactional batch of the producer to
+the group's `__consumer_offsets` partition, and held pending until the
+producer's marker lands there (broker/txn_offsets.py). v0-1 get
+COORDINATOR_NOT_AVAILABLE where later versions get COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import time
+
+from raftka.broker import acl_checks
+from raftka.broker.group_state import CommittedOffset
+from raftka.client.protocol import ApiKey, ErrorCode
+from raftka.client.protocol.messages import response_class
+from raftka.raft_meta.acls import AclOperation, ResourceType
+
+TxnOffsetCommitResponse = response_class(ApiKey.TXN_OFFSET_COMMIT)
+
+
+async def handle(ctx, header, request, conn=None):
+    now = int(time.time() * 1000)
+    offsets: dict[tuple[str, int], CommittedOffset] = {}
+    codes: dict[tuple[str, int], int] = {}
+    image = ctx.image
+    for t in request.topics:
+        topic = image.topic_by_name(t.name)
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            if topic is None or p.partition_index not in topic.partitions:
+                codes[key] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            offsets[key] = CommittedOffset(p.committed_offset, p.committed_leader_epoch,
+                                           p.committed_metadata or "", now)
+    refused = 0
+    if not acl_checks.allowed(ctx, conn, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                              request.transactional_id):
+        refused = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    else:
+        refused = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
+    if refused:
+        codes = dict.fromkeys([*offsets, *codes], refused)
+        offsets = {}
+    else:
+        denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ, (t.name for t in request.topics))
+        for key in [k for k in [*offsets, *codes] if k[0] in denied]:
+            offsets.pop(key, None)
+            codes[key] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if offsets:
+        version = header.api_version
+        results = await ctx.groups.txn_commit(
+            request.group_id, request.producer_id, request.producer_epoch,
+            request.member_id if version >= 3 else "", request.generation_id if version >= 3 else -1,
+            request.group_instance_id if version >= 3 else None, offsets)
+        if version < 2:
+            results = {k: (int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                           if c == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else c) for k, c in results.items()}
+        codes.update(results)
+    topics: dict[str, list[dict]] = {}
+    for (name, index), code in codes.items():
+        topics.setdefault(name, []).append({"partition_index": index, "error_code": code})
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        {"name": name, "partitions": parts} for name, parts in topics.items()])
