@@ -57,6 +57,8 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
             counts["sends" if o.type == "invoke" else o.type] += 1
         elif o.f == "poll" and o.type == "ok":
             counts["polled"] += len(o.value or ())
+        elif o.f == "txn-poll" and o.type == "ok":
+            counts["polled"] += len(o.value.get("records", ()))
         elif o.process == "nemesis" and isinstance(o.value, dict) and o.value.get("phase") == "start":
             counts["faults"] += 1
 
