@@ -11,6 +11,7 @@ from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.producer_ids import ProducerIdManager
 from raftka.broker.replica_manager import ReplicaManager
 from raftka.broker.txn_coordinator import TxnCoordinator
+from raftka.broker.txn_verification import TxnVerifier
 from raftka.raft_meta.authorizer import StandardAuthorizer
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.metadata_loader import MetadataLoader
@@ -33,6 +34,8 @@ class BrokerContext:
     # authorizer.class.name set: the StandardAuthorizer (broker/acl_checks.py); None = no checks.
     authorizer: StandardAuthorizer | None = None
     txns: TxnCoordinator | None = None
+    # KIP-890 part 1: partition leaders verify transactional writes with the coordinator.
+    txn_verifier: TxnVerifier | None = None
 
     @property
     def image(self) -> MetadataImage:

@@ -450,6 +450,14 @@ class GroupCoordinator:
         self.pending_txn.add(partition.index, producer_id, group_id, offsets)
         return dict.fromkeys(offsets, 0)
 
+    def txn_offset_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
+        """Whether an open transaction holds an offset of `group_id` for `tp` here."""
+        try:
+            index = self.partition_for(group_id)
+        except CoordinatorError:
+            return False
+        return self.pending_txn.is_pending(index, group_id, tp)
+
     def complete_transaction(self, partition_index: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker of `producer_id` is replicated in `__consumer_offsets-<index>`:
         its pending offsets become the groups' committed offsets, or are dropped."""

@@ -32,6 +32,7 @@ from raftka.broker.replica_manager import ReplicaManager
 from raftka.broker.sasl_server import scram_lookup_from_image
 from raftka.broker.tls import ListenerTransport
 from raftka.broker.txn_coordinator import TxnCoordinator
+from raftka.broker.txn_verification import TxnVerifier
 from raftka.raft_meta.authorizer import build_authorizer
 from raftka.raft_meta.bootstrap_records import read_bootstrap
 from raftka.raft_meta.controller import Controller
@@ -139,11 +140,12 @@ class BrokerNode:
                                     ProducerIdManager(self._allocate_producer_ids), groups=groups,
                                     authorizer=build_authorizer(config.authorizer_class_name, config.super_users,
                                                                 config.allow_everyone_if_no_acl_found),
-                                    txns=txns)
+                                    txns=txns, txn_verifier=TxnVerifier(replicas))
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)
                     await nursery.start(txns.run)
+                    await nursery.start(ctx.txn_verifier.run)
                     await nursery.start(loader.run)
                     await nursery.start(controller.run)
                     rpc_host, rpc_port = config.controller_rpc_bind_address()

@@ -67,6 +67,9 @@ def _now_ms() -> float:
     return trio.current_time() * 1000.0
 
 
+MAX_VERIFICATION_GUARDS = 10_000  # per partition: bounds memory against many producers
+
+
 class Partition:
     """A thin trio/file shell over `ReplicaState` (broker/replica_state.py), which holds the
     replication state and makes every HW/ISR decision; this class feeds it the log's
@@ -93,6 +96,8 @@ class Partition:
         # DeleteRecords: each follower's log start offset, from its fetches (leader side).
         self.follower_log_starts: dict[int, int] = {}
         self.log_start_changed = trio.Event()  # replaced whenever one of them moves
+        # KIP-890: producer id -> the guard of its verification in flight (a marker voids it).
+        self._verification_guards: dict[int, object] = {}
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -202,6 +207,22 @@ class Partition:
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
         return info
 
+    def in_transaction(self, producer_id: int) -> bool:
+        """Whether the producer has an open transaction in this partition."""
+        entry = self.log.producer_state.producers().get(producer_id)
+        return entry is not None and entry.in_transaction
+
+    def verification_guard(self, producer_id: int) -> object:
+        """Start a KIP-890 verification for the producer (Kafka's VerificationGuard)."""
+        if len(self._verification_guards) >= MAX_VERIFICATION_GUARDS:
+            self._verification_guards.clear()  # stale ones only cost a retried verification
+        guard = self._verification_guards[producer_id] = object()
+        return guard
+
+    def guard_holds(self, producer_id: int, guard: object) -> bool:
+        """True if no marker for the producer landed since `guard` was taken."""
+        return self._verification_guards.get(producer_id) is guard
+
     def append_marker_as_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                                 commit: bool) -> AppendInfo:
         """WriteTxnMarkers: append a COMMIT/ABORT marker, replicated like any write (the caller
@@ -211,6 +232,7 @@ class Partition:
         if refusal is not None:
             raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
         info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
+        self._verification_guards.pop(producer_id, None)
         self._on_append()
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
         return info

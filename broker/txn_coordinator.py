@@ -122,8 +122,10 @@ class TxnCoordinator:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self.markers.run)
-            nursery.start_soon(self._abort_timed_out_loop)
-            nursery.start_soon(self._expire_loop)
+            nursery.start_soon(self._every, self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                               self.abort_timed_out)
+            nursery.start_soon(self._every, self.config.transaction_remove_expired_transaction_cleanup_interval_ms,
+                               self.remove_expired)
             task_status.started()
             async for partition, token in self._load_recv:
                 nursery.start_soon(self._load, partition, token)
@@ -351,30 +353,27 @@ class TxnCoordinator:
         return False
 
     # --- timers ---------------------------------------------------------------------------------
-    async def _abort_timed_out_loop(self) -> None:
-        interval = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000.0
+    async def _every(self, interval_ms: int, action: Callable[[int], Awaitable[None]]) -> None:
         while True:
-            await trio.sleep(interval)  # Kafka's periodic scheduler, not synchronisation
-            await self.abort_timed_out(wall_ms())
+            await trio.sleep(interval_ms / 1000.0)  # Kafka's periodic scheduler, not synchronisation
+            await action(wall_ms())
 
     async def abort_timed_out(self, now_ms: int) -> None:
-        for tid, meta in list(self.txns.items()):
-            decision = ts.timed_out(meta, now_ms)
+        for tid in list(self.txns):
+            meta = self.txns.get(tid)  # re-read: an earlier write in this loop yielded
+            decision = ts.timed_out(meta, now_ms) if meta is not None else None
             if decision is None or not self._serves(tid):
                 continue
+            assert meta is not None
             log.info("txn.timed_out", transactional_id=tid, producer_id=meta.producer_id,
                      producer_epoch=meta.producer_epoch, started_ms=meta.start_ms, timeout_ms=meta.timeout_ms)
             await self._write(decision)
 
-    async def _expire_loop(self) -> None:
-        interval = self.config.transaction_remove_expired_transaction_cleanup_interval_ms / 1000.0
-        while True:
-            await trio.sleep(interval)  # Kafka's periodic scheduler, not synchronisation
-            await self.remove_expired(wall_ms())
-
     async def remove_expired(self, now_ms: int) -> None:
-        for tid, meta in list(self.txns.items()):
-            if not ts.expired(meta, now_ms, self.config.transactional_id_expiration_ms) or not self._serves(tid):
+        for tid in list(self.txns):
+            meta = self.txns.get(tid)  # re-read: an earlier write in this loop yielded
+            if (meta is None or not ts.expired(meta, now_ms, self.config.transactional_id_expiration_ms)
+                    or not self._serves(tid)):
                 continue
             code = await self._write(Decision(write=meta.to(TxnState.DEAD, now_ms)))
             if code == 0:

@@ -67,6 +67,10 @@ class TxnMarkerSender:
         self._wake = trio.Event()
         self._conns: dict[int, BrokerConnection] = {}
         self._failing: set[int] = set()  # brokers whose last send failed (logged once, then debug)
+        # One request in flight per broker, each on its own (a slow broker delays only its
+        # partitions' markers); a broker that failed or asked for a retry waits out the backoff.
+        self._in_flight: set[int] = set()
+        self._retry_at: dict[int, float] = {}
         self._nursery: trio.Nursery | None = None
 
     def enqueue(self, job: MarkerJob) -> None:
@@ -83,12 +87,12 @@ class TxnMarkerSender:
             task_status.started()
             try:
                 while True:
+                    self._wake = trio.Event()  # renewed first: a wake during the round is kept
                     if not self.jobs:
-                        self._wake = trio.Event()
                         await self._wake.wait()
+                        continue
                     if await self._round():
-                        self._wake = trio.Event()
-                        with trio.move_on_after(RETRY_BACKOFF_S):  # retry pacing, or new work
+                        with trio.move_on_after(RETRY_BACKOFF_S):  # retry pacing, or news
                             await self._wake.wait()
             finally:
                 for conn in self._conns.values():
@@ -116,10 +120,13 @@ class TxnMarkerSender:
                 owed.setdefault(part.leader, []).append(tp)
             for leader, tps in owed.items():
                 by_leader.setdefault(leader, []).append((job, tps))
-        if by_leader:
-            async with trio.open_nursery() as nursery:
-                for leader, work in by_leader.items():
-                    nursery.start_soon(self._send, leader, work)
+        now = trio.current_time()
+        for leader, work in by_leader.items():
+            if leader in self._in_flight or self._retry_at.get(leader, 0.0) > now or self._nursery is None:
+                waiting = True
+                continue
+            self._in_flight.add(leader)
+            self._nursery.start_soon(self._send_task, leader, work)
         for tid, job in list(self.jobs.items()):
             if job.remaining or self.jobs.get(tid) is not job:
                 continue
@@ -144,7 +151,16 @@ class TxnMarkerSender:
         self._conns[broker_id] = conn
         return conn
 
-    async def _send(self, broker_id: int, work: list[tuple[MarkerJob, list[tuple[str, int]]]]) -> None:
+    async def _send_task(self, broker_id: int, work: list[tuple[MarkerJob, list[tuple[str, int]]]]) -> None:
+        try:
+            if not await self._send(broker_id, work):
+                self._retry_at[broker_id] = trio.current_time() + RETRY_BACKOFF_S
+        finally:
+            self._in_flight.discard(broker_id)
+            self._wake.set()
+
+    async def _send(self, broker_id: int, work: list[tuple[MarkerJob, list[tuple[str, int]]]]) -> bool:
+        """One WriteTxnMarkers to `broker_id`; False if it failed or a partition asked for a retry."""
         markers = []
         for job, tps in work:
             topics: dict[str, list[int]] = {}
@@ -156,7 +172,7 @@ class TxnMarkerSender:
         try:
             conn = await self._connection(broker_id)
             if conn is None:
-                return
+                return False
             response = await conn.request(ApiKey.WRITE_TXN_MARKERS, {"markers": markers},
                                           version=WRITE_TXN_MARKERS_VERSION)
         except Exception as exc:  # KafkaError, OSError, a malformed answer: retry at the next round
@@ -166,9 +182,10 @@ class TxnMarkerSender:
             conn = self._conns.pop(broker_id, None)
             if conn is not None:
                 await conn.aclose()
-            return
+            return False
         self._failing.discard(broker_id)
         by_pid = {job.meta.producer_id: job for job, _ in work}
+        done = True
         for result in response.markers:
             job = by_pid.get(result.producer_id)
             if job is None:
@@ -186,4 +203,6 @@ class TxnMarkerSender:
                         if self.jobs.get(job.meta.transactional_id) is job:
                             del self.jobs[job.meta.transactional_id]
                     else:
+                        done = False
                         log.debug("txn_markers.retry", broker=broker_id, topic=tp[0], partition=tp[1], error=code)
+        return done

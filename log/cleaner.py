@@ -22,26 +22,58 @@ Kafka semantics, with these documented differences:
   its producer: then an empty batch (no records, no compression) keeps the
   producer's last sequence and offsets in the log, as Kafka does, so producer
   state rebuilt from the log after a restart still recognises retries.
+
+Transactions: the partition log cleans only below the last stable offset, and
+passes the aborted transactions of the range (from its `.txnindex` files);
+`aborted_batches` finds their data batches, which are dropped whatever their keys
+(and never count as a key's newest record). Transaction markers (control
+batches) are always kept: Kafka removes a marker `delete.retention.ms` after its
+transaction's data is gone (a deadline stamped into the batch); raftka keeps
+them (78 bytes each), so a consumer never meets aborted data without its marker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 
 from raftka.log.batch_header import BatchHeader, iter_headers
 from raftka.log.record_batch import Record, decode_batch, encode_batch
+from raftka.log.txn_index import AbortedTxn
 
 
-def build_offset_map(segment_buffers: Iterable[bytes]) -> dict[bytes, int]:
+def aborted_batches(segment_buffers: Iterable[bytes], aborted: Iterable[AbortedTxn]) -> frozenset[int]:
+    """Base offsets of the transactional data batches in `segment_buffers` (log order) that
+    belong to an aborted transaction, found as a read_committed consumer finds them: a
+    producer is aborting from its entry's first offset until its next control batch."""
+    pending = sorted(aborted, key=lambda t: t.first_offset)
+    aborting: set[int] = set()
+    found: set[int] = set()
+    i = 0
+    for buf in segment_buffers:
+        for header in iter_headers(buf, verify=False):
+            while i < len(pending) and pending[i].first_offset <= header.base_offset:
+                aborting.add(pending[i].producer_id)
+                i += 1
+            if header.producer_id not in aborting:
+                continue
+            if header.is_control:
+                aborting.discard(header.producer_id)
+            elif header.is_transactional:
+                found.add(header.base_offset)
+    return frozenset(found)
+
+
+def build_offset_map(segment_buffers: Iterable[bytes], skip: Set[int] = frozenset()) -> dict[bytes, int]:
     """Map each key to the offset of its newest record across `segment_buffers`, in log order.
 
     Null keys are not in the map (such records are always kept). Control
-    batches (transaction markers) carry no user keys and are skipped.
+    batches (transaction markers) carry no user keys and are skipped, as are
+    the batches whose base offset is in `skip` (aborted transactional data).
     """
     offsets: dict[bytes, int] = {}
     for buf in segment_buffers:
         for header in iter_headers(buf):
-            if header.is_control:
+            if header.is_control or header.base_offset in skip:
                 continue
             for record in decode_batch(buf, header.position).records:
                 if record.key is not None:
@@ -57,6 +89,7 @@ def clean_segment(
     delete_retention_ms: int,
     tombstone_safe_before_ms: int | None,
     producer_last_offsets: Mapping[int, int] | None = None,
+    aborted: Set[int] = frozenset(),
 ) -> bytes:
     """Return the compacted form of the whole batches in `buf`.
 
@@ -70,7 +103,8 @@ def clean_segment(
     batches; without it, an emptied batch stays if it is its producer's newest
     batch within `buf`, which keeps at least as much.
 
-    Batches that lose nothing, and control batches, are copied byte for byte.
+    Batches whose base offset is in `aborted` (see `aborted_batches`) lose every
+    record. Batches that lose nothing, and control batches, are copied byte for byte.
     Raises CorruptRecord / InvalidRecord for malformed input (nothing is
     written then: the caller keeps its old segment).
     """
@@ -91,7 +125,8 @@ def clean_segment(
             continue
         records = decode_batch(buf, header.position).records
         expired = header.max_timestamp < tombstone_horizon
-        kept = [r for r in records if _keep(r, offset_map, expired, tombstone_safe_before_ms)]
+        kept = [] if header.base_offset in aborted else [
+            r for r in records if _keep(r, offset_map, expired, tombstone_safe_before_ms)]
         if len(kept) == len(records):
             out.append(raw)
         elif kept:

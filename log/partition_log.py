@@ -91,7 +91,7 @@ from raftka.log.batch_header import (
     verify_crc,
 )
 from raftka.log.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_offsets
-from raftka.log.cleaner import build_offset_map, clean_segment
+from raftka.log.cleaner import aborted_batches, build_offset_map, clean_segment
 from raftka.log.config import LONG_MAX, LogConfig
 from raftka.log.control_record import ControlRecord, encode_marker, read_control_record
 from raftka.log.errors import (
@@ -1108,7 +1108,9 @@ class PartitionLog:
     # -- compaction -------------------------------------------------------------
 
     def compact(self, now_ms: int | None = None) -> CompactionStats:
-        """Compact the closed segments (policy `compact`): newest record per key, offsets kept.
+        """Compact the closed segments (policy `compact`): newest record per key, offsets kept;
+        aborted transactional data goes, markers stay; nothing at or above the first unstable
+        offset (an open transaction's) is cleaned.
 
         Segments whose max timestamp is within `min.compaction.lag.ms` of now,
         and all after them, are left alone, as is the active segment. Each
@@ -1121,15 +1123,22 @@ class PartitionLog:
         if not self.config.compact:
             return CompactionStats(0, 0, 0, 0)
         horizon = now - self.config.min_compaction_lag_ms
+        # Kafka cleans below the last stable offset only: an undecided transaction's data
+        # (and everything after it) waits for its marker.
+        unstable = self.first_unstable_offset()
         cleanable: list[LogSegment] = []
         for segment in self._segments[:-1]:
             if self.config.min_compaction_lag_ms > 0 and segment.max_timestamp > horizon:
+                break
+            if unstable is not None and segment.next_offset > unstable:
                 break
             cleanable.append(segment)
         if not cleanable:
             return CompactionStats(0, 0, 0, 0)
         buffers = [segment.read_bytes() for segment in cleanable]
-        offset_map = build_offset_map(buffers)
+        aborted = aborted_batches(buffers, self.collect_aborted_txns(cleanable[0].base_offset,
+                                                                     cleanable[-1].next_offset))
+        offset_map = build_offset_map(buffers, aborted)
         producer_last_offsets = {
             pid: entry.batches[-1][3]
             for pid, entry in self.producer_state.producers().items()
@@ -1144,6 +1153,7 @@ class PartitionLog:
                 delete_retention_ms=self.config.delete_retention_ms,
                 tombstone_safe_before_ms=None,
                 producer_last_offsets=producer_last_offsets,
+                aborted=aborted,
             )
             before += len(buf)
             after += len(cleaned)

@@ -454,7 +454,7 @@ def log_group() -> None:
 @click.option("--print-records", is_flag=True, help="Also print each record's key, value and headers.")
 @click.option("--verify-index", is_flag=True, help="For .index/.timeindex files, check each entry against the .log file.")
 def log_dump(paths: tuple[str, ...], print_records: bool, verify_index: bool) -> None:
-    """Dump segment files (.log, .index, .timeindex) like kafka-dump-log.
+    """Dump segment files (.log, .index, .timeindex, .txnindex) like kafka-dump-log.
 
     \b
     For each batch of a .log file: base/last offset, record count, size,

@@ -1,8 +1,9 @@
 """`raftka log dump`: print segment files like Kafka's kafka-dump-log.
 
 Reads `.log` files batch by batch through the header view (and, with
---print-records, the full decoder); `.index` and `.timeindex` files entry by
-entry. A damaged batch is reported with its position and the dump goes on to
+--print-records, the full decoder; a transaction marker's type and coordinator
+epoch are always shown, as `endTxnMarker` / `coordinatorEpoch`); `.index`,
+`.timeindex` and `.txnindex` files entry by entry. A damaged batch is reported with its position and the dump goes on to
 the next file; the exit status is 1 when anything was invalid.
 """
 
@@ -42,9 +43,11 @@ def dump_paths(paths: Iterable[str], *, print_records: bool = False, verify_inde
                 ok = _dump_index(path, verify_index)
             elif path.suffix == ".timeindex":
                 ok = _dump_time_index(path, verify_index)
+            elif path.suffix == ".txnindex":
+                ok = _dump_txn_index(path)
             else:
                 click.echo(
-                    f"  cannot dump {path.name}: expected a .log, .index or .timeindex file", err=True
+                    f"  cannot dump {path.name}: expected a .log, .index, .timeindex or .txnindex file", err=True
                 )
                 ok = False
         except OSError as exc:
@@ -123,6 +126,8 @@ def _dump_log(path: Path, print_records: bool) -> bool:
             )
             if print_records and crc_ok:
                 ok &= _print_records(buf, pos, ts_kind)
+            elif header.is_control and crc_ok:
+                ok &= _print_marker(buf, header)
             pos += header.size
     finally:
         if isinstance(buf, mmap.mmap):
@@ -140,6 +145,9 @@ def _print_records(buf: bytes | mmap.mmap, pos: int, ts_kind: str) -> bool:
         return False
     header = batch.header
     for index, record in enumerate(batch.records):
+        if header.is_control:
+            click.echo(f"| offset: {record.offset} {ts_kind}: {record.timestamp} " + _control_text(record))
+            continue
         sequence = header.base_sequence + index if header.base_sequence >= 0 else -1
         header_keys = ", ".join(k for k, _ in record.headers)
         key_size = -1 if record.key is None else len(record.key)
@@ -152,7 +160,52 @@ def _print_records(buf: bytes | mmap.mmap, pos: int, ts_kind: str) -> bool:
     return True
 
 
-def _read_entries(path: Path, entry: struct.Struct) -> tuple[list[tuple[int, int]], int]:
+def _control_text(record) -> str:
+    """Kafka's DumpLogSegments words for a control record: `endTxnMarker: COMMIT coordinatorEpoch: 3`."""
+    from raftka.log.control_record import MARKER_TYPES, parse_control_key, parse_marker_value
+
+    try:
+        kind = parse_control_key(record.key)
+        if kind not in MARKER_TYPES:
+            return f"controlType: {kind}"
+        return f"endTxnMarker: {MARKER_TYPES[kind]} coordinatorEpoch: {parse_marker_value(record.value)}"
+    except LogError as exc:
+        return f"invalid control record: {exc}"
+
+
+def _print_marker(buf: bytes | mmap.mmap, header: BatchHeader) -> bool:
+    from raftka.log.record_batch import decode_batch
+
+    try:
+        records = decode_batch(buf, header.position, verify_crc=False).records
+    except LogError as exc:
+        click.echo(f"| cannot decode the control record: {exc}")
+        return False
+    for record in records:
+        click.echo(f"| offset: {record.offset} " + _control_text(record))
+    return True
+
+
+def _dump_txn_index(path: Path) -> bool:
+    """Each aborted transaction: Kafka's `version producerId firstOffset lastOffset lastStableOffset`."""
+    from raftka.log.txn_index import ENTRY
+
+    entries, trailing = _read_entries(path, ENTRY)
+    ok = trailing == 0
+    last = -1
+    for version, producer_id, first, last_offset, lso in entries:
+        note = ""
+        if last_offset <= last:
+            note, ok = " (last offsets not increasing)", False
+        last = last_offset
+        click.echo(f"version: {version} producerId: {producer_id} firstOffset: {first} "
+                   f"lastOffset: {last_offset} lastStableOffset: {lso}{note}")
+    if trailing:
+        click.echo(f"  {trailing} trailing bytes: not a whole transaction-index entry")
+    return ok
+
+
+def _read_entries(path: Path, entry: struct.Struct) -> tuple[list[tuple[int, ...]], int]:
     data = path.read_bytes()
     usable = len(data) - len(data) % entry.size
     return [entry.unpack_from(data, i) for i in range(0, usable, entry.size)], len(data) - usable

@@ -213,11 +213,18 @@ async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchRes
         code, offsets = ctx.groups.fetch_offsets(request.group_id, wanted)
     hidden = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, {name for name, _ in offsets},
                                       log_denied=wanted is not None)
+    # v7+ `require_stable` (read_committed consumers): a partition with a transactional commit
+    # still pending answers UNSTABLE_OFFSET_COMMIT (88), which the client retries (KIP-447).
+    unstable = frozenset()
+    if header.api_version >= 7 and request.require_stable and not code:
+        unstable = frozenset(tp for tp in offsets if ctx.groups.txn_offset_pending(request.group_id, tp))
     topics: dict[str, list[dict]] = {}
     for (name, index), committed in offsets.items():
         if name in hidden:
             if wanted is None:
                 continue
+            committed = None
+        elif (name, index) in unstable:
             committed = None
         topics.setdefault(name, []).append({
             "partition_index": index,
@@ -225,6 +232,7 @@ async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchRes
             "committed_leader_epoch": committed.leader_epoch if committed else -1,
             "metadata": committed.metadata if committed else "",
             "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in hidden and not code
+            else ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, index) in unstable
             else code if header.api_version < 2 else 0,
         })
     return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[

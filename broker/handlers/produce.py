@@ -9,6 +9,8 @@ Kafka; the group coordinator appends to its partitions directly, not through
 this API. Transactional batches (KIP-98) need the request's `transactional_id`
 and its WRITE ACL (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise); the log
 refuses a plain batch from a producer whose transaction is open (INVALID_TXN_STATE).
+A producer's first transactional batch in a partition is verified with the
+transaction coordinator first (KIP-890 part 1, broker/txn_verification.py).
 acks=0 gets no response at all (the dispatcher drops it); acks=1
 answers after the local append; acks=-1 waits in "purgatory" until the high
 watermark passes the batch or `timeout_ms` expires (REQUEST_TIMED_OUT).
@@ -92,6 +94,14 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
                 results[key] = _partition_result(pdata.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                                  message="transactional batch without a transactional id")
                 continue
+            if transactional:
+                code = await _verify_transaction(ctx, request.transactional_id, topic.name, pdata)
+                if code:
+                    results[key] = _partition_result(pdata.index, code, message=(
+                        f"transactional write to {topic.name}-{pdata.index} not verified with the "
+                        f"transaction coordinator (KIP-890)"))
+                    ctx.metrics.produce_failed(topic.name)
+                    continue
             try:
                 partition = ctx.replicas.get_leader(topic.name, pdata.index)
                 info = partition.append_as_leader(pdata.records, acks)
@@ -114,6 +124,27 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
         # connection may process its next requests meanwhile (see broker/network.py).
         return ReplicationWait(results, waits, request.timeout_ms / 1000.0)
     return _response(results)
+
+
+async def _verify_transaction(ctx, transactional_id: str, topic: str, pdata) -> int:
+    """KIP-890 part 1 (broker/txn_verification.py): 0 to append, else the Produce error.
+    Only a producer's first transactional batch where it has no open transaction is asked
+    about; any problem finding the partition is left to the append to report."""
+    verifier = getattr(ctx, "txn_verifier", None)
+    if verifier is None or not ctx.config.transaction_partition_verification_enable:
+        return 0
+    try:
+        header = parse_header(pdata.records)
+        partition = ctx.replicas.get_leader(topic, pdata.index)
+    except Exception:
+        return 0
+    if not header.is_transactional or partition.in_transaction(header.producer_id):
+        return 0
+    guard = partition.verification_guard(header.producer_id)
+    code = await verifier.verify(transactional_id, header.producer_id, header.producer_epoch, topic, pdata.index)
+    if code == 0 and not partition.guard_holds(header.producer_id, guard):
+        code = int(ErrorCode.INVALID_TXN_STATE)  # a marker landed meanwhile: that answer is void
+    return code
 
 
 def _has_transactional_batch(records) -> bool:

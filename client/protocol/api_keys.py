@@ -59,10 +59,10 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
-    WRITE_TXN_MARKERS = 27
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     # transactions, partition side (issue 16)
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_PRODUCERS = 61
 
@@ -74,7 +74,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (0, 5),  # v0: pre-KIP-896 (client/protocol/legacy_versions.py)
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
-    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 3),
@@ -195,9 +195,9 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,
     ApiKey.ADD_OFFSETS_TO_TXN: 3,
     ApiKey.END_TXN: 3,
-    ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.TXN_OFFSET_COMMIT: 3,
     ApiKey.DESCRIBE_PRODUCERS: 0,
 }

@@ -79,9 +79,9 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
     ApiKey.ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
     ApiKey.END_TXN: "EndTxn",
-    ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions",
     ApiKey.LIST_TRANSACTIONS: "ListTransactions",
+    ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
 }

@@ -242,18 +242,19 @@ OFFSET_COMMIT_RESPONSE = MessageSchema(
 )
 
 OFFSET_FETCH_REQUEST = MessageSchema(
-    'OffsetFetchRequest', 9, 'request', '1-5', flexible='6+',
+    'OffsetFetchRequest', 9, 'request', '1-7', flexible='6+',
     fields=(
         F('group_id', 'string', '1+'),
         F('topics', '[]OffsetFetchRequestTopic', '1+', nullable='2+', fields=(
             F('name', 'string', '1+'),
             F('partition_indexes', '[]int32', '1+'),
         )),
+        F('require_stable', 'bool', '7+', default=False),
     ),
 )
 
 OFFSET_FETCH_RESPONSE = MessageSchema(
-    'OffsetFetchResponse', 9, 'response', '1-5', flexible='6+',
+    'OffsetFetchResponse', 9, 'response', '1-7', flexible='6+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('topics', '[]OffsetFetchResponseTopic', '1+', fields=(

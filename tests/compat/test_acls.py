@@ -296,3 +296,39 @@ def test_reassignment_and_unregister_need_alter_or_describe_on_the_cluster(secur
         _wait_all(_ck_admin(secured).delete_acls([AclBindingFilter(
             CKResource.BROKER, "kafka-cluster", CKPattern.LITERAL, ANON, "127.0.0.2", d.operation,
             AclPermissionType.DENY) for d in denies]))
+
+
+def test_transactional_ids_need_write_and_describe(secured: ServerProcess) -> None:
+    """InitProducerId needs WRITE on the transactional id, FindCoordinator and
+    DescribeTransactions DESCRIBE: 53 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) without."""
+    from raftka.client.protocol import ApiKey
+    from tests.compat.wire_client import WireConnection
+
+    # As the fixture does for topics and groups: ALLOW ALL first, so each DENY takes away what it names.
+    _wait_all(_ck_admin(secured).create_acls([AclBinding(
+        CKResource.TRANSACTIONAL_ID, "*", CKPattern.LITERAL, ANON, "*", AclOperation.ALL, AclPermissionType.ALLOW)]))
+    _deny(secured, CKResource.TRANSACTIONAL_ID, "acl-txn-ro", AclOperation.WRITE)
+    _deny(secured, CKResource.TRANSACTIONAL_ID, "acl-txn-hidden", AclOperation.DESCRIBE)
+    denied = 53
+
+    def find(wire, tid):
+        return wire.request(ApiKey.FIND_COORDINATOR, 2, {"key": tid, "key_type": 1}).error_code
+
+    def init(wire, tid):
+        return wire.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": tid,
+                                                         "transaction_timeout_ms": 60000}).error_code
+
+    def describe(wire, tid):
+        [state] = wire.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]}).transaction_states
+        return state.error_code
+
+    with WireConnection(secured.bootstrap) as wire:
+        wait_until(lambda: find(wire, "acl-txn-ok") == 0, timeout=60, what="the transaction coordinator")
+        wait_until(lambda: init(wire, "acl-txn-ok") == 0, timeout=60, what="an allowed InitProducerId")
+        assert find(wire, "acl-txn-ro") == 0  # DESCRIBE is not denied
+        assert init(wire, "acl-txn-ro") == denied
+        assert find(wire, "acl-txn-hidden") == denied
+        assert describe(wire, "acl-txn-hidden") == denied
+        assert describe(wire, "acl-txn-ok") == 0
+        listed = wire.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []})
+        assert "acl-txn-ok" in {t.transactional_id for t in listed.transaction_states}

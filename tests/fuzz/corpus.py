@@ -212,6 +212,29 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda rng: {
         "timeout_ms": 5000, "topics": rng.choice((None, [{"name": "fuzz-a", "partition_indexes": [0, 1]}]))},
     ApiKey.UNREGISTER_BROKER: lambda rng: {"broker_id": 4242},
+    # Transactions: ids and producers nobody uses (answers 49/16/105), never a real one.
+    ApiKey.ADD_PARTITIONS_TO_TXN: lambda rng: {
+        "v3_and_below_transactional_id": "fuzz-txn", "v3_and_below_producer_id": rng.choice((-1, 4242)),
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": rng.choice(("fuzz-a", "fuzz-missing")), "partitions": [0]}]},
+    ApiKey.ADD_OFFSETS_TO_TXN: lambda rng: {"transactional_id": "fuzz-txn", "producer_id": 4242,
+                                            "producer_epoch": 0, "group_id": FUZZ_GROUP},
+    ApiKey.END_TXN: lambda rng: {"transactional_id": "fuzz-txn", "producer_id": 4242, "producer_epoch": 0,
+                                 "committed": rng.random() < 0.5},
+    ApiKey.DESCRIBE_TRANSACTIONS: lambda rng: {"transactional_ids": ["fuzz-txn", ""]},
+    ApiKey.LIST_TRANSACTIONS: lambda rng: {"state_filters": rng.choice(([], ["Ongoing", "bogus"])),
+                                           "producer_id_filters": [], "duration_filter": rng.choice((-1, 0))},
+    # A marker for a producer nobody uses, on a topic that does not exist.
+    ApiKey.WRITE_TXN_MARKERS: lambda rng: {"markers": [{
+        "producer_id": 4242, "producer_epoch": 0, "transaction_result": rng.random() < 0.5,
+        "topics": [{"name": "fuzz-missing", "partition_indexes": [0]}], "coordinator_epoch": 0}]},
+    ApiKey.TXN_OFFSET_COMMIT: lambda rng: {
+        "transactional_id": "fuzz-txn", "group_id": FUZZ_GROUP, "producer_id": 4242, "producer_epoch": 0,
+        "generation_id": -1, "member_id": "", "group_instance_id": None,
+        # A missing topic: refused per partition, so no pending offset (no open transaction) is left.
+        "topics": [{"name": "fuzz-missing", "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                      "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
+    ApiKey.DESCRIBE_PRODUCERS: lambda rng: {"topics": [{"name": "fuzz-a", "partition_indexes": [0]}]},
 }
 
 

@@ -151,6 +151,13 @@ def test_a_transaction_from_add_partitions_to_end_txn(conn):
     assert describe(conn, tid).transaction_state in ("PrepareCommit", "CompleteCommit")
     assert end(conn, tid, pid, epoch, True) in (0, 51)
     assert end(conn, tid, pid, epoch, False) == 48  # INVALID_TXN_STATE: the other outcome
+    # The markers reach both partitions' leaders (this broker), then CompleteCommit is written.
+    wait_until(lambda: describe(conn, tid).transaction_state == "CompleteCommit", timeout=30,
+               what="the commit markers and CompleteCommit")
+    assert describe(conn, tid).topics == []
+    assert end(conn, tid, pid, epoch, True) == 0  # a retry after completion
+    assert add(conn, tid, pid, epoch, [(TOPIC, 1)]) == {(TOPIC, 1): 0}  # the next transaction
+    assert describe(conn, tid).transaction_state == "Ongoing"
 
 
 def test_add_partitions_refuses_unknown_partitions_and_does_not_attempt_the_others(conn):
@@ -174,6 +181,10 @@ def test_a_second_producer_fences_the_first_and_aborts_its_transaction(conn):
     assert state.producer_epoch == epoch + 1  # the ABORT markers carry the bumped epoch
     assert end(conn, tid, pid, epoch, True) == 90  # the zombie is fenced
     assert add(conn, tid, pid, epoch, [(TOPIC, 0)]) == {(TOPIC, 0): 90}
+    wait_until(lambda: describe(conn, tid).transaction_state == "CompleteAbort", timeout=30,
+               what="the abort markers and CompleteAbort")
+    retried = init(conn, tid)  # the new producer's retry: a takeover costs two epochs
+    assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (0, pid, epoch + 2)
 
 
 def test_the_coordinator_aborts_a_transaction_past_its_timeout(conn):
@@ -221,6 +232,8 @@ def test_a_moved_coordinator_answers_not_coordinator_and_the_new_one_loads_the_s
             assert (state.transaction_state, state.producer_id, state.producer_epoch) == ("Ongoing", pid, epoch)
             assert [(t.topic, list(t.partitions)) for t in state.topics] == [(TOPIC, [0])]
             assert end(conn, tid, pid, epoch, False) == 0
+            wait_until(lambda: describe(conn, tid).transaction_state == "CompleteAbort", timeout=60,
+                       what="the new coordinator's markers")
         cluster.start_node(old, wait=True)
         with WireConnection(cluster.nodes[old].bootstrap) as conn:
             assert end(conn, tid, pid, epoch, False) == 16  # NOT_COORDINATOR

@@ -191,6 +191,14 @@ def committed(conn: WireConnection, group: str, topic: str) -> int:
     return response.topics[0].partitions[0].committed_offset
 
 
+def fetch_stable(conn: WireConnection, group: str, topic: str) -> tuple[int, int]:
+    """OffsetFetch v7 with require_stable: (partition error, committed offset)."""
+    response = conn.request(ApiKey.OFFSET_FETCH, 7, {
+        "group_id": group, "require_stable": True, "topics": [{"name": topic, "partition_indexes": [0]}]})
+    result = response.topics[0].partitions[0]
+    return result.error_code, result.committed_offset
+
+
 def ready_coordinator(conn: WireConnection, group: str) -> None:
     wait_until(lambda: conn.find_coordinator(group).error_code == 0
                and txn_offset_commit(conn, group, 1, 0, "no-such-topic", 0) == 3,
@@ -204,8 +212,10 @@ def test_txn_offsets_wait_for_their_marker(server, conn) -> None:
     pid, epoch = conn.init_producer_id()
     assert txn_offset_commit(conn, group, pid, epoch, topic, 5) == 0
     assert committed(conn, group, topic) == -1  # pending until the marker
+    assert fetch_stable(conn, group, topic) == (88, -1)  # UNSTABLE_OFFSET_COMMIT: retry later
     assert write_marker(conn, pid, epoch, True, "__consumer_offsets") == {0: 0}
     assert committed(conn, group, topic) == 5
+    assert fetch_stable(conn, group, topic) == (0, 5)
     assert txn_offset_commit(conn, group, pid, epoch, topic, 9, version=0) == 0
     assert write_marker(conn, pid, epoch, False, "__consumer_offsets") == {0: 0}
     assert committed(conn, group, topic) == 5  # aborted: dropped

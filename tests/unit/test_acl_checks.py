@@ -162,3 +162,27 @@ def test_no_warning_when_brokers_use_a_secured_listener() -> None:
                              super_users=frozenset(), inter_broker_listener_name="INTERNAL",
                              listener_security_protocol_map=(("INTERNAL", "SASL_SSL"),))
     assert acl_checks.anonymous_inter_broker_warning(config) is None
+
+
+TXN_IDS = [
+    ("WRITE on the id", [allow(Res.TRANSACTIONAL_ID, "tx-1", Op.WRITE)], Op.WRITE, "tx-1", 0),
+    ("WRITE implies DESCRIBE", [allow(Res.TRANSACTIONAL_ID, "tx-1", Op.WRITE)], Op.DESCRIBE, "tx-1", 0),
+    ("prefixed WRITE", [allow(Res.TRANSACTIONAL_ID, "tx-", Op.WRITE, pattern=Pat.PREFIXED)], Op.WRITE, "tx-9", 0),
+    ("another id", [allow(Res.TRANSACTIONAL_ID, "tx-1", Op.WRITE)], Op.WRITE, "tx-2", 53),
+    ("DESCRIBE only", [allow(Res.TRANSACTIONAL_ID, "tx-1", Op.DESCRIBE)], Op.WRITE, "tx-1", 53),
+    ("denied", [allow(Res.TRANSACTIONAL_ID, "*", Op.ALL), deny(Res.TRANSACTIONAL_ID, "tx-1", Op.WRITE)],
+     Op.WRITE, "tx-1", 53),
+    ("topic WRITE is not enough", [allow(Res.TOPIC, "*", Op.WRITE)], Op.WRITE, "tx-1", 53),
+]
+
+
+@pytest.mark.parametrize("bindings, op, tid, code", [c[1:] for c in TXN_IDS], ids=[c[0] for c in TXN_IDS])
+def test_transactional_id(bindings, op, tid, code) -> None:
+    """InitProducerId/AddPartitions/AddOffsets/EndTxn need WRITE on the id; FindCoordinator and
+    DescribeTransactions DESCRIBE (implied by WRITE); else 53."""
+    assert acl_checks.transactional_id_error(ctx(*bindings), ALICE, op, tid) == code
+
+
+def test_list_transactions_omits_ids_the_caller_may_not_describe() -> None:
+    rules = ctx(allow(Res.TRANSACTIONAL_ID, "mine-", Op.DESCRIBE, pattern=Pat.PREFIXED))
+    assert acl_checks.visible_transactional_ids(rules, ALICE, ["mine-1", "theirs", "mine-2"]) == {"mine-1", "mine-2"}

@@ -69,4 +69,25 @@ def test_unknown_file_kind_is_a_clear_error(tmp_path):
     other.write_text("hi")
     result = CliRunner().invoke(main, ["log", "dump", str(other)])
     assert result.exit_code == 1
-    assert "expected a .log, .index or .timeindex file" in result.output
+    assert "expected a .log, .index, .timeindex or .txnindex file" in result.output
+
+
+def test_dump_shows_markers_and_the_txn_index(tmp_path):
+    plog = PartitionLog.open(tmp_path, "txn", 0, LogConfig(), now_ms=1_000)
+    plog.append(encode_batch([Record(None, b"v")], producer_id=9, producer_epoch=1, base_sequence=0,
+                             transactional=True), leader_epoch=0, now_ms=1_000)
+    plog.append_marker(9, 1, 4, False, 0, now_ms=1_001)
+    plog.append(encode_batch([Record(None, b"w")], producer_id=9, producer_epoch=1, base_sequence=1,
+                             transactional=True), leader_epoch=0, now_ms=1_002)
+    plog.append_marker(9, 1, 5, True, 0, now_ms=1_003)
+    plog.close()
+    part = tmp_path / "txn-0"
+    result = CliRunner().invoke(main, ["log", "dump", str(part / "00000000000000000000.log")])
+    assert result.exit_code == 0, result.output
+    assert "| offset: 1 endTxnMarker: ABORT coordinatorEpoch: 4" in result.output
+    assert "| offset: 3 endTxnMarker: COMMIT coordinatorEpoch: 5" in result.output
+    printed = CliRunner().invoke(main, ["log", "dump", "--print-records", str(part / "00000000000000000000.log")])
+    assert "| offset: 3 CreateTime: 1003 endTxnMarker: COMMIT coordinatorEpoch: 5" in printed.output
+    index = CliRunner().invoke(main, ["log", "dump", str(part / "00000000000000000000.txnindex")])
+    assert index.exit_code == 0, index.output
+    assert "version: 0 producerId: 9 firstOffset: 0 lastOffset: 1 lastStableOffset: 2" in index.output

@@ -244,3 +244,37 @@ def test_coordinator_write_skips_the_sequence_check(plog) -> None:
     log.append(txn_batch(P1, 0, 1), 0)
     log.append(txn_batch(P1, 0, 1), 0, verify_sequence=False)  # TxnOffsetCommit's batch: seq 0 again
     assert log.log_end_offset == 2
+
+
+def _keyed(key: bytes, value: bytes, *, pid: int = -1, seq: int = -1, transactional: bool = False) -> bytes:
+    return encode_batch([Record(key, value)], producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                        base_sequence=seq, transactional=transactional)
+
+
+def _values(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None, bool]]:
+    from raftka.log.record_batch import iter_batches
+    return [(r.offset, r.key, r.value, b.header.is_control)
+            for b in iter_batches(log.read_bytes(log.log_start_offset, 1 << 20)) for r in b.records]
+
+
+def test_compaction_drops_aborted_data_keeps_markers_and_stops_at_the_lso(plog) -> None:
+    log = plog(cleanup_policy="compact", min_compaction_lag_ms=0)
+    log.append(_keyed(b"a", b"old"), 0)  # 0
+    log.append(_keyed(b"a", b"aborted", pid=P1, seq=0, transactional=True), 0)  # 1
+    log.append_marker(P1, 0, 0, False, 0)  # 2: ABORT
+    log.append(_keyed(b"b", b"b1"), 0)  # 3
+    log.roll()
+    log.append(_keyed(b"b", b"open", pid=P2, seq=0, transactional=True), 0)  # 4: still open
+    log.append(_keyed(b"b", b"b2"), 0)  # 5
+    log.roll()
+    log.append(_keyed(b"z", b"z"), 0)  # 6, active segment
+    log.producer_state.on_high_watermark(7)  # everything replicated: the ABORT is decided
+    log.compact(now_ms=0)
+    kept = _values(log)
+    # a=old survives (the aborted a is not its newest value), the aborted record is gone, the
+    # marker stays; the second segment (from the open transaction on) is not cleaned, so b1's
+    # newer value b2 beyond the LSO does not remove it either.
+    assert [(o, k, v) for o, k, v, control in kept if not control] == [
+        (0, b"a", b"old"), (3, b"b", b"b1"), (4, b"b", b"open"), (5, b"b", b"b2"), (6, b"z", b"z")]
+    assert [o for o, _, _, control in kept if control] == [2]
+    assert log.collect_aborted_txns(0, 7) == [AbortedTxn(P1, 1, 2, 3)]
