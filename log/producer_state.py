@@ -380,14 +380,17 @@ class ProducerStateManager:
 
     def first_undecided_offset(self) -> int | None:
         """First offset of the oldest open transaction, or None."""
-        return min(self._ongoing) if self._ongoing else None
+        ongoing = list(self._ongoing)
+        return min(ongoing) if ongoing else None
 
     def first_unstable_offset(self) -> int | None:
         """The LSO bound: the oldest open transaction's first offset, or that of a decided one
         whose marker the high watermark has not passed yet; None if neither exists."""
+        # Copies first: compaction asks from a worker thread while the event loop appends.
         candidates = list(self._ongoing)
-        if self._unreplicated:
-            candidates.append(min(t.first_offset for t in self._unreplicated))
+        unreplicated = self._unreplicated
+        if unreplicated:
+            candidates.append(min(t.first_offset for t in unreplicated))
         return min(candidates) if candidates else None
 
     def on_high_watermark(self, high_watermark: int) -> None:

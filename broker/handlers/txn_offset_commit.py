@@ -5,7 +5,9 @@ the transactional id (53), READ on the group (30), READ on each topic (29). The
 offsets are validated against the group (KIP-447 fencing with v3's generation,
 member and instance ids), written as one transactional batch of the producer to
 the group's `__consumer_offsets` partition, and held pending until the
-producer's marker lands there (broker/txn_offsets.py). v0-1 get
+producer's marker lands there (broker/txn_offsets.py). The partition is first
+verified with the transaction coordinator (KIP-890 part 1, as a Produce: it must
+have been added by AddOffsetsToTxn). v0-1 get
 COORDINATOR_NOT_AVAILABLE where later versions get COORDINATOR_LOAD_IN_PROGRESS.
 """
 
@@ -14,12 +16,35 @@ from __future__ import annotations
 import time
 
 from raftka.broker import acl_checks
+from raftka.broker.group_metadata_manager import OFFSETS_TOPIC
 from raftka.broker.group_state import CommittedOffset
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.messages import response_class
 from raftka.raft_meta.acls import AclOperation, ResourceType
 
 TxnOffsetCommitResponse = response_class(ApiKey.TXN_OFFSET_COMMIT)
+
+
+async def _verify(ctx, request) -> int:
+    """KIP-890 part 1 for the group's `__consumer_offsets` partition, as for a Produce
+    (broker/txn_verification.py): 0, or the error for every offset. NOT_ENOUGH_REPLICAS
+    becomes COORDINATOR_NOT_AVAILABLE, Kafka's mapping for offset writes (clients retry)."""
+    verifier = getattr(ctx, "txn_verifier", None)
+    if verifier is None or not ctx.config.transaction_partition_verification_enable:
+        return 0
+    try:
+        index = ctx.groups.partition_for(request.group_id)
+    except Exception:
+        return 0  # the commit itself answers (e.g. the offsets topic does not exist yet)
+    partition = ctx.replicas.partitions.get((OFFSETS_TOPIC, index))
+    if partition is None or not partition.is_leader or partition.in_transaction(request.producer_id):
+        return 0
+    guard = partition.verification_guard(request.producer_id)
+    code = await verifier.verify(request.transactional_id, request.producer_id, request.producer_epoch,
+                                 OFFSETS_TOPIC, index)
+    if code == 0 and not partition.guard_holds(request.producer_id, guard):
+        code = int(ErrorCode.INVALID_TXN_STATE)
+    return int(ErrorCode.COORDINATOR_NOT_AVAILABLE) if code == ErrorCode.NOT_ENOUGH_REPLICAS else code
 
 
 async def handle(ctx, header, request, conn=None):
@@ -50,6 +75,10 @@ async def handle(ctx, header, request, conn=None):
         for key in [k for k in [*offsets, *codes] if k[0] in denied]:
             offsets.pop(key, None)
             codes[key] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    verified = await _verify(ctx, request) if offsets else 0
+    if verified:
+        codes.update(dict.fromkeys(offsets, verified))
+        offsets = {}
     if offsets:
         version = header.api_version
         results = await ctx.groups.txn_commit(

@@ -176,9 +176,9 @@ def test_describe_producers(server, conn) -> None:
 
 
 def txn_offset_commit(conn: WireConnection, group: str, pid: int, epoch: int, topic: str, offset: int, *,
-                      generation: int = -1, member: str = "", version: int = 3) -> int:
+                      generation: int = -1, member: str = "", version: int = 3, tid: str = "tx") -> int:
     response = conn.request(ApiKey.TXN_OFFSET_COMMIT, version, {
-        "transactional_id": "tx", "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+        "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
         "generation_id": generation, "member_id": member, "group_instance_id": None,
         "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
                                                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]})

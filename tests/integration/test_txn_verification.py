@@ -11,6 +11,7 @@ from raftka.log.record_batch import Record, encode_batch
 from tests.compat.server_process import running_server
 from tests.compat.wire_client import WireConnection
 from tests.integration.test_txn_coordinator import add, end, init, ready
+from tests.integration.test_txn_partition import committed, txn_offset_commit
 from tests.support import wait_until
 
 TOPIC = "verified"
@@ -62,3 +63,22 @@ def test_only_added_partitions_take_transactional_writes(server) -> None:
                    what="the ABORT marker written and the LSO past it")
         assert produce(conn, tid, 0, pid, epoch, 2) == 48
         assert lso(conn, 0) == (3, 3)
+
+
+def test_txn_offset_commit_needs_add_offsets_to_txn(server) -> None:
+    tid, group = "verified-offsets", "verified-group"
+    with WireConnection(server.bootstrap, timeout=TIMEOUT) as conn:
+        ready(conn, tid)
+        wait_until(lambda: conn.find_coordinator(group).error_code == 0, timeout=TIMEOUT, what="a group coordinator")
+        response = init(conn, tid, version=1)
+        pid, epoch = response.producer_id, response.producer_epoch
+        wait_until(lambda: txn_offset_commit(conn, group, pid, epoch, TOPIC, 4, tid=tid) != 14, timeout=TIMEOUT,
+                   what="the group coordinator's load")
+        assert txn_offset_commit(conn, group, pid, epoch, TOPIC, 4, tid=tid) == 48  # not added to the transaction
+        added = conn.request(ApiKey.ADD_OFFSETS_TO_TXN, 0, {"transactional_id": tid, "producer_id": pid,
+                                                           "producer_epoch": epoch, "group_id": group})
+        assert added.error_code == 0
+        assert txn_offset_commit(conn, group, pid, epoch, TOPIC, 4, tid=tid) == 0
+        assert end(conn, tid, pid, epoch, True) == 0
+        wait_until(lambda: committed(conn, group, TOPIC) == 4, timeout=TIMEOUT,
+                   what="the COMMIT marker materialising the offset")
