@@ -496,6 +496,7 @@ class AsyncConsumer:
                 assignors=self.partition_assignment_strategy,
                 retry_backoff_ms=self.retry_backoff_ms, request_timeout_ms=self.request_timeout_ms,
                 group_instance_id=self.group_instance_id)
+            self._group.require_stable = self._isolation == 1
             assert self._owner.nursery is not None
             self._owner.nursery.start_soon(self._group.heartbeat_loop)
         self._group.request_rejoin("subscription changed")
@@ -547,6 +548,7 @@ class AsyncConsumer:
             self._group = GroupMembership(self._require_cluster(), self.group_id,
                                           retry_backoff_ms=self.retry_backoff_ms,
                                           request_timeout_ms=self.request_timeout_ms)
+            self._group.require_stable = self._isolation == 1
             self._group.needs_rejoin = False  # an assign() consumer commits without joining
         return self._group
 
