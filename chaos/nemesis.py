@@ -26,7 +26,10 @@ from raftka.client.admin import AsyncAdmin
 log = structlog.get_logger("chaos.nemesis")
 
 KINDS = ("kill", "pause", "partition", "leader-kill", "controller-kill", "isolate-leader-then-kill", "corrupt",
-         "quorum")
+         "quorum", "txn-coordinator-kill")
+# The transactional id whose coordinator (the leader of its __transaction_state partition)
+# txn-coordinator-kill kills: the txn workload's first producer (chaos/txn_workload.py).
+TXN_COORDINATOR_OF = "chaos-txn-0"
 # What the quorum nemesis does to the Raft leader of the metadata quorum (drawn from the seed).
 QUORUM_ACTIONS = ("kill", "pause", "isolate")
 # How the corrupt nemesis damages a closed segment, and how it stops the node first.
@@ -118,14 +121,30 @@ class Nemesis:
             controller = (await admin.describe_cluster()).controller_id
         return leader, controller
 
+    async def _txn_coordinator(self) -> int:
+        """The node coordinating TXN_COORDINATOR_OF (FindCoordinator key_type 1)."""
+        from raftka.client.cluster import Cluster
+        from raftka.client.txn_admin import find_transaction_coordinator
+
+        async with trio.open_nursery() as nursery:
+            cluster = Cluster(self.cluster.bootstrap_servers, nursery, request_timeout_ms=3000)
+            try:
+                return await find_transaction_coordinator(cluster, TXN_COORDINATOR_OF)
+            finally:
+                await cluster.aclose()
+                nursery.cancel_scope.cancel()
+
     def _note(self, fault: Fault, phase: str, **extra) -> None:
         self.rec.record("nemesis", "info", fault.kind, {"id": fault.id, "phase": phase, **extra})
 
     async def _start(self, fault: Fault):
         kind = fault.kind
-        if kind in ("kill", "leader-kill", "controller-kill"):
+        if kind in ("kill", "leader-kill", "controller-kill", "txn-coordinator-kill"):
             if kind == "kill":
                 victim = fault.nodes[0]
+            elif kind == "txn-coordinator-kill":
+                with trio.fail_after(5):
+                    victim = await self._txn_coordinator()
             else:
                 with trio.fail_after(5):
                     leader, controller = await self._describe()

@@ -103,6 +103,8 @@ def corruption_checks(ops: Sequence[Op]) -> list[dict[str, Any]]:
 
 def summary_rows(result: CheckResult, ops: Sequence[Op] = ()) -> list[tuple[str, str]]:
     s = result.stats
+    if "transactions" in s:  # the txn workload (chaos/txn_checker.py)
+        return txn_summary_rows(result)
     counts = result.counts()
     rows = [("valid", str(result.valid)), ("sends", str(s["sends"])), ("acknowledged", str(s["acknowledged"])),
             ("failed", str(s["failed"])), ("indeterminate", str(s["indeterminate"])),
@@ -133,3 +135,16 @@ def print_summary(result: CheckResult, directory: Path, ops: Sequence[Op] = ()) 
     for name in result.failed():
         console.print(f"[red]{name}[/red] e.g. {json.dumps(result.anomalies[name][:3], default=str)}")
     console.print(f"report: {directory}")
+
+
+def txn_summary_rows(result: CheckResult) -> list[tuple[str, str]]:
+    from raftka.chaos.txn_checker import TXN_ANOMALIES
+
+    s = result.stats
+    counts = result.counts()
+    rows = [("valid", str(result.valid)), ("inputs", str(s["inputs"]))]
+    rows += [(f"transactions {k}", str(v)) for k, v in sorted(s["transactions"].items())]
+    rows += [(f"drained {k}", str(v)) for k, v in sorted(s["drained"].items())]
+    for name in TXN_ANOMALIES:
+        rows.append((name, f"{counts.get(name, 0)}{' (forbidden)' if counts.get(name) else ''}"))
+    return rows

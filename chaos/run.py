@@ -70,6 +70,7 @@ class RunConfig:
     quorum_probe_interval: float = 5.0
     converge_timeout: float = 60.0
     security: Any = None  # client/security.py ClientSecurity, for --against a secured cluster
+    workload: str = "queue"  # queue | txn (chaos/txn_workload.py, checked by chaos/txn_checker.py)
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def run(config: RunConfig, on_op: Callable[[Op], None] | None = None,
             cluster.start()
             cluster.wait_ready(config.whole_timeout)
             bootstrap = cluster.bootstrap_servers
-        drained = trio.run(_main, config, cluster, bootstrap, schedule, rec, phase)
+        main = _main_txn if config.workload == "txn" else _main
+        drained = trio.run(main, config, cluster, bootstrap, schedule, rec, phase)
     finally:
         try:
             if cluster is not None:
@@ -160,7 +162,12 @@ def run(config: RunConfig, on_op: Callable[[Op], None] | None = None,
         finally:
             writer.close()
     phase("checking")
-    result = check(read_history(directory / "history.jsonl"), idempotent=config.idempotence)
+    if config.workload == "txn":
+        from raftka.chaos import txn_checker
+
+        result = txn_checker.check(read_history(directory / "history.jsonl"))
+    else:
+        result = check(read_history(directory / "history.jsonl"), idempotent=config.idempotence)
     from raftka.chaos.report import write_report
 
     write_report(directory, result, read_history(directory / "history.jsonl"), config)
@@ -189,15 +196,7 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
         if cluster is not None:
             nursery.start_soon(meta_workload.run)
             nursery.start_soon(_probe, cluster, config, rec, probing)
-        phase(f"faults for {config.time_limit:.0f}s ({len(schedule)} scheduled)")
-        t0 = trio.current_time()
-        if nemesis is not None and schedule:
-            with trio.move_on_after(config.time_limit + 10 * config.interval):
-                await nemesis.run(schedule, t0)
-        await trio.sleep_until(t0 + config.time_limit)
-        phase("healing")
-        if nemesis is not None:
-            await nemesis.heal_all()
+        await _faults_then_heal(config, schedule, nemesis, phase)
         workload.stop_producing.set()
         meta_workload.stop.set()
         phase("waiting for the cluster to be whole")
@@ -217,6 +216,56 @@ async def _main(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: st
         workload.stop_consuming.set()
     phase("draining every partition")
     return await drain(wl_config, rec, timeout=max(30.0, config.whole_timeout))
+
+
+async def _faults_then_heal(config: RunConfig, schedule: list[Fault], nemesis: Nemesis | None,
+                           phase: Callable[[str], None]) -> None:
+    """The fault window: the schedule for `time_limit` seconds, then every fault undone."""
+    phase(f"faults for {config.time_limit:.0f}s ({len(schedule)} scheduled)")
+    t0 = trio.current_time()
+    if nemesis is not None and schedule:
+        with trio.move_on_after(config.time_limit + 10 * config.interval):
+            await nemesis.run(schedule, t0)
+    await trio.sleep_until(t0 + config.time_limit)
+    phase("healing")
+    if nemesis is not None:
+        await nemesis.heal_all()
+
+
+async def _main_txn(config: RunConfig, cluster: ProxiedCluster | None, bootstrap: str,
+                    schedule: list[Fault], rec: Recorder, phase: Callable[[str], None]) -> bool:
+    """The transactional workload under the same schedule: faults, heal, let the pipelines
+    catch up, drain read_committed."""
+    from raftka.chaos.txn_workload import TxnWorkload, TxnWorkloadConfig, create_topics, drain_txn
+
+    rec.record("harness", "info", "config", {"workload": "txn", "seed": config.seed,
+                                            "nodes": config.nodes, "nemeses": list(config.nemeses),
+                                            "partitions": config.partitions})
+    wl_config = TxnWorkloadConfig(bootstrap, config.topic, config.partitions, seed=config.seed,
+                                  rate=max(1.0, config.rate / 5), input_rate=max(1.0, config.rate / 2),
+                                  group_id=f"chaos-ctp-{config.seed}", security=config.security)
+    replication = min(config.replication_factor, config.nodes)
+    await create_topics(wl_config, replication, topic_config(config), config.whole_timeout)
+    workload = TxnWorkload(wl_config, rec)
+    nemesis = Nemesis(cluster, rec, wl_config.topic_for("txn"), config.partition_mode) \
+        if cluster is not None else None
+    async with trio.open_nursery() as nursery:
+        await workload.run(nursery)
+        await _faults_then_heal(config, schedule, nemesis, phase)
+        workload.stop_producing.set()
+        if cluster is not None:
+            phase("waiting for the cluster to be whole")
+            try:
+                await trio.to_thread.run_sync(cluster.wait_ready, config.whole_timeout)
+            except Exception as exc:
+                rec.record("harness", "info", "whole", {"error": repr(exc)})
+        phase("waiting for the pipelines to consume every input")
+        caught_up = await workload.caught_up(max(30.0, config.whole_timeout))
+        rec.record("harness", "info", "caught-up", {"caught_up": caught_up})
+        await trio.sleep(config.settle)
+        workload.stop_consuming.set()
+    phase("draining every topic read_committed")
+    return await drain_txn(wl_config, rec, timeout=max(30.0, config.whole_timeout))
 
 
 async def _probe(cluster: ProxiedCluster, config: RunConfig, rec: Recorder, scope: trio.CancelScope) -> None:

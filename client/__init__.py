@@ -35,6 +35,13 @@ PUBLIC: dict[str, str] = {
         "UnknownProducerIdError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
         "UnsupportedCompressionTypeError", "error_for_code", "error_class",
     ), "raftka.client.errors"),
+    # Transactions (KIP-98)
+    **dict.fromkeys((
+        "TransactionError", "AbortableTransactionError", "FatalTransactionError",
+        "ProducerFencedError", "TransactionalIdAuthorizationFailedError",
+        "ConcurrentTransactionsError",
+    ), "raftka.client.errors"),
+    "ConsumerGroupMetadata": "raftka.client.records",
 }
 
 

@@ -175,6 +175,23 @@ class Producer(_Facade):
     def partitions_for(self, topic: str) -> list[int]:
         return self._portal.call(self._producer.partitions_for, topic)
 
+    # Transactions: the AsyncProducer's methods, blocking (same errors).
+    def init_transactions(self) -> None:
+        self._portal.call(self._producer.init_transactions)
+
+    def begin_transaction(self) -> None:
+        self._portal.call_sync(self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, Any],
+                                    group_metadata: Any) -> None:
+        self._portal.call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
+
+    def commit_transaction(self) -> None:
+        self._portal.call(self._producer.commit_transaction)
+
+    def abort_transaction(self) -> None:
+        self._portal.call(self._producer.abort_transaction)
+
 
 class Consumer(_Facade):
     """Blocking AsyncConsumer; takes the same keyword options."""
@@ -226,6 +243,10 @@ class Consumer(_Facade):
 
     def subscription(self) -> set[str]:
         return self._portal.call_sync(self._consumer.subscription)
+
+    def group_metadata(self) -> Any:
+        """For Producer.send_offsets_to_transaction (see AsyncConsumer.group_metadata)."""
+        return self._portal.call_sync(self._consumer.group_metadata)
 
     def unsubscribe(self) -> None:
         self._portal.call(self._consumer.unsubscribe)

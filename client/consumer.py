@@ -56,13 +56,15 @@ from raftka.client.group_membership import CommitFailedError, GroupMembership, O
 from raftka.client.lifecycle import OwnedNursery
 from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
 from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest
-from raftka.client.records import ConsumerRecord, TopicPartition
+from raftka.client.records import ConsumerGroupMetadata, ConsumerRecord, TopicPartition
 from raftka.client.sdk_log import get_logger
 from raftka.client.security import ClientSecurity
 
 log = get_logger("raftka.client.consumer")
 
 _RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
+# Kafka's isolation.level values and their wire numbers (Fetch/ListOffsets isolation_level).
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 
 class NoOffsetForPartitionError(KafkaError):
@@ -77,6 +79,7 @@ class _PartitionState:
     reset_to: int | None = None  # EARLIEST/LATEST when a reset is pending
     buffer: deque[ConsumerRecord] = field(default_factory=deque)
     high_watermark: int = -1
+    last_stable_offset: int = -1  # read_committed only
 
 
 class AsyncConsumer:
@@ -110,10 +113,12 @@ class AsyncConsumer:
             raise ValueError(
                 f"auto_offset_reset must be 'earliest', 'latest' or 'none', got "
                 f"{auto_offset_reset!r}")
-        if isolation_level != "read_uncommitted":
+        if isolation_level not in ISOLATION_LEVELS:
             raise ValueError(
-                f"isolation_level {isolation_level!r} is not supported yet; expected "
-                "'read_uncommitted'")
+                f"isolation_level must be 'read_uncommitted' or 'read_committed', got "
+                f"{isolation_level!r}")
+        self.isolation_level = isolation_level
+        self._isolation = ISOLATION_LEVELS[isolation_level]
         parse_bootstrap(bootstrap_servers)  # a bad address is a ValueError here, not in start()
         self._bootstrap = bootstrap_servers
         self.client_id = client_id
@@ -277,7 +282,8 @@ class AsyncConsumer:
     async def _list_offsets(self, tps: list[TopicPartition], timestamp: int,
                             ) -> dict[TopicPartition, int]:
         return await list_offsets(self._require_cluster(), {tp: timestamp for tp in tps},
-                                  timeout=self.request_timeout_ms / 1000)
+                                  timeout=self.request_timeout_ms / 1000,
+                                  isolation_level=self._isolation)
 
     async def _group_by_leader(self, tps: Iterable[TopicPartition]
                                ) -> dict[int, list[TopicPartition]]:
@@ -394,7 +400,7 @@ class AsyncConsumer:
                 "partition_max_bytes": self.max_partition_fetch_bytes})
         request = FetchRequest(
             replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=self.fetch_min_bytes,
-            max_bytes=self.fetch_max_bytes, isolation_level=0,
+            max_bytes=self.fetch_max_bytes, isolation_level=self._isolation,
             topics=[{"topic": t, "partitions": p} for t, p in topics.items()])
         response = await cluster.send_to(node_id, ApiKey.FETCH, request)
         if response.error_code:
@@ -417,8 +423,15 @@ class AsyncConsumer:
                         continue
                     raise error
                 state.high_watermark = p.high_watermark
+                aborted = None
+                if self._isolation:
+                    # Markers and aborted transactions are skipped; the list is null when
+                    # the broker has none to report.
+                    aborted = [(a.producer_id, a.first_offset)
+                               for a in (p.aborted_transactions or ())]
+                    state.last_stable_offset = p.last_stable_offset
                 fetched = decode_fetched(tp.topic, tp.partition, p.records, positions[tp],
-                                         verify_crc=self.check_crcs)
+                                         verify_crc=self.check_crcs, aborted=aborted)
                 if fetched.records:
                     state.buffer.extend(fetched.records)
                     got = True
@@ -483,6 +496,7 @@ class AsyncConsumer:
                 assignors=self.partition_assignment_strategy,
                 retry_backoff_ms=self.retry_backoff_ms, request_timeout_ms=self.request_timeout_ms,
                 group_instance_id=self.group_instance_id)
+            self._group.require_stable = self._isolation == 1
             assert self._owner.nursery is not None
             self._owner.nursery.start_soon(self._group.heartbeat_loop)
         self._group.request_rejoin("subscription changed")
@@ -497,6 +511,17 @@ class AsyncConsumer:
         if self._group is None or self._group.generation_id < 0:
             return None
         return self._group.generation_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group id, generation and member id, for a transactional producer's
+        `send_offsets_to_transaction` (KIP-447). Needs a group_id."""
+        if self.group_id is None:
+            raise IllegalStateError("group_metadata() needs a consumer with a group_id")
+        group = self._group
+        if group is None:
+            return ConsumerGroupMetadata(self.group_id, -1, "", self.group_instance_id)
+        return ConsumerGroupMetadata(self.group_id, group.generation_id, group.member_id,
+                                     self.group_instance_id)
 
     @property
     def rebalance_in_progress(self) -> bool:
@@ -523,6 +548,7 @@ class AsyncConsumer:
             self._group = GroupMembership(self._require_cluster(), self.group_id,
                                           retry_backoff_ms=self.retry_backoff_ms,
                                           request_timeout_ms=self.request_timeout_ms)
+            self._group.require_stable = self._isolation == 1
             self._group.needs_rejoin = False  # an assign() consumer commits without joining
         return self._group
 

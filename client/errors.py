@@ -159,3 +159,42 @@ UnknownProducerIdError = error_class(ErrorCode.UNKNOWN_PRODUCER_ID)
 FencedLeaderEpochError = error_class(ErrorCode.FENCED_LEADER_EPOCH)
 UnknownLeaderEpochError = error_class(ErrorCode.UNKNOWN_LEADER_EPOCH)
 UnsupportedCompressionTypeError = error_class(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+
+# Transactions (KIP-98): the broker errors a transactional producer's caller may catch.
+ProducerFencedError = error_class(ErrorCode.PRODUCER_FENCED)
+TransactionalIdAuthorizationFailedError = error_class(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+ConcurrentTransactionsError = error_class(ErrorCode.CONCURRENT_TRANSACTIONS)
+CoordinatorLoadInProgressError = error_class(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+NotCoordinatorError = error_class(ErrorCode.NOT_COORDINATOR)
+InvalidTxnStateError = error_class(ErrorCode.INVALID_TXN_STATE)
+
+
+class TransactionError(KafkaError):
+    """A transactional producer's failure. `cause` is the underlying error (a broker
+    error carries its Kafka code, copied here); `abortable`/`fatal` say what the
+    caller must do, as confluent-kafka's `txn_requires_abort()` / `fatal()`."""
+
+    name = "TRANSACTION_ERROR"
+    abortable = False
+    fatal = False
+
+    def __init__(self, message: str = "", *, cause: BaseException | None = None) -> None:
+        self.cause = cause
+        code = getattr(cause, "code", None)
+        if isinstance(cause, KafkaError) and code is not None:
+            self.name = cause.name
+        super().__init__(message, code=code, retriable=False)
+
+
+class AbortableTransactionError(TransactionError):
+    """The current transaction cannot commit: call `abort_transaction()`, then start
+    a new one. The producer stays usable."""
+
+    abortable = True
+
+
+class FatalTransactionError(TransactionError):
+    """The producer can no longer be used (fenced by a newer instance with the same
+    transactional id, not authorized, or an error Kafka deems fatal): close it."""
+
+    fatal = True

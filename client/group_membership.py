@@ -71,6 +71,7 @@ class OffsetAndMetadata:
 
 
 FENCED_INSTANCE_ID = int(ErrorCode.FENCED_INSTANCE_ID)
+UNSTABLE_OFFSET_COMMIT = int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
 
 
 class CommitFailedError(KafkaError):
@@ -110,6 +111,9 @@ class GroupMembership:
         self.needs_rejoin = True
         self.wake = trio.Event()  # set when a rebalance is needed, so poll() can return early
         self._joining = False  # heartbeats pause while JoinGroup/SyncGroup are out
+        # read_committed consumers (KIP-447): OffsetFetch v7+ asks for stable offsets, and the
+        # coordinator answers UNSTABLE_OFFSET_COMMIT while a transactional commit is pending.
+        self.require_stable = False
 
     def _reset_generation(self, reason: str) -> None:
         """The coordinator no longer knows this member/generation: join afresh, owning nothing."""
@@ -360,11 +364,17 @@ class GroupMembership:
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(tp.partition)
-        request = OffsetFetchRequest(group_id=self.group_id, topics=[
-            {"name": t, "partition_indexes": p} for t, p in topics.items()])
+        request = OffsetFetchRequest(group_id=self.group_id, require_stable=self.require_stable,
+                                     topics=[{"name": t, "partition_indexes": p}
+                                             for t, p in topics.items()])
         deadline = trio.current_time() + self.request_timeout
         while True:
             response = await self._send(ApiKey.OFFSET_FETCH, request)
+            unstable = response.error_code == UNSTABLE_OFFSET_COMMIT or any(
+                p.error_code == UNSTABLE_OFFSET_COMMIT for t in response.topics for p in t.partitions)
+            if unstable and trio.current_time() < deadline:
+                await trio.sleep(self.retry_backoff)  # the commit's marker is on its way
+                continue
             if response.error_code in COORDINATOR_ERRORS and trio.current_time() < deadline:
                 self.coordinator_dead(ErrorCode(response.error_code).name)
                 await trio.sleep(self.retry_backoff)

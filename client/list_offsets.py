@@ -35,12 +35,13 @@ class ListOffsetsRound:
     failed: dict[TopicPartition, KafkaError] = field(default_factory=dict)
 
 
-def request_for(targets: Mapping[TopicPartition, int]) -> ListOffsetsRequest:
-    """One ListOffsets request (consumer replica id -1, read uncommitted) for `targets`."""
+def request_for(targets: Mapping[TopicPartition, int], isolation_level: int = 0) -> ListOffsetsRequest:
+    """One ListOffsets request (consumer replica id -1) for `targets`; `isolation_level` 1
+    (read_committed, v2+) makes LATEST the last stable offset instead of the high watermark."""
     topics: dict[str, list[dict]] = {}
     for tp, target in targets.items():
         topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": target})
-    return ListOffsetsRequest(replica_id=-1, isolation_level=0,
+    return ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level,
                               topics=[{"name": t, "partitions": p} for t, p in topics.items()])
 
 
@@ -58,7 +59,8 @@ def by_leader(cluster: Cluster, tps: list[TopicPartition]
     return out, leaderless
 
 
-async def list_offsets_once(cluster: Cluster, targets: Mapping[TopicPartition, int]) -> ListOffsetsRound:
+async def list_offsets_once(cluster: Cluster, targets: Mapping[TopicPartition, int], *,
+                            isolation_level: int = 0) -> ListOffsetsRound:
     """One request per leader known to the cluster's metadata (no refresh, no retry)."""
     result = ListOffsetsRound()
     groups, leaderless = by_leader(cluster, list(targets))
@@ -67,7 +69,8 @@ async def list_offsets_once(cluster: Cluster, targets: Mapping[TopicPartition, i
     for node_id, tps in groups.items():
         try:
             response = await cluster.send_to(node_id, ApiKey.LIST_OFFSETS,
-                                             request_for({tp: targets[tp] for tp in tps}))
+                                             request_for({tp: targets[tp] for tp in tps},
+                                                         isolation_level))
         except KafkaConnectionError as exc:
             result.failed.update((tp, exc) for tp in tps)
             continue
@@ -88,7 +91,8 @@ async def list_offsets_once(cluster: Cluster, targets: Mapping[TopicPartition, i
 
 
 async def list_offsets(cluster: Cluster, targets: Mapping[TopicPartition, int], *,
-                       timeout: float | None = None) -> dict[TopicPartition, int]:
+                       timeout: float | None = None, isolation_level: int = 0,
+                       ) -> dict[TopicPartition, int]:
     """The offset for every partition's target. Partitions whose leader is unknown trigger a
     metadata refresh first; retriable failures are retried every `cluster.retry_backoff`
     seconds after a refresh, until `timeout` seconds have passed (then KafkaTimeoutError) or,
@@ -102,7 +106,7 @@ async def list_offsets(cluster: Cluster, targets: Mapping[TopicPartition, int], 
                 await cluster.refresh_metadata({tp.topic for tp in pending})
             except KafkaConnectionError:
                 pass  # the round below reports those partitions as failed; retried
-        answer = await list_offsets_once(cluster, pending)
+        answer = await list_offsets_once(cluster, pending, isolation_level=isolation_level)
         for tp, offset in answer.offsets.items():
             result[tp] = offset
             del pending[tp]

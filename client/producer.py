@@ -17,6 +17,19 @@ partitions of one broker). So a retried batch can never be overtaken by a
 later one, with or without idempotence; the price is no per-partition
 pipelining. With idempotence a retry resends the batch with its original
 sequence number, so the broker drops a duplicate of a write that did land.
+
+Transactions (`transactional_id`, KIP-98): the state machine is
+`transactions.TransactionManager`, the coordinator requests are
+`transactional.TxnCoordinatorClient`; here the sender holds a batch back until
+AddPartitionsToTxn has added its partition, marks batches transactional, and a
+failed batch makes the transaction abortable (or the producer fenced).
+
+    async with AsyncProducer(servers, transactional_id="etl-1") as producer:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        producer.send_nowait("out", b"v")
+        await producer.send_offsets_to_transaction({tp: offset}, consumer.group_metadata())
+        await producer.commit_transaction()      # AbortableTransactionError -> abort_transaction()
 """
 
 from __future__ import annotations
@@ -38,6 +51,8 @@ from raftka.client.accumulator import (
 from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.errors import (
+    AbortableTransactionError,
+    FatalTransactionError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
@@ -47,9 +62,11 @@ from raftka.client.errors import (
 from raftka.client.lifecycle import OwnedNursery
 from raftka.client.log_throttle import RepeatThrottle
 from raftka.client.protocol import ApiKey, ErrorCode, InitProducerIdRequest, ProduceRequest
-from raftka.client.records import RecordMetadata, TopicPartition
+from raftka.client.records import ConsumerGroupMetadata, RecordMetadata, TopicPartition
 from raftka.client.sdk_log import get_logger
 from raftka.client.security import ClientSecurity
+from raftka.client.transactional import TxnCoordinatorClient
+from raftka.client.transactions import TransactionManager, TxnApi, TxnState
 from raftka.client.versions import min_version_check
 from raftka.log.compression import Compression
 from raftka.log.record_batch import encode_batch
@@ -169,7 +186,7 @@ class AsyncProducer:
         bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
         *,
         client_id: str = "raftka-producer",
-        acks: int | str = 1,
+        acks: int | str | None = None,
         batch_size: int = 16384,
         linger_ms: float = 5,
         compression_type: str | None = None,
@@ -182,9 +199,22 @@ class AsyncProducer:
         max_in_flight_requests_per_connection: int = 5,
         partitioner: Callable[[str, bytes | None, Sequence[int], Sequence[int]], int] | None = None,
         security: ClientSecurity | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
+        max_block_ms: int = 60000,
     ) -> None:
         self.security = security
-        self.acks = _acks(acks)
+        if transactional_id is not None:
+            enable_idempotence = True  # a transactional producer is idempotent, as in Kafka
+        # Kafka's default is acks=all once idempotence is on; 1 otherwise (this SDK's default).
+        self.acks = _acks(acks if acks is not None else ("all" if enable_idempotence else 1))
+        if transactional_id is not None and self.acks != -1:
+            raise ValueError(f"transactional_id needs acks='all', got acks={acks!r}")
+        self._txn = TransactionManager(transactional_id, transaction_timeout_ms) \
+            if transactional_id is not None else None
+        self.transactional_id = transactional_id
+        self.max_block_ms = max_block_ms
+        self._txn_client: TxnCoordinatorClient | None = None
         if enable_idempotence and self.acks != -1:
             raise ValueError(f"enable_idempotence needs acks='all', got acks={acks!r}")
         if enable_idempotence and max_in_flight_requests_per_connection > 5:
@@ -238,6 +268,10 @@ class AsyncProducer:
         except BaseException:
             await self._abort_start()
             raise
+        if self._txn is not None:
+            self._txn_client = TxnCoordinatorClient(
+                self._cluster, self._txn, retry_backoff_ms=self.retry_backoff_ms,
+                max_block_ms=self.max_block_ms)
         self._nursery.start_soon(self._sender)
 
     async def _abort_start(self) -> None:
@@ -287,6 +321,8 @@ class AsyncProducer:
         """Queue one record and return its DeliveryFuture at once."""
         if self._nursery is None or self._closed:
             raise IllegalStateError("the producer is not started or already closed")
+        if self._txn is not None:
+            self._txn.require_in_transaction("send")
         if value is not None and type(value) is not bytes:
             if not isinstance(value, _BYTES_LIKE):
                 raise TypeError(f"value must be bytes or None, got {type(value).__name__}")
@@ -327,6 +363,106 @@ class AsyncProducer:
                     await self._progress.wait()
         finally:
             self._accumulator.end_flush()
+
+    # --- transactions (KIP-98) ------------------------------------------------------
+    def _require_txn(self) -> tuple[TransactionManager, TxnCoordinatorClient]:
+        if self._txn is None:
+            raise IllegalStateError("transactions need a producer made with transactional_id")
+        if self._txn_client is None or self._closed:
+            raise IllegalStateError("the producer is not started or already closed")
+        return self._txn, self._txn_client
+
+    @property
+    def transaction_state(self) -> TxnState | None:
+        """The transaction state (None for a non-transactional producer)."""
+        return None if self._txn is None else self._txn.state
+
+    async def init_transactions(self) -> None:
+        """Register the transactional id with its coordinator: fences any older producer
+        with the same id and completes (aborts) its open transaction. Call once, first.
+        Raises FatalTransactionError (fenced, not authorized) or KafkaTimeoutError after
+        `max_block_ms` (then it may be called again)."""
+        txn, client = self._require_txn()
+        if txn.state is not TxnState.INITIALIZING:
+            txn.begin_init()
+        await self._init_pid(client)
+
+    async def _init_pid(self, client: TxnCoordinatorClient) -> None:
+        pid, epoch = await client.init_producer_id()
+        assert self._txn is not None
+        self._txn.on_init_producer_id(pid, epoch)
+        # Sequences restart at 0 for a new (pid, epoch), across every partition.
+        self._sequences.set_producer(pid, epoch)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (nothing is sent until the first record or offsets)."""
+        txn, _ = self._require_txn()
+        txn.begin()
+
+    async def send_offsets_to_transaction(
+            self, offsets: dict[TopicPartition, Any],
+            group_metadata: ConsumerGroupMetadata | str) -> None:
+        """Commit a consumer's offsets as part of this transaction (consume-transform-
+        produce): AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator with the
+        member's generation and id (KIP-447). `offsets` maps partitions to the next offset
+        to consume (an int or an OffsetAndMetadata); `group_metadata` is the consumer's
+        `group_metadata()` (a bare group id skips the generation check)."""
+        txn, client = self._require_txn()
+        txn.require_in_transaction("send_offsets_to_transaction")
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not offsets:
+            return
+        entries: dict[TopicPartition, tuple[int, str, int]] = {}
+        for tp, value in offsets.items():
+            if isinstance(value, int):
+                entries[TopicPartition(*tp)] = (value, "", -1)
+            else:
+                entries[TopicPartition(*tp)] = (value.offset, value.metadata, value.leader_epoch)
+        await client.add_offsets(group_metadata.group_id)
+        await client.txn_offset_commit(entries, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it. Raises
+        AbortableTransactionError (call abort_transaction), FatalTransactionError (close the
+        producer) or KafkaTimeoutError (call commit_transaction again)."""
+        txn, client = self._require_txn()
+        if txn.state is not TxnState.COMMITTING:
+            txn.require_in_transaction("commit_transaction")
+            await self.flush()
+        if txn.begin_commit():
+            await client.end_txn(commit=True)
+            txn.on_end_txn_done()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not yet sent fail, records in flight are waited
+        for, then the coordinator writes ABORT markers (read_committed consumers never see
+        the records). After an error that needs it, the epoch is bumped instead (KIP-360).
+        Raises FatalTransactionError or KafkaTimeoutError (call it again)."""
+        txn, client = self._require_txn()
+        if txn.state is TxnState.FATAL_ERROR:
+            assert txn.error is not None
+            raise txn.error
+        if txn.state is TxnState.INITIALIZING and txn.needs_bump:  # a retried epoch bump
+            await self._init_pid(client)
+            return
+        if txn.state is not TxnState.ABORTING:
+            aborted = AbortableTransactionError(
+                f"transactional id {self.transactional_id!r}: the transaction was aborted")
+            for batch in self._accumulator.abort_all():
+                self._fail_batch(batch, aborted, muted=False)
+            for _, _, _, fut, _ in self._unpartitioned:
+                fut._finish(None, aborted)
+            self._unpartitioned.clear()
+            txn.pending.clear()
+            await self.flush()  # waits for the batches in flight
+        send_end = txn.begin_abort()
+        if txn.abort_needs_init:
+            txn.begin_init()
+            await self._init_pid(client)
+        elif send_end:
+            await client.end_txn(commit=False)
+            txn.on_end_txn_done()
 
     async def partitions_for(self, topic: str) -> list[int]:
         assert self._cluster is not None
@@ -386,14 +522,17 @@ class AsyncProducer:
             self._wake = trio.Event()
             if self._unpartitioned:
                 await self._resolve_unpartitioned()
-            if self.enable_idempotence and not self._sequences.initialized \
-                    and self._accumulator.has_unsent():
+            if self.enable_idempotence and self._txn is None \
+                    and not self._sequences.initialized and self._accumulator.has_unsent():
                 await self._init_producer_id()
             now = _now_ms()
             ready, next_ms = self._accumulator.ready(now)
             by_node: dict[int, list[ProducerBatch]] = {}
             need_refresh = False
+            txn = self._txn
             for tp in ready:
+                if txn is not None and not txn.add_partition(tp):
+                    continue  # held back until AddPartitionsToTxn added it
                 leader = self._cluster.metadata.leader_for(tp)
                 if leader is None:
                     need_refresh = True
@@ -407,6 +546,9 @@ class AsyncProducer:
                 await limit.acquire()
                 assert self._nursery is not None
                 self._nursery.start_soon(self._send_batches, node_id, batches, limit)
+            if txn is not None and txn.pending:
+                await self._add_partitions()
+                continue
             if need_refresh:
                 await self._refresh_quietly()
                 next_ms = min(math.inf if next_ms is None else next_ms, _now_ms() + self.retry_backoff_ms)
@@ -419,6 +561,25 @@ class AsyncProducer:
                               self.retry_backoff_ms / 1000)
             with trio.move_on_after(1e9 if timeout is None else timeout):
                 await self._wake.wait()
+
+    async def _add_partitions(self) -> None:
+        """AddPartitionsToTxn for the partitions waiting to join the transaction; on an
+        abortable or fatal error (or outside a transaction) every queued batch fails."""
+        txn, client = self._txn, self._txn_client
+        assert txn is not None and client is not None
+        try:
+            if txn.state is not TxnState.IN_TRANSACTION:
+                raise txn.error or IllegalStateError(
+                    f"transactional id {self.transactional_id!r}: records queued in state "
+                    f"{txn.state.value}, outside a transaction")
+            await client.add_partitions(set(txn.pending))
+        except KafkaError as exc:
+            if txn.state is TxnState.IN_TRANSACTION:  # a timeout or connection failure
+                txn.fail(exc, fatal=False, api=TxnApi.ADD_PARTITIONS)
+            txn.pending.clear()
+            for batch in self._accumulator.abort_all():
+                self._fail_batch(batch, txn.error or exc, muted=False)
+            self._progress.set()
 
     async def _refresh_quietly(self) -> None:
         assert self._cluster is not None
@@ -485,6 +646,7 @@ class AsyncProducer:
                 producer_id=self._sequences.producer_id if self.enable_idempotence else -1,
                 producer_epoch=self._sequences.producer_epoch if self.enable_idempotence else -1,
                 base_sequence=batch.base_sequence if self.enable_idempotence else -1,
+                transactional=self._txn is not None,
             )
         return batch.encoded
 
@@ -506,7 +668,7 @@ class AsyncProducer:
             if not batches:
                 return
             request = ProduceRequest(
-                transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                transactional_id=self.transactional_id, acks=self.acks, timeout_ms=self.request_timeout_ms,
                 topic_data=[{"name": t, "partition_data": p} for t, p in topics.items()])
             try:
                 conn = await self._cluster.connection(node_id)
@@ -549,7 +711,8 @@ class AsyncProducer:
                 if error.invalid_metadata:
                     refresh = True
                     self._cluster.mark_leader_unknown([batch.tp])
-                if code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+                if code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER) \
+                        and self._txn is None:
                     # The broker lost or disagrees with our sequence state: start a
                     # new producer id; this batch fails (it may or may not be written).
                     self._sequences.reset()
@@ -588,6 +751,12 @@ class AsyncProducer:
 
     def _fail_batch(self, batch: ProducerBatch, error: BaseException, *,
                     muted: bool = True) -> None:
+        if self._txn is not None and not isinstance(error, AbortableTransactionError | FatalTransactionError):
+            # A record of the transaction is lost: it can no longer commit.
+            if isinstance(error, KafkaError) and error.code is not None:
+                self._txn.on_error(TxnApi.PRODUCE, error)
+            if self._txn.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
+                self._txn.fail(error, fatal=False, api=TxnApi.PRODUCE)
         if muted:
             self._accumulator.complete(batch.tp)
         for fut in batch.futures:

@@ -34,3 +34,14 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership, for `send_offsets_to_transaction` (KIP-447): the
+    group coordinator fences a TxnOffsetCommit from an older generation or another member.
+    A consumer outside a group, or before its first join, gives generation -1 and ""."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

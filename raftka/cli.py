@@ -360,7 +360,10 @@ def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str
               help="Start at the first record at or after this time (epoch ms or e.g. 2026-11-24T08:00:00Z).")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per record (topic, partition, offset, timestamp, key, value, headers).")
-def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None, group: str | None, from_timestamp: str | None, as_json: bool) -> None:
+@click.option("--isolation-level", default="read_uncommitted", show_default=True,
+              type=click.Choice(["read_uncommitted", "read_committed"]),
+              help="read_committed: only committed transactions' records, up to the last stable offset.")
+def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None, group: str | None, from_timestamp: str | None, as_json: bool, isolation_level: str) -> None:
     """Consume a topic to stdout.
 
     \b
@@ -370,7 +373,8 @@ def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: 
     from raftka.cmd_console import consume
 
     sys.exit(consume(bootstrap, topic, from_beginning, max_messages, partition, offset, properties, timeout_ms,
-                     group=group, from_timestamp=from_timestamp, as_json=as_json))
+                     group=group, from_timestamp=from_timestamp, as_json=as_json,
+                     isolation_level=isolation_level))
 
 
 # --- groups ------------------------------------------------------------------
@@ -580,6 +584,10 @@ def chaos() -> None:
               help="assign: consumers assign every partition; group: they share it as one consumer group.")
 @click.option("--segment-bytes", default=16384, show_default=True, type=click.IntRange(1024),
               help="The chaos topic's segment.bytes (small, so closed segments exist for --nemesis corrupt).")
+@click.option("--workload", default="queue", show_default=True, type=click.Choice(["queue", "txn"]),
+              help="queue: single sends; txn: transactions committed and aborted across partitions, "
+                   "read_committed readers and consume-transform-produce pipelines (exactly once); "
+                   "add --nemesis txn-coordinator-kill to kill the transaction coordinator's node.")
 def chaos_run(**options) -> None:
     """Run a queue workload under faults, then heal, drain and check the history.
 
@@ -893,6 +901,69 @@ def brokers_unregister(bootstrap: str, broker_id: int) -> None:
     from raftka.cmd_brokers import unregister_cmd
 
     sys.exit(unregister_cmd(bootstrap, broker_id))
+
+
+
+# --- transactions ----------------------------------------------------------------
+@main.group()
+def transactions() -> None:
+    """List, describe and abort transactions (like kafka-transactions.sh)."""
+
+
+@transactions.command(name="list")
+@_BOOTSTRAP
+@click.option("--state", "states", multiple=True, metavar="STATE",
+              help="Only transactions in this state (Empty, Ongoing, PrepareCommit, PrepareAbort, "
+                   "CompleteCommit, CompleteAbort); repeatable.")
+@click.option("--producer-id", "producer_ids", multiple=True, type=int, help="Only this producer id; repeatable.")
+def transactions_list(bootstrap: str, states: tuple[str, ...], producer_ids: tuple[int, ...]) -> None:
+    """List the transactional ids every coordinator knows, with their state."""
+    from raftka.cmd_transactions import list_cmd
+
+    sys.exit(list_cmd(bootstrap, states, producer_ids))
+
+
+@transactions.command(name="describe")
+@_BOOTSTRAP
+@click.option("--transactional-id", required=True, help="The transactional id to describe.")
+def transactions_describe(bootstrap: str, transactional_id: str) -> None:
+    """Describe one transactional id: coordinator, producer id and epoch, state, partitions."""
+    import time
+
+    from raftka.cmd_transactions import describe_cmd
+
+    sys.exit(describe_cmd(bootstrap, transactional_id, int(time.time() * 1000)))
+
+
+@transactions.command(name="describe-producers")
+@_BOOTSTRAP
+@click.option("--topic", required=True)
+@click.option("--partition", required=True, type=int)
+def transactions_describe_producers(bootstrap: str, topic: str, partition: int) -> None:
+    """The active producers of a partition and the offset where each one's open transaction starts."""
+    from raftka.cmd_transactions import describe_producers_cmd
+
+    sys.exit(describe_producers_cmd(bootstrap, topic, partition))
+
+
+@transactions.command(name="abort")
+@_BOOTSTRAP
+@click.option("--topic", required=True, help="The partition's topic.")
+@click.option("--partition", required=True, type=int, help="The partition holding the hanging transaction.")
+@click.option("--start-offset", required=True, type=int,
+              help="The offset where the transaction to abort starts (see describe-producers).")
+def transactions_abort(bootstrap: str, topic: str, partition: int, start_offset: int) -> None:
+    """Abort a hanging transaction on one partition (KIP-664).
+
+    \b
+    Finds the producer whose open transaction starts at --start-offset
+    (DescribeProducers) and writes an ABORT marker for it on the partition's
+    leader (WriteTxnMarkers), so the last stable offset can move past it.
+    Use it only for a transaction its coordinator no longer knows.
+    """
+    from raftka.cmd_transactions import abort_cmd
+
+    sys.exit(abort_cmd(bootstrap, topic, partition, start_offset))
 
 
 if __name__ == "__main__":

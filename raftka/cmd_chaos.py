@@ -17,7 +17,8 @@ from raftka.command_config import security as command_security
 def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float, rate: float, topics: int,
         partitions: int, replication_factor: int, min_insync: int, acks: str, idempotence: bool,
         seed: int | None, out: str, against: str | None, partition_mode: str, unclean: bool,
-        consumer_mode: str = "assign", segment_bytes: int | None = 16384, progress: bool = True) -> int:
+        consumer_mode: str = "assign", segment_bytes: int | None = 16384, progress: bool = True,
+        workload: str = "queue") -> int:
     from rich.console import Console
 
     from raftka.chaos.nemesis import parse_kinds
@@ -46,7 +47,7 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
                        rate=rate, partitions=partitions, replication_factor=min(replication_factor, nodes),
                        min_insync=min_insync, acks=acks, idempotence=idempotence, seed=seed, against=against,
                        partition_mode=partition_mode, extra_config=extra, consumer_mode=consumer_mode,
-                       segment_bytes=segment_bytes, security=command_security())
+                       segment_bytes=segment_bytes, security=command_security(), workload=workload)
     counts = {"sends": 0, "ok": 0, "info": 0, "fail": 0, "polled": 0, "faults": 0}
     started = time.monotonic()
     phase_text = ["starting"]
@@ -56,6 +57,8 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
             counts["sends" if o.type == "invoke" else o.type] += 1
         elif o.f == "poll" and o.type == "ok":
             counts["polled"] += len(o.value or ())
+        elif o.f == "txn-poll" and o.type == "ok":
+            counts["polled"] += len(o.value.get("records", ()))
         elif o.process == "nemesis" and isinstance(o.value, dict) and o.value.get("phase") == "start":
             counts["faults"] += 1
 

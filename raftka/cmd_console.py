@@ -210,7 +210,8 @@ def parse_start_timestamp(text: str) -> int:
 def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None,
             partition: int | None, offset: str | None, properties: Sequence[str],
             timeout_ms: int | None, out: IO[bytes] | None = None, *, group: str | None = None,
-            from_timestamp: str | None = None, as_json: bool = False) -> int:
+            from_timestamp: str | None = None, as_json: bool = False,
+            isolation_level: str = "read_uncommitted") -> int:
     try:
         formatter = RecordFormatter.from_properties(parse_properties(properties,
                                                                      CONSUMER_PROPERTIES))
@@ -240,7 +241,7 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
         nonlocal seen
         reset = "earliest" if from_beginning or offset == "earliest" else "latest"
         async with AsyncConsumer(bootstrap, auto_offset_reset=reset, group_id=group,
-                                 request_timeout_ms=10000,
+                                 request_timeout_ms=10000, isolation_level=isolation_level,
                                  client_id="raftka-console-consumer", security=command_security()) as consumer:
             cluster = consumer._require_cluster()
             parts = await cluster.wait_for_partitions(topic, METADATA_TIMEOUT_MS / 1000)

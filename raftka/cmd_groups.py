@@ -10,42 +10,22 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import click
-import trio
 
 from raftka.client.cluster import Cluster
-from raftka.client.errors import KafkaError, UnknownTopicOrPartitionError
+from raftka.client.errors import UnknownTopicOrPartitionError
 from raftka.client.group_admin import delete_group, describe_group, list_groups
 from raftka.client.group_membership import GroupMembership, OffsetAndMetadata
 from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
 from raftka.client.offset_reset import ResetScenario, parse_topic_partitions, plan_reset
 from raftka.client.records import TopicPartition
-from raftka.command_config import security as command_security
+from raftka.cluster_command import run_with_cluster
 
 T = TypeVar("T")
 TIMEOUT_MS = 15000
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    async def main() -> T:
-        async with trio.open_nursery() as nursery:
-            cluster = Cluster(bootstrap, nursery, client_id="raftka-groups", request_timeout_ms=TIMEOUT_MS,
-                              security=command_security())
-            try:
-                return await action(cluster)
-            finally:
-                await cluster.aclose()
-                nursery.cancel_scope.cancel()
-
-    try:
-        return 0, trio.run(main)
-    except BaseException as exc:
-        leaf = exc  # the one error inside the nursery's exception group(s)
-        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-            leaf = leaf.exceptions[0]
-        if not isinstance(leaf, KafkaError | ValueError | _Refused):
-            raise
-        click.echo(f"raftka groups {command}: {leaf}", err=True)
-        return 1, None
+    return run_with_cluster("groups", command, bootstrap, action, (_Refused,))
 
 
 def list_cmd(bootstrap: str) -> int:

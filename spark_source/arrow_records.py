@@ -15,16 +15,23 @@ which Arrow casts to compact `binary` columns in C++.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from raftka.client.fetched_records import whole_batches_end
+from raftka.client.fetched_records import (
+    CONTROL_ABORT,
+    AbortedFilter,
+    control_type,
+    whole_batches_end,
+)
 from raftka.log.batch_header import ATTR_CODEC_MASK, ATTR_TIMESTAMP_TYPE, HEADER_SIZE, parse_header
 from raftka.log.batch_header import verify_crc as check_crc
 from raftka.log.compression import decompress
 from raftka.log.errors import CorruptRecord
+from raftka.log.record_batch import decode_batch
 
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([
     pa.field("key", pa.string()), pa.field("value", pa.binary())])))
@@ -73,9 +80,11 @@ def scan_range(records: bytes | memoryview | None, start: int) -> tuple[int, boo
 
 
 def decode_range(topic: str, partition: int, records: bytes | memoryview | None, start: int,
-                 end: int, *, include_headers: bool = False, verify_crc: bool = True
-                 ) -> DecodedRange:
+                 end: int, *, include_headers: bool = False, verify_crc: bool = True,
+                 aborted: Iterable[tuple[int, int]] | None = None) -> DecodedRange:
     """Records with offsets in [start, end) from one partition's fetched bytes.
+    `aborted` (the Fetch answer's aborted_transactions, read_committed) drops the batches
+    of aborted transactions as the consumer does (client/fetched_records.AbortedFilter).
 
     Raises CorruptRecord for bad CRCs or records that disagree with their
     lengths, UnsupportedCompression for unknown codecs.
@@ -91,6 +100,7 @@ def decode_range(topic: str, partition: int, records: bytes | memoryview | None,
     append_times: list[int] = []  # -1: CreateTime
     next_offset = start
     pos = 0
+    committed = AbortedFilter(aborted) if aborted is not None else None
     while pos < whole_end:
         header = parse_header(view, pos)
         if verify_crc:
@@ -100,6 +110,10 @@ def decode_range(topic: str, partition: int, records: bytes | memoryview | None,
             break
         batch_next = header.base_offset + header.last_offset_delta + 1
         next_offset = max(next_offset, batch_next)
+        if committed is not None and committed.skip(header, lambda at=batch_start: any(
+                control_type(r.key) == CONTROL_ABORT
+                for r in decode_batch(view, at, verify_crc=False).records)):
+            continue
         if header.is_control or batch_next <= start or header.record_count == 0:
             continue
         body = view[batch_start + HEADER_SIZE: pos]

@@ -111,10 +111,12 @@ def _sink_options(options, schema, overwrite: bool):
     return parsed
 
 
-def _resolve(cluster: Cluster, tps: list[TopicPartitionKey], spec: OffsetSpec, option: str):
+def _resolve(cluster: Cluster, tps: list[TopicPartitionKey], spec: OffsetSpec, option: str,
+             isolation_level: int = 0):
     from raftka.spark_source.log_reader import resolve_offsets
 
-    return resolve_offsets(cluster, tps, spec.kind, spec.as_dict(), spec.timestamp, option)
+    return resolve_offsets(cluster, tps, spec.kind, spec.as_dict(), spec.timestamp, option,
+                           isolation_level)
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -145,8 +147,9 @@ class RaftkaBatchReader(DataSourceReader):
             if not tps:
                 return []
             start = await _resolve(cluster, tps, options.starting or OffsetSpec("earliest"),
-                                   "startingOffsets")
-            end = await _resolve(cluster, tps, options.ending, "endingOffsets")
+                                   "startingOffsets", options.isolation_level)
+            end = await _resolve(cluster, tps, options.ending, "endingOffsets",
+                                 options.isolation_level)
             backwards = [f"{t}/{p}: {start[(t, p)]} > {end[(t, p)]}" for t, p in tps
                          if start[(t, p)] > end[(t, p)]]
             if backwards:
@@ -188,7 +191,7 @@ class RaftkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if not tps:
                     return {}
                 return await _resolve(cluster, tps, options.starting or OffsetSpec("latest"),
-                                      "startingOffsets")
+                                      "startingOffsets", options.isolation_level)
 
             self._initial = to_stream_offset(run_with_cluster(options, initial))
         return self._initial
@@ -208,7 +211,8 @@ class RaftkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         async def latest(cluster: Cluster) -> dict[TopicPartitionKey, int]:
             tps = await topic_partitions(cluster, options, must_exist=False)
-            return await list_offsets(cluster, {tp: LATEST for tp in tps}) if tps else {}
+            return await list_offsets(cluster, {tp: LATEST for tp in tps},
+                                      isolation_level=options.isolation_level) if tps else {}
 
         return run_with_cluster(options, latest)
 

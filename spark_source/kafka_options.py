@@ -84,7 +84,7 @@ SPARK_REFUSED_KAFKA = {
 
 # The `kafka.*` settings each side supports (parsed by options.py / sink_options.py).
 SOURCE_KAFKA = ("kafka.bootstrap.servers", "kafka.request.timeout.ms", "kafka.fetch.max.bytes",
-                "kafka.max.partition.fetch.bytes", "kafka.client.id")
+                "kafka.max.partition.fetch.bytes", "kafka.client.id", "kafka.isolation.level")
 SINK_KAFKA = ("kafka.bootstrap.servers", "kafka.acks", "kafka.enable.idempotence",
               "kafka.compression.type", "kafka.linger.ms", "kafka.batch.size",
               "kafka.buffer.memory", "kafka.retries", "kafka.retry.backoff.ms",

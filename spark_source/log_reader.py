@@ -127,16 +127,18 @@ async def topic_partitions(cluster: Cluster, options: SourceOptions, *, must_exi
     return out
 
 
-async def list_offsets(cluster: Cluster, targets: dict[TopicPartitionKey, int]
-                       ) -> dict[TopicPartitionKey, int]:
+async def list_offsets(cluster: Cluster, targets: dict[TopicPartitionKey, int], *,
+                       isolation_level: int = 0) -> dict[TopicPartitionKey, int]:
     """ListOffsets for each partition: target EARLIEST (-2), LATEST (-1: the high
-    watermark) or a timestamp (the first offset at or after it; LATEST's answer
+    watermark; with isolation_level 1, read_committed, the last stable offset) or a timestamp (the first offset at or after it; LATEST's answer
     when no record is that recent). Retries leader moves until the caller's time limit."""
-    found = await list_offsets_by_leader(cluster, {_tp(tp): target for tp, target in targets.items()})
+    found = await list_offsets_by_leader(cluster, {_tp(tp): target for tp, target in targets.items()},
+                                         isolation_level=isolation_level)
     result = {(tp.topic, tp.partition): offset for tp, offset in found.items()}
     too_recent = [tp for tp, offset in result.items() if offset < 0 and targets[tp] >= 0]
     if too_recent:  # no record at or after the timestamp
-        result.update(await list_offsets(cluster, {tp: LATEST for tp in too_recent}))
+        result.update(await list_offsets(cluster, {tp: LATEST for tp in too_recent},
+                                         isolation_level=isolation_level))
     return result
 
 
@@ -146,7 +148,7 @@ def _tp(tp: TopicPartitionKey) -> TopicPartition:
 
 async def resolve_offsets(cluster: Cluster, tps: list[TopicPartitionKey], spec_kind: str,
                           per_partition: dict[TopicPartitionKey, int], timestamp: int | None,
-                          option: str) -> dict[TopicPartitionKey, int]:
+                          option: str, isolation_level: int = 0) -> dict[TopicPartitionKey, int]:
     """Concrete offsets for `tps` from an OffsetSpec's parts. Per-partition JSON
     must cover exactly the selected partitions, as in Spark."""
     if spec_kind in ("offsets", "timestamps"):
@@ -174,7 +176,8 @@ async def resolve_offsets(cluster: Cluster, tps: list[TopicPartitionKey], spec_k
             targets[tp] = per_partition[tp]
         else:
             fixed[tp] = per_partition[tp]
-    return {**fixed, **await list_offsets(cluster, targets)} if targets else fixed
+    return {**fixed, **await list_offsets(cluster, targets, isolation_level=isolation_level)} \
+        if targets else fixed
 
 
 def _names(tps: list[TopicPartitionKey]) -> str:

@@ -60,6 +60,9 @@ class SourceOptions:
     max_partition_fetch_bytes: int = 4 << 20
     request_timeout_ms: int = 30000
     client_id: str = "raftka-spark"
+    # kafka.isolation.level: 0 read_uncommitted (Spark's default), 1 read_committed (ends are
+    # planned at the last stable offset; aborted transactions are dropped).
+    isolation_level: int = 0
     # kafka.security.protocol, kafka.sasl.*, kafka.ssl.* (client/security.py), as Spark's Kafka
     # source passes `kafka.`-prefixed options to its clients.
     security: ClientSecurity | None = None
@@ -272,7 +275,19 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         request_timeout_ms=_positive_int(opts, "kafka.request.timeout.ms", 30000) or 0,
         client_id=str(opts.get("kafka.client.id", "raftka-spark")),
         security=_security(opts),
+        isolation_level=_isolation_level(opts),
     )
+
+
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+
+
+def _isolation_level(opts: Mapping[str, str]) -> int:
+    raw = str(opts.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
+    if raw not in ISOLATION_LEVELS:
+        raise SourceOptionError(
+            f"option kafka.isolation.level must be read_uncommitted or read_committed, got {raw!r}")
+    return ISOLATION_LEVELS[raw]
 
 
 def _security(opts: Mapping[str, str]) -> ClientSecurity | None:

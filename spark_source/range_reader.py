@@ -1,8 +1,10 @@
 """The source's executor side: one offset range of one partition read as Arrow batches.
 
-Range reads fetch raw partition bytes (Fetch with isolation READ_UNCOMMITTED;
-the broker serves consumers only offsets below the high watermark, so every
-byte read is committed) and hand them to `arrow_records.decode_range`. They
+Range reads fetch raw partition bytes (Fetch with `kafka.isolation.level`:
+read_uncommitted by default, as Spark; the broker serves consumers only offsets
+below the high watermark, so every byte read is replicated; read_committed
+stops at the last stable offset and drops aborted transactions) and hand them
+to `arrow_records.decode_range`. They
 use the SDK's `Cluster` (connections, metadata, leader routing) rather than
 `AsyncConsumer.poll`, because the consumer turns every record into Python
 objects, which would cost more than the whole rest of a Spark read.
@@ -52,14 +54,14 @@ async def read_range(cluster: Cluster, options: SourceOptions, rng: OffsetRange,
     failOnDataLoss=false). Leader moves and timeouts are retried until
     kafka.request.timeout.ms passes without progress.
     """
-    send, receive = trio.open_memory_channel[tuple[int, bytes]](1)
+    send, receive = trio.open_memory_channel[tuple[int, bytes, list | None]](1)
 
     async def decode_all() -> None:
         async with receive:
-            async for fetch_offset, records in receive:
+            async for fetch_offset, records, aborted in receive:
                 decoded = await trio.to_thread.run_sync(functools.partial(
                     decode_range, rng.topic, rng.partition, records, fetch_offset, rng.end,
-                    include_headers=options.include_headers))
+                    include_headers=options.include_headers, aborted=aborted))
                 if decoded.batch is not None:
                     await emit(decoded.batch)
 
@@ -92,7 +94,7 @@ def _root_cause(group: BaseExceptionGroup) -> BaseException:
 
 
 async def _fetch_range(cluster: Cluster, options: SourceOptions, rng: OffsetRange,
-                       send: trio.MemorySendChannel[tuple[int, bytes]]) -> None:
+                       send: trio.MemorySendChannel[tuple[int, bytes, list | None]]) -> None:
     tp = TopicPartition(rng.topic, rng.partition)
     offset = rng.start
     partition_max = options.max_partition_fetch_bytes
@@ -119,7 +121,7 @@ async def _fetch_range(cluster: Cluster, options: SourceOptions, rng: OffsetRang
                 continue
         request = FetchRequest(
             replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=options.fetch_max_bytes,
-            isolation_level=0, topics=[{"topic": rng.topic, "partitions": [{
+            isolation_level=options.isolation_level, topics=[{"topic": rng.topic, "partitions": [{
                 "partition": rng.partition, "fetch_offset": offset,
                 "partition_max_bytes": partition_max}]}])
         try:
@@ -150,7 +152,9 @@ async def _fetch_range(cluster: Cluster, options: SourceOptions, rng: OffsetRang
             raise error
         next_offset, partial = scan_range(part.records, offset)
         if next_offset > offset:
-            await send.send((offset, part.records))
+            aborted = None if not options.isolation_level else [
+                (a.producer_id, a.first_offset) for a in (part.aborted_transactions or ())]
+            await send.send((offset, part.records, aborted))
             offset = next_offset
             idle_deadline = trio.current_time() + options.request_timeout_ms / 1000
         elif partial:

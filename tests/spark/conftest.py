@@ -18,6 +18,9 @@ from raftka.client.local_cluster import LocalCluster
 from tests.integration.cluster_support import running_cluster
 
 RETENTION_CHECK = {"log.retention.check.interval.ms": "500"}
+# test_spark_read_committed.py's transactions: a small __transaction_state on one node.
+TRANSACTIONS = {"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "1",
+                "transaction.state.log.min.isr": "1"}
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +50,7 @@ def spark() -> Iterator:
 @pytest.fixture(scope="session")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with running_cluster(tmp_path_factory.mktemp("raftka-node"), nodes=1,
-                         extra=RETENTION_CHECK) as cluster:
+                         extra={**RETENTION_CHECK, **TRANSACTIONS}) as cluster:
         yield cluster
 
 

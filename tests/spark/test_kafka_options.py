@@ -53,6 +53,7 @@ SPARK_TABLE = [
     ("kafka.fetch.max.bytes", "1000000", True, False),
     ("kafka.max.partition.fetch.bytes", "100000", True, False),
     ("kafka.client.id", "me", True, True),
+    ("kafka.isolation.level", "read_committed", True, False),
     ("kafka.session.timeout.ms", "1000", False, False),
     ("path", "/x", False, False),
     ("no.such.option", "1", False, False),

@@ -184,3 +184,27 @@ def test_schema_matches_what_spark_expects(spark) -> None:
         spark_schema = StructType.fromDDL(ddl)
         assert to_arrow_schema(spark_schema, timezone="UTC") == arrow_schema(include)
     assert isinstance(arrow_schema(False), pa.Schema)
+
+
+def test_isolation_level_option() -> None:
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert parse_options(base).isolation_level == 0  # Spark's default: read_uncommitted
+    assert parse_options({**base, "kafka.isolation.level": "read_committed"}).isolation_level == 1
+    assert parse_options({**base, "KAFKA.ISOLATION.LEVEL": "READ_UNCOMMITTED"}).isolation_level == 0
+    with pytest.raises(SourceOptionError, match="kafka.isolation.level"):
+        parse_options({**base, "kafka.isolation.level": "serializable"})
+
+
+def test_read_committed_ranges_drop_aborted_transactions_and_markers() -> None:
+    # The consumer's table (tests/unit/test_fetched_read_committed.py) through the Arrow decoder.
+    from tests.unit.test_fetched_read_committed import CASES
+
+    for batches, aborted, fetch, offsets, next_offset in CASES:
+        decoded = decode_range("t", 0, b"".join(batches), fetch, 1 << 40, aborted=aborted)
+        got = [] if decoded.batch is None else decoded.batch.column("offset").to_pylist()
+        assert got == offsets, (aborted, fetch)
+        assert decoded.next_offset == next_offset
+    # read_uncommitted (no list) keeps the aborted records, never the markers
+    batches, _, _, _, _ = CASES[1]
+    decoded = decode_range("t", 0, b"".join(batches), 0, 1 << 40)
+    assert decoded.batch.column("offset").to_pylist() == [0, 1, 2, 4]

@@ -18,6 +18,7 @@ TREE = {
     "perf": ["produce", "consume"],
     "chaos": ["run"],
     "users": ["create", "delete", "list"],
+    "transactions": ["list", "describe", "describe-producers", "abort"],
 }
 
 
