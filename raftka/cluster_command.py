@@ -1,5 +1,5 @@
-"""Run one admin action against a cluster from a CLI command (`raftka groups`, `raftka
-transactions`): a Cluster with the --command-config security, closed afterwards; a Kafka or
+"""Run one admin action against a cluster from a CLI command (`raftka groups`, `acls`,
+`reassign`, `brokers`, `transactions`): a Cluster with the --command-config security, closed afterwards; a Kafka or
 usage error is printed as `raftka <tool> <command>: <error>` and gives exit status 1."""
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ TIMEOUT_MS = 15000
 
 def run_with_cluster(tool: str, command: str, bootstrap: str,
                      action: Callable[[Cluster], Awaitable[T]],
-                     expected: tuple[type[BaseException], ...] = ()) -> tuple[int, T | None]:
+                     expected: tuple[type[BaseException], ...] = (),
+                     timeout_ms: int = TIMEOUT_MS) -> tuple[int, T | None]:
     """(0, result) or (1, None) after printing the error; `expected` adds error types that
     are reported the same way (besides KafkaError and ValueError)."""
     async def main() -> T:
         async with trio.open_nursery() as nursery:
             cluster = Cluster(bootstrap, nursery, client_id=f"raftka-{tool}",
-                              request_timeout_ms=TIMEOUT_MS, security=command_security())
+                              request_timeout_ms=timeout_ms, security=command_security())
             try:
                 return await action(cluster)
             finally:

@@ -24,8 +24,7 @@ import click
 
 from raftka.client.acl_admin import Acl, AclFilter, create_acls, delete_acls, describe_acls
 from raftka.client.cluster import Cluster
-from raftka.client.errors import KafkaError
-from raftka.command_config import run_with_cluster
+from raftka.cluster_command import run_with_cluster
 from raftka.raft_meta.acls import (
     CLUSTER_NAME,
     AclOperation,
@@ -43,8 +42,7 @@ class UsageError(ValueError):
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    return run_with_cluster(f"acls {command}", "raftka-acls", bootstrap, action, timeout_ms=TIMEOUT_MS,
-                            expected=(KafkaError, ValueError))
+    return run_with_cluster("acls", command, bootstrap, action, timeout_ms=TIMEOUT_MS)
 
 
 def parse_operation(text: str) -> AclOperation:

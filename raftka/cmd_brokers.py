@@ -29,8 +29,8 @@ from raftka.client.cluster import Cluster
 from raftka.client.cluster_admin import unregister_broker
 from raftka.client.errors import KafkaError
 from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
-from raftka.cmd_reassign import Assignment, UsageError, format_assignment, retry_not_controller
-from raftka.command_config import run_with_cluster
+from raftka.cluster_command import run_with_cluster
+from raftka.cmd_reassign import Assignment, format_assignment, retry_not_controller
 
 TIMEOUT_MS = 30000
 
@@ -122,8 +122,7 @@ def rebalance_cmd(bootstrap: str, wait: bool, timeout_s: float) -> int:
 
 
 def _run(command: str, bootstrap: str, action) -> int:
-    status, result = run_with_cluster(f"brokers {command}", "raftka-brokers", bootstrap, action,
-                                      timeout_ms=TIMEOUT_MS, expected=(KafkaError, UsageError))
+    status, result = run_with_cluster("brokers", command, bootstrap, action, timeout_ms=TIMEOUT_MS)
     return status or result
 
 

@@ -37,7 +37,7 @@ from raftka.client.reassign_admin import (
     alter_partition_reassignments,
     list_partition_reassignments,
 )
-from raftka.command_config import run_with_cluster
+from raftka.cluster_command import run_with_cluster
 from raftka.raft_meta.controller_decisions import place_replicas
 from raftka.raft_meta.image import BrokerRegistration
 
@@ -218,8 +218,7 @@ async def _clear_throttles(cluster: Cluster, plan: Assignment) -> None:
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    return run_with_cluster(f"reassign {command}", "raftka-reassign", bootstrap, action, timeout_ms=TIMEOUT_MS,
-                            expected=(KafkaError, UsageError))
+    return run_with_cluster("reassign", command, bootstrap, action, timeout_ms=TIMEOUT_MS)
 
 
 CONTROLLER_RETRY_S = 30.0

@@ -42,38 +42,3 @@ option = click.option("--command-config", type=click.Path(exists=True, dir_okay=
                       callback=_callback, is_eager=True,
                       help="Client properties (security.protocol, sasl.*, ssl.*), as Kafka's tools take.")
 
-
-def run_with_cluster(tool: str, client_id: str, bootstrap: str, action, *, timeout_ms: int,
-                     expected: tuple[type[Exception], ...]) -> tuple[int, object]:
-    """Run `action(cluster)` on a Cluster made with this invocation's security settings.
-
-    Returns (0, result), or (1, None) after printing "raftka TOOL: error" for an error of
-    the `expected` kinds (the cluster said no, was unreachable, or the options were wrong):
-    the error is taken out of the nursery first, so no ExceptionGroup traceback is shown.
-    """
-    import trio
-
-    from raftka.client.cluster import Cluster
-
-    async def main():
-        failure: Exception | None = None
-        result = None
-        async with trio.open_nursery() as nursery:
-            cluster = Cluster(bootstrap, nursery, client_id=client_id, request_timeout_ms=timeout_ms,
-                              security=security())
-            try:
-                result = await action(cluster)
-            except expected as exc:
-                failure = exc
-            finally:
-                await cluster.aclose()
-                nursery.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        return result
-
-    try:
-        return 0, trio.run(main)
-    except expected as exc:
-        click.echo(f"raftka {tool}: {exc}", err=True)
-        return 1, None
