@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pysyncobj.pickle as pysyncobj_pickle
+from pysyncobj.syncobj import _RAFT_STATE
 import pytest
 
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.simulation.checker import Checker, InvariantViolation
+
+_LEADER, _FOLLOWER = _RAFT_STATE.LEADER, _RAFT_STATE.FOLLOWER
 
 
 def _cmd(record: bytes) -> bytes:
@@ -31,6 +34,9 @@ class _Sync:
     def __post_init__(self) -> None:
         self._SyncObj__raftLog = _Journal(self.entries)
         self._SyncObj__raftCommitIndex = self.commit
+        # What the checker reads directly (as _getTerm and _isLeader would).
+        self._SyncObj__raftCurrentTerm = self.term
+        self._SyncObj__raftState = _LEADER if self.leader else _FOLLOWER
 
     def _getTerm(self) -> int:
         return self.term
