@@ -12,7 +12,7 @@ answered survives a coordinator failover.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
 import structlog
 import trio
@@ -53,33 +53,19 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
     groups: dict[str, GroupState] = {}
     metadata: dict[str, bytes | None] = {}
     in_txn: dict[int, list[Record]] = {}  # producer id -> its undecided transactional records
-    offset = partition.log.log_start_offset
-    end = partition.log_end_offset
-    while offset < end:
-        try:
-            info = partition.read(offset, LOAD_READ_BYTES, committed_only=False)
-            data = info.read_bytes()
-        except LogError as exc:
-            log.error("group_metadata.unreadable_log", topic=partition.topic, partition=partition.index,
-                      offset=offset, log_end_offset=end, error=str(exc))
-            break
-        if not data or info.next_offset <= offset:
-            break
-        for batch in _decodable_batches(partition, data):
-            header = batch.header
-            if header.is_control:  # a marker decides the producer's held records
-                held = in_txn.pop(header.producer_id, [])
-                if batch.records and _is_commit(batch.records[0]):
-                    for record in held:
-                        _apply_record(groups, metadata, new_group, record)
-                continue
-            if header.is_transactional:
-                in_txn.setdefault(header.producer_id, []).extend(batch.records)
-                continue
-            for record in batch.records:
-                _apply_record(groups, metadata, new_group, record)
-        offset = info.next_offset
-        await trio.sleep(0)
+    async for batch in log_batches(partition):
+        header = batch.header
+        if header.is_control:  # a marker decides the producer's held records
+            held = in_txn.pop(header.producer_id, [])
+            if batch.records and _is_commit(batch.records[0]):
+                for record in held:
+                    _apply_record(groups, metadata, new_group, record)
+            continue
+        if header.is_transactional:
+            in_txn.setdefault(header.producer_id, []).extend(batch.records)
+            continue
+        for record in batch.records:
+            _apply_record(groups, metadata, new_group, record)
     for group_id, value in metadata.items():
         group = groups.get(group_id)
         if value is None or group is None:
@@ -124,6 +110,30 @@ def _offset_record(record: Record) -> tuple[OffsetKey, CommittedOffset] | None:
     except ValueError as exc:
         log.warning("group_metadata.bad_record", offset=record.offset, error=str(exc))
     return None
+
+
+async def log_batches(partition: Partition) -> AsyncIterator[DecodedBatch]:
+    """Every decodable batch of `partition` from its log start to its log end, for the
+    coordinators' loads (groups here, transactions in broker/txn_coordinator.py). Yields to
+    the event loop between reads. A batch that does not decode is logged and skipped
+    (`group_metadata.corrupt_batch`); a read that fails ends the iteration there
+    (`group_metadata.unreadable_log`)."""
+    offset = partition.log.log_start_offset
+    end = partition.log_end_offset
+    while offset < end:
+        try:
+            info = partition.read(offset, LOAD_READ_BYTES, committed_only=False)
+            data = info.read_bytes()
+        except LogError as exc:
+            log.error("group_metadata.unreadable_log", topic=partition.topic, partition=partition.index,
+                      offset=offset, log_end_offset=end, error=str(exc))
+            return
+        if not data or info.next_offset <= offset:
+            return
+        for batch in _decodable_batches(partition, data):
+            yield batch
+        offset = info.next_offset
+        await trio.sleep(0)
 
 
 def _decodable_batches(partition: Partition, data: bytes) -> Iterator[DecodedBatch]:

@@ -29,11 +29,7 @@ import trio
 
 from raftka.broker import txn_state as ts
 from raftka.broker.group_coordinator import CoordinatorError, append_error_code
-from raftka.broker.group_metadata_manager import (
-    LOAD_READ_BYTES,
-    _decodable_batches,
-    append_and_wait,
-)
+from raftka.broker.group_metadata_manager import append_and_wait, log_batches
 from raftka.broker.partition import Partition
 from raftka.broker.replica_manager import ReplicaManager
 from raftka.broker.txn_markers import MarkerJob, TxnMarkerSender
@@ -48,7 +44,6 @@ from raftka.broker.txn_records import (
 )
 from raftka.broker.txn_state import Decision, TxnMetadata, TxnState
 from raftka.client.protocol import ErrorCode
-from raftka.log.errors import LogError
 from raftka.raft_meta.node_config import NodeConfig
 
 log = structlog.get_logger("broker.txn_coordinator")
@@ -238,7 +233,7 @@ class TxnCoordinator:
             self.txns.pop(tid, None)
         else:
             self.txns[tid] = new
-        log.info("txn.state_written", transactional_id=tid, producer_id=new.producer_id,
+        log.debug("txn.state_written", transactional_id=tid, producer_id=new.producer_id,
                  producer_epoch=new.producer_epoch, state=new.state.display_name,
                  partitions=len(new.partitions))
         if decision.send_markers:
@@ -309,7 +304,7 @@ class TxnCoordinator:
         decision = ts.end_txn(meta, transactional_id, producer_id, producer_epoch, commit, wall_ms())
         code = await self._decide(decision)
         if decision.write is not None and code == 0:
-            log.info("txn.ended", transactional_id=transactional_id, producer_id=producer_id,
+            log.debug("txn.ended", transactional_id=transactional_id, producer_id=producer_id,
                      producer_epoch=producer_epoch, committed=commit)
         return code
 
@@ -401,33 +396,20 @@ async def load_txn_partition(partition: Partition) -> dict[str, TxnMetadata]:
     An undecodable batch or record is logged and skipped; an unreadable log ends the load
     there, as for `__consumer_offsets` (broker/group_metadata_manager.py)."""
     txns: dict[str, TxnMetadata] = {}
-    offset = partition.log.log_start_offset
-    end = partition.log_end_offset
-    while offset < end:
-        try:
-            info = partition.read(offset, LOAD_READ_BYTES, committed_only=False)
-            data = info.read_bytes()
-        except LogError as exc:
-            log.error("txn.unreadable_log", partition=partition.index, offset=offset, error=str(exc))
-            break
-        if not data or info.next_offset <= offset:
-            break
-        for batch in _decodable_batches(partition, data):
-            if batch.header.is_control:
+    async for batch in log_batches(partition):
+        if batch.header.is_control:
+            continue
+        for record in batch.records:
+            if record.key is None:
                 continue
-            for record in batch.records:
-                if record.key is None:
+            try:
+                tid = decode_txn_key(record.key)
+                if record.value is None:
+                    txns.pop(tid, None)
                     continue
-                try:
-                    tid = decode_txn_key(record.key)
-                    if record.value is None:
-                        txns.pop(tid, None)
-                        continue
-                    v = decode_txn_value(record.value)
-                    txns[tid] = ts.from_log(tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
-                                            v.partitions, v.update_ms, v.start_ms)
-                except ValueError as exc:
-                    log.warning("txn.bad_record", partition=partition.index, offset=record.offset, error=str(exc))
-        offset = info.next_offset
-        await trio.sleep(0)
+                v = decode_txn_value(record.value)
+                txns[tid] = ts.from_log(tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
+                                        v.partitions, v.update_ms, v.start_ms)
+            except ValueError as exc:
+                log.warning("txn.bad_record", partition=partition.index, offset=record.offset, error=str(exc))
     return txns

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
-from raftka.broker.tls import inter_broker_security
+from raftka.broker.peer_connections import PeerConnections
 from raftka.broker.txn_state import TxnMetadata, TxnState
-from raftka.client.connection import BrokerConnection
 from raftka.client.protocol import ApiKey, ErrorCode
 
 log = structlog.get_logger("broker.txn_markers")
@@ -65,7 +64,7 @@ class TxnMarkerSender:
         self._is_current = is_current
         self.jobs: dict[str, MarkerJob] = {}  # by transactional id: one decided transaction each
         self._wake = trio.Event()
-        self._conns: dict[int, BrokerConnection] = {}
+        self._peers = PeerConnections(replicas, f"raftka-txn-coordinator-{replicas.node_id}", REQUEST_TIMEOUT_S)
         self._failing: set[int] = set()  # brokers whose last send failed (logged once, then debug)
         # One request in flight per broker, each on its own (a slow broker delays only its
         # partitions' markers); a broker that failed or asked for a retry waits out the backoff.
@@ -84,19 +83,16 @@ class TxnMarkerSender:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await nursery.start(self._peers.run)
             task_status.started()
-            try:
-                while True:
-                    self._wake = trio.Event()  # renewed first: a wake during the round is kept
-                    if not self.jobs:
+            while True:
+                self._wake = trio.Event()  # renewed first: a wake during the round is kept
+                if not self.jobs:
+                    await self._wake.wait()
+                    continue
+                if await self._round():
+                    with trio.move_on_after(RETRY_BACKOFF_S):  # retry pacing, or news
                         await self._wake.wait()
-                        continue
-                    if await self._round():
-                        with trio.move_on_after(RETRY_BACKOFF_S):  # retry pacing, or news
-                            await self._wake.wait()
-            finally:
-                for conn in self._conns.values():
-                    await conn.aclose()
 
     async def _round(self) -> bool:
         """Send what is owed, complete what is done. True if something waits for a retry."""
@@ -137,20 +133,6 @@ class TxnMarkerSender:
                 waiting = True
         return waiting or any(j.remaining for j in self.jobs.values())
 
-    async def _connection(self, broker_id: int) -> BrokerConnection | None:
-        conn = self._conns.get(broker_id)
-        if conn is not None and not conn.closed:
-            return conn
-        endpoint = self.replicas.leader_endpoint(broker_id)
-        if endpoint is None or self._nursery is None:
-            return None
-        conn = await BrokerConnection.connect(
-            self._nursery, endpoint[0], endpoint[1], client_id=f"raftka-txn-coordinator-{self.replicas.node_id}",
-            request_timeout=REQUEST_TIMEOUT_S, node_id=broker_id,
-            security=inter_broker_security(self.replicas.config))
-        self._conns[broker_id] = conn
-        return conn
-
     async def _send_task(self, broker_id: int, work: list[tuple[MarkerJob, list[tuple[str, int]]]]) -> None:
         try:
             if not await self._send(broker_id, work):
@@ -170,7 +152,7 @@ class TxnMarkerSender:
                             "transaction_result": job.commit, "coordinator_epoch": job.coordinator_epoch,
                             "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]})
         try:
-            conn = await self._connection(broker_id)
+            conn = await self._peers.get(broker_id)
             if conn is None:
                 return False
             response = await conn.request(ApiKey.WRITE_TXN_MARKERS, {"markers": markers},
@@ -179,9 +161,7 @@ class TxnMarkerSender:
             (log.debug if broker_id in self._failing else log.info)(
                 "txn_markers.send_failed", broker=broker_id, markers=len(markers), error=str(exc))
             self._failing.add(broker_id)
-            conn = self._conns.pop(broker_id, None)
-            if conn is not None:
-                await conn.aclose()
+            await self._peers.drop(broker_id)
             return False
         self._failing.discard(broker_id)
         by_pid = {job.meta.producer_id: job for job, _ in work}

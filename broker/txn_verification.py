@@ -27,9 +27,8 @@ from __future__ import annotations
 import structlog
 import trio
 
-from raftka.broker.tls import inter_broker_security
+from raftka.broker.peer_connections import PeerConnections
 from raftka.broker.txn_records import partition_for_txn
-from raftka.client.connection import BrokerConnection
 from raftka.client.protocol import ApiKey, ErrorCode
 
 log = structlog.get_logger("broker.txn_verification")
@@ -58,21 +57,10 @@ class TxnVerifier:
 
     def __init__(self, replicas) -> None:
         self.replicas = replicas
-        self._conns: dict[int, BrokerConnection] = {}
-        self._locks: dict[int, trio.Lock] = {}
-        self._nursery: trio.Nursery | None = None
+        self._peers = PeerConnections(replicas, f"raftka-txn-verification-{replicas.node_id}", REQUEST_TIMEOUT_S)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
-                for conn in self._conns.values():
-                    with trio.CancelScope(shield=True):
-                        await conn.aclose()
+        await self._peers.run(task_status=task_status)
 
     def _coordinator(self, transactional_id: str) -> int | None:
         image = self.replicas.image
@@ -84,23 +72,6 @@ class TxnVerifier:
             return None
         return part.leader
 
-    async def _connection(self, broker_id: int) -> BrokerConnection | None:
-        lock = self._locks.setdefault(broker_id, trio.Lock())
-        async with lock:  # one connection per coordinator, however many produces ask at once
-            conn = self._conns.get(broker_id)
-            if conn is not None and not conn.closed:
-                return conn
-            endpoint = self.replicas.leader_endpoint(broker_id)
-            if endpoint is None or self._nursery is None:
-                return None
-            conn = await BrokerConnection.connect(
-                self._nursery, endpoint[0], endpoint[1],
-                client_id=f"raftka-txn-verification-{self.replicas.node_id}",
-                request_timeout=REQUEST_TIMEOUT_S, node_id=broker_id,
-                security=inter_broker_security(self.replicas.config))
-            self._conns[broker_id] = conn
-            return conn
-
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      topic: str, partition: int) -> int:
         """The Produce error for this transactional write (0: the partition was added)."""
@@ -111,16 +82,14 @@ class TxnVerifier:
                                   "producer_epoch": producer_epoch, "verify_only": True,
                                   "topics": [{"name": topic, "partitions": [partition]}]}]}
         try:
-            conn = await self._connection(coordinator)
+            conn = await self._peers.get(coordinator)
             if conn is None:
                 return int(ErrorCode.NOT_ENOUGH_REPLICAS)
             response = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, body, version=VERIFY_VERSION)
         except Exception as exc:  # connection refused or lost, timeout, a malformed answer
             log.info("txn_verification.failed", coordinator=coordinator, transactional_id=transactional_id,
                      topic=topic, partition=partition, error=str(exc))
-            conn = self._conns.pop(coordinator, None)
-            if conn is not None:
-                await conn.aclose()
+            await self._peers.drop(coordinator)
             return int(ErrorCode.NOT_ENOUGH_REPLICAS)
         code = response.error_code
         for txn in response.results_by_transaction:

@@ -57,7 +57,7 @@ async def handle_init_producer_id(ctx, header, request, conn=None) -> InitProduc
     epoch = request.producer_epoch if header.api_version >= 3 else -1
     result = await ctx.txns.init_producer_id(tid, request.transaction_timeout_ms, pid, epoch)
     if result.error:
-        log.info("txn.init_refused", transactional_id=tid, error=result.error)
+        log.debug("txn.init_refused", transactional_id=tid, error=result.error)
     return answer(result.error, result.producer_id, result.producer_epoch)
 
 

@@ -209,7 +209,8 @@ def test_describe_of_an_unknown_id_and_the_state_topic_on_disk(server, conn):
 def test_a_moved_coordinator_answers_not_coordinator_and_the_new_one_loads_the_state(tmp_path):
     """Three nodes, one `__transaction_state` partition (RF 3): stop its leader mid-transaction;
     the new leader replays the partition and serves the transaction; the old leader, back as a
-    follower, answers NOT_COORDINATOR."""
+    follower, answers NOT_COORDINATOR. Then a coordinator killed with markers still owed: its
+    successor resumes them."""
     from tests.integration.cluster_support import running_cluster
 
     with running_cluster(tmp_path, 3, extra={"transaction.state.log.num.partitions": "1"}) as cluster:
@@ -239,6 +240,37 @@ def test_a_moved_coordinator_answers_not_coordinator_and_the_new_one_loads_the_s
             assert end(conn, tid, pid, epoch, False) == 16  # NOT_COORDINATOR
             assert describe(conn, tid).error_code == 16
             assert init(conn, tid).error_code == 16
+        # A decided transaction whose markers cannot land yet (its only partition's one replica,
+        # on the third node, is stopped) survives a coordinator move: the next coordinator
+        # loads PrepareCommit and sends the markers once that partition is back.
+        third = next(i for i in cluster.nodes if i not in (old, new))
+        with WireConnection(cluster.nodes[new].bootstrap) as conn:
+            created = conn.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
+                "name": "resume-data", "num_partitions": -1, "replication_factor": -1,
+                "assignments": [{"partition_index": 0, "broker_ids": [third]}],
+                "configs": [{"name": "min.insync.replicas", "value": "1"}]}],  # markers need min.isr
+                "timeout_ms": 15000, "validate_only": False})
+            assert created.topics[0].error_code == 0
+            pid2, epoch2 = begun(conn, "resume-txn")
+            wait_until(lambda: add(conn, "resume-txn", pid2, epoch2, [("resume-data", 0)]) == {("resume-data", 0): 0},
+                       timeout=30, what="resume-data in the coordinator's metadata")
+            cluster.stop_node(third)
+            assert end(conn, "resume-txn", pid2, epoch2, True) == 0
+            assert describe(conn, "resume-txn").transaction_state == "PrepareCommit"
+        with WireConnection(cluster.nodes[old].bootstrap) as conn:
+            # The old node is the partition's preferred leader (it led it first): elect it again.
+            def elected() -> bool:
+                response = conn.request(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "timeout_ms": 15000,
+                                        "topic_partitions": [{"topic": "__transaction_state", "partitions": [0]}]})
+                [result] = response.replica_election_results[0].partition_result
+                return result.error_code in (0, 84)  # 84: ELECTION_NOT_NEEDED (already the leader)
+            wait_until(elected, timeout=60, what="the preferred leader's election")
+            state = wait_until(lambda: (lambda s: s if s.error_code == 0 else None)(describe(conn, "resume-txn")),
+                               timeout=60, what="the old node's load")
+            assert (state.transaction_state, state.producer_id) == ("PrepareCommit", pid2)
+            cluster.start_node(third, wait=True)
+            wait_until(lambda: describe(conn, "resume-txn").transaction_state == "CompleteCommit", timeout=60,
+                       what="the resumed markers and CompleteCommit")
 
 
 def test_idle_ids_expire_ongoing_ones_do_not_and_both_survive_a_kill(tmp_path):
