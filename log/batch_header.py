@@ -32,6 +32,7 @@ ATTR_CODEC_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08  # 1 = LogAppendTime
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40  # baseTimestamp holds the cleaner's delete horizon (KIP-534)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -91,6 +92,10 @@ class BatchHeader:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & ATTR_DELETE_HORIZON)
 
     @property
     def has_producer_id(self) -> bool:

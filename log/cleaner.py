@@ -26,19 +26,32 @@ Kafka semantics, with these documented differences:
 Transactions: the partition log cleans only below the last stable offset, and
 passes the aborted transactions of the range (from its `.txnindex` files);
 `aborted_batches` finds their data batches, which are dropped whatever their keys
-(and never count as a key's newest record). Transaction markers (control
-batches) are always kept: Kafka removes a marker `delete.retention.ms` after its
-transaction's data is gone (a deadline stamped into the batch); raftka keeps
-them (78 bytes each), so a consumer never meets aborted data without its marker.
+(and never count as a key's newest record). A transaction marker stays while
+any data of its transaction does; once none is left (the cleaner passes over
+the segments in log order, carrying `MarkerState` from one to the next), the
+first clean stamps the marker with a delete horizon (attribute bit 6,
+`baseTimestamp` = now + `delete.retention.ms`, as Kafka's KIP-534 cleaner does) and a
+clean after the horizon removes it, so a consumer that was reading the aborted
+data still meets its marker. A removed marker is removed whole (never left as
+an empty control batch, which aiokafka rejects under read_committed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass, field
 
-from raftka.log.batch_header import BatchHeader, iter_headers
+from raftka.log.batch_header import ATTR_DELETE_HORIZON, BatchHeader, iter_headers, update_crc
 from raftka.log.record_batch import Record, decode_batch, encode_batch
 from raftka.log.txn_index import AbortedTxn
+
+
+@dataclass
+class MarkerState:
+    """Across the segments of one cleaning pass: the producers whose current transaction
+    still has data in the cleaned log (its marker must stay)."""
+
+    with_data: set[int] = field(default_factory=set)
 
 
 def aborted_batches(segment_buffers: Iterable[bytes], aborted: Iterable[AbortedTxn]) -> frozenset[int]:
@@ -90,6 +103,7 @@ def clean_segment(
     tombstone_safe_before_ms: int | None,
     producer_last_offsets: Mapping[int, int] | None = None,
     aborted: Set[int] = frozenset(),
+    markers: MarkerState | None = None,
 ) -> bytes:
     """Return the compacted form of the whole batches in `buf`.
 
@@ -104,7 +118,10 @@ def clean_segment(
     batch within `buf`, which keeps at least as much.
 
     Batches whose base offset is in `aborted` (see `aborted_batches`) lose every
-    record. Batches that lose nothing, and control batches, are copied byte for byte.
+    record. With `markers` (the pass's state, carried across its segments in log
+    order), a control batch whose transaction has no data left is stamped with a
+    delete horizon, then removed once `now_ms` passes it; without it, control
+    batches are kept. Batches that lose nothing are copied byte for byte.
     Raises CorruptRecord / InvalidRecord for malformed input (nothing is
     written then: the caller keeps its old segment).
     """
@@ -121,12 +138,21 @@ def clean_segment(
     for header in headers:
         raw = buf[header.position : header.position + header.size]
         if header.is_control:
-            out.append(raw)
+            if markers is None or header.producer_id in markers.with_data:
+                if markers is not None:
+                    markers.with_data.discard(header.producer_id)
+                out.append(raw)
+            elif not header.has_delete_horizon:
+                out.append(_with_delete_horizon(buf, header, now_ms + delete_retention_ms))
+            elif now_ms < header.base_timestamp:
+                out.append(raw)
             continue
         records = decode_batch(buf, header.position).records
         expired = header.max_timestamp < tombstone_horizon
         kept = [] if header.base_offset in aborted else [
             r for r in records if _keep(r, offset_map, expired, tombstone_safe_before_ms)]
+        if markers is not None and kept and header.is_transactional:
+            markers.with_data.add(header.producer_id)
         if len(kept) == len(records):
             out.append(raw)
         elif kept:
@@ -156,6 +182,19 @@ def _keep(
         )
         return not safe
     return True
+
+
+def _with_delete_horizon(buf: bytes, header: BatchHeader, horizon_ms: int) -> bytes:
+    """The control batch at `header` with attribute bit 6 set and `baseTimestamp` = `horizon_ms`
+    (Kafka's delete horizon); maxTimestamp is unchanged, so time retention and the time index
+    are not moved. (Its one record's timestamp now reads as the horizon: Kafka keeps it with a
+    negative delta; nothing reads a marker's record timestamp.)"""
+    out = bytearray(buf[header.position : header.position + header.size])
+    attributes = header.attributes | ATTR_DELETE_HORIZON
+    out[21:23] = attributes.to_bytes(2, "big", signed=True)
+    out[27:35] = horizon_ms.to_bytes(8, "big", signed=True)
+    update_crc(out)
+    return bytes(out)
 
 
 def _reencode(header: BatchHeader, records: list[Record]) -> bytes:

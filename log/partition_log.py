@@ -91,7 +91,7 @@ from raftka.log.batch_header import (
     verify_crc,
 )
 from raftka.log.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_offsets
-from raftka.log.cleaner import aborted_batches, build_offset_map, clean_segment
+from raftka.log.cleaner import MarkerState, aborted_batches, build_offset_map, clean_segment
 from raftka.log.config import LONG_MAX, LogConfig
 from raftka.log.control_record import ControlRecord, encode_marker, read_control_record
 from raftka.log.errors import (
@@ -1145,6 +1145,7 @@ class PartitionLog:
             if entry.batches
         }
         cleaned_count = before = after = 0
+        markers = MarkerState()  # carried through the segments in log order
         for segment, buf in zip(cleanable, buffers, strict=True):
             cleaned = clean_segment(
                 buf,
@@ -1154,6 +1155,7 @@ class PartitionLog:
                 tombstone_safe_before_ms=None,
                 producer_last_offsets=producer_last_offsets,
                 aborted=aborted,
+                markers=markers,
             )
             before += len(buf)
             after += len(cleaned)

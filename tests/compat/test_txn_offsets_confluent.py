@@ -60,6 +60,9 @@ def _transform(bootstrap: str, group: str, tid: str, count: int, commit: bool) -
             producer.produce(SINK, b"out-" + message.value(), partition=0)
         producer.send_offsets_to_transaction([TopicPartition(SOURCE, 0, messages[-1].offset() + 1)],
                                              consumer.consumer_group_metadata(), TIMEOUT)
+        # Delivered before the outcome, so an aborted run leaves its outputs in the log too
+        # (abort_transaction would otherwise purge the ones not yet sent).
+        assert producer.flush(TIMEOUT) == 0
         if commit:
             producer.commit_transaction(TIMEOUT)
         else:

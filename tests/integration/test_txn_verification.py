@@ -72,8 +72,8 @@ def test_txn_offset_commit_needs_add_offsets_to_txn(server) -> None:
         wait_until(lambda: conn.find_coordinator(group).error_code == 0, timeout=TIMEOUT, what="a group coordinator")
         response = init(conn, tid, version=1)
         pid, epoch = response.producer_id, response.producer_epoch
-        wait_until(lambda: txn_offset_commit(conn, group, pid, epoch, TOPIC, 4, tid=tid) != 14, timeout=TIMEOUT,
-                   what="the group coordinator's load")
+        wait_until(lambda: conn.fetch_offsets(group, TOPIC, [0]).error_code == 0, timeout=TIMEOUT,
+                   what="the group coordinator's load")  # 14 while it loads
         assert txn_offset_commit(conn, group, pid, epoch, TOPIC, 4, tid=tid) == 48  # not added to the transaction
         added = conn.request(ApiKey.ADD_OFFSETS_TO_TXN, 0, {"transactional_id": tid, "producer_id": pid,
                                                            "producer_epoch": epoch, "group_id": group})

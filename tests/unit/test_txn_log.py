@@ -278,3 +278,28 @@ def test_compaction_drops_aborted_data_keeps_markers_and_stops_at_the_lso(plog) 
         (0, b"a", b"old"), (3, b"b", b"b1"), (4, b"b", b"open"), (5, b"b", b"b2"), (6, b"z", b"z")]
     assert [o for o, _, _, control in kept if control] == [2]
     assert log.collect_aborted_txns(0, 7) == [AbortedTxn(P1, 1, 2, 3)]
+
+
+def test_a_marker_outlives_its_data_by_delete_retention_ms(plog) -> None:
+    day = 86_400_000
+    log = plog(cleanup_policy="compact", min_compaction_lag_ms=0, delete_retention_ms=day)
+    log.append(_keyed(b"a", b"aborted", pid=P1, seq=0, transactional=True), 0)  # 0
+    log.append_marker(P1, 0, 0, False, 0)  # 1: ABORT, its data goes at the first clean
+    log.append(_keyed(b"b", b"kept", pid=P2, seq=0, transactional=True), 0)  # 2
+    log.append_marker(P2, 0, 0, True, 0)  # 3: COMMIT, its data stays: so does the marker
+    log.roll()
+    log.append(_keyed(b"z", b"z"), 0)  # 4
+    log.producer_state.on_high_watermark(5)
+
+    def markers() -> list[tuple[int, bool]]:
+        from raftka.log.record_batch import iter_batches
+        return [(b.header.base_offset, b.header.has_delete_horizon)
+                for b in iter_batches(log.read_bytes(0, 1 << 20)) if b.header.is_control]
+
+    log.compact(now_ms=1_000)  # the ABORT's data is gone: its marker gets a horizon
+    assert markers() == [(1, True), (3, False)]
+    log.compact(now_ms=1_000 + day - 1)  # before the horizon: still there
+    assert markers() == [(1, True), (3, False)]
+    log.compact(now_ms=1_000 + day)  # the horizon passed: the marker goes
+    assert markers() == [(3, False)]
+    assert [(o, v) for o, _, v, control in _values(log) if not control] == [(2, b"kept"), (4, b"z")]
