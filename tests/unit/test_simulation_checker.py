@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pysyncobj.pickle as pysyncobj_pickle
-from pysyncobj.syncobj import _RAFT_STATE
 import pytest
+from pysyncobj.syncobj import _RAFT_STATE
 
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.simulation.checker import Checker, InvariantViolation
