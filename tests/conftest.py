@@ -10,3 +10,60 @@ pytest_plugins = ["pytester"]
 # An application's own test folder, run by tests/packaging/test_installed_wheel.py in a fresh
 # venv against the built wheel; collected here its `client`/`log` modules would be ambiguous.
 collect_ignore = ["packaging/app_template"]
+
+
+# -- scheduling under pytest-xdist (`make test`: -n 4 --dist loadgroup --no-loadscope-reorder) --
+# The suite mostly waits (cluster starts, elections, Spark JVMs), so it runs on more workers
+# than cores. xdist hands out work units in collection order: the longest tests come first
+# and the many short unit tests fill the tail. A work unit is one module (its module- and
+# package-scoped clusters start once), every test of the Spark package that uses the shared
+# local SparkSession (one JVM, not one per worker), or one test (chaos runs, unit tests).
+SLOW_FIRST = (
+    "tests/packaging/",
+    "tests/spark/test_spark_connect.py",
+    "tests/spark/test_spark_autodiscovery.py",
+    "tests/spark/test_spark_standalone.py",
+    "tests/chaos/test_chaos_runs.py",
+    "tests/spark/",
+    "tests/compat/test_security.py",
+    "tests/integration/test_secure_cluster.py",
+    "tests/integration/test_cluster_control.py",
+    "tests/integration/test_reassignment_cluster.py",
+    "tests/integration/test_metadata_snapshots.py",
+    "tests/integration/test_cluster_isr.py",
+    "tests/compat/test_kafkajs.py",
+    "tests/compat/",
+    "tests/integration/",
+    "tests/chaos/",
+    "tests/unit/test_quorum_simulation.py",
+    "tests/unit/test_config_decisions.py",
+    "tests/unit/test_record_validator.py",
+    "tests/unit/test_group_assignors.py",
+)
+# Tests that are their own work unit: no costly module fixture, and some modules are long.
+SPREAD = ("tests/chaos/test_chaos_runs.py", "tests/unit/", "tests/fuzz/")
+
+
+FAST_LAST = ("tests/unit/", "tests/fuzz/")  # after everything else, new folders included
+
+
+def _slow_rank(nodeid: str) -> int:
+    default = len(SLOW_FIRST) + nodeid.startswith(FAST_LAST)
+    return next((i for i, prefix in enumerate(SLOW_FIRST) if nodeid.startswith(prefix)), default)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    import pytest
+
+    items.sort(key=lambda item: _slow_rank(item.nodeid))  # stable: each module stays in its order
+    if not config.getoption("dist", "no") == "loadgroup":
+        return
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith(SPREAD):
+            continue
+        if path.startswith("tests/spark/") and "spark" in item.fixturenames:
+            group = "spark-session"
+        else:
+            group = path
+        item.add_marker(pytest.mark.xdist_group(group))
