@@ -18,16 +18,24 @@ collect_ignore = ["packaging/app_template"]
 # and the many short unit tests fill the tail. A work unit is one module (its module- and
 # package-scoped clusters start once), every test of the Spark package that uses the shared
 # local SparkSession (one JVM, not one per worker), or one test (chaos runs, unit tests).
+# The Spark jobs (CPU-heavy JVMs, whose Python workers must connect back in time) alternate
+# with the waiting chaos runs and cluster tests, so that few of them run at once.
+CHAOS = "tests/chaos/test_chaos_runs.py::test_"
 SLOW_FIRST = (
     "tests/packaging/",
+    CHAOS + "short_run_under_kill",
+    CHAOS + "short_run_under_the_quorum",
+    CHAOS + "corrupted",
     "tests/spark/test_spark_connect.py",
+    CHAOS + "group_consumers",
+    CHAOS + "harness_reports",
     "tests/spark/test_spark_autodiscovery.py",
-    "tests/spark/test_spark_standalone.py",
-    "tests/chaos/test_chaos_runs.py",
-    "tests/spark/",
     "tests/compat/test_security.py",
     "tests/integration/test_secure_cluster.py",
+    "tests/spark/test_spark_standalone.py",
     "tests/integration/test_cluster_control.py",
+    "tests/spark/",
+    "tests/chaos/test_chaos_runs.py",
     "tests/integration/test_reassignment_cluster.py",
     "tests/integration/test_metadata_snapshots.py",
     "tests/integration/test_cluster_isr.py",

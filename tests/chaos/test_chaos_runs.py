@@ -15,7 +15,7 @@ from raftka.log.batch_header import iter_headers
 
 
 def test_short_run_under_kill_pause_partition_is_valid(tmp_path):
-    config = RunConfig(out=tmp_path, nodes=3, time_limit=25, nemeses=("kill", "pause", "partition"), interval=5,
+    config = RunConfig(out=tmp_path, nodes=3, time_limit=30, nemeses=("kill", "pause", "partition"), interval=5,
                        rate=30, partitions=2, seed=7)
     result = run(config)
     summary = result.check.to_json()
