@@ -64,9 +64,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     import pytest
 
     items.sort(key=lambda item: _slow_rank(item.nodeid))  # stable: each module stays in its order
-    if not config.getoption("dist", "no") == "loadgroup":
-        return
-    for item in items:
+    for item in items:  # the marks matter only under --dist loadgroup (on workers dist is "no")
         path = item.nodeid.split("::", 1)[0]
         if path.startswith(SPREAD):
             continue
