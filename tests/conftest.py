@@ -1,5 +1,7 @@
 """Test-process logging: warnings and above only (the SDK logs connection details at debug)."""
 
+import pytest
+
 from raftka.logging_setup import configure_logging
 
 configure_logging(level="WARNING")
@@ -60,9 +62,8 @@ def _slow_rank(nodeid: str) -> int:
     return next((i for i, prefix in enumerate(SLOW_FIRST) if nodeid.startswith(prefix)), default)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items) -> None:
-    import pytest
-
     items.sort(key=lambda item: _slow_rank(item.nodeid))  # stable: each module stays in its order
     for item in items:  # the marks matter only under --dist loadgroup (on workers dist is "no")
         path = item.nodeid.split("::", 1)[0]
