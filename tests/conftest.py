@@ -17,8 +17,8 @@ collect_ignore = ["packaging/app_template"]
 # than cores. xdist hands out work units in collection order: the longest tests come first
 # and the many short unit tests fill the tail. A work unit (`work_unit`, our scheduler's scope)
 # is one module (its module- and package-scoped clusters start once), the Spark package's tests
-# that share the local SparkSession (one JVM, not one per worker), or one test (chaos runs,
-# unit tests). (xdist's own loadgroup cannot be used: pytest 9 ignores the node ids it edits.)
+# that share the local SparkSession (one JVM, not one per worker), the Spark jobs (one after
+# the other, beside the wheel's), or one test (chaos runs, unit tests). (xdist's own loadgroup cannot be used: pytest 9 ignores the node ids it edits.)
 # The Spark jobs (CPU-heavy JVMs, whose Python workers must connect back in time) alternate
 # with the waiting chaos runs and cluster tests, so that few of them run at once.
 CHAOS = "tests/chaos/test_chaos_runs.py::test_"
@@ -65,7 +65,9 @@ def work_unit(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     if path.startswith(SPREAD):
         return nodeid
-    if path.startswith("tests/spark/") and not path.startswith(SPARK_JOBS):
+    if path.startswith(SPARK_JOBS):
+        return "tests/spark/ (Spark jobs in subprocesses, one at a time)"
+    if path.startswith("tests/spark/"):
         return "tests/spark/ (the shared SparkSession)"
     return path
 
