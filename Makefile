@@ -6,7 +6,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEV_STAMP := $(VENV)/.installed-dev-stamp
-PYTEST_ARGS ?= -n 2 --durations=25
+# -n 4 on 2 cores: the suite mostly waits (clusters, elections, JVMs); tests/conftest.py orders
+# the work (longest first) and groups it in work units (a module: its clusters start once).
+PYTEST_ARGS ?= -n 4 --dist loadscope --no-loadscope-reorder --durations=25
 # make fuzz N=1000000 SEED=42 KINDS=protocol (KINDS=all adds CRC-valid malformed batches)
 N     ?= 100000
 SEED  ?=

@@ -38,7 +38,7 @@ def test_short_run_under_kill_pause_partition_is_valid(tmp_path):
 def test_short_run_under_the_quorum_nemesis_checks_the_metadata(tmp_path):
     """The Raft leader killed, paused and isolated (seed 2 draws all three) while topics come and
     go: the voters' image digests are compared, the topic changes and leader epochs checked."""
-    config = RunConfig(out=tmp_path, nodes=3, time_limit=24, nemeses=("quorum",), interval=5,
+    config = RunConfig(out=tmp_path, nodes=3, time_limit=23, nemeses=("quorum",), interval=5,
                        rate=20, partitions=2, seed=2)
     result = run(config)
     summary = result.check.to_json()
@@ -93,13 +93,15 @@ def test_corrupted_segments_are_detected_and_every_committed_message_survives(tm
 def test_group_consumers_under_kill_and_pause_are_valid(tmp_path):
     """Consumers in one group (members leave and rejoin, so it rebalances): going back or
     skipping ahead is excused only across a new assignment, and the run comes out valid."""
-    config = RunConfig(out=tmp_path, nodes=3, time_limit=16, nemeses=("kill", "pause"), interval=4, rate=30,
+    config = RunConfig(out=tmp_path, nodes=3, time_limit=13, nemeses=("kill", "pause"), interval=4, rate=30,
                        partitions=2, seed=6, consumer_mode="group")
     result = run(config)
     summary = result.check.to_json()
     assert result.drained, summary
     assert result.check.valid, summary
     history = read_history(result.directory / "history.jsonl")
+    phases = {(o.f, o.value.get("phase")) for o in history if o.process == "nemesis" and isinstance(o.value, dict)}
+    assert {(kind, phase) for kind in ("kill", "pause") for phase in ("start", "stop")} <= phases, phases
     assigns = [o for o in history if o.f == "assign" and o.type == "ok"]
     polls = [o for o in history if o.f == "poll" and o.type == "ok"]
     assert all(isinstance(o.value, dict) and o.value["epoch"] >= 1 for o in assigns), assigns
@@ -111,7 +113,7 @@ def test_group_consumers_under_kill_and_pause_are_valid(tmp_path):
 def test_harness_reports_lost_writes_after_unclean_election(tmp_path):
     """Kafka 0.8's loss, on purpose: min ISR 1 + unclean election, leader cut off from its
     followers (it acknowledges alone), then killed; a follower without those writes leads."""
-    config = RunConfig(out=tmp_path, nodes=3, time_limit=16, nemeses=("isolate-leader-then-kill",), interval=8,
+    config = RunConfig(out=tmp_path, nodes=3, time_limit=12, nemeses=("isolate-leader-then-kill",), interval=8,
                        rate=40, partitions=1, seed=1, min_insync=1,
                        extra_config={"unclean.leader.election.enable": "true"})
     result = run(config)

@@ -49,7 +49,7 @@ class Secured:
             certs.issue(self.ca, "alice-cert", unit="Svc"), self.tls, "client")
         self.ssl_port = free_low_port(set())
         self.cluster = LocalCluster(directory, 1, listener_protocol="SASL_SSL", node_config=self.node_config,
-                                    extra_config={"num.partitions": "1"})
+                                    extra_config={"num.partitions": "1", "group.initial.rebalance.delay.ms": "0"})
 
     def node_config(self, node) -> dict[str, str]:
         keystore = node.directory / "tls" / "keystore.pem"
@@ -177,30 +177,39 @@ def test_mtls_principal_from_the_certificate(secured: Secured) -> None:
     assert any('"principal": "User:alice-cert"' in line for line in secured.log_events("tls.client_authenticated"))
 
 
-def _metadata_fails(conf: dict) -> str:
-    """The error librdkafka reports when this client cannot get metadata."""
+def _metadata_fails(conf: dict, expect: str = "") -> str:
+    """The error librdkafka reports when this client cannot get metadata: the request fails, then
+    the error callback reports the refusal (`expect`, any error if empty), waited for."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     errors: list = []
     admin = AdminClient({**conf, "error_cb": errors.append})
     with pytest.raises(KafkaException) as info:
-        admin.list_topics(timeout=5)
-    admin.poll(1)  # error callbacks are served by poll
-    return " ".join(str(e) for e in [*errors, info.value])
+        admin.list_topics(timeout=1)  # refused clients never get metadata: a timeout fails too
+
+    def reported() -> str | None:
+        admin.poll(0.1)  # error callbacks are served by poll
+        text = " ".join(str(e) for e in [*errors, info.value])
+        return text if errors and expect.lower() in text.lower() else None
+
+    return wait_until(reported, timeout=30, interval=0, what=f"librdkafka's error callback ({expect!r})")
 
 
 def test_refused_clients_and_the_broker_keeps_serving(secured: Secured) -> None:
     failures = len(secured.log_events("sasl.authentication_failed"))
     # A wrong password: SASL_AUTHENTICATION_FAILED, then the connection is closed.
-    error = _metadata_fails(secured.confluent("SCRAM-SHA-256", password="wrong"))
+    error = _metadata_fails(secured.confluent("SCRAM-SHA-256", password="wrong"), "Authentication failed")
     assert "Authentication failed" in error
     wait_until(lambda: len(secured.log_events("sasl.authentication_failed")) > failures, timeout=30)
     # A PLAIN user with a wrong password, and an unknown SCRAM user.
-    assert "Invalid username or password" in _metadata_fails(secured.confluent("PLAIN", password="nope"))
-    assert "Authentication failed" in _metadata_fails(secured.confluent("SCRAM-SHA-512", user="mallory"))
+    invalid = "Invalid username or password"
+    assert invalid in _metadata_fails(secured.confluent("PLAIN", password="nope"), invalid)
+    failed = "Authentication failed"
+    assert failed in _metadata_fails(secured.confluent("SCRAM-SHA-512", user="mallory"), failed)
     # A client that trusts another CA refuses the broker's certificate.
-    assert "certificate" in _metadata_fails(secured.confluent("SCRAM-SHA-256", ca=secured.other_ca_path)).lower()
+    other_ca = secured.confluent("SCRAM-SHA-256", ca=secured.other_ca_path)
+    assert "certificate" in _metadata_fails(other_ca, "certificate").lower()
     # An SSL client without a certificate on the mTLS listener: the handshake fails.
     _metadata_fails(secured.confluent(None, mtls=False))
     # A plaintext client on the TLS port: no Kafka answer, the connection is closed.
@@ -226,7 +235,7 @@ def test_refused_clients_and_the_broker_keeps_serving(secured: Secured) -> None:
     for overrides in ({"sasl_plain_password": "wrong"}, {"ssl_cafile": str(secured.other_ca_path)}):
         with pytest.raises(KafkaTimeoutError, match="Unable to bootstrap"):
             KafkaAdminClient(**{**secured.kafka_python("SCRAM-SHA-256"), **overrides}, request_timeout_ms=5000,
-                             bootstrap_timeout_ms=5000)
+                             bootstrap_timeout_ms=2000)  # never bootstraps: a short deadline
     # Every refusal cost only its own connection.
     assert _confluent_round_trip(secured.confluent("SCRAM-SHA-512"), "sec-after-refusals") == [b"v0", b"v1", b"v2"]
 
@@ -268,7 +277,7 @@ def test_users_from_the_admin_api_survive_a_restart(secured: Secured) -> None:
             return await describe_users(admin)
 
     assert "carol" not in {info.user for info in trio.run(delete)}
-    assert "Authentication failed" in _metadata_fails(conf)
+    assert "Authentication failed" in _metadata_fails(conf, "Authentication failed")
 
 
 def test_spark_source_options_reach_a_secured_broker(secured: Secured) -> None:
