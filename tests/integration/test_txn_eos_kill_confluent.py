@@ -1,6 +1,7 @@
 """confluent-kafka (librdkafka) consume-transform-produce across a kill -9 of the transaction
-coordinator's node: every input appears exactly once in the output read with read_committed
-(issue #16). The loop handles errors as librdkafka's docs prescribe: a retriable commit
+coordinator's node, then of the group coordinator's, each between send_offsets_to_transaction
+and commit_transaction: every input appears exactly once in the output read with
+read_committed, and the group's committed offset is the end of the input (issue #16). The loop handles errors as librdkafka's docs prescribe: a retriable commit
 error is retried, anything else aborts what can be aborted and re-creates the producer and
 the consumer (init_transactions fences the old producer; the new consumer resumes from the
 group's committed offsets, which only a committed transaction moves)."""
@@ -27,6 +28,7 @@ INPUTS = 60
 BATCH = 6
 ABORT_BATCH = 1  # the second transaction is aborted on purpose: its outputs are in the log
 KILL_BATCH = 3  # the coordinator's node is killed between send_offsets and commit of this one
+GROUP_KILL_BATCH = 6  # then the group coordinator's (__consumer_offsets leader's) node, the same way
 
 
 def _consumer(bootstrap: str, group: str, **extra) -> Consumer:
@@ -83,7 +85,7 @@ def test_consume_transform_produce_across_a_coordinator_kill_is_exactly_once(tmp
         assert feeder.flush(TIMEOUT) == 0
 
         producer, consumer = _clients(bootstrap)
-        done, batch_no, killed, restarts = 0, 0, None, 0
+        done, batch_no, killed, group_killed, restarts = 0, 0, None, None, 0
         deadline = time.monotonic() + 3 * TIMEOUT
         while done < INPUTS:
             assert time.monotonic() < deadline, f"stuck at {done} of {INPUTS} inputs"
@@ -105,6 +107,11 @@ def test_consume_transform_produce_across_a_coordinator_kill_is_exactly_once(tmp
                     killed = partition_info(cluster, "__transaction_state").leader
                     cluster.kill(killed)
                     cluster.start_node(killed)
+                if batch_no == GROUP_KILL_BATCH and group_killed is None:
+                    cluster.wait_ready(TIMEOUT, nodes=[killed])
+                    group_killed = partition_info(cluster, "__consumer_offsets").leader
+                    cluster.kill(group_killed)
+                    cluster.start_node(group_killed)
                 while True:
                     try:
                         producer.commit_transaction(TIMEOUT)
@@ -120,8 +127,13 @@ def test_consume_transform_produce_across_a_coordinator_kill_is_exactly_once(tmp
                 producer, consumer = _clients(bootstrap_of(cluster))
                 restarts += 1
         _close(producer, consumer)
-        assert killed is not None and restarts >= 1  # at least the aborted transaction's
-        cluster.wait_ready(TIMEOUT, nodes=[killed])
+        assert None not in (killed, group_killed) and restarts >= 1  # at least the aborted transaction's
+        cluster.wait_ready(TIMEOUT, nodes=[killed, group_killed])
+        check = _consumer(bootstrap, GROUP)
+        try:
+            assert check.committed([TopicPartition(SOURCE, 0)], timeout=TIMEOUT)[0].offset == INPUTS
+        finally:
+            check.close()
 
         outputs = _read_all(bootstrap)
         assert sorted(outputs) == [b"out-%03d" % i for i in range(INPUTS)]
