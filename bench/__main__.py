@@ -16,6 +16,7 @@ from bench import (
     security_bench,
     spark_bench,
     startup_bench,
+    txn_bench,
     validator_bench,
 )
 
@@ -49,6 +50,9 @@ def main() -> None:
     print("\n## Spark: batch read of 1 M 100-byte messages from 3 partitions into a noop sink, "
           "and the raftka sink writing 1 M 100-byte rows\n")
     print(spark_bench.format_table(spark_bench.run()))
+    print("\n## Transactions: librdkafka, 100 records of 100 bytes per transaction on 3 partitions, RF=3, "
+          "next to an idempotent producer flushing every 100 records\n")
+    print(txn_bench.format_table(txn_bench.run()))
     print("\nMetadata quorum commit latency and controller failover: "
           ".venv/bin/python bench/quorum_bench.py (see its docstring).")
     print("Metadata apply of one entry of 10 000 records: .venv/bin/python bench/apply_bench.py.")
