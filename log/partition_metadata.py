@@ -21,6 +21,10 @@ from raftka.log.atomic_file import atomic_write
 
 FILE_NAME = "partition.metadata"
 VERSION = 0
+# Kafka's name for the metadata log's directory. It lives in the first log dir by default
+# (metadata.log.dir unset) and is never a partition: a stray scan that took it for one
+# deleted the cluster's metadata (issue #27).
+METADATA_LOG_DIR_NAME = "__cluster_metadata-0"
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)$")
 
 
@@ -45,7 +49,10 @@ def write_topic_id(directory: Path, topic_id: str) -> None:
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
-    """`orders-3` -> ("orders", 3); None for anything that is not a partition directory."""
+    """`orders-3` -> ("orders", 3); None for anything that is not a partition directory
+    (the metadata log's `__cluster_metadata-0` included)."""
+    if name == METADATA_LOG_DIR_NAME:
+        return None
     match = _PARTITION_DIR.match(name)
     if match is None:
         return None

@@ -68,6 +68,8 @@ def _dirs(root: Path, layout: dict[str, str | None]) -> None:
     ({"a-0": "old-id"}, {("a", 0): "new-id"}, ["a-0"]),
     # not partition directories: never touched
     ({"not-a-partition": None, "x-0.abc-delete": None}, {}, []),
+    # the metadata log in the first log dir (Kafka's default layout) is never a partition (#27)
+    ({"__cluster_metadata-0": None, "gone-0": None}, {}, ["gone-0"]),
 ])
 def test_strays(tmp_path: Path, on_disk, expected, strays):
     _dirs(tmp_path, on_disk)
