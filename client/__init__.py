@@ -42,6 +42,8 @@ PUBLIC: dict[str, str] = {
         "ConcurrentTransactionsError",
     ), "raftka.client.errors"),
     "ConsumerGroupMetadata": "raftka.client.records",
+    # Security (what `raftka cluster up --secure` prints for the SDK)
+    **dict.fromkeys(("ClientSecurity", "read_properties_file"), "raftka.client.security"),
 }
 
 

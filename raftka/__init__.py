@@ -63,3 +63,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from raftka.client.metadata import BrokerInfo, PartitionInfo
     from raftka.client.producer import AsyncProducer, DeliveryFuture
     from raftka.client.records import ConsumerRecord, RecordMetadata, TopicPartition
+    from raftka.client.security import ClientSecurity, read_properties_file

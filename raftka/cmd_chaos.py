@@ -97,5 +97,13 @@ def run(*, nodes: int, time_limit: float, nemesis: str, nemesis_interval: float,
     print_summary(result.check, result.directory, read_history(result.directory / "history.jsonl"))
     plot_error = json.loads((result.directory / "results.json").read_text()).get("plot_error")
     if plot_error:
-        console.print(f"[yellow]warning:[/yellow] {plot_error}")
+        console.print(plot_warning(plot_error))
     return 0 if result.check.valid else 1
+
+
+def plot_warning(plot_error: str) -> str:
+    """Rich markup for the plot warning; the text is escaped so `pip install 'raftka[chaos]'`
+    is printed as written (Rich took `[chaos]` for a style tag)."""
+    from rich.markup import escape
+
+    return f"[yellow]warning:[/yellow] {escape(plot_error)}"

@@ -1,0 +1,31 @@
+"""The first hour (#31): what raftka prints for people must work as printed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from raftka.cmd_chaos import plot_warning
+from raftka.secure_cluster import SecureSetup
+
+
+def test_the_secure_sdk_snippet_runs_as_printed(tmp_path: Path):
+    # `cluster up --secure` prints a snippet for the SDK: with the names imported from `raftka`
+    # (as a user would), its security object evaluates against the printed properties file.
+    setup = SecureSetup(tmp_path, tmp_path / "ca.pem", "admin", "pw", "bpw")
+    setup.client_properties_path.write_text(setup.client_properties())
+    snippet = setup.settings("127.0.0.1:9093").split("raftka SDK:", 1)[1]
+    call = re.search(r"security=(ClientSecurity\.from_properties\(.*\)\))\)", " ".join(snippet.split()))
+    assert call is not None, snippet
+    namespace: dict = {}
+    exec("from raftka import ClientSecurity, Producer, read_properties_file", namespace)
+    security = eval(call.group(1), namespace)
+    assert (security.security_protocol, security.sasl_username) == ("SASL_SSL", "admin")
+
+
+def test_the_chaos_plot_hint_keeps_the_extra_in_brackets():
+    console = Console(record=True, width=200)
+    console.print(plot_warning("plots skipped: matplotlib is not installed (pip install 'raftka[chaos]')"))
+    assert "pip install 'raftka[chaos]'" in console.export_text()
