@@ -266,8 +266,10 @@ def _BOOTSTRAP(command):  # noqa: N802 - used as the decorator it replaces
 @topics.command(name="create")
 @_BOOTSTRAP
 @click.option("--topic", required=True, help="The topic to create.")
-@click.option("--partitions", type=int, default=None, help="Partition count (default: the broker's num.partitions).")
-@click.option("--replication-factor", type=int, default=None, help="Replicas per partition (default: the broker's default.replication.factor).")
+# At least 1, as kafka-topics.sh checks: -1 is the protocol's "broker default" (KIP-464), which
+# omitting the option already asks for; accepted, it made `--partitions -1` a 1-partition topic.
+@click.option("--partitions", type=click.IntRange(min=1), default=None, help="Partition count (default: the broker's num.partitions).")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=None, help="Replicas per partition (default: the broker's default.replication.factor).")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override; repeatable.")
 @click.option("--if-not-exists", is_flag=True, help="Succeed quietly if the topic exists.")
 def topics_create(bootstrap: str, topic: str, partitions: int | None, replication_factor: int | None, configs: tuple[str, ...], if_not_exists: bool) -> None:
@@ -309,7 +311,7 @@ def topics_delete(bootstrap: str, topic: str) -> None:
 @topics.command(name="alter")
 @_BOOTSTRAP
 @click.option("--topic", required=True, help="The topic to change.")
-@click.option("--partitions", type=int, default=None, help="The new (larger) partition count.")
+@click.option("--partitions", type=click.IntRange(min=1), default=None, help="The new (larger) partition count.")
 def topics_alter(bootstrap: str, topic: str, partitions: int | None) -> None:
     """Add partitions to a topic."""
     from raftka.cmd_topics import alter

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
+from raftka.cli import main
 from raftka.cmd_chaos import plot_warning
 from raftka.secure_cluster import SecureSetup
 
@@ -29,3 +32,16 @@ def test_the_chaos_plot_hint_keeps_the_extra_in_brackets():
     console = Console(record=True, width=200)
     console.print(plot_warning("plots skipped: matplotlib is not installed (pip install 'raftka[chaos]')"))
     assert "pip install 'raftka[chaos]'" in console.export_text()
+
+
+@pytest.mark.parametrize("args", [
+    ["topics", "create", "--topic", "t", "--partitions", "-1"],
+    ["topics", "create", "--topic", "t", "--partitions", "0"],
+    ["topics", "create", "--topic", "t", "--replication-factor", "-1"],
+    ["topics", "alter", "--topic", "t", "--partitions", "-1"],
+])
+def test_topic_counts_below_one_are_refused_before_any_request(args):
+    # An unused port: the command must fail on the value, never reach for a broker.
+    result = CliRunner().invoke(main, [*args[:2], "--bootstrap-server", "127.0.0.1:1", *args[2:]])
+    assert result.exit_code == 2, result.output
+    assert "x>=1" in result.output and "--" + args[-2].lstrip("-") in result.output
