@@ -284,9 +284,11 @@ async def produce_perf(config: ProducePerfConfig,
                        on_window: Callable[[ProduceWindow], None] = lambda w: None,
                        progress: _Progress | None = None,
                        clock: Callable[[], float] = time.perf_counter,
+                       sending: trio.CancelScope | None = None,
                        ) -> tuple[ProduceResult, list[float]]:
     """Run the producer test; returns the result and the kept latency samples
-    (needed to merge the results of several processes)."""
+    (needed to merge the results of several processes). Cancelling `sending` ends the
+    sends early (Ctrl-C): what was sent is still flushed and counted in the result."""
     from raftka.client.producer import AsyncProducer
 
     progress = progress if progress is not None else _Progress()
@@ -320,21 +322,22 @@ async def produce_perf(config: ProducePerfConfig,
 
         send = producer.send_nowait
         topic = config.topic
-        for i in range(config.num_records):
-            if throttle is not None:
-                wait = throttle.delay(i, clock())
-                if wait > 0:
-                    await trio.sleep(wait)
-            while outstanding >= max_outstanding:
-                room = trio.Event()
-                await room.wait()
-            sent_at = clock()
-            send(topic, value).add_callback(
-                lambda meta, exc, t=sent_at: acked(t, meta, exc))
-            outstanding += 1
-            progress.sent += 1
-            if i & 255 == 255:
-                await trio.sleep(0)  # let the sender task drain what is ready
+        with sending if sending is not None else trio.CancelScope():
+            for i in range(config.num_records):
+                if throttle is not None:
+                    wait = throttle.delay(i, clock())
+                    if wait > 0:
+                        await trio.sleep(wait)
+                while outstanding >= max_outstanding:
+                    room = trio.Event()
+                    await room.wait()
+                sent_at = clock()
+                send(topic, value).add_callback(
+                    lambda meta, exc, t=sent_at: acked(t, meta, exc))
+                outstanding += 1
+                progress.sent += 1
+                if i & 255 == 255:
+                    await trio.sleep(0)  # let the sender task drain what is ready
         await producer.flush()
         end = clock()
     return stats.result(end), stats.samples

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import IO
@@ -40,6 +39,7 @@ from raftka.console_format import (
     parse_properties,
     record_json,
 )
+from raftka.interrupts import stop_on_signal
 
 METADATA_TIMEOUT_MS = 10000
 READ_CHUNK = 1 << 16
@@ -87,18 +87,6 @@ def _run(command: str, main: Callable[[], Awaitable[int]]) -> int:
         raise
 
 
-async def _stop_on_signal(reading: trio.CancelScope, everything: trio.CancelScope,
-                          task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """First SIGINT/SIGTERM: end `reading` (the tool finishes its work); second: end all."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        async for _ in signals:
-            if reading.cancel_called:
-                everything.cancel()
-                return
-            reading.cancel()
-
-
 def _chunks(source: IO[bytes]) -> Callable[[], bytes]:
     """A blocking read of whatever stdin has (up to READ_CHUNK bytes; b"" at EOF).
 
@@ -140,7 +128,7 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
             send = producer.send_nowait
             async with trio.open_nursery() as nursery:
                 reading = trio.CancelScope()
-                await nursery.start(_stop_on_signal, reading, nursery.cancel_scope)
+                await nursery.start(stop_on_signal, reading, nursery.cancel_scope)
                 with reading:
                     pending = b""
                     while True:
@@ -266,7 +254,7 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
                             consumer.seek_to_end(tp)
             async with trio.open_nursery() as nursery:
                 reading = trio.CancelScope()
-                await nursery.start(_stop_on_signal, reading, nursery.cancel_scope)
+                await nursery.start(stop_on_signal, reading, nursery.cancel_scope)
                 with reading:
                     while max_messages is None or seen < max_messages:
                         wait = 1000 if timeout_ms is None else timeout_ms

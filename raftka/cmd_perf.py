@@ -41,6 +41,7 @@ from raftka.client.perf import (
     merge_windows,
     produce_perf,
 )
+from raftka.interrupts import stop_on_signal
 
 
 def _fail(command: str, message: str, status: int = 1) -> int:
@@ -101,6 +102,7 @@ def produce(config: ProducePerfConfig, *, producers: int = 1, as_json: bool = Fa
     if producers > 1:
         return _produce_parallel(config, producers, as_json)
     progress = _Progress()
+    interrupted = [False]
 
     def run(echo: Callable[[str], None]) -> tuple[ProduceResult, list[float]]:
         def on_window(window: ProduceWindow) -> None:
@@ -109,7 +111,16 @@ def produce(config: ProducePerfConfig, *, producers: int = 1, as_json: bool = Fa
             else:
                 echo(format_window(window))
 
-        return trio.run(produce_perf, config, on_window, progress)
+        async def main() -> tuple[ProduceResult, list[float]]:
+            async with trio.open_nursery() as nursery:
+                sending = trio.CancelScope()  # Ctrl-C ends the sends; the summary still prints
+                await nursery.start(stop_on_signal, sending, nursery.cancel_scope)
+                outcome = await produce_perf(config, on_window, progress, sending=sending)
+                interrupted[0] = sending.cancel_called
+                nursery.cancel_scope.cancel()
+            return outcome
+
+        return trio.run(main)
 
     try:
         with _live_progress(config.num_records, "produce", progress,
@@ -119,13 +130,16 @@ def produce(config: ProducePerfConfig, *, producers: int = 1, as_json: bool = Fa
         return _fail("produce", str(exc), 2)
     except KafkaError as exc:
         return _fail("produce", f"topic {config.topic!r}: {exc}")
+    if interrupted[0]:
+        click.echo(f"raftka perf produce: interrupted after {progress.sent:,} of {config.num_records:,} "
+                   "records; the summary counts the acknowledged ones", err=True)
     if worker:
         _emit_json({**result.to_json(), "samples": [round(s, 3) for s in samples]})
     elif as_json:
         _emit_json(result.to_json())
     else:
         click.echo(format_result(result))
-    return 1 if result.errors else 0
+    return 130 if interrupted[0] else 1 if result.errors else 0
 
 
 def worker_command(config: ProducePerfConfig, records: int, throughput: float) -> list[str]:

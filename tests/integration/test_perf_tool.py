@@ -3,6 +3,7 @@ the JSON shape and the tool's own arithmetic on real measurements."""
 
 import json
 import re
+import signal
 import subprocess
 
 import pytest
@@ -104,3 +105,25 @@ def test_consume_reports_a_shortfall(bootstrap):
     assert out.returncode == 1
     assert json_lines(out.stdout)[-1]["records"] == 0
     assert "only 0 of 10 records arrived" in out.stderr
+
+
+def test_ctrl_c_ends_the_sends_and_still_prints_the_summary(bootstrap):
+    # #31: Ctrl-C printed only "Aborted!". Now the first SIGINT ends the sends, flushes what
+    # was sent and prints the result (the JSON result line here), exit 130.
+    proc = subprocess.Popen([*RAFTKA, "perf", "produce", "--topic", "perf", "--num-records", "10000000",
+                             "--record-size", "100", "--throughput", "2000", "--reporting-interval", "50",
+                             "--json", "--bootstrap-server", bootstrap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=raftka_env())
+    try:
+        first = json.loads(proc.stdout.readline())  # a window: records are being acknowledged
+        assert first["type"] == "window" and first["records"] > 0
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    result = json_lines(out)[-1]
+    assert result["type"] == "result" and 0 < result["records"] < 10_000_000 and result["errors"] == 0
+    assert re.search(r"interrupted after [\d,]+ of 10,000,000 records", err), err
+    assert "Aborted" not in err
