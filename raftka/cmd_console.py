@@ -24,6 +24,7 @@ from typing import IO
 import click
 import trio
 
+from raftka.client.admin import AsyncAdmin
 from raftka.client.consumer import AsyncConsumer
 from raftka.client.errors import KafkaError
 from raftka.client.list_offsets import list_offsets
@@ -100,6 +101,12 @@ def _chunks(source: IO[bytes]) -> Callable[[], bytes]:
     return lambda: os.read(fd, READ_CHUNK)
 
 
+async def _topic_exists(bootstrap: str, topic: str) -> bool:
+    """Whether `topic` exists, asked without auto-creation (the producer's metadata creates it)."""
+    async with AsyncAdmin(bootstrap, security=command_security()) as admin:
+        return topic in await admin.list_topics(include_internal=True)
+
+
 def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
             compression: str | None, partition: int | None, linger_ms: int,
             stdin: IO[bytes] | None = None, properties: Sequence[str] = ()) -> int:
@@ -123,8 +130,13 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
         async with AsyncProducer(bootstrap, acks=acks, compression_type=compression, security=command_security(),
                                  linger_ms=linger_ms, metadata_timeout_ms=METADATA_TIMEOUT_MS,
                                  delivery_timeout_ms=30000, request_timeout_ms=10000) as producer:
+            existed = await _topic_exists(bootstrap, topic)
             # Fail fast and clearly on an unknown topic, before reading stdin.
             await producer.partitions_for(topic)
+            if not existed:  # Kafka's console producer says nothing; a typo deserves a line
+                click.echo(f"raftka produce: topic {topic!r} did not exist; the broker created it "
+                           "(auto.create.topics.enable=true): check the name if that was not meant",
+                           err=True)
             send = producer.send_nowait
             async with trio.open_nursery() as nursery:
                 reading = trio.CancelScope()

@@ -152,3 +152,14 @@ def test_consume_into_a_closed_pipe_ends_quietly(bootstrap: str) -> None:
             proc.wait()
     assert status == 0, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+def test_produce_to_a_new_topic_says_it_was_auto_created(bootstrap: str) -> None:
+    # #31: `seq 1 3 | raftka produce --topic demmo` (a typo) silently made a topic.
+    b = ["--bootstrap-server", bootstrap]
+    first = raftka("produce", "--topic", "demmo", *b, stdin="1\n2\n3\n")
+    assert first.returncode == 0, first.stderr
+    assert "topic 'demmo' did not exist; the broker created it" in first.stderr
+    assert end_offset(bootstrap, "demmo") == 3
+    again = raftka("produce", "--topic", "demmo", *b, stdin="4\n")
+    assert again.returncode == 0 and "did not exist" not in again.stderr
