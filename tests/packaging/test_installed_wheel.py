@@ -35,8 +35,8 @@ def _source_files() -> list[str]:
     return [f for f in listed if (REPO / f).is_file()]
 
 
-def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+def _run(cmd: list[str], unset: tuple[str, ...] = (), **kwargs) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", *unset)}
     env.update(kwargs.pop("env", {}))
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, **kwargs)
 
@@ -214,3 +214,40 @@ def test_the_installed_sdk_prints_nothing(installed, tmp_path: Path):
         ran = _run([str(installed["python"]), "-c", APP, bootstrap, "installed-quiet"], cwd=installed["app"])
     assert ran.returncode == 0, ran.stderr
     assert (ran.stdout, ran.stderr) == ("", "")
+
+
+# One Spark session in a subprocess: minutes on a loaded machine (a deadline, not a threshold).
+@pytest.mark.timeout(600)
+def test_the_readme_spark_blocks_run_as_written_from_the_wheel(installed, tmp_path: Path):
+    """#31: the README's Spark read and write blocks, run as written (the address and the /tmp
+    paths changed) by the wheel's venv from the app folder, with no venv on PATH: the default
+    save mode and a `python3` on PATH without raftka both broke them."""
+    import re
+
+    from raftka.client.blocking import Consumer
+    from raftka.client.records import TopicPartition
+    from tests.integration.sdk_broker import one_node_server
+    from tests.spark.spark_support import create_topic
+
+    text = (REPO / "README.md").read_text()
+    blocks = [re.search(r"```python\n(.*?)```", text[text.index(h):], re.S).group(1)
+              for h in ("### Reading topics from Spark", "### Writing to topics from Spark")]
+    with one_node_server(tmp_path / "broker") as bootstrap:
+        for topic in ("events", "events-upper"):
+            create_topic(bootstrap, topic, 3)
+        # The streaming copy starts at the latest offsets (Spark's default): five more records.
+        more = ('spark.range(5).selectExpr("CAST(id AS STRING) AS value").write.format("raftka")'
+                '.mode("append").option("kafka.bootstrap.servers", "127.0.0.1:9092")'
+                '.option("topic", "events").save()')
+        code = "\n".join([*blocks, "query.processAllAvailable()", more, "query.processAllAvailable()",
+                          "query.stop()", "spark.stop()"])
+        code = code.replace("127.0.0.1:9092", bootstrap).replace("/tmp/", f"{tmp_path}/")
+        # No raftka on PATH (its `python3` is the system's), and no PYSPARK_PYTHON set.
+        ran = _run([str(installed["python"]), "-c", code], cwd=installed["app"],
+                   env={"PATH": "/usr/bin:/bin", "SPARK_LOCAL_IP": "127.0.0.1"},
+                   unset=("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"))
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        with Consumer(bootstrap) as consumer:
+            ends = consumer.end_offsets([TopicPartition(t, p) for t in ("events", "events-upper") for p in range(3)])
+    totals = {t: sum(n for tp, n in ends.items() if tp.topic == t) for t in ("events", "events-upper")}
+    assert totals == {"events": 1005, "events-upper": 5}, totals
