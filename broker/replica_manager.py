@@ -18,7 +18,7 @@ import errno
 import functools
 import os
 import shutil
-import uuid
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -35,7 +35,16 @@ from raftka.broker.topic_config import TopicConfig, effective_topic_config, topi
 from raftka.log.checkpoint import read_offsets, write_offsets
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
-from raftka.log.partition_metadata import read_topic_id, stray_partition_dirs, write_topic_id
+from raftka.log.partition_metadata import (
+    DELETE_SUFFIX,
+    is_protected,
+    parse_renamed_dir,
+    protected_dirs,
+    read_topic_id,
+    renamed_dir,
+    write_topic_id,
+)
+from raftka.log.strays import move_strays_aside
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataDelta, MetadataImage, PartitionImage
 from raftka.raft_meta.node_config import NodeConfig
@@ -170,13 +179,15 @@ class ReplicaManager:
 
         First, partition directories the image does not give this broker (a topic deleted
         while it was down), or that hold an earlier incarnation of a topic re-created under
-        the same name, are deleted (in a worker thread), as Kafka deletes stray logs. Then
-        every assigned partition is handed to the reconcile task; `wait_reconciled` waits
-        for their logs to be open."""
+        the same name, are renamed aside with Kafka's `-stray` suffix and kept (in a worker
+        thread; log/strays.py): an inference from the image is no proof that the data is
+        garbage, so an operator decides (`raftka storage strays`). The log dirs, the metadata
+        dir and its `__cluster_metadata-0` are never strays. Then every assigned partition is
+        handed to the reconcile task; `wait_reconciled` waits for their logs to be open."""
         expected = self._assigned(self.image)
-        for directory, why in await trio.to_thread.run_sync(stray_partition_dirs, self.log_dirs, expected):
-            log.warning("log.stray_deleted", dir=str(directory), reason=why)
-            await trio.to_thread.run_sync(shutil.rmtree, directory, True)
+        protected = protected_dirs(self.log_dirs, self.config.metadata_log_dir)
+        await trio.to_thread.run_sync(move_strays_aside, self.log_dirs, expected, protected,
+                                      int(time.time() * 1000))
         image = self.image
         self._caught_up = True
         log.info("replicas.caught_up", node_id=self.node_id, metadata_offset=image.offset)
@@ -411,7 +422,8 @@ class ReplicaManager:
 
     async def _delete_loop(self) -> None:
         """Remove the `-delete` directories (leftovers of a crash included), in worker threads."""
-        self._to_delete.extend(await trio.to_thread.run_sync(_renamed_for_delete, self.log_dirs))
+        protected = protected_dirs(self.log_dirs, self.config.metadata_log_dir)
+        self._to_delete.extend(await trio.to_thread.run_sync(_renamed_for_delete, self.log_dirs, protected))
         while True:
             if not self._to_delete:
                 await self._delete_wake.wait()
@@ -686,7 +698,6 @@ class ReplicaManager:
 
 RECONCILE_BATCH = 64  # logs opened / renamed / flushed per worker-thread call
 RECONCILE_RETRY_S = 1.0
-DELETE_SUFFIX = "-delete"
 
 OpenJob = tuple[tuple[str, int], str, Path, LogConfig]
 
@@ -708,7 +719,7 @@ def _open_logs(jobs: list[OpenJob]) -> list[PartitionLog | _OpenFailed | None]:
             recorded = read_topic_id(plog.dir)
             if recorded is None:
                 write_topic_id(plog.dir, topic_id)
-            elif recorded != topic_id:  # stray dirs are removed at catch-up; this is a bug if seen
+            elif recorded != topic_id:  # stray dirs are set aside at catch-up; this is a bug if seen
                 log.error("partition.topic_id_mismatch", topic=topic, partition=index,
                           dir=str(plog.dir), recorded=recorded, expected=topic_id)
                 plog.close()
@@ -735,24 +746,30 @@ def _close_and_rename(logs: list[PartitionLog]) -> list[Path]:
             plog.close_for_delete()  # no fsync of data about to be deleted
         except Exception:
             log.exception("partition.close_failed", topic=plog.topic, partition=plog.partition)
-        target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        target = renamed_dir(plog.dir, DELETE_SUFFIX)
         try:
             os.rename(plog.dir, target)
         except FileNotFoundError:
             continue
         except OSError as exc:
-            log.error("partition.rename_failed", dir=str(plog.dir), error=str(exc))
-            target = plog.dir
+            # Kept: removing it under its live name could remove a re-created topic's new log
+            # opened meanwhile in the same place (the open then refuses the old topic id).
+            log.error("partition.rename_failed", dir=str(plog.dir), error=str(exc), action="kept")
+            continue
         renamed.append(target)
     return renamed
 
 
-def _renamed_for_delete(log_dirs: list[Path]) -> list[Path]:
+def _renamed_for_delete(log_dirs: list[Path], protected: frozenset[Path]) -> list[Path]:
+    """The directories a deletion renamed (`<topic>-<p>.<32 hex>-delete`, Kafka's exact form)
+    and a crash left behind. Nothing else is taken for one: not a `-stray` directory, not
+    any other name ending in `-delete`, not a log dir or the metadata dir (`protected`)."""
     found = []
     for d in log_dirs:
         with contextlib.suppress(FileNotFoundError):
             found.extend(Path(e.path) for e in os.scandir(d)
-                         if e.name.endswith(DELETE_SUFFIX) and e.is_dir(follow_symlinks=False))
+                         if (renamed := parse_renamed_dir(e.name)) is not None and renamed[2] == DELETE_SUFFIX
+                         and e.is_dir(follow_symlinks=False) and not is_protected(Path(e.path), protected))
     return found
 
 

@@ -71,6 +71,7 @@ import dataclasses
 import os
 import threading
 import time
+import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -114,6 +115,7 @@ from raftka.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
+    STRAY_FILE_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
@@ -285,7 +287,7 @@ class PartitionLog:
                     _log.info("log.index.rebuild", segment=segment.log_path.name, reason=str(exc))
                 else:
                     recovering = True
-            truncated = segment.recover()
+            truncated = segment.recover(keep_cut=True)
             for header in segment.iter_headers():
                 if header.partition_leader_epoch > epoch_cache.latest_epoch:
                     epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -300,14 +302,11 @@ class PartitionLog:
                     bytes=truncated,
                     valid_bytes=segment.size,
                 )
+                # The later segments no longer continue the log, but they may hold acknowledged
+                # records (a flipped bit is not a torn write): set aside, never deleted. Their
+                # indexes are derived from them and go.
                 for later in bases[i + 1 :]:
-                    stray = LogSegment(part_dir, later, config)
-                    _log.warning(
-                        "log.recovery.segment_deleted", segment=stray.log_path.name, bytes=stray.size
-                    )
-                    stray.close()
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                        (part_dir / (file_stem(later) + suffix)).unlink(missing_ok=True)
+                    _set_segment_aside(part_dir, later)
                 break
         if not segments:
             segment = LogSegment(part_dir, log_start, config)
@@ -1205,6 +1204,20 @@ class PartitionLog:
         else:
             with self._checkpoint_lock:
                 self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+
+
+def _set_segment_aside(part_dir: Path, base: int) -> None:
+    """Rename the segment's `.log` to `<name>.<hex>.stray` (kept for an operator: `raftka storage
+    strays`) and remove its indexes, which are rebuilt from a log and useless without it."""
+    log_path = part_dir / (file_stem(base) + LOG_SUFFIX)
+    target = log_path.with_name(f"{log_path.name}.{uuid.uuid4().hex[:8]}{STRAY_FILE_SUFFIX}")
+    size = log_path.stat().st_size
+    os.replace(log_path, target)
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        (part_dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
+    fsync_dir(part_dir)
+    _log.warning("log.recovery.segment_set_aside", segment=log_path.name, renamed_to=target.name, bytes=size,
+                 reason="it follows a segment cut by recovery", action="kept; see `raftka storage strays`")
 
 
 def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:
