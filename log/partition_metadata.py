@@ -38,6 +38,7 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_LOG_DIR_NAME = f"{METADATA_TOPIC}-0"
 DELETE_SUFFIX = "-delete"  # Kafka's UnifiedLog.DeleteDirSuffix
 STRAY_SUFFIX = "-stray"  # Kafka's UnifiedLog.StrayDirSuffix
+NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)$")
 # `<topic>-<partition>.<uuid without dashes>-delete|-stray` (Kafka's logDirNameWithSuffix).
 _RENAMED_DIR = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)\.[0-9a-f]{32}(?P<suffix>-delete|-stray)$")
@@ -81,8 +82,15 @@ def parse_renamed_dir(name: str) -> tuple[str, int, str] | None:
 
 
 def renamed_dir(directory: Path, suffix: str) -> Path:
-    """Kafka's name for `directory` renamed with `suffix`: `<name>.<uuid hex>-delete|-stray`."""
-    return directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{suffix}")
+    """Kafka's name for `directory` renamed with `suffix`: `<name>.<uuid hex>-delete|-stray`,
+    the topic part cut short to keep the name within 255 bytes, as Kafka's
+    `logDirNameWithSuffixCappedLength` does (a 249-character topic name is legal: the rename
+    would fail with ENAMETOOLONG)."""
+    parsed = parse_partition_dir(directory.name)
+    topic, index = parsed if parsed is not None else (directory.name, None)
+    tail = f".{uuid.uuid4().hex}{suffix}" if index is None else f"-{index}.{uuid.uuid4().hex}{suffix}"
+    prefix = topic.encode()[:max(0, NAME_MAX - len(tail.encode()))].decode(errors="ignore")
+    return directory.with_name(prefix + tail)
 
 
 def protected_dirs(log_dirs: Iterable[str | os.PathLike[str]], metadata_log_dir: str | os.PathLike[str] | None

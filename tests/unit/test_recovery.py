@@ -118,7 +118,7 @@ def test_broken_index_is_rebuilt(open_log, part_dir: Path, damage: str) -> None:
     assert log.offset_for_timestamp(100 * 40)[1] == 100 * 40
 
 
-def test_unflushed_segments_after_a_torn_one_are_dropped(open_log, part_dir: Path) -> None:
+def test_unflushed_segments_after_a_torn_one_are_set_aside(open_log, part_dir: Path) -> None:
     log = open_log(segment_bytes=400)
     for _ in range(12):
         log.append(make_batch(2), 0, now_ms=0)
@@ -129,11 +129,19 @@ def test_unflushed_segments_after_a_torn_one_are_dropped(open_log, part_dir: Pat
     # and the second segment torn; everything after it must go.
     (part_dir / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
     second = part_dir / f"{segments[1]:020d}.log"
-    second.write_bytes(second.read_bytes()[:-5])
+    whole = second.read_bytes()
+    second.write_bytes(whole[:-5])
+    later = {f"{b:020d}.log": (part_dir / f"{b:020d}.log").read_bytes() for b in segments[2:]}
     log = open_log(segment_bytes=400)
     assert [s.base_offset for s in log.segments] == segments[:2]
     assert not (part_dir / f"{segments[2]:020d}.log").exists()
     assert log.log_end_offset == log.segments[1].next_offset
+    # Out of the log, not deleted: each later segment and the torn batch's bytes are kept (#27).
+    strays = {p.name: p.read_bytes() for p in part_dir.glob("*.stray")}
+    assert {n.split(".log.")[0] + ".log": b for n, b in strays.items() if ".cut-at-byte-" not in n} == later
+    (cut,) = [b for n, b in strays.items() if ".cut-at-byte-" in n]
+    assert whole[:-5].endswith(cut)
+    assert not list(part_dir.glob(f"{segments[2]:020d}.*index"))  # derived files go
 
 
 def test_interrupted_compaction_files_are_finished_or_removed(open_log, part_dir: Path) -> None:

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from structlog.testing import capture_logs
 
 from raftka.broker.partition import NotLeaderOrFollower
 from raftka.broker.replica_manager import ReplicaManager, UnknownTopicOrPartition
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
-from raftka.log.partition_metadata import read_topic_id
+from raftka.log.partition_metadata import read_topic_id, write_topic_id
 from raftka.raft_meta.apply import apply_entry
 from raftka.raft_meta.node_config import parse_node_config, parse_properties
 from raftka.raft_meta.records import Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic
@@ -227,3 +228,75 @@ async def test_a_followers_truncation_runs_in_a_worker_thread(started, log_dir: 
     assert partition.log_end_offset == 0 and partition.log.epoch_cache.entries() == []
     await wait_until_async(lambda: _epoch_file(log_dir, "f-0").splitlines()[1:] == ["0"], timeout=10,
                            what="the emptied epoch cache written")
+
+
+HEX = "0123456789abcdef" * 2
+
+
+async def test_catch_up_sets_strays_aside_and_keeps_what_it_cannot_explain(tmp_path: Path,
+                                                                           nursery: trio.Nursery) -> None:
+    """#27: the wrong guesses fed to the start-up paths are all kept. Strays are renamed `-stray`
+    with their bytes; the metadata dir (here a partition-like `meta-0` inside the log dir), the
+    metadata log and names that merely look deleted are never touched; only a directory in
+    Kafka's exact `-delete` form is removed, and a stray is never opened as a partition."""
+    log_dir = tmp_path / "data"
+    for name, topic_id in [("gone-0", ID_B), ("t-0", ID_1), ("live-0", ID_B)]:
+        PartitionLog.open(log_dir, name.rsplit("-", 1)[0], 0, LogConfig()).close()
+        write_topic_id(log_dir / name, topic_id)
+    live = PartitionLog.open(log_dir, "live", 0, LogConfig())
+    live.append(make_batch(5), 0, now_ms=0)
+    live.close()
+    gone_bytes = {p.name: p.read_bytes() for p in (log_dir / "gone-0").iterdir()}
+    meta = log_dir / "meta-0"  # metadata.log.dir, named like a partition
+    kept = [meta / "__cluster_metadata-0", log_dir / "__cluster_metadata-0", log_dir / "x-delete",
+            log_dir / "notes-0-delete", log_dir / f"keep-0.{HEX}-stray", log_dir / "keep-0.abc-delete"]
+    for d in kept:
+        d.mkdir(parents=True)
+        (d / "raft.journal").write_bytes(b"acknowledged")
+    doomed = log_dir / f"old-0.{HEX}-delete"  # a deletion a crash interrupted: proven garbage
+    doomed.mkdir()
+
+    config = parse_node_config(parse_properties(PROPERTIES.format(log_dir=log_dir) + f"metadata.log.dir={meta}\n"),
+                               env={})
+    manager = ReplicaManager(config)
+
+    async def alter_partition(partition, isr) -> None:
+        raise AssertionError("no ISR change expected")
+
+    await nursery.start(manager.run, alter_partition)
+    feed = Feed(manager)
+    feed.commit(RegisterBroker(1, "inc-1", (("PLAINTEXT", "127.0.0.1", 9092),)))
+    feed.topic("t", ID_2, 1)  # re-created: t-0 on disk holds ID_1
+    feed.topic("live", ID_B, 1)
+    feed.topic("keep", ID_1, 1)  # a stray keep-0.<hex>-stray is no keep-0
+    with capture_logs() as logs:
+        await manager.catch_up()
+        await manager.wait_reconciled()
+    try:
+        renamed = {e["dir"]: e for e in logs if e["event"] == "log.stray_renamed"}
+        assert sorted(renamed) == [str(log_dir / "gone-0"), str(log_dir / "t-0")]
+        gone = log_dir / renamed[str(log_dir / "gone-0")]["renamed_to"]
+        assert {n: (gone / n).read_bytes() for n in gone_bytes} == gone_bytes
+        assert read_topic_id(log_dir / renamed[str(log_dir / "t-0")]["renamed_to"]) == ID_1
+        assert all((d / "raft.journal").read_bytes() == b"acknowledged" for d in kept)
+        assert sorted(manager.partitions) == [("keep", 0), ("live", 0), ("t", 0)]
+        assert manager.get("live", 0).log_end_offset == 5  # an assigned partition's data is kept
+        assert (manager.get("t", 0).topic_id, manager.get("t", 0).log_end_offset) == (ID_2, 0)
+        assert manager.get("keep", 0).log.dir == log_dir / "keep-0"
+        await wait_until_async(lambda: not doomed.exists(), timeout=10, what="the -delete leftover removed")
+        assert all(d.is_dir() for d in kept) and gone.is_dir()
+    finally:
+        manager.close()
+
+
+async def test_a_topic_with_a_249_character_name_is_renamed_for_deletion(started, log_dir: Path) -> None:
+    """Kafka caps the renamed directory's name at 255 bytes; a longer one fails to rename."""
+    manager, feed, _ = started
+    name = "t" * 249
+    feed.topic(name, ID_1, 1)
+    await manager.wait_reconciled()
+    with capture_logs() as logs:
+        feed.commit(RemoveTopic(ID_1))
+        await manager.wait_reconciled()
+    assert not [e for e in logs if e["event"] == "partition.rename_failed"]
+    await wait_until_async(lambda: _dirs(log_dir) == [], timeout=10, what="the -delete dir to go")
