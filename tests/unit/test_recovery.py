@@ -181,3 +181,39 @@ def test_checkpoints_are_written_only_when_they_change(open_log, part_dir: Path)
     assert "log.checkpoint.corrupt" in [e["event"] for e in logs]
     assert reopened.log_end_offset == 3
     assert read_offsets(recovery) == {(TOPIC, PARTITION): 3}  # a corrupt file is rewritten
+
+
+def test_start_up_clean_up_keeps_what_it_cannot_explain(open_log, part_dir: Path) -> None:
+    """#27: the clean-up at open removes only the suffixes it can prove are garbage (`.deleted`,
+    `.cleaned`, `-checkpoint.tmp`); it is fed names that merely resemble them, stray files, an
+    unparseable `.swap` and in-range producer snapshots, and keeps every one. A corrupt
+    leader-epoch checkpoint is rebuilt from the batches, which all stay."""
+    log = open_log(segment_bytes=400)
+    for i in range(12):
+        log.append(make_batch(2, producer_id=7, producer_epoch=0, base_sequence=2 * i), 0, now_ms=0)
+    log.producer_state.take_snapshot(log.log_end_offset)
+    data = log.read_bytes(0, 10**6)
+    end = log.log_end_offset
+    log.close()
+    kept = {
+        "00000000000000000004.log.0badc0de.stray": b"set aside by an earlier recovery",
+        "00000000000000000004.log.cut-at-byte-9.0badc0de.stray": b"cut bytes",
+        "notes.log.swap": b"not a segment's swap",
+        "notes.deleted.txt": b"an operator's file",
+        "partition.metadata.tmp": b"version: 0\n",
+        "leader-epoch-checkpoint.tmp.bak": b"x",
+    }
+    for name, body in kept.items():
+        (part_dir / name).write_bytes(body)
+    snapshots = sorted(p.name for p in part_dir.glob("*.snapshot"))
+    assert snapshots
+    (part_dir / "leader-epoch-checkpoint").write_text("0\n1\nnot numbers\n")  # corrupt
+    with capture_logs() as logs:
+        log = open_log(segment_bytes=400)
+    assert any(e["event"] == "log.epoch_cache.corrupt" for e in logs)
+    assert log.read_bytes(0, 10**6) == data and log.log_end_offset == end
+    assert log.epoch_cache.latest_epoch == 0
+    assert {name: (part_dir / name).read_bytes() for name in kept} == kept
+    assert sorted(p.name for p in part_dir.glob("*.snapshot")) == snapshots  # in range: kept
+    # the producer state came back from them: a retried batch is still a duplicate
+    assert log.append(make_batch(2, producer_id=7, producer_epoch=0, base_sequence=22), 0, now_ms=0).duplicate
