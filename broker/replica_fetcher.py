@@ -176,6 +176,7 @@ class ReplicaFetcher:
 
     async def _truncate(self, conn: BrokerConnection, states: list[_FetchState]) -> None:
         by_topic: dict[str, list[dict]] = {}
+        asked = {s.partition.key: (s.partition, s.partition.leader_epoch) for s in states}
         for s in states:
             p = s.partition
             by_topic.setdefault(p.topic, []).append({
@@ -188,6 +189,16 @@ class ReplicaFetcher:
             for result in topic.partitions:
                 state = self.states.get((topic.topic, result.partition))
                 if state is None:
+                    continue
+                partition, epoch = asked.get((topic.topic, result.partition), (None, None))
+                if state.partition is not partition or partition.leader_epoch != epoch:
+                    # Leadership moved while we asked (this node may even lead now): the answer
+                    # belongs to an epoch the partition has left, and truncating by it could cut
+                    # acknowledged records. Dropped, as Kafka's fetcher drops it; the partition
+                    # still needs truncation and asks its current leader.
+                    log.info("replica_fetcher.truncation_answer_dropped", topic=topic.topic,
+                             partition=result.partition, asked_leader_epoch=epoch,
+                             leader_epoch=getattr(state.partition, "leader_epoch", None))
                     continue
                 if result.error_code:
                     self._back_off(state, result.error_code, "offset_for_leader_epoch")
