@@ -81,6 +81,7 @@ class ReplicaManager:
         # Set whenever a leader appends (follower long-polls).
         self._append_event = trio.Event()
         self._isr_wake = trio.Event()
+        self._checkpointed_hw_dirs: dict[tuple[str, int], Path] = {}  # filled by _read_hw_checkpoints
         self._checkpointed_hw = self._read_hw_checkpoints()
         self._leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._settings_cache: dict[tuple[tuple[str, str], ...], TopicConfig] = {}
@@ -388,9 +389,10 @@ class ReplicaManager:
             plog.on_roll = plog.epoch_cache.on_deferred = functools.partial(self._request_flush, key)
             partition = Partition(key[0], topic_id, key[1], self.node_id, plog, self._wake,
                                   on_append=self._wake_append,
-                                  high_watermark=self._checkpointed_hw.get(key, 0),
+                                  high_watermark=self._checkpointed_hw.pop(key, 0),
                                   lag_ms=self.config.replica_lag_time_max_ms)
             self.partitions[key] = partition
+            self._checkpointed_hw_dirs.pop(key, None)  # the partition's own value counts now
             self._apply_role(partition, image, part_image)
         event, self._installed = self._installed, trio.Event()
         event.set()
@@ -659,15 +661,25 @@ class ReplicaManager:
             path = d / HW_CHECKPOINT
             if path.exists():
                 try:
-                    out.update(read_offsets(path) or {})
+                    offsets = read_offsets(path) or {}
                 except (OSError, ValueError) as exc:
                     log.warning("hw_checkpoint.unreadable", path=str(path), error=str(exc))
+                    continue
+                out.update(offsets)
+                self._checkpointed_hw_dirs.update(dict.fromkeys(offsets, d))
         return out
 
     def _collect_high_watermarks(self) -> dict[Path, dict[tuple[str, int], int]]:
         by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
         for key, partition in self.partitions.items():
             by_dir.setdefault(partition.log.dir.parent, {})[key] = partition.high_watermark
+        # A partition not open yet (before catch-up, or its open still queued) keeps what the
+        # last checkpoint said: rewriting the file without it would restart it at high
+        # watermark 0 after a crash in between. Dropped once the image no longer assigns it.
+        assigned = self._assigned(self.image) if self._caught_up else None
+        for key, d in self._checkpointed_hw_dirs.items():
+            if key not in self.partitions and (assigned is None or key in assigned):
+                by_dir.setdefault(d, {}).setdefault(key, self._checkpointed_hw[key])
         return by_dir
 
     @staticmethod

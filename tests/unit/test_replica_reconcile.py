@@ -331,3 +331,39 @@ async def test_a_truncation_answer_from_an_epoch_the_partition_left_truncates_no
     await fetcher._truncate(Leader2(), [state])
     assert partition.log_end_offset == 3
     assert state.needs_truncation  # it asks again, at the current epoch
+
+
+async def test_the_high_watermark_checkpoint_keeps_partitions_not_open_yet(tmp_path: Path,
+                                                                           nursery: trio.Nursery) -> None:
+    """#27: `replication-offset-checkpoint` is rewritten every few seconds from the hosted
+    partitions. Before catch-up none is open: the file must keep their high watermarks (a crash
+    then would restart them at 0), and drop only what the caught-up image no longer assigns."""
+    from raftka.log.checkpoint import read_offsets, write_offsets
+
+    log_dir = tmp_path / "data"
+    log_dir.mkdir()
+    checkpoint = log_dir / "replication-offset-checkpoint"
+    kept = PartitionLog.open(log_dir, "kept", 0, LogConfig())
+    kept.append(make_batch(6), 0, now_ms=0)
+    kept.close()
+    write_offsets(checkpoint, {("kept", 0): 5, ("gone", 0): 7})
+    config = parse_node_config(parse_properties(PROPERTIES.format(log_dir=log_dir)), env={})
+    manager = ReplicaManager(config)
+    manager.checkpoint_high_watermarks()  # not caught up: nothing hosted yet
+    assert read_offsets(checkpoint) == {("kept", 0): 5, ("gone", 0): 7}
+
+    async def alter_partition(partition, isr) -> None:
+        raise AssertionError("no ISR change expected")
+
+    await nursery.start(manager.run, alter_partition)
+    feed = Feed(manager)
+    feed.commit(RegisterBroker(1, "inc-1", (("PLAINTEXT", "127.0.0.1", 9092),)))
+    feed.topic("kept", ID_1, 1, replicas=(2, 1))
+    async with manager._locks.hold([("kept", 0)]):  # its open waits
+        await manager.catch_up()
+        await trio.testing.wait_all_tasks_blocked()
+        manager.checkpoint_high_watermarks()
+        assert read_offsets(checkpoint) == {("kept", 0): 5}
+    await manager.wait_reconciled()
+    assert manager.partitions[("kept", 0)].high_watermark == 5
+    manager.close()
