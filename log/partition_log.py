@@ -28,9 +28,13 @@ torn tail, so it is never served and a replica refetches the rest from its
 leader. Opening a log therefore reads all of its data once. From the first
 segment that reaches past the recovery point (or whose index is missing or
 inconsistent, or that failed the CRC check) on, every batch is checked
-(length, magic, CRC, offset order); the first bad byte and everything after
-it are truncated (`log.recovery.truncated`), and the indexes are rebuilt from
-the scan.
+(length, magic, CRC, offset order); the log is cut at the first bad byte
+(`log.recovery.truncated`), and the indexes are rebuilt from the scan. Nothing
+is deleted on that guess (a flipped bit is not a torn write: good batches may
+follow): the bytes cut are copied to `<segment>.log.cut-at-byte-<pos>.<hex>.stray`
+first, and the later segments, which no longer continue the log, are renamed
+`<segment>.log.<hex>.stray` (`log.recovery.segment_set_aside`). Kafka deletes
+them; we keep them for an operator (`raftka storage strays`).
 
 Corruption below the recovery point that happens while the log is open:
 `read` checks each served batch's header (length, magic) -- a bad one raises
@@ -1227,7 +1231,8 @@ def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:
             pass
     except CorruptRecord as exc:
         _log.error("log.corrupt_batch", topic=topic, partition=partition, segment=segment.log_path.name,
-                   error=str(exc), action="log cut at the corrupt batch; replicas refetch the rest")
+                   error=str(exc), action="log cut at the corrupt batch (the bytes cut are kept as a .stray file); "
+                   "replicas refetch the rest")
         return False
     return True
 
