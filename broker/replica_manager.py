@@ -37,7 +37,7 @@ from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
 from raftka.log.partition_metadata import (
     DELETE_SUFFIX,
-    is_protected,
+    log_dir_children,
     parse_renamed_dir,
     protected_dirs,
     read_topic_id,
@@ -776,13 +776,8 @@ def _renamed_for_delete(log_dirs: list[Path], protected: frozenset[Path]) -> lis
     """The directories a deletion renamed (`<topic>-<p>.<32 hex>-delete`, Kafka's exact form)
     and a crash left behind. Nothing else is taken for one: not a `-stray` directory, not
     any other name ending in `-delete`, not a log dir or the metadata dir (`protected`)."""
-    found = []
-    for d in log_dirs:
-        with contextlib.suppress(FileNotFoundError):
-            found.extend(Path(e.path) for e in os.scandir(d)
-                         if (renamed := parse_renamed_dir(e.name)) is not None and renamed[2] == DELETE_SUFFIX
-                         and e.is_dir(follow_symlinks=False) and not is_protected(Path(e.path), protected))
-    return found
+    return [d for d in log_dir_children(log_dirs, protected)
+            if (renamed := parse_renamed_dir(d.name)) is not None and renamed[2] == DELETE_SUFFIX]
 
 
 def _remove_dirs(dirs: list[Path]) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from raftka.log.atomic_file import atomic_write
@@ -118,25 +118,29 @@ def stray_partition_dirs(log_dirs: Iterable[Path], expected: Mapping[tuple[str, 
     or whose recorded topic id is another one. A directory without a recorded id is kept, and
     so is every directory `is_protected` by `protected` (see `protected_dirs`)."""
     strays = []
+    for directory in log_dir_children(log_dirs, protected):
+        key = parse_partition_dir(directory.name)
+        if key is None:
+            continue
+        wanted = expected.get(key)
+        if wanted is None:
+            strays.append((directory, "not assigned to this broker by the metadata image"))
+            continue
+        recorded = read_topic_id(directory)
+        if recorded is not None and recorded != wanted:
+            strays.append((directory, f"holds topic id {recorded}, the topic's id is now {wanted}"))
+    return strays
+
+
+def log_dir_children(log_dirs: Iterable[Path], protected: frozenset[Path] = frozenset()) -> Iterator[Path]:
+    """The directories directly in each log dir (a missing log dir has none), by name, never a
+    symlink nor one `is_protected` by `protected`: the one scan every caller that looks for
+    partition, `-delete` or `-stray` directories uses."""
     for log_dir in log_dirs:
         try:
             entries = sorted(os.scandir(log_dir), key=lambda e: e.name)
         except FileNotFoundError:
             continue
         for entry in entries:
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            key = parse_partition_dir(entry.name)
-            if key is None:
-                continue
-            directory = Path(entry.path)
-            if is_protected(directory, protected):
-                continue
-            wanted = expected.get(key)
-            if wanted is None:
-                strays.append((directory, "not assigned to this broker by the metadata image"))
-                continue
-            recorded = read_topic_id(directory)
-            if recorded is not None and recorded != wanted:
-                strays.append((directory, f"holds topic id {recorded}, the topic's id is now {wanted}"))
-    return strays
+            if entry.is_dir(follow_symlinks=False) and not is_protected(Path(entry.path), protected):
+                yield Path(entry.path)

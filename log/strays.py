@@ -31,7 +31,7 @@ import structlog
 from raftka.log.atomic_file import atomic_write, fsync_dir
 from raftka.log.partition_metadata import (
     STRAY_SUFFIX,
-    is_protected,
+    log_dir_children,
     parse_partition_dir,
     parse_renamed_dir,
     renamed_dir,
@@ -81,19 +81,12 @@ def find_strays(log_dirs: Iterable[Path], protected: frozenset[Path] = frozenset
     """Every stray under `log_dirs`: `-stray` partition directories, and `.stray` files
     inside partition directories. Sorted by path."""
     found = []
-    for log_dir in log_dirs:
-        try:
-            entries = sorted(os.scandir(log_dir), key=lambda e: e.name)
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False) or is_protected(Path(entry.path), protected):
-                continue
-            renamed = parse_renamed_dir(entry.name)
-            if renamed is not None and renamed[2] == STRAY_SUFFIX:
-                found.append(_stray_dir(Path(entry.path)))
-            elif parse_partition_dir(entry.name) is not None:
-                found.extend(_stray_files(Path(entry.path)))
+    for directory in log_dir_children(log_dirs, protected):
+        renamed = parse_renamed_dir(directory.name)
+        if renamed is not None and renamed[2] == STRAY_SUFFIX:
+            found.append(_stray_dir(directory))
+        elif parse_partition_dir(directory.name) is not None:
+            found.extend(_stray_files(directory))
     return found
 
 
