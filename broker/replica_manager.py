@@ -467,12 +467,21 @@ class ReplicaManager:
             await trio.to_thread.run_sync(partition.log.increment_log_start_offset, offset)
         self._wake()
 
-    async def truncate(self, partition: Partition, offset: int) -> None:
-        """Truncate a follower's log in a worker thread under the partition's lock."""
+    async def truncate(self, partition: Partition, offset: int, leader_epoch: int) -> bool:
+        """Truncate a follower's log in a worker thread under the partition's lock; `offset` was
+        worked out at `leader_epoch`. False (nothing cut) if, by the time the lock is held, the
+        partition was deleted, or this broker leads it, or its leader epoch moved: the offset
+        belongs to an epoch it has left, and cutting by it could remove acknowledged records."""
         async with self._locks.hold([partition.key]):
             if self.partitions.get(partition.key) is not partition:
-                return  # deleted meanwhile
+                return False  # deleted meanwhile
+            if partition.is_leader or partition.leader_epoch != leader_epoch:
+                log.info("partition.truncation_skipped", topic=partition.topic, partition=partition.index,
+                         offset=offset, asked_at_leader_epoch=leader_epoch, leader_epoch=partition.leader_epoch,
+                         is_leader=partition.is_leader)
+                return False
             await trio.to_thread.run_sync(partition.truncate_to, offset)
+            return True
 
     async def _for_each_in_threads(self, partitions: list[Partition], fn: Callable[[Partition], object],
                                    failure_event: str) -> list[Partition]:

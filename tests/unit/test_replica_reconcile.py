@@ -224,7 +224,7 @@ async def test_a_followers_truncation_runs_in_a_worker_thread(started, log_dir: 
     assert partition.log_end_offset == 3
     partition.log.epoch_cache.assign(0, 0)  # as if the batch carried epoch 0
     # The epoch cache's change is noted from the worker thread, for the flush task.
-    await manager.truncate(partition, 0)
+    assert await manager.truncate(partition, 0, partition.leader_epoch)
     assert partition.log_end_offset == 0 and partition.log.epoch_cache.entries() == []
     await wait_until_async(lambda: _epoch_file(log_dir, "f-0").splitlines()[1:] == ["0"], timeout=10,
                            what="the emptied epoch cache written")
@@ -302,35 +302,30 @@ async def test_a_topic_with_a_249_character_name_is_renamed_for_deletion(started
     await wait_until_async(lambda: _dirs(log_dir) == [], timeout=10, what="the -delete dir to go")
 
 
-async def test_a_truncation_answer_from_an_epoch_the_partition_left_truncates_nothing(started) -> None:
-    """#27, truncation to the leader epoch fed a wrong guess: the follower asks broker 2 for its
-    end offset at leader epoch 0, and while the question is out this broker is elected leader.
-    The answer (end offset 0) is the old epoch's; applying it would cut the new leader's own
-    acknowledged records. Kafka's fetcher drops such answers; so does ours. The connection is a
-    stand-in that answers as broker 2 would have: the behaviour under test is the follower's."""
-    from types import SimpleNamespace
-
-    from raftka.broker.replica_fetcher import ReplicaFetcher, _FetchState
-
+async def test_a_truncation_worked_out_at_an_epoch_the_partition_left_cuts_nothing(started) -> None:
+    """#27, truncation to the leader epoch fed a wrong guess: the follower worked out where to cut
+    at leader epoch 0 (from broker 2's OffsetsForLeaderEpoch answer), and before the cut could take
+    the partition's lock this broker was elected leader. Cutting now would remove the new leader's
+    own acknowledged records; Kafka's fetcher drops such an answer, and so does ours."""
     manager, feed, _ = started
     feed.topic("f", ID_1, 1, replicas=(2, 1))  # broker 2 leads at epoch 0; this one follows
     await manager.wait_reconciled()
     partition = manager.partitions[("f", 0)]
     partition.log.append_as_follower(make_batch(3))
-    fetcher = ReplicaFetcher(manager, 2)
-    state = fetcher.states[partition.key] = _FetchState(partition)
-
-    class Leader2:
-        async def request(self, api_key, body):
+    done: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        async with manager._locks.hold([partition.key]):  # e.g. a flush holds the lock
+            nursery.start_soon(lambda: _record(done, manager.truncate(partition, 0, 0)))
+            await trio.testing.wait_all_tasks_blocked()
             feed.commit(PartitionChange(ID_1, 0, partition_epoch=0, leader=1))  # elected meanwhile
             await manager.wait_reconciled()
             assert partition.is_leader and partition.leader_epoch == 1
-            answer = SimpleNamespace(partition=0, error_code=0, leader_epoch=0, end_offset=0)
-            return SimpleNamespace(topics=[SimpleNamespace(topic="f", partitions=[answer])])
-
-    await fetcher._truncate(Leader2(), [state])
+    assert done == [False]
     assert partition.log_end_offset == 3
-    assert state.needs_truncation  # it asks again, at the current epoch
+
+
+async def _record(out: list, awaitable) -> None:
+    out.append(await awaitable)
 
 
 async def test_the_high_watermark_checkpoint_keeps_partitions_not_open_yet(tmp_path: Path,
