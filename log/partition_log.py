@@ -776,6 +776,9 @@ class PartitionLog:
         return segment
 
     def _new_segment(self, base: int) -> LogSegment:
+        log_path = self.dir / (file_stem(base) + LOG_SUFFIX)
+        if log_path.exists() and log_path.stat().st_size:  # not in the log, yet not ours to delete
+            _set_segment_aside(self.dir, base, "a new segment starts at its base offset")
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (self.dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
         segment = LogSegment(self.dir, base, self.config)
@@ -1210,7 +1213,7 @@ class PartitionLog:
                 self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
 
 
-def _set_segment_aside(part_dir: Path, base: int) -> None:
+def _set_segment_aside(part_dir: Path, base: int, reason: str = "it follows a segment cut by recovery") -> None:
     """Rename the segment's `.log` to `<name>.<hex>.stray` (kept for an operator: `raftka storage
     strays`) and remove its indexes, which are rebuilt from a log and useless without it."""
     log_path = part_dir / (file_stem(base) + LOG_SUFFIX)
@@ -1221,7 +1224,7 @@ def _set_segment_aside(part_dir: Path, base: int) -> None:
         (part_dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
     fsync_dir(part_dir)
     _log.warning("log.recovery.segment_set_aside", segment=log_path.name, renamed_to=target.name, bytes=size,
-                 reason="it follows a segment cut by recovery", action="kept; see `raftka storage strays`")
+                 reason=reason, action="kept; see `raftka storage strays`")
 
 
 def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:

@@ -217,3 +217,16 @@ def test_start_up_clean_up_keeps_what_it_cannot_explain(open_log, part_dir: Path
     assert sorted(p.name for p in part_dir.glob("*.snapshot")) == snapshots  # in range: kept
     # the producer state came back from them: a retried batch is still a duplicate
     assert log.append(make_batch(2, producer_id=7, producer_epoch=0, base_sequence=22), 0, now_ms=0).duplicate
+
+
+def test_a_new_segment_sets_aside_a_file_already_at_its_name(open_log, part_dir: Path) -> None:
+    """#27: a roll creates `<log end>.log`; a file already there is in no segment list, but it is
+    not proven garbage either (an operator's copy, a leftover of a tool): it is set aside, kept."""
+    log = open_log()
+    log.append(make_batch(2), 0, now_ms=0)
+    planted = part_dir / f"{log.log_end_offset:020d}.log"
+    planted.write_bytes(b"someone else's bytes")
+    log.roll(now_ms=0)
+    (kept,) = part_dir.glob(f"{planted.name}.*.stray")
+    assert kept.read_bytes() == b"someone else's bytes"
+    assert [s.base_offset for s in log.segments] == [0, 2] and log.segments[1].size == 0
