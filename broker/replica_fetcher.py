@@ -192,7 +192,7 @@ class ReplicaFetcher:
                     continue
                 epoch = asked_at.get(state.partition.key)
                 if epoch is None:
-                    continue  # a partition added after the question: it asks for itself
+                    continue  # an answer for a partition we did not ask about
                 if result.error_code:
                     self._back_off(state, result.error_code, "offset_for_leader_epoch")
                     continue
