@@ -176,6 +176,7 @@ class ReplicaFetcher:
 
     async def _truncate(self, conn: BrokerConnection, states: list[_FetchState]) -> None:
         by_topic: dict[str, list[dict]] = {}
+        asked_at = {s.partition.key: s.partition.leader_epoch for s in states}  # the request's epochs
         for s in states:
             p = s.partition
             by_topic.setdefault(p.topic, []).append({
@@ -189,12 +190,16 @@ class ReplicaFetcher:
                 state = self.states.get((topic.topic, result.partition))
                 if state is None:
                     continue
+                epoch = asked_at.get(state.partition.key)
+                if epoch is None:
+                    continue  # an answer for a partition we did not ask about
                 if result.error_code:
                     self._back_off(state, result.error_code, "offset_for_leader_epoch")
                     continue
-                await self._apply_truncation(state, result.leader_epoch, result.end_offset)
+                await self._apply_truncation(state, result.leader_epoch, result.end_offset, epoch)
 
-    async def _apply_truncation(self, state: _FetchState, leader_epoch: int, leader_end: int) -> None:
+    async def _apply_truncation(self, state: _FetchState, leader_epoch: int, leader_end: int,
+                                asked_at: int) -> None:
         p = state.partition
         requested = p.log.epoch_cache.latest_epoch
         leo = p.log.log_end_offset
@@ -206,9 +211,11 @@ class ReplicaFetcher:
             target = min(leader_end, our_end if our_end >= 0 else leo)
         else:
             target = min(leader_end, leo)
-        # In a worker thread under the partition's lock (replica_manager.truncate).
-        await self.replicas.truncate(p, max(target, p.log.log_start_offset))
-        state.needs_truncation = False
+        # In a worker thread under the partition's lock (replica_manager.truncate), which
+        # refuses it if the partition's leader epoch moved since we asked (this node may even
+        # lead now), as Kafka's fetcher drops such answers; the partition then asks again.
+        if await self.replicas.truncate(p, max(target, p.log.log_start_offset), asked_at):
+            state.needs_truncation = False
 
     def _reset_session(self) -> None:
         """Start a new fetch session with the next request (a new connection, or the leader lost ours)."""

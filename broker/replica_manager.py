@@ -18,7 +18,7 @@ import errno
 import functools
 import os
 import shutil
-import uuid
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -35,7 +35,16 @@ from raftka.broker.topic_config import TopicConfig, effective_topic_config, topi
 from raftka.log.checkpoint import read_offsets, write_offsets
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
-from raftka.log.partition_metadata import read_topic_id, stray_partition_dirs, write_topic_id
+from raftka.log.partition_metadata import (
+    DELETE_SUFFIX,
+    log_dir_children,
+    parse_renamed_dir,
+    protected_dirs,
+    read_topic_id,
+    renamed_dir,
+    write_topic_id,
+)
+from raftka.log.strays import move_strays_aside
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.image import MetadataDelta, MetadataImage, PartitionImage
 from raftka.raft_meta.node_config import NodeConfig
@@ -72,6 +81,7 @@ class ReplicaManager:
         # Set whenever a leader appends (follower long-polls).
         self._append_event = trio.Event()
         self._isr_wake = trio.Event()
+        self._checkpointed_hw_dirs: dict[tuple[str, int], Path] = {}  # filled by _read_hw_checkpoints
         self._checkpointed_hw = self._read_hw_checkpoints()
         self._leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._settings_cache: dict[tuple[tuple[str, str], ...], TopicConfig] = {}
@@ -170,13 +180,15 @@ class ReplicaManager:
 
         First, partition directories the image does not give this broker (a topic deleted
         while it was down), or that hold an earlier incarnation of a topic re-created under
-        the same name, are deleted (in a worker thread), as Kafka deletes stray logs. Then
-        every assigned partition is handed to the reconcile task; `wait_reconciled` waits
-        for their logs to be open."""
+        the same name, are renamed aside with Kafka's `-stray` suffix and kept (in a worker
+        thread; log/strays.py): an inference from the image is no proof that the data is
+        garbage, so an operator decides (`raftka storage strays`). The log dirs, the metadata
+        dir and its `__cluster_metadata-0` are never strays. Then every assigned partition is
+        handed to the reconcile task; `wait_reconciled` waits for their logs to be open."""
         expected = self._assigned(self.image)
-        for directory, why in await trio.to_thread.run_sync(stray_partition_dirs, self.log_dirs, expected):
-            log.warning("log.stray_deleted", dir=str(directory), reason=why)
-            await trio.to_thread.run_sync(shutil.rmtree, directory, True)
+        protected = protected_dirs(self.log_dirs, self.config.metadata_log_dir)
+        await trio.to_thread.run_sync(move_strays_aside, self.log_dirs, expected, protected,
+                                      int(time.time() * 1000))
         image = self.image
         self._caught_up = True
         log.info("replicas.caught_up", node_id=self.node_id, metadata_offset=image.offset)
@@ -377,9 +389,10 @@ class ReplicaManager:
             plog.on_roll = plog.epoch_cache.on_deferred = functools.partial(self._request_flush, key)
             partition = Partition(key[0], topic_id, key[1], self.node_id, plog, self._wake,
                                   on_append=self._wake_append,
-                                  high_watermark=self._checkpointed_hw.get(key, 0),
+                                  high_watermark=self._checkpointed_hw.pop(key, 0),
                                   lag_ms=self.config.replica_lag_time_max_ms)
             self.partitions[key] = partition
+            self._checkpointed_hw_dirs.pop(key, None)  # the partition's own value counts now
             self._apply_role(partition, image, part_image)
         event, self._installed = self._installed, trio.Event()
         event.set()
@@ -411,7 +424,8 @@ class ReplicaManager:
 
     async def _delete_loop(self) -> None:
         """Remove the `-delete` directories (leftovers of a crash included), in worker threads."""
-        self._to_delete.extend(await trio.to_thread.run_sync(_renamed_for_delete, self.log_dirs))
+        protected = protected_dirs(self.log_dirs, self.config.metadata_log_dir)
+        self._to_delete.extend(await trio.to_thread.run_sync(_renamed_for_delete, self.log_dirs, protected))
         while True:
             if not self._to_delete:
                 await self._delete_wake.wait()
@@ -453,12 +467,21 @@ class ReplicaManager:
             await trio.to_thread.run_sync(partition.log.increment_log_start_offset, offset)
         self._wake()
 
-    async def truncate(self, partition: Partition, offset: int) -> None:
-        """Truncate a follower's log in a worker thread under the partition's lock."""
+    async def truncate(self, partition: Partition, offset: int, leader_epoch: int) -> bool:
+        """Truncate a follower's log in a worker thread under the partition's lock; `offset` was
+        worked out at `leader_epoch`. False (nothing cut) if, by the time the lock is held, the
+        partition was deleted, or this broker leads it, or its leader epoch moved: the offset
+        belongs to an epoch it has left, and cutting by it could remove acknowledged records."""
         async with self._locks.hold([partition.key]):
             if self.partitions.get(partition.key) is not partition:
-                return  # deleted meanwhile
+                return False  # deleted meanwhile
+            if partition.is_leader or partition.leader_epoch != leader_epoch:
+                log.info("partition.truncation_skipped", topic=partition.topic, partition=partition.index,
+                         offset=offset, asked_at_leader_epoch=leader_epoch, leader_epoch=partition.leader_epoch,
+                         is_leader=partition.is_leader)
+                return False
             await trio.to_thread.run_sync(partition.truncate_to, offset)
+            return True
 
     async def _for_each_in_threads(self, partitions: list[Partition], fn: Callable[[Partition], object],
                                    failure_event: str) -> list[Partition]:
@@ -647,15 +670,25 @@ class ReplicaManager:
             path = d / HW_CHECKPOINT
             if path.exists():
                 try:
-                    out.update(read_offsets(path) or {})
+                    offsets = read_offsets(path) or {}
                 except (OSError, ValueError) as exc:
                     log.warning("hw_checkpoint.unreadable", path=str(path), error=str(exc))
+                    continue
+                out.update(offsets)
+                self._checkpointed_hw_dirs.update(dict.fromkeys(offsets, d))
         return out
 
     def _collect_high_watermarks(self) -> dict[Path, dict[tuple[str, int], int]]:
         by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
         for key, partition in self.partitions.items():
             by_dir.setdefault(partition.log.dir.parent, {})[key] = partition.high_watermark
+        # A partition not open yet (before catch-up, or its open still queued) keeps what the
+        # last checkpoint said: rewriting the file without it would restart it at high
+        # watermark 0 after a crash in between. Dropped once the image no longer assigns it.
+        assigned = self._assigned(self.image) if self._caught_up else None
+        for key, d in self._checkpointed_hw_dirs.items():
+            if key not in self.partitions and (assigned is None or key in assigned):
+                by_dir.setdefault(d, {}).setdefault(key, self._checkpointed_hw[key])
         return by_dir
 
     @staticmethod
@@ -686,7 +719,6 @@ class ReplicaManager:
 
 RECONCILE_BATCH = 64  # logs opened / renamed / flushed per worker-thread call
 RECONCILE_RETRY_S = 1.0
-DELETE_SUFFIX = "-delete"
 
 OpenJob = tuple[tuple[str, int], str, Path, LogConfig]
 
@@ -708,7 +740,7 @@ def _open_logs(jobs: list[OpenJob]) -> list[PartitionLog | _OpenFailed | None]:
             recorded = read_topic_id(plog.dir)
             if recorded is None:
                 write_topic_id(plog.dir, topic_id)
-            elif recorded != topic_id:  # stray dirs are removed at catch-up; this is a bug if seen
+            elif recorded != topic_id:  # stray dirs are set aside at catch-up; this is a bug if seen
                 log.error("partition.topic_id_mismatch", topic=topic, partition=index,
                           dir=str(plog.dir), recorded=recorded, expected=topic_id)
                 plog.close()
@@ -735,25 +767,26 @@ def _close_and_rename(logs: list[PartitionLog]) -> list[Path]:
             plog.close_for_delete()  # no fsync of data about to be deleted
         except Exception:
             log.exception("partition.close_failed", topic=plog.topic, partition=plog.partition)
-        target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        target = renamed_dir(plog.dir, DELETE_SUFFIX)
         try:
             os.rename(plog.dir, target)
         except FileNotFoundError:
             continue
         except OSError as exc:
-            log.error("partition.rename_failed", dir=str(plog.dir), error=str(exc))
-            target = plog.dir
+            # Kept: removing it under its live name could remove a re-created topic's new log
+            # opened meanwhile in the same place (the open then refuses the old topic id).
+            log.error("partition.rename_failed", dir=str(plog.dir), error=str(exc), action="kept")
+            continue
         renamed.append(target)
     return renamed
 
 
-def _renamed_for_delete(log_dirs: list[Path]) -> list[Path]:
-    found = []
-    for d in log_dirs:
-        with contextlib.suppress(FileNotFoundError):
-            found.extend(Path(e.path) for e in os.scandir(d)
-                         if e.name.endswith(DELETE_SUFFIX) and e.is_dir(follow_symlinks=False))
-    return found
+def _renamed_for_delete(log_dirs: list[Path], protected: frozenset[Path]) -> list[Path]:
+    """The directories a deletion renamed (`<topic>-<p>.<32 hex>-delete`, Kafka's exact form)
+    and a crash left behind. Nothing else is taken for one: not a `-stray` directory, not
+    any other name ending in `-delete`, not a log dir or the metadata dir (`protected`)."""
+    return [d for d in log_dir_children(log_dirs, protected)
+            if (renamed := parse_renamed_dir(d.name)) is not None and renamed[2] == DELETE_SUFFIX]
 
 
 def _remove_dirs(dirs: list[Path]) -> None:

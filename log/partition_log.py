@@ -28,9 +28,13 @@ torn tail, so it is never served and a replica refetches the rest from its
 leader. Opening a log therefore reads all of its data once. From the first
 segment that reaches past the recovery point (or whose index is missing or
 inconsistent, or that failed the CRC check) on, every batch is checked
-(length, magic, CRC, offset order); the first bad byte and everything after
-it are truncated (`log.recovery.truncated`), and the indexes are rebuilt from
-the scan.
+(length, magic, CRC, offset order); the log is cut at the first bad byte
+(`log.recovery.truncated`), and the indexes are rebuilt from the scan. Nothing
+is deleted on that guess (a flipped bit is not a torn write: good batches may
+follow): the bytes cut are copied to `<segment>.log.cut-at-byte-<pos>.<hex>.stray`
+first, and the later segments, which no longer continue the log, are renamed
+`<segment>.log.<hex>.stray` (`log.recovery.segment_set_aside`). Kafka deletes
+them; we keep them for an operator (`raftka storage strays`).
 
 Corruption below the recovery point that happens while the log is open:
 `read` checks each served batch's header (length, magic) -- a bad one raises
@@ -71,6 +75,7 @@ import dataclasses
 import os
 import threading
 import time
+import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -114,6 +119,7 @@ from raftka.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
+    STRAY_FILE_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
@@ -285,7 +291,7 @@ class PartitionLog:
                     _log.info("log.index.rebuild", segment=segment.log_path.name, reason=str(exc))
                 else:
                     recovering = True
-            truncated = segment.recover()
+            truncated = segment.recover(keep_cut=True)
             for header in segment.iter_headers():
                 if header.partition_leader_epoch > epoch_cache.latest_epoch:
                     epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -300,14 +306,11 @@ class PartitionLog:
                     bytes=truncated,
                     valid_bytes=segment.size,
                 )
+                # The later segments no longer continue the log, but they may hold acknowledged
+                # records (a flipped bit is not a torn write): set aside, never deleted. Their
+                # indexes are derived from them and go.
                 for later in bases[i + 1 :]:
-                    stray = LogSegment(part_dir, later, config)
-                    _log.warning(
-                        "log.recovery.segment_deleted", segment=stray.log_path.name, bytes=stray.size
-                    )
-                    stray.close()
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                        (part_dir / (file_stem(later) + suffix)).unlink(missing_ok=True)
+                    _set_segment_aside(part_dir, later)
                 break
         if not segments:
             segment = LogSegment(part_dir, log_start, config)
@@ -773,6 +776,9 @@ class PartitionLog:
         return segment
 
     def _new_segment(self, base: int) -> LogSegment:
+        log_path = self.dir / (file_stem(base) + LOG_SUFFIX)
+        if log_path.exists() and log_path.stat().st_size:  # not in the log, yet not ours to delete
+            _set_segment_aside(self.dir, base, "a new segment starts at its base offset")
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (self.dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
         segment = LogSegment(self.dir, base, self.config)
@@ -1207,6 +1213,20 @@ class PartitionLog:
                 self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
 
 
+def _set_segment_aside(part_dir: Path, base: int, reason: str = "it follows a segment cut by recovery") -> None:
+    """Rename the segment's `.log` to `<name>.<hex>.stray` (kept for an operator: `raftka storage
+    strays`) and remove its indexes, which are rebuilt from a log and useless without it."""
+    log_path = part_dir / (file_stem(base) + LOG_SUFFIX)
+    target = log_path.with_name(f"{log_path.name}.{uuid.uuid4().hex[:8]}{STRAY_FILE_SUFFIX}")
+    size = log_path.stat().st_size
+    os.replace(log_path, target)
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        (part_dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
+    fsync_dir(part_dir)
+    _log.warning("log.recovery.segment_set_aside", segment=log_path.name, renamed_to=target.name, bytes=size,
+                 reason=reason, action="kept; see `raftka storage strays`")
+
+
 def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:
     """Every batch of a flushed segment passes its CRC check (a failure is logged as an error)."""
     try:
@@ -1214,7 +1234,8 @@ def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:
             pass
     except CorruptRecord as exc:
         _log.error("log.corrupt_batch", topic=topic, partition=partition, segment=segment.log_path.name,
-                   error=str(exc), action="log cut at the corrupt batch; replicas refetch the rest")
+                   error=str(exc), action="log cut at the corrupt batch (the bytes cut are kept as a .stray file); "
+                   "replicas refetch the rest")
         return False
     return True
 

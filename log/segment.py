@@ -21,10 +21,12 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from raftka.log.atomic_file import atomic_write
 from raftka.log.batch_header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -45,6 +47,9 @@ TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
+# A segment file (or the bytes cut from one) that crash recovery could not fit in the log:
+# set aside and kept for an operator (`raftka storage strays`), never read as a segment.
+STRAY_FILE_SUFFIX = ".stray"
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
 _READ_PREFIX = struct.Struct(">qiibIhi")
@@ -173,9 +178,12 @@ class LogSegment:
         self._bytes_since_index_entry = self.size - last_position
         self._load_rolling_base()
 
-    def recover(self) -> int:
+    def recover(self, *, keep_cut: bool = False) -> int:
         """Validate every batch (length, magic, CRC, offsets), cut a bad tail, rebuild the indexes.
 
+        With `keep_cut`, the bytes cut are first copied (and fsynced) to a stray file beside
+        the segment (`<name>.cut-at-byte-<position>.<hex>.stray`): a bad batch may be a flipped
+        bit with good batches behind it, and those are kept for an operator.
         Returns the number of bytes truncated.
         """
         for path in (self.index_path, self.time_index_path):
@@ -206,11 +214,19 @@ class LogSegment:
             position += header.size
         truncated = self.size - position
         if truncated:
+            if keep_cut:
+                self._copy_aside(buf, position)
             self._unmap()
             os.ftruncate(self.file.fileno(), position)
             self.size = position
         self._load_rolling_base()
         return truncated
+
+    def _copy_aside(self, buf: mmap.mmap | bytes, position: int) -> Path:
+        target = self.log_path.with_name(
+            f"{self.log_path.name}.cut-at-byte-{position}.{uuid.uuid4().hex[:8]}{STRAY_FILE_SUFFIX}")
+        atomic_write(target, bytes(buf[position:self.size]))
+        return target
 
     def _load_rolling_base(self) -> None:
         # Kafka's rule after a restart: time-based rolling counts from the first batch's timestamp.

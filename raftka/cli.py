@@ -53,7 +53,7 @@ def main() -> None:
 # --- storage ---------------------------------------------------------------
 @main.group()
 def storage() -> None:
-    """Prepare a node's storage: cluster ids and meta.properties."""
+    """Prepare a node's storage (cluster ids, meta.properties) and look after what it set aside."""
 
 
 @storage.command(name="random-uuid")
@@ -75,6 +75,39 @@ def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, ad
     from raftka.cmd_storage import format_dirs
 
     sys.exit(format_dirs(config_path, cluster_id, ignore_formatted, add_scram))
+
+
+@storage.command(name="strays")
+@click.option("--config", "-c", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The node's server.properties (its log.dirs are scanned).")
+@click.option("--delete", is_flag=True,
+              help="Remove every stray listed, for good. Only while the node is stopped: the command "
+                   "takes the node's directory locks and refuses if the node holds them.")
+def storage_strays(config_path: str, delete: bool) -> None:
+    """List (or remove) what the node set aside instead of deleting it.
+
+    \b
+    The broker never deletes data it cannot prove is garbage. It renames it aside
+    and keeps it, with a warning in its log:
+      <topic>-<p>.<hex>-stray   a partition directory the metadata does not give
+                                this node (its topic was deleted while the node
+                                was down, or re-created under a new id); event
+                                log.stray_renamed
+      <segment>.log.<hex>.stray a segment crash recovery could not fit in the
+                                log, or the bytes it cut from one (a corrupt
+                                batch); events log.recovery.*
+    A stray is never served, opened or counted as a partition. Each line shows
+    the path, its size, when it was set aside and why (when recorded). Copy out
+    what you need (`raftka log dump` reads a renamed segment once it ends in
+    .log), then remove the rest with --delete while the node is stopped.
+
+    \b
+    Exit status: 0 done (also when there is nothing to list), 1 on an error
+    (bad config, the node is running and --delete was given).
+    """
+    from raftka.cmd_storage import strays
+
+    sys.exit(strays(config_path, delete))
 
 
 # --- server / cluster / quorum --------------------------------------------

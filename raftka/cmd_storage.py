@@ -1,4 +1,4 @@
-"""`raftka storage random-uuid` and `raftka storage format`: the click-free halves."""
+"""`raftka storage random-uuid`, `format` and `strays`: the click-free halves."""
 
 from __future__ import annotations
 
@@ -54,4 +54,43 @@ def format_dirs(config_path: str, cluster_id: str, ignore_formatted: bool, add_s
         print(f"Formatted {directory} (cluster.id={cluster_id}, node.id={config.node_id})")
     if not written:
         print("Every directory was already formatted with these ids.")
+    return 0
+
+
+def strays(config_path: str, delete: bool) -> int:
+    """List the strays under the node's log dirs (log/strays.py); with `delete`, remove them,
+    holding every directory lock of the node (so never under a running node); exit status."""
+    import contextlib
+    import datetime
+    from pathlib import Path
+
+    from raftka.log.partition_metadata import protected_dirs
+    from raftka.log.strays import find_strays, remove_stray
+
+    try:
+        config = load_node_config(config_path)
+        guard = lock_dirs([*config.log_dirs, config.metadata_log_dir]) if delete else contextlib.nullcontext()
+        with guard:
+            found = find_strays([Path(d) for d in config.log_dirs],
+                                protected_dirs(config.log_dirs, config.metadata_log_dir))
+            if not found:
+                print(f"No strays in {', '.join(config.log_dirs)}.")
+                return 0
+            for stray in found:
+                when = ("unknown" if stray.renamed_at_ms is None else datetime.datetime.fromtimestamp(
+                    stray.renamed_at_ms / 1000, datetime.UTC).isoformat(timespec="seconds"))
+                print(f"{stray.path}\t{stray.kind}\t{stray.size_bytes} bytes\tset aside {when}"
+                      f"\t{stray.reason or '(reason not recorded: see the node log)'}")
+                if delete:
+                    remove_stray(stray)
+                    print(f"Removed {stray.path}")
+    except (ConfigError, DirLocked) as exc:
+        hint = "; stop the node first (--delete runs only while it is stopped)" if isinstance(exc, DirLocked) else ""
+        print(f"raftka storage strays: {exc}{hint}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"raftka storage strays: {exc}", file=sys.stderr)
+        return 1
+    if not delete:
+        print(f"{len(found)} stray(s); remove them with --delete while the node is stopped.")
     return 0

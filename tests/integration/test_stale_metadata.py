@@ -10,6 +10,10 @@ leader was at epoch 1). Real processes, real clients.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -84,11 +88,12 @@ def test_a_restarted_node_takes_no_role_from_the_epochs_it_replays(tmp_path):
         assert message.value() == b"acked-at-the-new-epoch"
 
 
-def test_a_topic_deleted_while_a_node_was_down_leaves_no_directory_behind(tmp_path):
+def test_a_topic_deleted_while_a_node_was_down_is_set_aside_kept_and_removed_by_the_operator(tmp_path):
     """Roles now come only from the caught-up image, so a returning node never replays a topic's
-    deletion; its directory is found stray at catch-up (not assigned by the image) and deleted,
-    as Kafka deletes stray logs. Otherwise it would linger, and a later topic of the same name
-    placed on this node would reopen the old records."""
+    deletion; its directory is found stray at catch-up (not assigned by the image). As in Kafka,
+    it is renamed `<topic>-<p>.<hex>-stray`, logged and kept (#27: an inference from the image
+    is no proof of garbage), never served nor reopened when a topic of the same name comes back,
+    listed by `raftka storage strays`, and removed by it only while the node is stopped."""
     with running_cluster(tmp_path, 3) as cluster:
         create_topic(cluster, "reborn", 1, 3)
         _produce(cluster.bootstrap, "reborn", b"old-incarnation-record")
@@ -107,13 +112,50 @@ def test_a_topic_deleted_while_a_node_was_down_leaves_no_directory_behind(tmp_pa
         node = cluster.nodes[away]
         old_dir = node.directory / "data" / "reborn-0"
         assert old_dir.is_dir()
+        old_segment = (old_dir / "00000000000000000000.log").read_bytes()
+        assert b"old-incarnation-record" in old_segment
         mark = len(node.log_path.read_text())
         cluster.start_node(away, wait=True)
         events = _events(node.log_path.read_text()[mark:])
-        stray = [e for e in events if e.get("event") == "log.stray_deleted"]
+        stray = [e for e in events if e.get("event") == "log.stray_renamed"]
         assert [e["dir"] for e in stray] == [str(old_dir)], stray
+        assert stray[0].get("level") == "warning", stray
+        kept = old_dir.parent / stray[0]["renamed_to"]
+        assert re.fullmatch(r"reborn-0\.[0-9a-f]{32}-stray", kept.name)
         assert not old_dir.exists()
+        assert (kept / "00000000000000000000.log").read_bytes() == old_segment
         assert away not in partition_info(cluster, "reborn").replicas
+        assert "reborn" not in _described_topics(cluster, away)  # not served, not counted
+
+        listed = _strays(node.config_path)
+        assert listed.returncode == 0, listed.stderr
+        assert str(kept) in listed.stdout and "not assigned to this broker" in listed.stdout
+        refused = _strays(node.config_path, "--delete")  # the node holds its directory locks
+        assert refused.returncode == 1 and "stop the node first" in refused.stderr
+        assert kept.is_dir()
+
+        cluster.stop_node(away)
+        removed = _strays(node.config_path, "--delete")
+        assert removed.returncode == 0, removed.stderr
+        assert f"Removed {kept}" in removed.stdout
+        assert not kept.exists()
+        assert "No strays" in _strays(node.config_path).stdout
+
+
+def _strays(properties: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raftka", "storage", "strays", "--config", str(properties), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _described_topics(cluster, broker: int) -> set[str]:
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=cluster.nodes[broker].bootstrap)
+    try:
+        [answer] = client.describe_log_dirs(brokers=[broker])
+    finally:
+        client.close()
+    return {topic["name"] for log_dir in answer["log_dirs"] for topic in log_dir["topics"]}
 
 
 def _topics(cluster) -> list[str]:

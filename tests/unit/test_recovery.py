@@ -118,7 +118,7 @@ def test_broken_index_is_rebuilt(open_log, part_dir: Path, damage: str) -> None:
     assert log.offset_for_timestamp(100 * 40)[1] == 100 * 40
 
 
-def test_unflushed_segments_after_a_torn_one_are_dropped(open_log, part_dir: Path) -> None:
+def test_unflushed_segments_after_a_torn_one_are_set_aside(open_log, part_dir: Path) -> None:
     log = open_log(segment_bytes=400)
     for _ in range(12):
         log.append(make_batch(2), 0, now_ms=0)
@@ -129,11 +129,19 @@ def test_unflushed_segments_after_a_torn_one_are_dropped(open_log, part_dir: Pat
     # and the second segment torn; everything after it must go.
     (part_dir / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
     second = part_dir / f"{segments[1]:020d}.log"
-    second.write_bytes(second.read_bytes()[:-5])
+    whole = second.read_bytes()
+    second.write_bytes(whole[:-5])
+    later = {f"{b:020d}.log": (part_dir / f"{b:020d}.log").read_bytes() for b in segments[2:]}
     log = open_log(segment_bytes=400)
     assert [s.base_offset for s in log.segments] == segments[:2]
     assert not (part_dir / f"{segments[2]:020d}.log").exists()
     assert log.log_end_offset == log.segments[1].next_offset
+    # Out of the log, not deleted: each later segment and the torn batch's bytes are kept (#27).
+    strays = {p.name: p.read_bytes() for p in part_dir.glob("*.stray")}
+    assert {n.split(".log.")[0] + ".log": b for n, b in strays.items() if ".cut-at-byte-" not in n} == later
+    (cut,) = [b for n, b in strays.items() if ".cut-at-byte-" in n]
+    assert whole[:-5].endswith(cut)
+    assert not list(part_dir.glob(f"{segments[2]:020d}.*index"))  # derived files go
 
 
 def test_interrupted_compaction_files_are_finished_or_removed(open_log, part_dir: Path) -> None:
@@ -173,3 +181,52 @@ def test_checkpoints_are_written_only_when_they_change(open_log, part_dir: Path)
     assert "log.checkpoint.corrupt" in [e["event"] for e in logs]
     assert reopened.log_end_offset == 3
     assert read_offsets(recovery) == {(TOPIC, PARTITION): 3}  # a corrupt file is rewritten
+
+
+def test_start_up_clean_up_keeps_what_it_cannot_explain(open_log, part_dir: Path) -> None:
+    """#27: the clean-up at open removes only the suffixes it can prove are garbage (`.deleted`,
+    `.cleaned`, `-checkpoint.tmp`); it is fed names that merely resemble them, stray files, an
+    unparseable `.swap` and in-range producer snapshots, and keeps every one. A corrupt
+    leader-epoch checkpoint is rebuilt from the batches, which all stay."""
+    log = open_log(segment_bytes=400)
+    for i in range(12):
+        log.append(make_batch(2, producer_id=7, producer_epoch=0, base_sequence=2 * i), 0, now_ms=0)
+    log.producer_state.take_snapshot(log.log_end_offset)
+    data = log.read_bytes(0, 10**6)
+    end = log.log_end_offset
+    log.close()
+    kept = {
+        "00000000000000000004.log.0badc0de.stray": b"set aside by an earlier recovery",
+        "00000000000000000004.log.cut-at-byte-9.0badc0de.stray": b"cut bytes",
+        "notes.log.swap": b"not a segment's swap",
+        "notes.deleted.txt": b"an operator's file",
+        "partition.metadata.tmp": b"version: 0\n",
+        "leader-epoch-checkpoint.tmp.bak": b"x",
+    }
+    for name, body in kept.items():
+        (part_dir / name).write_bytes(body)
+    snapshots = sorted(p.name for p in part_dir.glob("*.snapshot"))
+    assert snapshots
+    (part_dir / "leader-epoch-checkpoint").write_text("0\n1\nnot numbers\n")  # corrupt
+    with capture_logs() as logs:
+        log = open_log(segment_bytes=400)
+    assert any(e["event"] == "log.epoch_cache.corrupt" for e in logs)
+    assert log.read_bytes(0, 10**6) == data and log.log_end_offset == end
+    assert log.epoch_cache.latest_epoch == 0
+    assert {name: (part_dir / name).read_bytes() for name in kept} == kept
+    assert sorted(p.name for p in part_dir.glob("*.snapshot")) == snapshots  # in range: kept
+    # the producer state came back from them: a retried batch is still a duplicate
+    assert log.append(make_batch(2, producer_id=7, producer_epoch=0, base_sequence=22), 0, now_ms=0).duplicate
+
+
+def test_a_new_segment_sets_aside_a_file_already_at_its_name(open_log, part_dir: Path) -> None:
+    """#27: a roll creates `<log end>.log`; a file already there is in no segment list, but it is
+    not proven garbage either (an operator's copy, a leftover of a tool): it is set aside, kept."""
+    log = open_log()
+    log.append(make_batch(2), 0, now_ms=0)
+    planted = part_dir / f"{log.log_end_offset:020d}.log"
+    planted.write_bytes(b"someone else's bytes")
+    log.roll(now_ms=0)
+    (kept,) = part_dir.glob(f"{planted.name}.*.stray")
+    assert kept.read_bytes() == b"someone else's bytes"
+    assert [s.base_offset for s in log.segments] == [0, 2] and log.segments[1].size == 0

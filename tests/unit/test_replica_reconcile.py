@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from structlog.testing import capture_logs
 
 from raftka.broker.partition import NotLeaderOrFollower
 from raftka.broker.replica_manager import ReplicaManager, UnknownTopicOrPartition
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
-from raftka.log.partition_metadata import read_topic_id
+from raftka.log.partition_metadata import read_topic_id, write_topic_id
 from raftka.raft_meta.apply import apply_entry
 from raftka.raft_meta.node_config import parse_node_config, parse_properties
 from raftka.raft_meta.records import Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic
@@ -223,7 +224,141 @@ async def test_a_followers_truncation_runs_in_a_worker_thread(started, log_dir: 
     assert partition.log_end_offset == 3
     partition.log.epoch_cache.assign(0, 0)  # as if the batch carried epoch 0
     # The epoch cache's change is noted from the worker thread, for the flush task.
-    await manager.truncate(partition, 0)
+    assert await manager.truncate(partition, 0, partition.leader_epoch)
     assert partition.log_end_offset == 0 and partition.log.epoch_cache.entries() == []
     await wait_until_async(lambda: _epoch_file(log_dir, "f-0").splitlines()[1:] == ["0"], timeout=10,
                            what="the emptied epoch cache written")
+
+
+HEX = "0123456789abcdef" * 2
+
+
+async def test_catch_up_sets_strays_aside_and_keeps_what_it_cannot_explain(tmp_path: Path,
+                                                                           nursery: trio.Nursery) -> None:
+    """#27: the wrong guesses fed to the start-up paths are all kept. Strays are renamed `-stray`
+    with their bytes; the metadata dir (here a partition-like `meta-0` inside the log dir), the
+    metadata log and names that merely look deleted are never touched; only a directory in
+    Kafka's exact `-delete` form is removed, and a stray is never opened as a partition."""
+    log_dir = tmp_path / "data"
+    for name, topic_id in [("gone-0", ID_B), ("t-0", ID_1), ("live-0", ID_B)]:
+        PartitionLog.open(log_dir, name.rsplit("-", 1)[0], 0, LogConfig()).close()
+        write_topic_id(log_dir / name, topic_id)
+    live = PartitionLog.open(log_dir, "live", 0, LogConfig())
+    live.append(make_batch(5), 0, now_ms=0)
+    live.close()
+    gone_bytes = {p.name: p.read_bytes() for p in (log_dir / "gone-0").iterdir()}
+    meta = log_dir / "meta-0"  # metadata.log.dir, named like a partition
+    kept = [meta / "__cluster_metadata-0", log_dir / "__cluster_metadata-0", log_dir / "x-delete",
+            log_dir / "notes-0-delete", log_dir / f"keep-0.{HEX}-stray", log_dir / "keep-0.abc-delete"]
+    for d in kept:
+        d.mkdir(parents=True)
+        (d / "raft.journal").write_bytes(b"acknowledged")
+    doomed = log_dir / f"old-0.{HEX}-delete"  # a deletion a crash interrupted: proven garbage
+    doomed.mkdir()
+
+    config = parse_node_config(parse_properties(PROPERTIES.format(log_dir=log_dir) + f"metadata.log.dir={meta}\n"),
+                               env={})
+    manager = ReplicaManager(config)
+
+    async def alter_partition(partition, isr) -> None:
+        raise AssertionError("no ISR change expected")
+
+    await nursery.start(manager.run, alter_partition)
+    feed = Feed(manager)
+    feed.commit(RegisterBroker(1, "inc-1", (("PLAINTEXT", "127.0.0.1", 9092),)))
+    feed.topic("t", ID_2, 1)  # re-created: t-0 on disk holds ID_1
+    feed.topic("live", ID_B, 1)
+    feed.topic("keep", ID_1, 1)  # a stray keep-0.<hex>-stray is no keep-0
+    with capture_logs() as logs:
+        await manager.catch_up()
+        await manager.wait_reconciled()
+    try:
+        renamed = {e["dir"]: e for e in logs if e["event"] == "log.stray_renamed"}
+        assert sorted(renamed) == [str(log_dir / "gone-0"), str(log_dir / "t-0")]
+        gone = log_dir / renamed[str(log_dir / "gone-0")]["renamed_to"]
+        assert {n: (gone / n).read_bytes() for n in gone_bytes} == gone_bytes
+        assert read_topic_id(log_dir / renamed[str(log_dir / "t-0")]["renamed_to"]) == ID_1
+        assert all((d / "raft.journal").read_bytes() == b"acknowledged" for d in kept)
+        assert sorted(manager.partitions) == [("keep", 0), ("live", 0), ("t", 0)]
+        assert manager.get("live", 0).log_end_offset == 5  # an assigned partition's data is kept
+        assert (manager.get("t", 0).topic_id, manager.get("t", 0).log_end_offset) == (ID_2, 0)
+        assert manager.get("keep", 0).log.dir == log_dir / "keep-0"
+        await wait_until_async(lambda: not doomed.exists(), timeout=10, what="the -delete leftover removed")
+        assert all(d.is_dir() for d in kept) and gone.is_dir()
+    finally:
+        manager.close()
+
+
+async def test_a_topic_with_a_249_character_name_is_renamed_for_deletion(started, log_dir: Path) -> None:
+    """Kafka caps the renamed directory's name at 255 bytes; a longer one fails to rename."""
+    manager, feed, _ = started
+    name = "t" * 249
+    feed.topic(name, ID_1, 1)
+    await manager.wait_reconciled()
+    with capture_logs() as logs:
+        feed.commit(RemoveTopic(ID_1))
+        await manager.wait_reconciled()
+    assert not [e for e in logs if e["event"] == "partition.rename_failed"]
+    await wait_until_async(lambda: _dirs(log_dir) == [], timeout=10, what="the -delete dir to go")
+
+
+async def test_a_truncation_worked_out_at_an_epoch_the_partition_left_cuts_nothing(started) -> None:
+    """#27, truncation to the leader epoch fed a wrong guess: the follower worked out where to cut
+    at leader epoch 0 (from broker 2's OffsetsForLeaderEpoch answer), and before the cut could take
+    the partition's lock this broker was elected leader. Cutting now would remove the new leader's
+    own acknowledged records; Kafka's fetcher drops such an answer, and so does ours."""
+    manager, feed, _ = started
+    feed.topic("f", ID_1, 1, replicas=(2, 1))  # broker 2 leads at epoch 0; this one follows
+    await manager.wait_reconciled()
+    partition = manager.partitions[("f", 0)]
+    partition.log.append_as_follower(make_batch(3))
+    done: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        async with manager._locks.hold([partition.key]):  # e.g. a flush holds the lock
+            nursery.start_soon(lambda: _record(done, manager.truncate(partition, 0, 0)))
+            await trio.testing.wait_all_tasks_blocked()
+            feed.commit(PartitionChange(ID_1, 0, partition_epoch=0, leader=1))  # elected meanwhile
+            await manager.wait_reconciled()
+            assert partition.is_leader and partition.leader_epoch == 1
+    assert done == [False]
+    assert partition.log_end_offset == 3
+
+
+async def _record(out: list, awaitable) -> None:
+    out.append(await awaitable)
+
+
+async def test_the_high_watermark_checkpoint_keeps_partitions_not_open_yet(tmp_path: Path,
+                                                                           nursery: trio.Nursery) -> None:
+    """#27: `replication-offset-checkpoint` is rewritten every few seconds from the hosted
+    partitions. Before catch-up none is open: the file must keep their high watermarks (a crash
+    then would restart them at 0), and drop only what the caught-up image no longer assigns."""
+    from raftka.log.checkpoint import read_offsets, write_offsets
+
+    log_dir = tmp_path / "data"
+    log_dir.mkdir()
+    checkpoint = log_dir / "replication-offset-checkpoint"
+    kept = PartitionLog.open(log_dir, "kept", 0, LogConfig())
+    kept.append(make_batch(6), 0, now_ms=0)
+    kept.close()
+    write_offsets(checkpoint, {("kept", 0): 5, ("gone", 0): 7})
+    config = parse_node_config(parse_properties(PROPERTIES.format(log_dir=log_dir)), env={})
+    manager = ReplicaManager(config)
+    manager.checkpoint_high_watermarks()  # not caught up: nothing hosted yet
+    assert read_offsets(checkpoint) == {("kept", 0): 5, ("gone", 0): 7}
+
+    async def alter_partition(partition, isr) -> None:
+        raise AssertionError("no ISR change expected")
+
+    await nursery.start(manager.run, alter_partition)
+    feed = Feed(manager)
+    feed.commit(RegisterBroker(1, "inc-1", (("PLAINTEXT", "127.0.0.1", 9092),)))
+    feed.topic("kept", ID_1, 1, replicas=(2, 1))
+    async with manager._locks.hold([("kept", 0)]):  # its open waits
+        await manager.catch_up()
+        await trio.testing.wait_all_tasks_blocked()
+        manager.checkpoint_high_watermarks()
+        assert read_offsets(checkpoint) == {("kept", 0): 5}
+    await manager.wait_reconciled()
+    assert manager.partitions[("kept", 0)].high_watermark == 5
+    manager.close()
