@@ -59,6 +59,34 @@ class _Pending:
     abandoned: bool = False
 
 
+async def speaks_tls(host: str, port: int, timeout: float = 3.0) -> bool:
+    """Whether `host:port` answers a TLS client hello with TLS (a handshake, or a TLS alert such as
+    a refused client certificate). Nothing is verified and nothing is sent after the handshake;
+    used only to word an error."""
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with trio.move_on_after(timeout):
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError:
+            return False
+        tls = trio.SSLStream(stream, context, server_hostname=host)
+        try:
+            await tls.do_handshake()
+            return True
+        except trio.BrokenResourceError as exc:  # EOF or a reset: it hung up on TLS too
+            cause = exc.__cause__
+            return isinstance(cause, ssl.SSLError) and not isinstance(
+                cause, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+    return False
+
+
 class BrokerConnection:
     """A connected, version-negotiated link to one broker. Build with `connect()`."""
 
@@ -146,8 +174,14 @@ class BrokerConnection:
             response = await self._send(ApiKey.API_VERSIONS, version, ApiVersionsRequest(),
                                         expect_response=True)
         except KafkaConnectionError as exc:
-            # Hung up on before any answer: most often not a Kafka listener at all, such as a
-            # raftka node's metadata-quorum or controller port.
+            # Hung up on before any answer: a TLS listener spoken to in plaintext (it answers a
+            # TLS hello, so ask it one), or not a Kafka listener at all, such as a raftka
+            # node's metadata-quorum or controller port.
+            if not self._tls and await speaks_tls(self.host, self.port):
+                raise KafkaConnectionError(
+                    f"{exc.message} — {self.host}:{self.port} is a TLS listener and this client spoke "
+                    "plaintext: it may need TLS/SASL settings (raftka's CLI: --command-config "
+                    "client.properties; the SDK: security=ClientSecurity(...))") from exc
             raise KafkaConnectionError(
                 f"{exc.message} — is {self.host}:{self.port} a Kafka listener? It hung up on the first "
                 "request, as a raftka node's controller ports do (quorum: client port + 1, "

@@ -91,5 +91,8 @@ def test_replication_and_acks_all_with_only_sasl_ssl(tmp_path) -> None:
             [sys.executable, "-m", "raftka", "users", "list", "--bootstrap-server", cluster.nodes[1].bootstrap],
             capture_output=True, text=True, timeout=60)
         assert refused.returncode != 0  # PLAINTEXT on a SASL_SSL listener
+        # ... says so in one line, with the way out (#31: it blamed a controller port).
+        assert "is a TLS listener and this client spoke plaintext" in refused.stderr, refused.stderr
+        assert "--command-config" in refused.stderr and len(refused.stderr.splitlines()) == 1
     finally:
         cluster.stop()
