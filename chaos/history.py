@@ -103,6 +103,12 @@ def write_history(path: str | Path, ops: Iterable[Op]) -> None:
 def nemesis_windows(ops: Iterable[Op]) -> Iterator[tuple[str, float, float | None]]:
     """(fault, start, end) for each fault: a nemesis op with value {"phase": "start"} up to
     the next {"phase": "stop"} op of the same fault id."""
+    for _fid, fault, start, end in nemesis_spans(ops):
+        yield fault, start, end
+
+
+def nemesis_spans(ops: Iterable[Op]) -> Iterator[tuple[str, str, float, float | None]]:
+    """(fault id, fault, start, end) for each fault, as `nemesis_windows`."""
     open_: dict[str, tuple[str, float]] = {}
     for o in ops:
         if o.process != NEMESIS or not isinstance(o.value, dict):
@@ -112,6 +118,6 @@ def nemesis_windows(ops: Iterable[Op]) -> Iterator[tuple[str, float, float | Non
             open_[fid] = (o.f, o.time)
         elif o.value.get("phase") == "stop" and fid in open_:
             f, start = open_.pop(fid)
-            yield f, start, o.time
-    for f, start in open_.values():
-        yield f, start, None
+            yield fid, f, start, o.time
+    for fid, (f, start) in open_.items():
+        yield fid, f, start, None

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from raftka.chaos.checker import ANOMALIES, CheckResult
-from raftka.chaos.history import Op, nemesis_windows
+from raftka.chaos.history import NEMESIS, Op, nemesis_spans, nemesis_windows
 
 COLORS = {"kill": "tab:red", "leader-kill": "tab:red", "controller-kill": "tab:purple", "pause": "tab:orange",
           "partition": "tab:blue", "isolate-leader-then-kill": "tab:brown",
@@ -34,7 +34,7 @@ def write_report(directory: Path, result: CheckResult, ops: Sequence[Op], config
     summary["faults"] = [{"fault": f, "start": s, "end": e} for f, s, e in nemesis_windows(ops)]
     summary["corruptions"] = corruption_checks(ops)
     try:
-        plot(directory, ops)
+        plot(directory, ops, f"chaos run {directory.name}: {'VALID' if result.valid else 'INVALID'}")
     except ModuleNotFoundError as exc:
         summary["plot_error"] = (f"plots skipped: {exc.name} is not installed "
                                  "(pip install 'raftka[chaos]')")
@@ -44,39 +44,59 @@ def write_report(directory: Path, result: CheckResult, ops: Sequence[Op], config
     return summary
 
 
-def plot(directory: Path, ops: Sequence[Op]) -> None:
+def fault_targets(ops: Sequence[Op]) -> dict[str, str]:
+    """Fault id -> the nodes it hit, as plots label them ("n2", "n1,n3")."""
+    return {str(o.value.get("id")): ",".join(f"n{n}" for n in o.value.get("nodes") or ())
+            for o in ops if o.process == NEMESIS and isinstance(o.value, dict) and o.value.get("phase") == "start"}
+
+
+# Jepsen's words: "info" is a send whose outcome is unknown (it timed out, or the connection
+# dropped after the request went out); the checker allows it either way.
+OUTCOME_LABELS = {"ok": "send ok (acknowledged)", "fail": "send fail (refused, not written)",
+                  "info": "send info (indeterminate: may or may not be written)"}
+
+
+def plot(directory: Path, ops: Sequence[Op], title: str = "chaos run") -> list[str]:
+    """latency.png and throughput.png: each fault shaded and labelled with the nodes it hit,
+    the run's verdict in the title. Returns every text drawn (titles, labels, legends)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     lat = send_latencies(ops)
-    windows = list(nemesis_windows(ops))
+    windows = list(nemesis_spans(ops))
+    targets = fault_targets(ops)
     end = max((o.time for o in ops), default=1.0)
 
     def shade(ax) -> None:
         seen = set()
-        for fault, start, stop in windows:
+        for fid, fault, start, stop in windows:
             label = fault if fault not in seen else None
             seen.add(fault)
             ax.axvspan(start, stop if stop is not None else end, color=COLORS.get(fault, "grey"), alpha=0.15,
                        label=label)
+            where = targets.get(fid)
+            ax.annotate(f"{fault} {where}" if where else fault, (start, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(2, -2), textcoords="offset points", va="top", fontsize=6, rotation=90)
 
-    fig, ax = plt.subplots(figsize=(11, 4))
+    fig, ax = plt.subplots(figsize=(13, 4))
     for outcome, color in (("ok", "tab:green"), ("fail", "tab:red"), ("info", "tab:orange")):
         pts = [(t, 1000 * d) for t, d, o in lat if o == outcome]
         if pts:
-            ax.scatter(*zip(*pts, strict=True), s=4, color=color, label=f"send {outcome}")
+            ax.scatter(*zip(*pts, strict=True), s=4, color=color, label=OUTCOME_LABELS[outcome])
     shade(ax)
+    ax.set_title(f"{title}: send latency")
     ax.set_yscale("log")
     ax.set_xlabel("seconds since start")
     ax.set_ylabel("send latency (ms)")
-    ax.legend(loc="upper right", fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7)  # beside: faults are labelled inside
     fig.tight_layout()
     fig.savefig(directory / "latency.png", dpi=100)
+    texts = _texts(fig)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(11, 4))
+    fig, ax = plt.subplots(figsize=(13, 4))
     buckets: dict[str, dict[int, int]] = {"send ok": {}, "polled": {}}
     for o in ops:
         if o.f == "send" and o.type == "ok":
@@ -87,12 +107,20 @@ def plot(directory: Path, ops: Sequence[Op]) -> None:
         xs = list(range(int(end) + 1))
         ax.plot(xs, [counts.get(x, 0) for x in xs], label=f"{name} / s")
     shade(ax)
+    ax.set_title(f"{title}: throughput")
     ax.set_xlabel("seconds since start")
     ax.set_ylabel("messages per second")
-    ax.legend(loc="upper right", fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7)  # beside: faults are labelled inside
     fig.tight_layout()
     fig.savefig(directory / "throughput.png", dpi=100)
+    texts += _texts(fig)
     plt.close(fig)
+    return texts
+
+
+def _texts(fig) -> list[str]:
+    found = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    return [t for t in found if t]
 
 
 def corruption_checks(ops: Sequence[Op]) -> list[dict[str, Any]]:
