@@ -119,10 +119,12 @@ def _goes_on_without(cluster: LocalCluster, load: Load, node_id: int, how: str) 
     started again."""
     down_at = time.monotonic()
     assert not cluster.nodes[node_id].running
-    wait_until(lambda: all(n > 0 for n in load.acked_since(down_at).values()), timeout=DOWN_DEADLINE_S,
-               interval=0.05, what=f"acks=all records sent after node {node_id}'s {how} to be acknowledged on "
-                                   f"every partition while it is down (acknowledged per partition: "
-                                   f"{load.acked_since(down_at)})")
+    try:
+        wait_until(lambda: all(n > 0 for n in load.acked_since(down_at).values()), timeout=DOWN_DEADLINE_S,
+                   interval=0.05, what=f"acks=all records sent after node {node_id}'s {how} to be acknowledged "
+                                       "on every partition while it is down")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; acknowledged per partition: {load.acked_since(down_at)}") from None
     assert not cluster.nodes[node_id].running, "the node came back before the producer went on"
     assert load.errors == [], load.errors[:5]
 
