@@ -35,11 +35,14 @@ to act on. Kafka's `Partition.scala` / `Replica.scala` rules, by name:
   in the same metadata entry that takes it out of every ISR, so "shutting down"
   is "fenced" here. An ineligible replica is never proposed for the ISR and,
   outside it, never holds the HW back (the KAFKA-7128 rule applies to eligible
-  followers only), so acks=all goes on with the rest of the ISR. Its fetches are
-  not recorded and what was known of it is forgotten when it becomes ineligible:
-  it rejoins only after a fetch made once it is unfenced again (a restarted
-  broker is unfenced only once it has caught up with the metadata) shows it in
-  sync, never on what its previous incarnation fetched.
+  followers only), so acks=all goes on with the rest of the ISR. Outside the
+  ISR, its fetches are not recorded, and what was known of it is forgotten
+  when it becomes so: it rejoins only after a fetch made once it is unfenced
+  again (a restarted broker is unfenced only once it has caught up with the
+  metadata) shows it in sync, never on what its previous incarnation fetched.
+  An ISR member counts as in Kafka, fenced or not (after a crash of every node,
+  each registers again, fenced, still in the ISRs; the controller drops a
+  fenced broker from every ISR it can).
 - `min.insync.replicas`: acks=all appends are refused while the committed ISR
   is smaller; a replicated acks=all append fails with
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR shrank below it
@@ -190,6 +193,7 @@ class ReplicaState:
         it) or a newer change supersedes it (its request, on the old epoch, will be refused).
         With the same epochs (only `ineligible` or the config changed) it stays pending."""
         was_leader, old_epoch, old_leader = self.is_leader, self.leader_epoch, self.leader
+        ignored_before = self._ignored()
         new_term = old_epoch != part.leader_epoch or old_leader != part.leader
         if new_term or part.partition_epoch != self.partition_epoch:
             self.pending_isr = None
@@ -197,7 +201,6 @@ class ReplicaState:
         self.replicas, self.isr = part.replicas, part.isr
         self.min_insync_replicas = min_insync_replicas
         self.log_end_offset = log_end_offset
-        newly_ineligible = frozenset(part.ineligible) - self.ineligible
         self.ineligible = frozenset(part.ineligible)
         effects: list[Effect] = []
         if self.is_leader and (not was_leader or new_term):
@@ -208,7 +211,7 @@ class ReplicaState:
         elif self.is_leader:  # same term: a reassignment may add replicas
             self.followers = {r: self.followers.get(r) or FollowerState()
                               for r in self.replicas if r != self.local_id}
-            for r in newly_ineligible & self.followers.keys():
+            for r in (self._ignored() - ignored_before) & self.followers.keys():
                 self.followers[r] = FollowerState()  # forget it: it rejoins on fresh fetches only
         else:
             self.followers = {}
@@ -231,8 +234,8 @@ class ReplicaState:
     def on_fetch(self, replica_id: int, fetch_offset: int, now_ms: float) -> list[Effect]:
         """Record a follower's fetch: its log ends at `fetch_offset`.
 
-        An ineligible follower's fetch is served but not recorded (see the module docstring).
-        Raises NotAReplica if `replica_id` is not a follower of this leader."""
+        The fetch of an ineligible follower outside the ISR is not recorded (see the module
+        docstring). Raises NotAReplica if `replica_id` is not a follower of this leader."""
         state = self.followers.get(replica_id)
         if state is None:
             raise NotAReplica(f"broker {replica_id} is not a follower here (leader {self.leader}, "
@@ -240,7 +243,7 @@ class ReplicaState:
         leader_leo = self.log_end_offset
         if fetch_offset > leader_leo:
             return [FetchBeyondLogEnd(replica_id, fetch_offset, leader_leo)]
-        if replica_id in self.ineligible:
+        if replica_id in self._ignored():
             return []
         if fetch_offset >= leader_leo:
             state.last_caught_up_ms = max(state.last_caught_up_ms or now_ms, now_ms)
@@ -254,6 +257,10 @@ class ReplicaState:
                 and self.is_in_sync(replica_id)):
             effects.append(CanJoinIsr(replica_id))
         return effects
+
+    def _ignored(self) -> frozenset[int]:
+        """Followers whose fetches are not recorded: ineligible and outside the ISR."""
+        return self.ineligible.difference(self.isr)
 
     def is_in_sync(self, replica_id: int) -> bool:
         """Kafka's `isFollowerInSync`: log end ≥ HW and ≥ the current leader epoch's start."""
