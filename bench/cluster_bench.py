@@ -2,8 +2,9 @@
 
 1. one broker, acks=1: produce with confluent-kafka and with the SDK, consume likewise;
 2. three brokers, RF=3, acks=all: confluent-kafka produce throughput, produce-to-ack
-   latency p50/p99 at a fixed 10 MB/s, and failover time (kill -9 of the partition
-   leader → first successful acks=all produce), median of 5.
+   latency p50/p99 at a fixed 10 MB/s, failover time (kill -9 of the partition
+   leader → first successful acks=all produce), median of 5, and the longest produce
+   stall during a rolling restart (clean stops, then kill -9s) of every node.
 Every server is started and stopped here; nothing is left running.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -228,6 +230,99 @@ def _failover_times(cluster: LocalCluster, topic: str, rounds: int = 5) -> list[
     return times
 
 
+class _AckClock:
+    """An idempotent acks=all producer on its own thread, one record to each partition every
+    10 ms until stopped; it notes when each partition's records are acknowledged and each
+    record's produce-to-ack latency."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic, self.partitions = topic, partitions
+        self.acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
+        self.latencies: list[tuple[float, float]] = []  # (acknowledged at, latency)
+        self.errors = 0
+        self._stop = threading.Event()
+        self._producer = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 1,
+            "message.timeout.ms": 300_000, "topic.metadata.refresh.interval.ms": 1000, "log_level": 0})
+        self._thread = threading.Thread(target=self._run, name="bench-ack-clock", daemon=True)
+        self._thread.start()
+
+    def _delivered(self, err, msg, sent: float) -> None:
+        now = time.monotonic()
+        if err is not None:
+            self.errors += 1
+            return
+        self.acks[msg.partition()].append(now)
+        self.latencies.append((now, now - sent))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if len(self._producer) < 1000:
+                sent = time.monotonic()
+                for p in range(self.partitions):
+                    self._producer.produce(self.topic, b"x" * 100, partition=p,
+                                           on_delivery=lambda err, msg, t=sent: self._delivered(err, msg, t))
+            self._producer.poll(0.01)
+        self._producer.flush(120)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(180)
+
+    def stall(self, start: float, end: float) -> tuple[float, float]:
+        """(the longest time one partition went without an acknowledgement, the longest
+        produce-to-ack latency) within [start, end]."""
+        gap = 0.0
+        for times in self.acks.values():
+            inside = [start] + [t for t in times if start <= t <= end] + [end]
+            gap = max(gap, max(b - a for a, b in zip(inside, inside[1:], strict=False)))
+        worst = max((lat for at, lat in self.latencies if start <= at <= end), default=float("nan"))
+        return gap, worst
+
+
+def _wait_full_isr(cluster: LocalCluster, topic: str, rf: int = 3) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        with Admin(cluster.bootstrap) as admin:
+            (desc,) = admin.describe_topics([topic])
+        if all(len(p.isr) == rf for p in desc.partitions):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{topic}: no full ISR 90 s after a restart")
+
+
+def rolling_restart_stalls(cluster: LocalCluster, topic: str = "roll", down_s: float = 5.0) -> list[Row]:
+    """The longest produce stall while every node in turn is down for `down_s` and started
+    again: first a rolling restart (SIGTERM, a controlled shutdown), then kill -9 of each.
+    3 partitions, RF 3, min.insync.replicas 2, an idempotent acks=all producer throughout."""
+    _create(cluster, topic, 3, 3, min_isr=2)
+    clock = _AckClock(cluster.bootstrap_servers, topic, 3)
+    rows = []
+    try:
+        time.sleep(2)  # warm-up: the producer's first acks before the first stop
+        for how in ("clean stop", "kill -9"):
+            start = time.monotonic()
+            for node_id in sorted(cluster.nodes):
+                if how == "kill -9":
+                    cluster.kill(node_id)
+                else:
+                    cluster.stop_node(node_id)
+                time.sleep(down_s)  # the downtime being measured
+                cluster.start_node(node_id, wait=True, timeout=90)
+                _wait_full_isr(cluster, topic)
+            gap, worst = clock.stall(start, time.monotonic())
+            rows.append(Row(f"rolling restart, {how} of each node ({down_s:g} s down): longest produce stall",
+                            f"{gap:.2f} s",
+                            f"longest time one of 3 partitions went without an acks=all ack; worst "
+                            f"produce-to-ack latency {worst:.2f} s; RF 3, min.insync.replicas 2, idempotent "
+                            "producer, a record per partition every 10 ms"))
+    finally:
+        clock.stop()
+    if clock.errors:
+        rows.append(Row("rolling restart: failed sends", str(clock.errors)))
+    return rows
+
+
 def _rss_mb(pid: int) -> float:
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
@@ -289,6 +384,7 @@ def run(records: int = 100_000) -> list[Row]:
                             "runs: " + ", ".join(f"{x:.2f}" for x in times)
                             + f" s (broker.session.timeout.ms {SESSION_TIMEOUT_MS}, "
                             f"heartbeat {HEARTBEAT_MS} ms)"))
+            rows += rolling_restart_stalls(cluster)
         finally:
             cluster.stop()
     return rows
@@ -323,5 +419,12 @@ if __name__ == "__main__":
     configure_logging(level="WARNING")
     if sys.argv[1:2] == ["produce-rf3"]:  # python -m bench.cluster_bench produce-rf3 [RECORDS [RUNS]]
         print(format_table([produce_rf3(*(int(a) for a in sys.argv[2:4]))]))
+    elif sys.argv[1:2] == ["rolling"]:  # python -m bench.cluster_bench rolling [DOWN_S]
+        with tempfile.TemporaryDirectory(prefix="raftka-bench-3-") as tmp:
+            cluster = _cluster(tmp, 3)
+            try:
+                print(format_table(rolling_restart_stalls(cluster, down_s=float(sys.argv[2]) if sys.argv[2:3] else 5.0)))
+            finally:
+                cluster.stop()
     else:
         print(format_table(run()))

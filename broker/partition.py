@@ -139,15 +139,20 @@ class Partition:
 
     # -- metadata --------------------------------------------------------------
 
-    def apply_image(self, image: PartitionImage, min_insync_replicas: int, now_ms: float) -> tuple[bool, bool]:
-        """Take the role, epochs and ISR the metadata says; returns (became leader, became follower)."""
+    def apply_image(self, image: PartitionImage, min_insync_replicas: int, now_ms: float,
+                    ineligible: tuple[int, ...] = ()) -> tuple[bool, bool]:
+        """Take the role, epochs and ISR the metadata says; returns (became leader, became follower).
+
+        `ineligible`: the replicas whose broker is fenced or unregistered (KIP-841; see
+        broker/replica_state.py): never proposed for the ISR, never waited for outside it."""
         leo = self.log.log_end_offset
         # Where the epoch starts once `assign` below has run: its existing start if it is the
         # cache's latest epoch, else the log end.
         entries = self.log.epoch_cache.entries()
         epoch_start = entries[-1][1] if entries and entries[-1][0] == image.leader_epoch else leo
         effects = self.state.apply(
-            PartitionAssignment(image.replicas, image.isr, image.leader, image.leader_epoch, image.partition_epoch),
+            PartitionAssignment(image.replicas, image.isr, image.leader, image.leader_epoch, image.partition_epoch,
+                                ineligible),
             min_insync_replicas=min_insync_replicas, now_ms=now_ms, log_end_offset=leo,
             epoch_start_offset=epoch_start)
         became_leader = became_follower = False
@@ -163,6 +168,7 @@ class Partition:
                 became_follower = True
                 log.info("partition.became_follower", topic=self.topic, partition=self.index,
                          leader=self.leader, leader_epoch=self.leader_epoch)
+        self._act(effects)
         self._signal()  # waiters re-check their conditions (role changes included)
         return became_leader, became_follower
 
@@ -265,8 +271,8 @@ class Partition:
                 self._act([effect])
         return change
 
-    def alter_failed(self, new_isr: tuple[int, ...]) -> None:
-        self.state.alter_failed(new_isr)
+    def alter_failed(self, new_isr: tuple[int, ...], now_ms: float) -> None:
+        self._act(self.state.alter_failed(new_isr, now_ms))
 
     def detach(self) -> None:
         """This broker stops serving the partition: acks=all waiters get NOT_LEADER_OR_FOLLOWER

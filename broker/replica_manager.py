@@ -157,9 +157,13 @@ class ReplicaManager:
                 touched.update((name, p) for p in topic.partitions)
             elif kind == "cluster" or (kind == "broker" and name == str(self.node_id)):
                 touched.update(self.partitions)  # a dynamic broker default: every hosted partition
-        if delta.brokers:  # a leader's endpoint may have changed (re-registration)
+        if delta.brokers:
+            # As follower: a leader's endpoint may have changed (re-registration). As leader: a
+            # follower fenced (shutting down, or its process gone) or unfenced changes what the
+            # HW and the ISR may wait for (KIP-841), at once.
             touched.update(p.key for p in self.partitions.values()
-                           if p.leader in delta.brokers and not p.is_leader)
+                           if (p.is_leader and not delta.brokers.isdisjoint(p.replicas))
+                           or (p.leader in delta.brokers and not p.is_leader))
         if touched:
             self._want(touched)
 
@@ -340,8 +344,9 @@ class ReplicaManager:
         settings = self._topic_settings(topic_overrides(image, self.node_id, partition.topic))
         partition.log.config = settings.log
         was_leader = partition.is_leader
+        ineligible = tuple(r for r in part_image.replicas if not image.is_live(r))
         became_leader, became_follower = partition.apply_image(part_image, settings.min_insync_replicas,
-                                                               _now_ms())
+                                                               _now_ms(), ineligible)
         if became_leader:
             self._notify_leadership(partition, True)
         elif was_leader and not partition.is_leader:
@@ -619,7 +624,7 @@ class ReplicaManager:
         except ControllerError as exc:
             log.info("isr.change_refused", topic=partition.topic, partition=partition.index,
                      error=exc.name, reason=exc.message)
-            partition.alter_failed(new_isr)
+            partition.alter_failed(new_isr, _now_ms())
         # On success the committed PartitionChange reaches us through `publish`, which
         # clears the pending change and installs the new ISR.
 

@@ -27,15 +27,30 @@ to act on. Kafka's `Partition.scala` / `Replica.scala` rules, by name:
   `replica.lag.time.max.ms`. A follower at the leader's log end stays, even
   if idle (Kafka; a dead broker leaves the ISR when the controller fences it).
 - One ISR change in flight at a time (`isr_changes` records it as pending
-  until the controller's answer arrives through `apply`, or `alter_failed`).
+  until the controller's answer arrives through `apply` with a newer partition
+  or leader epoch, or `alter_failed`). An image with the same epochs (a broker
+  fenced, a config changed) leaves it pending: the controller has not decided.
+- ISR eligibility (KIP-841's `isReplicaIsrEligible`): a replica whose broker is
+  fenced or unregistered is ineligible. A controlled shutdown fences the broker
+  in the same metadata entry that takes it out of every ISR, so "shutting down"
+  is "fenced" here. An ineligible replica is never proposed for the ISR and,
+  outside it, never holds the HW back (the KAFKA-7128 rule applies to eligible
+  followers only), so acks=all goes on with the rest of the ISR. Outside the
+  ISR, its fetches are not recorded, and what was known of it is forgotten
+  when it becomes so: it rejoins only after a fetch made once it is unfenced
+  again (a restarted broker is unfenced only once it has caught up with the
+  metadata) shows it in sync, never on what its previous incarnation fetched.
+  An ISR member counts as in Kafka, fenced or not (after a crash of every node,
+  each registers again, fenced, still in the ISRs; the controller drops a
+  fenced broker from every ISR it can).
 - `min.insync.replicas`: acks=all appends are refused while the committed ISR
   is smaller; a replicated acks=all append fails with
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR shrank below it
   (`checkEnoughReplicasReachOffset`).
 
-Not modelled: Kafka's `isReplicaIsrEligible` (fenced or shutting-down brokers;
-the controller refuses them with INELIGIBLE_REPLICA instead) and KIP-966's
-eligible leader replicas.
+Not modelled: KIP-903's broker epoch in the follower's fetch (an ineligible
+replica's fetches are ignored instead, see above) and KIP-966's eligible leader
+replicas.
 
 As follower, the HW is the leader's, capped at the local log end.
 """
@@ -73,6 +88,9 @@ class PartitionAssignment:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # Replicas whose broker is fenced (or shutting down, which fences it) or unregistered:
+    # not eligible for the ISR (KIP-841). From the image's brokers, not the partition's record.
+    ineligible: tuple[int, ...] = ()
 
 
 # -- effects ---------------------------------------------------------------------------------
@@ -147,6 +165,7 @@ class ReplicaState:
     min_insync_replicas: int = 1
     epoch_start_offset: int = -1  # as leader: where the current leader epoch starts
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    ineligible: frozenset[int] = frozenset()  # see PartitionAssignment.ineligible
 
     def __post_init__(self) -> None:
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
@@ -169,15 +188,20 @@ class ReplicaState:
         """Take the role, epochs and ISR the metadata says (a committed ISR change included).
 
         `epoch_start_offset`: where `part.leader_epoch` starts in the local log (its log end
-        if the epoch is new to it); used only if this replica leads. Any pending ISR change is
-        over: the controller committed it (this is it) or a newer epoch supersedes it."""
+        if the epoch is new to it); used only if this replica leads. A pending ISR change is
+        over if the partition or leader epoch moved: the controller committed it (this is
+        it) or a newer change supersedes it (its request, on the old epoch, will be refused).
+        With the same epochs (only `ineligible` or the config changed) it stays pending."""
         was_leader, old_epoch, old_leader = self.is_leader, self.leader_epoch, self.leader
+        ignored_before = self._ignored()
+        new_term = old_epoch != part.leader_epoch or old_leader != part.leader
+        if new_term or part.partition_epoch != self.partition_epoch:
+            self.pending_isr = None
         self.leader, self.leader_epoch, self.partition_epoch = part.leader, part.leader_epoch, part.partition_epoch
         self.replicas, self.isr = part.replicas, part.isr
-        self.pending_isr = None
         self.min_insync_replicas = min_insync_replicas
         self.log_end_offset = log_end_offset
-        new_term = old_epoch != self.leader_epoch or old_leader != self.leader
+        self.ineligible = frozenset(part.ineligible)
         effects: list[Effect] = []
         if self.is_leader and (not was_leader or new_term):
             self.epoch_start_offset = epoch_start_offset
@@ -187,6 +211,8 @@ class ReplicaState:
         elif self.is_leader:  # same term: a reassignment may add replicas
             self.followers = {r: self.followers.get(r) or FollowerState()
                               for r in self.replicas if r != self.local_id}
+            for r in (self._ignored() - ignored_before) & self.followers.keys():
+                self.followers[r] = FollowerState()  # forget it: it rejoins on fresh fetches only
         else:
             self.followers = {}
             self.epoch_start_offset = -1
@@ -208,7 +234,8 @@ class ReplicaState:
     def on_fetch(self, replica_id: int, fetch_offset: int, now_ms: float) -> list[Effect]:
         """Record a follower's fetch: its log ends at `fetch_offset`.
 
-        Raises NotAReplica if `replica_id` is not a follower of this leader."""
+        The fetch of an ineligible follower outside the ISR is not recorded (see the module
+        docstring). Raises NotAReplica if `replica_id` is not a follower of this leader."""
         state = self.followers.get(replica_id)
         if state is None:
             raise NotAReplica(f"broker {replica_id} is not a follower here (leader {self.leader}, "
@@ -216,6 +243,8 @@ class ReplicaState:
         leader_leo = self.log_end_offset
         if fetch_offset > leader_leo:
             return [FetchBeyondLogEnd(replica_id, fetch_offset, leader_leo)]
+        if replica_id in self._ignored():
+            return []
         if fetch_offset >= leader_leo:
             state.last_caught_up_ms = max(state.last_caught_up_ms or now_ms, now_ms)
         elif fetch_offset >= state.last_fetch_leader_leo and state.last_fetch_ms is not None:
@@ -229,6 +258,10 @@ class ReplicaState:
             effects.append(CanJoinIsr(replica_id))
         return effects
 
+    def _ignored(self) -> frozenset[int]:
+        """Followers whose fetches are not recorded: ineligible and outside the ISR."""
+        return self.ineligible.difference(self.isr)
+
     def is_in_sync(self, replica_id: int) -> bool:
         """Kafka's `isFollowerInSync`: log end ≥ HW and ≥ the current leader epoch's start."""
         state = self.followers.get(replica_id)
@@ -236,10 +269,11 @@ class ReplicaState:
                 and self.epoch_start_offset >= 0 and state.log_end_offset >= self.epoch_start_offset)
 
     def isr_candidates(self) -> list[int]:
-        """Followers outside the ISR that may join it now (none while a change is in flight)."""
+        """Eligible followers outside the ISR that may join it now (none while a change is in
+        flight)."""
         if not self.is_leader or self.pending_isr is not None:
             return []
-        return [r for r in self.followers if r not in self.isr and self.is_in_sync(r)]
+        return [r for r in self.followers if r not in self.isr and r not in self.ineligible and self.is_in_sync(r)]
 
     def out_of_sync(self, now_ms: float) -> list[int]:
         """ISR followers not caught up within `lag_ms` (none while a change is in flight)."""
@@ -261,10 +295,14 @@ class ReplicaState:
             effects.append(AlterIsr(new_isr, tuple(sorted(removed)), tuple(sorted(added))))
         return effects
 
-    def alter_failed(self, new_isr: tuple[int, ...]) -> None:
-        """The controller refused the change to `new_isr`: it is no longer pending."""
-        if self.pending_isr == new_isr:
-            self.pending_isr = None
+    def alter_failed(self, new_isr: tuple[int, ...], now_ms: float) -> list[Effect]:
+        """The controller refused the change to `new_isr`: it is no longer pending, and a
+        refused addition (e.g. INELIGIBLE_REPLICA: its broker was fenced meanwhile) no longer
+        holds the HW back."""
+        if self.pending_isr != new_isr:
+            return []
+        self.pending_isr = None
+        return self._maybe_advance_high_watermark(now_ms)
 
     def append_refusal(self, required_acks: int) -> str | None:
         """Why an acks=`required_acks` append must be refused (NOT_ENOUGH_REPLICAS), or None."""
@@ -285,8 +323,8 @@ class ReplicaState:
         leader_leo = new_hw = self.log_end_offset
         maximal = self.maximal_isr
         for replica, state in self.followers.items():
-            if state.log_end_offset < new_hw and (
-                    replica in maximal or state.is_caught_up(leader_leo, now_ms, self.lag_ms)):
+            if state.log_end_offset < new_hw and (replica in maximal or (
+                    replica not in self.ineligible and state.is_caught_up(leader_leo, now_ms, self.lag_ms))):
                 new_hw = state.log_end_offset
         if new_hw > self.high_watermark:
             old, self.high_watermark = self.high_watermark, new_hw

@@ -59,6 +59,36 @@ async def test_acks_all_waiter_wakes_when_the_follower_fetch_moves_the_high_wate
     assert p.high_watermark == 5
 
 
+async def test_acks_all_waiter_wakes_when_the_image_fences_the_follower_it_waits_for(open_log,
+                                                                                     autojump_clock) -> None:
+    """#27: follower 3 left the ISR (a controlled shutdown) right after it caught up, so the
+    HW waits for it (KAFKA-7128) until replica.lag.time.max.ms runs out, 30 s. The image that
+    fences it wakes the waiter at once: a fenced replica is not eligible (KIP-841)."""
+    p = Partition("t", "tid", 0, 1, open_log())
+    p.apply_image(PartitionImage((1, 2, 3), (1, 2, 3), 1, 1, 0), 2, _now_ms())
+    p.append_as_leader(make_batch(5), -1)
+    p.update_follower_fetch(2, 5, _now_ms())
+    p.update_follower_fetch(3, 5, _now_ms())
+    p.apply_image(PartitionImage((1, 2, 3), (1, 2), 1, 1, 1), 2, _now_ms())  # 3 out of the ISR, not fenced yet
+    info = p.append_as_leader(make_batch(5), -1)
+    p.update_follower_fetch(2, 10, _now_ms())
+    assert p.high_watermark == 5  # 3 is caught up and eligible: it holds the HW
+    started = trio.current_time()
+    done = trio.Event()
+
+    async def waiter() -> None:
+        await p.wait_for_high_watermark(info.last_offset + 1, started + 30)
+        done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not done.is_set()
+        p.apply_image(PartitionImage((1, 2, 3), (1, 2), 1, 1, 1), 2, _now_ms(), ineligible=(3,))
+        await done.wait()
+    assert p.high_watermark == 10 and trio.current_time() == started
+
+
 async def test_min_insync_and_roles_come_from_the_core(open_log, autojump_clock) -> None:
     p = Partition("t", "tid", 0, 1, open_log())
     p.apply_image(PartitionImage((1, 2), (1,), 1, 1, 0), 2, _now_ms())

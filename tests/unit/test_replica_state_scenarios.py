@@ -15,16 +15,19 @@ output (then review the diff), run with RAFTKA_TESTDATA_REWRITE=1.
 Commands (times in ms; lists are comma-separated broker ids, `-` for none):
 
 - `init local=1 lag=30000 [hw=0] [leo=0]`: a new replica (the local log ends at `leo`).
-- `apply leader=1 epoch=1 isr=1,2,3 [replicas=...] [pepoch=0] [min_isr=1] now=0`: a metadata
-  image (replicas default to the ISR). The interpreter keeps the log's leader-epoch cache
+- `apply leader=1 epoch=1 isr=1,2,3 [replicas=...] [pepoch=0] [min_isr=1] [ineligible=3] now=0`:
+  a metadata image (replicas default to the ISR; `ineligible`: replicas whose broker is
+  fenced or unregistered, none by default). The interpreter keeps the log's leader-epoch cache
   as the shell does: the epoch starts where it already starts if it is the latest, else at
   the log end.
-- `commit_isr isr=... now=...`: the controller committed an ISR change (same leader and
-  leader epoch, partition epoch + 1).
+- `commit_isr isr=... [ineligible=...] now=...`: the controller committed an ISR change (same
+  leader and leader epoch, partition epoch + 1; `ineligible` unchanged unless given).
+- `eligibility ineligible=... now=...`: a broker was fenced or unfenced: the same partition
+  (same epochs) with a new ineligible set.
 - `append n=... now=...`: the leader appends n records.
 - `fetch replica=2 offset=10 now=...`: a follower's fetch.
 - `isr_changes now=...`: the periodic ISR check.
-- `alter_failed isr=...`: the controller refused that change.
+- `alter_failed isr=... now=...`: the controller refused that change.
 - `check_append [acks=-1]`, `check_replicated`: the min.insync.replicas checks.
 - `leader_hw hw=... [leo=...]`, `truncate leo=...`: follower side.
 """
@@ -140,7 +143,8 @@ class Harness:
         role = "leader" if s.is_leader else ("follower" if s.leader >= 0 else "none")
         lines = [f"state: {role} epoch={s.leader_epoch} pepoch={s.partition_epoch} leo={s.log_end_offset} "
                  f"hw={s.high_watermark} epoch_start={s.epoch_start_offset} isr={_fmt_ids(s.isr)} "
-                 f"pending={_fmt_ids(s.pending_isr) if s.pending_isr is not None else 'none'}"]
+                 f"pending={_fmt_ids(s.pending_isr) if s.pending_isr is not None else 'none'}"
+                 + (f" ineligible={_fmt_ids(sorted(s.ineligible))}" if s.ineligible else "")]
         for r, f in sorted(s.followers.items()):
             caught = "never" if f.last_caught_up_ms is None else f"{f.last_caught_up_ms:g}"
             fetched = "never" if f.last_fetch_ms is None else f"{f.last_fetch_ms:g}"
@@ -170,13 +174,22 @@ class Harness:
     def cmd_apply(self, kv) -> str:
         isr = _ids(kv["isr"])
         part = PartitionAssignment(_ids(kv.get("replicas", kv["isr"])), isr, int(kv["leader"]), int(kv["epoch"]),
-                                   int(kv.get("pepoch", 0)))
+                                   int(kv.get("pepoch", 0)), _ids(kv.get("ineligible", "-")))
         return self._apply(part, int(kv.get("min_isr", 1)), float(kv["now"]))
 
     def cmd_commit_isr(self, kv) -> str:
         s = self.state
         assert s is not None
-        part = PartitionAssignment(s.replicas, _ids(kv["isr"]), s.leader, s.leader_epoch, s.partition_epoch + 1)
+        ineligible = _ids(kv["ineligible"]) if "ineligible" in kv else tuple(sorted(s.ineligible))
+        part = PartitionAssignment(s.replicas, _ids(kv["isr"]), s.leader, s.leader_epoch, s.partition_epoch + 1,
+                                   ineligible)
+        return self._apply(part, s.min_insync_replicas, float(kv["now"]))
+
+    def cmd_eligibility(self, kv) -> str:
+        s = self.state
+        assert s is not None
+        part = PartitionAssignment(s.replicas, s.isr, s.leader, s.leader_epoch, s.partition_epoch,
+                                   _ids(kv["ineligible"]))
         return self._apply(part, s.min_insync_replicas, float(kv["now"]))
 
     def cmd_append(self, kv) -> str:
@@ -201,8 +214,7 @@ class Harness:
     def cmd_alter_failed(self, kv) -> str:
         s = self.state
         assert s is not None
-        s.alter_failed(_ids(kv["isr"]))
-        return self._with_state([])
+        return self._with_state(s.alter_failed(_ids(kv["isr"]), float(kv["now"])))
 
     def cmd_check_append(self, kv) -> str:
         s = self.state
