@@ -562,7 +562,9 @@ def chaos() -> None:
 @click.option("--nodes", default=5, show_default=True, type=click.IntRange(1, 9), help="Nodes in the cluster the harness starts.")
 @click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload under faults.")
 @click.option("--nemesis", default="kill,pause,partition", show_default=True,
-              help="Comma list: kill, pause, partition, leader-kill, controller-kill, isolate-leader-then-kill, "
+              help="Comma list: kill (SIGKILL a node, start it again), pause (SIGSTOP, SIGCONT), partition, "
+                   "restart (a clean stop, SIGTERM: controlled shutdown, then start again), "
+                   "leader-kill, controller-kill, isolate-leader-then-kill, "
                    "corrupt (stop a node, flip a bit in or truncate a closed segment, restart it), "
                    "quorum (kill, pause or isolate the metadata quorum's Raft leader), none.")
 @click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Seconds each fault lasts (and half of it healthy between faults).")
