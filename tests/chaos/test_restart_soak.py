@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from raftka.chaos.history import read_history
 from raftka.chaos.run import RunConfig, run
 
@@ -26,6 +28,7 @@ def soak_seed() -> int:
     return int(text) if text else time.time_ns() % (1 << 31)
 
 
+@pytest.mark.timeout(600)  # about 65 s when it passes; a failing run waits out its heal and drain
 def test_kill_pause_and_clean_restarts_of_random_nodes_lose_nothing(tmp_path):
     seed = soak_seed()
     print(f"restart soak: seed {seed} (replay: {SEED_ENV}={seed})")
