@@ -35,13 +35,15 @@ VOTER_FIELDS = ("node_id", "reachable", "error", "state", "term", "commit_index"
                 "image_digest_offset", "image_digest")
 
 
-async def node_metadata(node: Node, timeout: float = 3.0) -> dict[str, dict[int, int]]:
-    """{topic: {partition: leader epoch}} as node `node` answers a Metadata request (all topics)."""
+async def node_metadata(node: Node, timeout: float = 3.0, port: int | None = None) -> dict[str, dict[int, int]]:
+    """{topic: {partition: leader epoch}} as node `node` answers a Metadata request (all topics),
+    on `port` (default: the proxied node's own listener, behind its fault proxy)."""
     with trio.fail_after(timeout):
         async with trio.open_nursery() as nursery:
             # The node's own listener, not its fault proxy: the probe sees the node whatever the
             # partition, and adds no work to the proxies (each accept there scans /proc).
-            conn = await BrokerConnection.connect(nursery, node.host, node.client_port + REAL_CLIENT_OFFSET,
+            port = node.client_port + REAL_CLIENT_OFFSET if port is None else port
+            conn = await BrokerConnection.connect(nursery, node.host, port,
                                                   client_id="chaos-probe",
                                                   request_timeout=timeout, connect_timeout=timeout)
             try:

@@ -2,7 +2,8 @@
 
 The schedule alternates healthy gaps and faults of `interval` seconds each:
 each fault starts, holds for `interval`, then is undone (restart, resume, heal)
-before the next one. Targets that only exist at run time (the partition leader,
+before the next one. `kill` is SIGKILL (a crash); `restart` is the operator's
+clean stop (SIGTERM: controlled shutdown) and, at the undo, start again. Targets that only exist at run time (the partition leader,
 the controller) are resolved when the fault starts; everything else is drawn
 from the seed, so the same seed gives the same schedule.
 """
@@ -25,8 +26,8 @@ from raftka.client.admin import AsyncAdmin
 
 log = structlog.get_logger("chaos.nemesis")
 
-KINDS = ("kill", "pause", "partition", "leader-kill", "controller-kill", "isolate-leader-then-kill", "corrupt",
-         "quorum", "txn-coordinator-kill")
+KINDS = ("kill", "pause", "partition", "restart", "leader-kill", "controller-kill", "isolate-leader-then-kill",
+         "corrupt", "quorum", "txn-coordinator-kill")
 # The transactional id whose coordinator (the leader of its __transaction_state partition)
 # txn-coordinator-kill kills: the txn workload's first producer (chaos/txn_workload.py).
 TXN_COORDINATOR_OF = "chaos-txn-0"
@@ -139,8 +140,8 @@ class Nemesis:
 
     async def _start(self, fault: Fault):
         kind = fault.kind
-        if kind in ("kill", "leader-kill", "controller-kill", "txn-coordinator-kill"):
-            if kind == "kill":
+        if kind in ("kill", "restart", "leader-kill", "controller-kill", "txn-coordinator-kill"):
+            if kind in ("kill", "restart"):
                 victim = fault.nodes[0]
             elif kind == "txn-coordinator-kill":
                 with trio.fail_after(5):
@@ -149,7 +150,8 @@ class Nemesis:
                 with trio.fail_after(5):
                     leader, controller = await self._describe()
                 victim = leader if kind == "leader-kill" else controller
-            await trio.to_thread.run_sync(self.cluster.kill, victim)
+            stop = self.cluster.stop_node if kind == "restart" else self.cluster.kill
+            await trio.to_thread.run_sync(stop, victim)
             self.killed.add(victim)
             self._note(fault, "start", nodes=[victim])
 

@@ -12,7 +12,7 @@ from raftka.chaos.history import NEMESIS, Op, nemesis_spans, nemesis_windows
 
 COLORS = {"kill": "tab:red", "leader-kill": "tab:red", "controller-kill": "tab:purple", "pause": "tab:orange",
           "partition": "tab:blue", "isolate-leader-then-kill": "tab:brown",
-          "corrupt": "tab:olive", "quorum": "tab:pink"}
+          "corrupt": "tab:olive", "quorum": "tab:pink", "restart": "tab:green"}
 
 
 def send_latencies(ops: Sequence[Op]) -> list[tuple[float, float, str]]:

@@ -14,8 +14,12 @@ a free base below the ephemeral range is chosen (see `free_port_base`), and
 
 The data directory holds `cluster.properties` (cluster id and quorum secret,
 made once, so a second start reuses the data) and `node-<i>/` with that
-node's `server.properties`, `data/` (log.dirs), `meta/` (metadata.log.dir)
-and `server.log`.
+node's `server.properties`, `data/` (log.dirs) and `server.log`. The metadata
+log lives where Kafka keeps it by default, in the first log dir
+(`data/__cluster_metadata-0`, no `metadata.log.dir`): the layout the README
+documents for several machines. `separate_metadata_log_dir=True` sets
+`metadata.log.dir` to `node-<i>/meta/` instead, and a node whose `meta/` was
+formatted by an earlier raftka (which always laid it out so) keeps it there.
 
 Every node is told its launcher's pid (`RAFTKA_EXIT_WITH_PARENT`) and shuts
 itself down when the launcher dies, however it dies (kill -9 included), so
@@ -152,6 +156,8 @@ class Node:
     stopped_by_us: bool = False
     # process.roles=broker (added by `add_node`): no CONTROLLER listener, not a voter.
     broker_only: bool = False
+    # metadata.log.dir=<directory>/meta rather than the first log dir (Kafka's default).
+    separate_metadata_log_dir: bool = False
 
     @property
     def roles(self) -> str:
@@ -164,6 +170,21 @@ class Node:
     @property
     def log_path(self) -> Path:
         return self.directory / "server.log"
+
+    @property
+    def data_dir(self) -> Path:
+        """The node's log dir (log.dirs)."""
+        return self.directory / "data"
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        """Where the node's metadata log lives: its log dir (the journal in
+        `__cluster_metadata-0` under it), or `meta/` with a separate metadata.log.dir.
+        A `meta/` an earlier raftka formatted stays in use: its journal is the node's."""
+        separate = self.directory / "meta"
+        if self.separate_metadata_log_dir or (separate / "meta.properties").exists():
+            return separate
+        return self.data_dir
 
     @property
     def bootstrap(self) -> str:
@@ -185,6 +206,9 @@ class LocalCluster:
     passes 9092. `extra_config` is added to (and overrides) every node's
     server.properties. `on_line(node_id, line)` sees each node's log lines.
 
+    The metadata log goes in each node's log dir (Kafka's default layout) unless
+    `separate_metadata_log_dir` puts it in `node-<i>/meta` (metadata.log.dir).
+
     Secured clusters (raftka/secure_cluster.py builds them): `listener_protocol` names the
     client listener and its security protocol (SSL, SASL_SSL, ...), `node_config(node)` adds
     per-node properties (key store paths), and `client_security` is what `admin()` uses."""
@@ -195,7 +219,8 @@ class LocalCluster:
                  metrics: bool = False,
                  listener_protocol: str = "PLAINTEXT",
                  node_config: Callable[[Node], Mapping[str, str]] | None = None,
-                 client_security: ClientSecurity | None = None) -> None:
+                 client_security: ClientSecurity | None = None,
+                 separate_metadata_log_dir: bool = False) -> None:
         if nodes < 1:
             raise ValueError(f"nodes={nodes}; expected at least 1")
         if port_base is not None and port_base + PORT_STRIDE * (nodes - 1) + 2 >= 32768:
@@ -212,16 +237,19 @@ class LocalCluster:
         self.choose_ports = port_base is None
         self.node_count = nodes
         self.metrics = metrics  # each node serves Prometheus metrics on its client port + 3
+        self.separate_metadata_log_dir = separate_metadata_log_dir
         self._lock = DirLock(self.data_dir)
         self._place(self.pick_port_base() if port_base is None else port_base)
 
     def _place(self, port_base: int) -> None:
         self.port_base = port_base
-        self.nodes = {
-            i: Node(i, self.data_dir / f"node-{i}", port_base + PORT_STRIDE * (i - 1),
-                    port_base + PORT_STRIDE * (i - 1) + 1, self.host)
-            for i in range(1, self.node_count + 1)
-        }
+        self.nodes = {i: self._new_node(i) for i in range(1, self.node_count + 1)}
+
+    def _new_node(self, node_id: int, broker_only: bool = False) -> Node:
+        """Node `node_id` at its place in the port layout (client port base + 100*(id-1))."""
+        client_port = self.port_base + PORT_STRIDE * (node_id - 1)
+        return Node(node_id, self.data_dir / f"node-{node_id}", client_port, client_port + 1, self.host,
+                    broker_only=broker_only, separate_metadata_log_dir=self.separate_metadata_log_dir)
 
     def pick_port_base(self) -> int:
         """A free port base for this layout (subclasses with other ports override it)."""
@@ -298,9 +326,7 @@ class LocalCluster:
                 return
             if not broker_only:
                 return
-            client_port = self.port_base + PORT_STRIDE * (node_id - 1)
-            self.nodes[node_id] = Node(node_id, path.parent, client_port, client_port + 1, self.host,
-                                       broker_only=True)
+            self.nodes[node_id] = self._new_node(node_id, broker_only=True)
             node_id += 1
 
     def add_node(self) -> Node:
@@ -310,11 +336,9 @@ class LocalCluster:
         metadata quorum as an observer; move partitions onto it with a reassignment.
 
         Raises ValueError if its ports are taken or reach the ephemeral range."""
-        node_id = max(self.nodes) + 1
-        client_port = self.port_base + PORT_STRIDE * (node_id - 1)
-        node = Node(node_id, self.data_dir / f"node-{node_id}", client_port, client_port + 1, self.host,
-                    broker_only=True)
-        ports = [client_port] + ([node.metrics_port] if self.metrics else [])
+        node = self._new_node(max(self.nodes) + 1, broker_only=True)
+        node_id = node.node_id
+        ports = [node.client_port] + ([node.metrics_port] if self.metrics else [])
         if max(ports) >= LOW_PORTS[1]:
             raise ValueError(f"node {node_id}'s port {max(ports)} reaches the ephemeral range; "
                              "expected a cluster started with a lower --port-base")
@@ -337,8 +361,8 @@ class LocalCluster:
             "controller.listener.names": CONTROLLER_LISTENER,
             "controller.quorum.voters": voters,
             "controller.quorum.secret": secret,
-            "log.dirs": str(node.directory / "data"),
-            "metadata.log.dir": str(node.directory / "meta"),
+            "log.dirs": str(node.data_dir),
+            **({"metadata.log.dir": str(node.metadata_log_dir)} if node.metadata_log_dir != node.data_dir else {}),
             "default.replication.factor": str(rf),
             "offsets.topic.replication.factor": str(rf),
             "min.insync.replicas": str(min(2, rf)),
@@ -363,8 +387,7 @@ class LocalCluster:
             node.stopped_by_us = False
             log_file = open(node.log_path, "a")  # noqa: SIM115 - owned by the reader thread
             node.process = subprocess.Popen(
-                [sys.executable, "-m", "raftka", "server", "start", "--config", str(node.config_path),
-                 "--format", "--cluster-id", self.cluster_id],
+                [sys.executable, "-m", "raftka", *self.server_args(node)],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(self.log_level),
                 start_new_session=True,  # Ctrl-C at the terminal goes to the launcher, which stops nodes in order
             )
@@ -372,6 +395,10 @@ class LocalCluster:
             threading.Thread(target=self._pump, args=(node, node.process.stderr, log_file), daemon=True).start()
         if wait:
             self.wait_ready(timeout, nodes=[node_id])
+
+    def server_args(self, node: Node) -> list[str]:
+        """The `raftka` command line that runs a node (subclasses run another documented one)."""
+        return ["server", "start", "--config", str(node.config_path), "--format", "--cluster-id", self.cluster_id]
 
     def _pump(self, node: Node, stream, log_file) -> None:
         try:
@@ -455,18 +482,28 @@ class LocalCluster:
         rf = replication_factor or min(3, len(self.nodes))
         with self.admin() as admin:
             admin.create_topics([NewTopic(name, partitions, rf, dict(config or {}))])
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    (desc,) = admin.describe_topics([name])
-                    if len(desc.partitions) == partitions and all(
-                            p.leader >= 0 and len(p.isr) == rf for p in desc.partitions):
-                        return name
-                except Exception:  # metadata not propagated yet
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"topic {name}: partitions without a leader or a full ISR after {timeout}s")
-                time.sleep(0.05)
+        self.wait_full_isr({name: partitions}, timeout)
+        return name
+
+    def wait_full_isr(self, topics: Mapping[str, int], timeout: float = 30.0) -> None:
+        """Return once each topic has its number of partitions, each with a leader and every
+        replica in the ISR; TimeoutError naming the first that has not after `timeout`."""
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while True:
+            try:
+                with self.admin() as admin:
+                    descs = admin.describe_topics(list(topics))
+                last = next((d for d in descs if len(d.partitions) != topics[d.name] or not all(
+                    p.leader >= 0 and set(p.isr) == set(p.replicas) for p in d.partitions)), None)
+                if last is None:
+                    return
+            except Exception as exc:  # metadata not propagated yet, or a node just restarted
+                last = exc
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topics {sorted(topics)}: partitions without a leader or a full ISR "
+                                   f"after {timeout}s (last seen: {last!r})")
+            time.sleep(0.05)
 
     def delete_topic(self, name: str) -> None:
         with self.admin() as admin:

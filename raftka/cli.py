@@ -161,16 +161,20 @@ def cluster() -> None:
 @click.option("--secure", is_flag=True,
               help="Only SASL_SSL listeners: a private CA and node certificates, SCRAM users and a "
                    "DATA_DIR/client.properties; prints the client settings to use.")
+@click.option("--separate-metadata-log-dir", is_flag=True,
+              help="Put each node's metadata log in DATA_DIR/node-i/meta (metadata.log.dir) rather than in "
+                   "its log dir DATA_DIR/node-i/data (Kafka's default layout).")
 def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool, quiet: bool,
-               secure: bool) -> None:
+               secure: bool, separate_metadata_log_dir: bool) -> None:
     """Start N local nodes (broker + quorum voter each) and keep them running until Ctrl-C.
 
     \b
     Formats storage on first use (cluster id and quorum secret are kept in
     DATA_DIR/cluster.properties), starts one `raftka server start` process per
     node, writes each node's log to DATA_DIR/node-i/server.log (--verbose also
-    streams them here), and prints the bootstrap servers once every broker is
-    registered and unfenced. Topics default to
+    streams them here), keeps its partitions and its metadata log in
+    DATA_DIR/node-i/data (Kafka's default layout), and prints the bootstrap
+    servers once every broker is registered and unfenced. Topics default to
     replication factor min(3, N) and min.insync.replicas min(2, N). A data dir
     is locked while a cluster runs on it: a second `cluster up` there is
     refused and writes nothing. If `cluster up` itself is killed, its nodes
@@ -178,7 +182,8 @@ def cluster_up(nodes: int, data_dir: str, port_base: int, log_level: str, verbos
     """
     from raftka.cmd_cluster import up
 
-    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), verbose and not quiet, secure))
+    sys.exit(up(nodes, data_dir, port_base, log_level.upper(), verbose and not quiet, secure,
+                separate_metadata_log_dir))
 
 
 def _cluster_control_command(op: str, summary: str):
@@ -597,7 +602,9 @@ def chaos() -> None:
 @click.option("--nodes", default=5, show_default=True, type=click.IntRange(1, 9), help="Nodes in the cluster the harness starts.")
 @click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload under faults.")
 @click.option("--nemesis", default="kill,pause,partition", show_default=True,
-              help="Comma list: kill, pause, partition, leader-kill, controller-kill, isolate-leader-then-kill, "
+              help="Comma list: kill (SIGKILL a node, start it again), pause (SIGSTOP, SIGCONT), partition, "
+                   "restart (a clean stop, SIGTERM: controlled shutdown, then start again), "
+                   "leader-kill, controller-kill, isolate-leader-then-kill, "
                    "corrupt (stop a node, flip a bit in or truncate a closed segment, restart it), "
                    "quorum (kill, pause or isolate the metadata quorum's Raft leader), none.")
 @click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Seconds each fault lasts (and half of it healthy between faults).")

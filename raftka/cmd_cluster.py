@@ -51,7 +51,8 @@ def raftka_command(argv0: str | None = None, executable: str | None = None) -> s
     return shlex.quote(argv0)
 
 
-def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool, secure: bool = False) -> int:
+def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool, secure: bool = False,
+       separate_metadata_log_dir: bool = False) -> int:
     lock = threading.Lock()
     stopping = threading.Event()
 
@@ -67,10 +68,10 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool,
             from raftka.secure_cluster import secure_cluster
 
             cluster, setup = secure_cluster(data_dir, nodes, port_base=port_base, log_level=log_level,
-                                            on_line=on_line)
+                                            on_line=on_line, separate_metadata_log_dir=separate_metadata_log_dir)
         else:
             cluster = LocalCluster(data_dir, nodes, port_base=port_base, log_level=log_level, on_line=on_line,
-                                   metrics=True)
+                                   metrics=True, separate_metadata_log_dir=separate_metadata_log_dir)
     except ValueError as exc:
         click.echo(f"raftka cluster up: {exc}", err=True)
         return 2

@@ -118,7 +118,7 @@ def secure_cluster(data_dir: str | Path, nodes: int = 3, *, admin_user: str = "a
         if not keystore.exists():
             hosts = tuple(dict.fromkeys([node.host, "localhost", "127.0.0.1"]))
             certs.write_keystore(certs.issue(ca, f"node-{node.node_id}", hosts=hosts, unit="brokers"), ca, keystore)
-        meta = node.directory / "meta"
+        meta = node.metadata_log_dir
         if not (meta / "meta.properties").exists() and not (meta / BOOTSTRAP_FILE).exists():
             meta.mkdir(parents=True, exist_ok=True)
             write_bootstrap(meta, _user_records([(admin_user, admin_password, ("SCRAM-SHA-256", "SCRAM-SHA-512")),

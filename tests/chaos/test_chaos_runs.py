@@ -14,9 +14,10 @@ from raftka.cli import main
 from raftka.log.batch_header import iter_headers
 
 
-def test_short_run_under_kill_pause_partition_is_valid(tmp_path):
-    config = RunConfig(out=tmp_path, nodes=3, time_limit=30, nemeses=("kill", "pause", "partition"), interval=5,
-                       rate=30, partitions=2, seed=7)
+def test_short_run_under_kill_pause_partition_restart_is_valid(tmp_path):
+    """Four faults in 30 s, one of each kind; `restart` is a clean stop (SIGTERM) and start."""
+    config = RunConfig(out=tmp_path, nodes=3, time_limit=30, nemeses=("kill", "pause", "partition", "restart"),
+                       interval=5, rate=30, partitions=2, seed=7)
     result = run(config)
     summary = result.check.to_json()
     assert result.drained, summary
@@ -24,7 +25,7 @@ def test_short_run_under_kill_pause_partition_is_valid(tmp_path):
     assert result.check.stats["acknowledged"] > 100, summary
     # each kind of fault really happened, and was undone
     kinds = {f.kind for f in result.schedule}
-    assert kinds == {"kill", "pause", "partition"}
+    assert kinds == {"kill", "pause", "partition", "restart"}
     history = read_history(result.directory / "history.jsonl")
     phases = [(o.f, o.value.get("phase")) for o in history if o.process == "nemesis" and isinstance(o.value, dict)]
     for kind in kinds:
@@ -150,6 +151,17 @@ def test_cli_rejects_an_unknown_nemesis():
     result = CliRunner().invoke(main, ["chaos", "run", "--nemesis", "kill,meteor"])
     assert result.exit_code == 2
     assert "meteor" in result.output
+
+
+def test_cli_documents_every_nemesis():
+    from click.testing import CliRunner
+
+    from raftka.chaos.nemesis import KINDS, parse_kinds
+
+    help_text = " ".join(CliRunner().invoke(main, ["chaos", "run", "--help"]).output.split())
+    assert [k for k in KINDS if k not in help_text] == []
+    assert "restart (a clean stop, SIGTERM" in help_text
+    assert parse_kinds("kill,pause,partition,restart,quorum") == ("kill", "pause", "partition", "restart", "quorum")
 
 
 @pytest.mark.parametrize("kinds", [("kill",), ("kill", "pause", "partition", "leader-kill")])

@@ -197,7 +197,7 @@ class HandStartedBroker:
             f"node.id={node_id}\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
             f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n"
             f"controller.quorum.secret={secret['controller.quorum.secret']}\n"
-            f"log.dirs={self.directory / 'data'}\nmetadata.log.dir={self.directory / 'meta'}\n"
+            f"log.dirs={self.directory / 'data'}\n"
             + "".join(f"{k}={v}\n" for k, v in FAST_FAILURE_DETECTION.items()))
         formatted = _raftka("storage", "format", "--config", str(self.config), "--cluster-id", cluster.cluster_id)
         assert formatted.returncode == 0, formatted.stderr
