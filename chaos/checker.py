@@ -42,13 +42,13 @@ ANOMALIES = (
     "lost-write", "unseen", "duplicate", "inconsistent-offsets", "G1a", "nonmonotonic-send",
     "nonmonotonic-poll", "poll-skip", "unexpected", "lost-prefix", "lost-middle", "lost-postfix",
     "undetected-corruption", "metadata-divergence", "lost-topic-change", "leader-epoch-regression",
-    "quorum-critical",
+    "quorum-critical", "undrained",
 )
 # lost-prefix/middle/postfix classify lost-write cases; they add no verdict of their own.
 ALWAYS_FORBIDDEN = frozenset({
     "lost-write", "unseen", "inconsistent-offsets", "G1a", "nonmonotonic-send", "nonmonotonic-poll",
     "poll-skip", "unexpected", "undetected-corruption", "metadata-divergence", "lost-topic-change",
-    "leader-epoch-regression", "quorum-critical",
+    "leader-epoch-regression", "quorum-critical", "undrained",
 })
 EXAMPLES = 8  # cases kept per anomaly in the summary (all are counted)
 
@@ -502,6 +502,15 @@ def quorum_critical_cases(a: Analysis) -> list[Case]:
             for o in a.metadata.log_scans for line in o.value.get("critical") or ()]
 
 
+def undrained_cases(a: Analysis) -> list[Case]:
+    """Final drains that did not read every partition to its end after the heal. Without them the
+    checker can only say that an acknowledged value was read at some time, not that the log still
+    has it, so a run that cannot drain is not valid (it also means the healed cluster could not
+    serve its own data)."""
+    return [{"time": o.time, "error": o.error, "value": o.value}
+            for o in a.ops if o.f == "drain" and o.type in ("info", "fail")]
+
+
 FINDERS: dict[str, Callable[[Analysis], list[Case]]] = {
     "lost-write": lost_write_cases,
     "unseen": unseen_cases,
@@ -520,6 +529,7 @@ FINDERS: dict[str, Callable[[Analysis], list[Case]]] = {
     "lost-topic-change": lost_topic_change_cases,
     "leader-epoch-regression": leader_epoch_regression_cases,
     "quorum-critical": quorum_critical_cases,
+    "undrained": undrained_cases,
 }
 assert tuple(FINDERS) == ANOMALIES
 

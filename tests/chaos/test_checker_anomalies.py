@@ -27,6 +27,7 @@ from raftka.chaos.checker import (
     poll_skip_cases,
     quorum_critical_cases,
     undetected_corruption_cases,
+    undrained_cases,
     unexpected_cases,
     unseen_cases,
 )
@@ -196,6 +197,12 @@ TABLE = [
      [op("harness", "info", "log-scan", {"node": 3, "critical": ["CRITICAL:pysyncobj.syncobj:truncating"]})],
      [{"node": 3, "line": "CRITICAL:pysyncobj.syncobj:truncating"}]),
     (quorum_critical_cases, "clean logs", [op("harness", "info", "log-scan", {"node": 3, "critical": []})], []),
+    # --- undrained: the final reads never completed, so "read once" is all the checker knows
+    (undrained_cases, "the drain gave up",
+     [*send(0, 1, 0, 0), *poll(1, [(0, 0, 1)], t=1.0),
+      op("drain", "info", "drain", error="could not read every partition to its end in 30s", time=9.0)],
+     [{"time": 9.0, "error": "could not read every partition to its end in 30s", "value": None}]),
+    (undrained_cases, "every partition drained", [*send(0, 1, 0, 0), *drain(0, [(0, 0, 1)])], []),
 ]
 
 
