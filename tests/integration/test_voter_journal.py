@@ -1,0 +1,154 @@
+"""A voter never forgets (issue #27, finding 2): real `raftka server start` processes.
+
+A formatted node whose metadata journal was removed while it was stopped used to start again
+without a word and, alone, re-create the cluster from nothing (an image without topics, every
+partition directory then a stray). Now it exits 1 with one line naming the directory and what
+to do, touching nothing; a journal older than what the node had acknowledged is refused too.
+Normal restarts (kill -9, clean) and first starts are unchanged. The 1-node cases run Kafka's
+default layout (the metadata log in the first log dir).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raftka.client.blocking import Admin, Consumer, Producer
+from raftka.client.local_cluster import LocalCluster, NodeExited
+from raftka.client.records import TopicPartition
+from raftka.raft_meta.node_config import load_node_config
+from tests.support import wait_until
+
+RECORDS = 200
+
+
+def journal_dir(cluster: LocalCluster, node_id: int) -> Path:
+    return Path(load_node_config(cluster.nodes[node_id].config_path).metadata_log_dir) / "__cluster_metadata-0"
+
+
+def files_of(directory: Path) -> dict[str, int]:
+    """Every file under `directory` and its size (server logs aside: a start appends to them)."""
+    return {str(p.relative_to(directory)): p.stat().st_size for p in directory.rglob("*")
+            if p.is_file() and p.name != "server.log"}
+
+
+def produce(bootstrap: str, topic: str, count: int) -> None:
+    with Producer(bootstrap, acks="all", linger_ms=2) as producer:
+        futures = [producer.send(topic, str(i).encode()) for i in range(count)]
+        producer.flush(30)
+        for future in futures:
+            future.result(timeout=30)
+
+
+def read_back(bootstrap: str, topic: str, count: int) -> list[int]:
+    values: list[int] = []
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+
+        def all_read() -> bool:
+            for records in consumer.poll(timeout_ms=200).values():
+                values.extend(int(r.value) for r in records)
+            return len(values) >= count
+        wait_until(all_read, timeout=30, what=f"{count} records of {topic}")
+    return values
+
+
+def server_start(cluster: LocalCluster, node_id: int) -> subprocess.CompletedProcess:
+    """`raftka server start` as an operator runs it (the launcher's lock released first)."""
+    return subprocess.run([sys.executable, "-m", "raftka", "server", "start", "--config",
+                           str(cluster.nodes[node_id].config_path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def refusal(stderr: str) -> str:
+    """The one line a refusing `server start` prints (no traceback)."""
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("raftka server start:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_a_single_voter_refuses_a_lost_or_older_journal(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, 1, log_level="INFO",
+                           node_config=lambda node: {"metadata.log.dir": str(node.directory / "data")})
+    node = cluster.nodes[1]
+    try:
+        cluster.start_and_wait()  # a freshly formatted node starts and bootstraps
+        cluster.create_topic("kept", 1)
+        produce(cluster.bootstrap_servers, "kept", RECORDS)
+        cluster.kill(1)  # kill -9, then a normal restart
+        cluster.start_node(1, wait=True)
+        assert cluster.stop_node(1) == 0  # clean stop, then a normal restart
+        older = tmp_path / "older-journal"
+        shutil.copytree(journal_dir(cluster, 1), older)
+        cluster.start_node(1, wait=True)
+        cluster.create_topic("later", 1)  # metadata the older copy lacks
+        assert cluster.stop_node(1) == 0
+    finally:
+        cluster.stop()
+    journal = journal_dir(cluster, 1)
+    assert journal.parent == node.directory / "data"  # the default layout
+    newest = tmp_path / "newest-journal"
+    shutil.move(journal, newest)
+
+    # An older copy of the journal: behind what this voter had acknowledged.
+    shutil.copytree(older, journal)
+    result = server_start(cluster, 1)
+    assert result.returncode == 1
+    line = refusal(result.stderr)
+    assert str(journal) in line and "ends at index" in line and "docs/architecture.md" in line
+
+    # The journal files deleted: refused, through the launcher too (cluster up, LocalCluster).
+    for path in journal.iterdir():
+        path.unlink()
+    before = files_of(node.directory)
+    result = server_start(cluster, 1)
+    assert result.returncode == 1
+    line = refusal(result.stderr)
+    assert str(journal) in line and "is missing" in line and "voter.started" in line
+    with pytest.raises(NodeExited, match="is missing"):
+        cluster.start_node(1, wait=True)
+    assert node.process is not None and node.process.returncode == 1
+    cluster.stop()
+    assert files_of(node.directory) == before, "a refused start changed the node's files"
+
+    # Putting back the files it last ran with: it starts, with every topic and record.
+    journal.rmdir()
+    shutil.move(newest, journal)
+    try:
+        cluster.start_node(1, wait=True)
+        with Admin(cluster.bootstrap_servers) as admin:
+            assert {"kept", "later"} <= set(admin.list_topics())
+        assert read_back(cluster.bootstrap_servers, "kept", RECORDS) == list(range(RECORDS))
+    finally:
+        cluster.stop()
+
+
+def test_a_voter_of_three_that_lost_its_journal_refuses_and_recovers_from_the_leader(tmp_path: Path) -> None:
+    """The documented recovery of a journal lost for good: a copy of the leader's, taken while it
+    was stopped cleanly after this node stopped (docs/architecture.md, "A voter never forgets")."""
+    cluster = LocalCluster(tmp_path, 3, log_level="INFO")
+    try:
+        cluster.start_and_wait()
+        cluster.create_topic("kept", 1, 3)
+        produce(cluster.bootstrap_servers, "kept", RECORDS)
+        assert cluster.stop_node(2) == 0
+        shutil.rmtree(journal_dir(cluster, 2))
+        with pytest.raises(NodeExited, match="is missing"):
+            cluster.start_node(2, wait=True)
+        assert cluster.nodes[2].process.returncode == 1
+        with Admin(cluster.nodes[1].bootstrap) as admin:
+            leader = admin.describe_cluster().controller_id
+        assert leader in (1, 3)
+        assert cluster.stop_node(leader) == 0
+        shutil.copytree(journal_dir(cluster, leader), journal_dir(cluster, 2))
+        cluster.start_node(leader)
+        cluster.start_node(2)
+        cluster.wait_ready(timeout=60)
+        assert read_back(cluster.nodes[2].bootstrap, "kept", RECORDS) == list(range(RECORDS))
+    finally:
+        cluster.stop()
