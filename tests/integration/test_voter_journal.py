@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from raftka.client.blocking import Admin, Consumer, Producer
-from raftka.client.local_cluster import LocalCluster, NodeExited
+from raftka.client.local_cluster import READY_MARKER, LocalCluster, NodeExited
 from raftka.client.records import TopicPartition
 from raftka.raft_meta.node_config import load_node_config
 from tests.support import wait_until
@@ -57,11 +57,25 @@ def read_back(bootstrap: str, topic: str, count: int) -> list[int]:
     return values
 
 
-def server_start(cluster: LocalCluster, node_id: int) -> subprocess.CompletedProcess:
-    """`raftka server start` as an operator runs it (the launcher's lock released first)."""
-    return subprocess.run([sys.executable, "-m", "raftka", "server", "start", "--config",
-                           str(cluster.nodes[node_id].config_path)],
-                          capture_output=True, text=True, timeout=120)
+def server_start(cluster: LocalCluster, node_id: int, tmp_path: Path) -> tuple[int, str]:
+    """`raftka server start` as an operator runs it: (exit status, stderr). A node that starts
+    instead (prints the ready marker) is stopped and fails the test."""
+    with open(tmp_path / "stderr.txt", "w+") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "raftka", "server", "start", "--config",
+                                    str(cluster.nodes[node_id].config_path)],
+                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            for line in process.stdout:  # EOF when it exits
+                if READY_MARKER in line:
+                    pytest.fail(f"node {node_id} started on a lost or older journal")
+            status = process.wait(30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            process.stdout.close()
+        stderr.seek(0)
+        return status, stderr.read()
 
 
 def refusal(stderr: str) -> str:
@@ -97,18 +111,18 @@ def test_a_single_voter_refuses_a_lost_or_older_journal(tmp_path: Path) -> None:
 
     # An older copy of the journal: behind what this voter had acknowledged.
     shutil.copytree(older, journal)
-    result = server_start(cluster, 1)
-    assert result.returncode == 1
-    line = refusal(result.stderr)
+    status, stderr = server_start(cluster, 1, tmp_path)
+    assert status == 1
+    line = refusal(stderr)
     assert str(journal) in line and "ends at index" in line and "docs/architecture.md" in line
 
     # The journal files deleted: refused, through the launcher too (cluster up, LocalCluster).
     for path in journal.iterdir():
         path.unlink()
     before = files_of(node.directory)
-    result = server_start(cluster, 1)
-    assert result.returncode == 1
-    line = refusal(result.stderr)
+    status, stderr = server_start(cluster, 1, tmp_path)
+    assert status == 1
+    line = refusal(stderr)
     assert str(journal) in line and "is missing" in line and "voter.started" in line
     with pytest.raises(NodeExited, match="is missing"):
         cluster.start_node(1, wait=True)
