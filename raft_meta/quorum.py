@@ -612,9 +612,9 @@ async def open_quorum(
     the node's metadata.log.dir (the journal and dump go in a subdir).
     With `observer=True` (a broker-only node, whose id is not a voter's) the node follows
     the committed log without voting and binds nothing.
-    `storage_dirs` (a formatted node's log dirs and metadata dir): a voter is guarded
-    (`raft_meta/voter_guard.py`): it refuses to start on a lost journal, and records what it
-    needs to tell one.
+    `storage_dirs` (the node's log dirs and metadata dir): a voter whose dirs are formatted
+    is guarded (`raft_meta/voter_guard.py`): it refuses to start on a lost journal, and
+    records what it needs to tell one.
 
     Raises `QuorumError` if the voter cannot start, or, on leaving, if it had to stop:
     its quorum listener was lost and could not be bound again (the body is cancelled).
@@ -631,12 +631,11 @@ async def open_quorum(
     settings = settings or QuorumSettings()
     quorum = Quorum(node_id, voters, trio.lowlevel.current_trio_token(), settings.snapshot_max_record_bytes)
     directory = Path(metadata_dir) / METADATA_SUBDIR
-    guarded = storage_dirs is not None and not observer
-    checkpoint = None
-    if guarded:
+    guarded, checkpoint = False, None
+    if storage_dirs is not None and not observer:
         try:
-            checkpoint = await trio.to_thread.run_sync(guard_start, node_id, directory, list(storage_dirs or ()),
-                                                       settings.fsync)
+            guarded, checkpoint = await trio.to_thread.run_sync(guard_start, node_id, directory, list(storage_dirs),
+                                                                settings.fsync)
         except JournalLost as exc:
             raise QuorumError(str(exc)) from None
     # Built on the trio thread on purpose: pysyncobj's tick thread stops as soon as the thread

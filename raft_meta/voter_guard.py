@@ -22,8 +22,8 @@ thread, so it costs no fsync on the append path (KRaft pays none either: its `qu
 file changes only with the election state). A journal that lost only what was acknowledged in
 the last interval before the stop (a copy less than a second old, a fsync that lied in that
 second) is therefore not detected. Writing it before every acknowledgement would close that
-window at the cost of a second fsync (two: file and directory) per acknowledged batch, about
-doubling the metadata commit latency (bench/quorum_bench.py). The commit index is recorded,
+window at the cost of a second fsync (two: file and directory) per acknowledged batch, on a
+commit path that today waits for one journal fsync. The commit index is recorded,
 not the log end: a follower legitimately deletes uncommitted entries that conflict with a new
 leader's, never committed ones. With metadata.log.fsync.enable=false there is no checkpoint
 (nothing is synced to record) and only the `voter.started` check applies.
@@ -50,7 +50,7 @@ from raftka.raft_meta.raft_core import (
     create_journal,
     read_journal_state,
 )
-from raftka.raft_meta.storage_format import mark_voter_started, voter_started_dirs
+from raftka.raft_meta.storage_format import META_PROPERTIES, mark_voter_started, voter_started_dirs
 
 CHECKPOINT_FILE = "voter-state-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -141,10 +141,14 @@ def write_checkpoint(metadata_dir: Path, point: VoterCheckpoint) -> None:
     atomic_write(metadata_dir / CHECKPOINT_FILE, text.encode("utf-8"))
 
 
-def guard_start(node_id: int, journal_dir: Path, storage_dirs: list[Path], checkpointed: bool) -> VoterCheckpoint | None:
+def guard_start(node_id: int, journal_dir: Path, storage_dirs: list[Path],
+                checkpointed: bool) -> tuple[bool, VoterCheckpoint | None]:
     """Refuse (`JournalLost`, one line) or prepare this voter's start: on a first start, create
-    the journal and mark every storage dir. Returns the checkpoint (None: none yet, or
-    `checkpointed` is False: metadata.log.fsync.enable is off)."""
+    the journal and mark every storage dir. Returns whether the node is guarded (its storage
+    is formatted: a bare quorum, as some tests run, is not) and its checkpoint (None: none
+    yet, or `checkpointed` is False: metadata.log.fsync.enable is off)."""
+    if not any((d / META_PROPERTIES).is_file() for d in storage_dirs):
+        return False, None
     metadata_dir = journal_dir.parent
     checkpoint = read_checkpoint(metadata_dir) if checkpointed else None
     marked = voter_started_dirs(storage_dirs)
@@ -154,11 +158,11 @@ def guard_start(node_id: int, journal_dir: Path, storage_dirs: list[Path], check
                     else f"{metadata_dir / CHECKPOINT_FILE}")
         raise JournalLost(
             f"node {node_id}: the metadata journal {str(journal_dir)!r} {decision.problem}, yet this node has run "
-            f"as a metadata voter ({evidence}); it will not start, because a voter that forgets entries it "
-            f"acknowledged or votes it cast breaks the quorum's safety: put back the files this node last ran "
-            f"with in that directory, nothing deleted there meanwhile (see {GUIDE})")
+            f"as a metadata voter ({evidence}); a voter that forgets entries it acknowledged or votes it cast "
+            f"breaks the quorum's safety, so it does not start: put back the files it last ran with there, or, "
+            f"if they are lost for good, see {GUIDE}")
     if decision.action is Action.FIRST_START:
         create_journal(journal_dir)
     if decision.mark:
         mark_voter_started(storage_dirs)
-    return checkpoint
+    return True, checkpoint

@@ -142,11 +142,17 @@ def _formatted(tmp_path: Path) -> tuple[NodeConfig, list[Path], Path]:
 
 def test_first_start_creates_the_journal_then_marks_every_dir(tmp_path: Path) -> None:
     _config, dirs, journal_dir = _formatted(tmp_path)
-    assert guard_start(1, journal_dir, dirs, checkpointed=True) is None
+    assert guard_start(1, journal_dir, dirs, checkpointed=True) == (True, None)
     assert read_journal_state(journal_dir) == JournalState(True, True, False)
     assert all(read_meta_properties(d).voter_started for d in dirs)
     # The next start is a restart, not a first start: the journal is kept as it is.
-    assert guard_start(1, journal_dir, dirs, checkpointed=True) is None
+    assert guard_start(1, journal_dir, dirs, checkpointed=True) == (True, None)
+
+
+def test_a_bare_quorum_without_meta_properties_is_not_guarded(tmp_path: Path) -> None:
+    journal_dir = tmp_path / "meta" / "__cluster_metadata-0"
+    assert guard_start(1, journal_dir, [tmp_path / "meta"], checkpointed=True) == (False, None)
+    assert not journal_dir.exists()
 
 
 def test_a_lost_journal_is_refused_in_one_line_and_nothing_is_touched(tmp_path: Path) -> None:
@@ -184,7 +190,7 @@ def test_a_journal_behind_the_checkpoint_is_refused(tmp_path: Path) -> None:
     with pytest.raises(JournalLost, match="ends at index 0, but this voter had synced and committed up to index 5"):
         guard_start(1, journal_dir, dirs, checkpointed=True)
     # metadata.log.fsync.enable=false keeps no checkpoint, and does not read one.
-    assert guard_start(1, journal_dir, dirs, checkpointed=False) is None
+    assert guard_start(1, journal_dir, dirs, checkpointed=False) == (True, None)
 
 
 def test_format_again_keeps_the_mark(tmp_path: Path) -> None:
