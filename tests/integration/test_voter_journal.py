@@ -11,6 +11,7 @@ default layout (the metadata log in the first log dir).
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from raftka.client.blocking import Admin, Consumer, Producer
-from raftka.client.local_cluster import READY_MARKER, LocalCluster, NodeExited
+from raftka.client.local_cluster import READY_MARKER, LocalCluster, NodeExited, free_port_base
 from raftka.client.records import TopicPartition
 from raftka.raft_meta.node_config import load_node_config
 from tests.support import wait_until
@@ -57,17 +58,15 @@ def read_back(bootstrap: str, topic: str, count: int) -> list[int]:
     return values
 
 
-def server_start(cluster: LocalCluster, node_id: int, tmp_path: Path) -> tuple[int, str]:
-    """`raftka server start` as an operator runs it: (exit status, stderr). A node that starts
-    instead (prints the ready marker) is stopped and fails the test."""
+def run_refused(command: list[str], ready: str, tmp_path: Path) -> tuple[int, str]:
+    """Run a start command expected to refuse: (exit status, stderr). One that starts instead
+    (prints `ready`) is stopped and fails the test at once."""
     with open(tmp_path / "stderr.txt", "w+") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "raftka", "server", "start", "--config",
-                                    str(cluster.nodes[node_id].config_path)],
-                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
         try:
             for line in process.stdout:  # EOF when it exits
-                if READY_MARKER in line:
-                    pytest.fail(f"node {node_id} started on a lost or older journal")
+                if ready in line:
+                    pytest.fail(f"{command[3:5]} started on a lost or older journal")
             status = process.wait(30)
         finally:
             if process.poll() is None:
@@ -76,6 +75,12 @@ def server_start(cluster: LocalCluster, node_id: int, tmp_path: Path) -> tuple[i
             process.stdout.close()
         stderr.seek(0)
         return status, stderr.read()
+
+
+def server_start(cluster: LocalCluster, node_id: int, tmp_path: Path) -> tuple[int, str]:
+    """`raftka server start` as an operator runs it."""
+    return run_refused([sys.executable, "-m", "raftka", "server", "start", "--config",
+                        str(cluster.nodes[node_id].config_path)], READY_MARKER, tmp_path)
 
 
 def refusal(stderr: str) -> str:
@@ -155,9 +160,9 @@ def test_a_voter_of_three_that_lost_its_journal_refuses_and_recovers_from_the_le
         with pytest.raises(NodeExited, match="is missing"):
             cluster.start_node(2, wait=True)
         assert cluster.nodes[2].process.returncode == 1
-        with Admin(cluster.nodes[1].bootstrap) as admin:
-            leader = admin.describe_cluster().controller_id
-        assert leader in (1, 3)
+        with Admin(cluster.nodes[1].bootstrap) as admin:  # node 2 may have been the leader
+            leader = wait_until(lambda: (c := admin.describe_cluster().controller_id) in (1, 3) and c,
+                                timeout=30, what="a leader among the running voters")
         assert cluster.stop_node(leader) == 0
         shutil.copytree(journal_dir(cluster, leader), journal_dir(cluster, 2))
         cluster.start_node(leader)
@@ -166,3 +171,29 @@ def test_a_voter_of_three_that_lost_its_journal_refuses_and_recovers_from_the_le
         assert read_back(cluster.nodes[2].bootstrap, "kept", RECORDS) == list(range(RECORDS))
     finally:
         cluster.stop()
+
+
+def test_cluster_up_surfaces_the_refusal(tmp_path: Path) -> None:
+    """`raftka cluster up` on a data dir whose node lost its journal: exit 1 and the line."""
+    base = free_port_base(1, offsets=(0, 1, 2, 3))  # clients, quorum, control RPC, metrics
+    command = [sys.executable, "-m", "raftka", "cluster", "up", "--nodes", "1", "--data-dir", str(tmp_path),
+               "--port-base", str(base)]
+    up = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for line in up.stdout:  # EOF if it exits
+            if "raftka cluster ready" in line:
+                break
+        assert up.poll() is None, "cluster up did not start"
+        up.send_signal(signal.SIGINT)
+        assert up.wait(60) == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        up.stdout.close()
+    journal = Path(load_node_config(tmp_path / "node-1" / "server.properties").metadata_log_dir) / "__cluster_metadata-0"
+    shutil.rmtree(journal)
+    status, stderr = run_refused(command, "raftka cluster ready", tmp_path)
+    assert status == 1
+    line = refusal(stderr)
+    assert str(journal) in line and "is missing" in line
