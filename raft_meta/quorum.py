@@ -638,6 +638,8 @@ async def open_quorum(
                                                                 settings.fsync)
         except JournalLost as exc:
             raise QuorumError(str(exc)) from None
+        except (OSError, storage_format.StorageError) as exc:  # reading the journal, marking meta.properties
+            raise QuorumError(f"node {node_id}: could not check the metadata journal {str(directory)!r}: {exc}") from None
     # Built on the trio thread on purpose: pysyncobj's tick thread stops as soon as the thread
     # that created the SyncObj exits, and trio's worker threads exit when idle (~10 s).
     quorum._start_blocking(None if observer else bind_address or voters[node_id], secret, directory, settings)
