@@ -38,9 +38,10 @@ if a pysyncobj upgrade renames them). Each was found by the simulation; docs/arc
    cleared a journal that did not start with the dump's entries, even one that held them and
    synced entries after them (a power loss between a compaction and the next sync).
 
-8. **What is durable, published** (`durable_point`): after each tick's sync, (current term,
-   commit index bounded by the synced log end). The quorum records it outside the journal,
-   lazily (`raft_meta/voter_guard.py`), so a restart can tell a journal that went back.
+8. **What is durable, published** (`durable_point`): after each tick's sync, and at a clean
+   stop, (current term, commit index bounded by the synced log end). The quorum records it
+   outside the journal, lazily (`raft_meta/voter_guard.py`), so a restart can tell a journal
+   that went back.
 
 `read_journal_state` reads a stopped node's journal files without opening them for writing
 (pysyncobj's own `FileJournal` creates and resizes them): the start-up guard decides from it.
@@ -221,12 +222,14 @@ def create_journal(directory: Path) -> None:
 
 def _journal_ends(path: Path) -> dict[str, int]:
     with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < FIRST_RECORD_OFFSET:  # created, killed before its header: pysyncobj reads no entry
+            return {}
         f.seek(LAST_RECORD_OFFSET_OFFSET)
         end = struct.unpack("<I", f.read(4))[0]
-        size = f.seek(0, os.SEEK_END)
-        if not FIRST_RECORD_OFFSET <= end <= size:
-            raise ValueError(f"{path}: last record ends at {end}; expected {FIRST_RECORD_OFFSET}..{size}")
-        if end == FIRST_RECORD_OFFSET:
+        if end > size:
+            raise ValueError(f"{path}: last record ends at {end}; expected at most the file's {size} bytes")
+        if end <= FIRST_RECORD_OFFSET:  # no entry (pysyncobj reads none either)
             return {}
         f.seek(FIRST_RECORD_OFFSET + 4)
         first_index, _ = struct.unpack("<QQ", f.read(16))
@@ -265,6 +268,15 @@ class RaftSyncObj(SyncObj):
         self.sync_journal()
         self._publish_durable_point()
         super()._onTick(timeToWait)
+
+    def _doDestroy(self):
+        # A clean stop of a running node (`destroy()` with the tick thread: the simulation's
+        # crashes call `_doDestroy` directly, without a tick thread, and must lose what is unsynced):
+        # sync what the last tick appended and publish it, so the last checkpoint is exact.
+        if self._SyncObj__conf.autoTick and self._SyncObj__destroying:
+            self.sync_journal()
+            self._publish_durable_point()
+        super()._doDestroy()
 
     def _publish_durable_point(self) -> None:
         """After the sync: the term (stored with fsync before any vote) and the commit index,

@@ -19,9 +19,16 @@ from pathlib import Path
 import pytest
 
 from raftka.client.blocking import Admin, Consumer, Producer
-from raftka.client.local_cluster import READY_MARKER, LocalCluster, NodeExited, free_port_base
+from raftka.client.local_cluster import (
+    READY_MARKER,
+    LocalCluster,
+    NodeExited,
+    free_low_port,
+    free_port_base,
+)
 from raftka.client.records import TopicPartition
 from raftka.raft_meta.node_config import load_node_config
+from raftka.raft_meta.voter_guard import VoterCheckpoint
 from tests.support import wait_until
 
 RECORDS = 200
@@ -197,3 +204,32 @@ def test_cluster_up_surfaces_the_refusal(tmp_path: Path) -> None:
     assert status == 1
     line = refusal(stderr)
     assert str(journal) in line and "is missing" in line
+
+
+async def test_a_running_voter_records_what_it_synced(tmp_path: Path) -> None:
+    """In one process: the checkpoint follows the voter's commits (and the term it reached),
+    never ahead of its journal, and the clean stop records the last of them."""
+    from raftka.raft_meta.quorum import open_quorum
+    from raftka.raft_meta.raft_core import read_journal_state
+    from raftka.raft_meta.records import Config
+    from raftka.raft_meta.storage_format import (
+        MetaProperties,
+        random_cluster_id,
+        write_meta_properties,
+    )
+    from raftka.raft_meta.voter_guard import read_checkpoint
+    from tests.support import wait_until_async
+
+    meta = tmp_path / "meta"
+    write_meta_properties(meta, MetaProperties(random_cluster_id(), 1))
+    voters = {1: f"127.0.0.1:{free_low_port(set())}"}
+    async with open_quorum(1, voters, "voter-journal-test-secret", meta, storage_dirs=[meta]) as quorum:
+        first = await quorum.submit(Config("cluster", "", "a", "1"))
+        await wait_until_async(lambda: (read_checkpoint(meta) or VoterCheckpoint(0, 0)).commit_index >= first,
+                               timeout=10, what="the checkpoint to reach the first commit")
+        for value in range(20):
+            last = await quorum.submit(Config("cluster", "", "a", str(value)))
+        term = quorum.term
+    checkpoint = read_checkpoint(meta)
+    assert checkpoint == VoterCheckpoint(term, last)  # the clean stop's
+    assert read_journal_state(meta / "__cluster_metadata-0").last_index >= checkpoint.commit_index

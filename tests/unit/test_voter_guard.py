@@ -117,6 +117,11 @@ def test_reads_an_empty_and_a_missing_journal(tmp_path: Path) -> None:
     assert read_journal_state(tmp_path) == JournalState(True, False, False)
 
 
+def test_a_journal_killed_before_its_header_has_no_entry(tmp_path: Path) -> None:
+    (tmp_path / "raft.journal").write_bytes(b"")
+    assert read_journal_state(tmp_path) == JournalState(True, False, False)
+
+
 def test_a_damaged_journal_is_reported(tmp_path: Path) -> None:
     (tmp_path / "raft.journal").write_bytes(b"PYSYNCOBJ" + b"\xff" * 40)
     (tmp_path / "raft.journal.meta").write_bytes(b"not a pickle")
