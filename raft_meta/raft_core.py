@@ -181,10 +181,17 @@ class JournalState:
     last_term: int = 0
     term: int = 0  # the current term stored in raft.journal.meta
     damaged: str | None = None  # why a file could not be read
+    dump_index: int = 0  # the dump's last index, when it was read (`dump_last_index`)
 
     @property
     def absent(self) -> bool:
         return not (self.journal or self.meta or self.dump)
+
+    @property
+    def end_index(self) -> int:
+        """The last index a restart holds: pysyncobj rebuilds a journal that lacks the dump's
+        entries (a kill between a compaction's clear and its rewrite) from the dump."""
+        return max(self.last_index, self.dump_index)
 
 
 def read_journal_state(directory: Path) -> JournalState:
@@ -202,6 +209,14 @@ def read_journal_state(directory: Path) -> JournalState:
     except Exception as exc:  # noqa: BLE001 - whatever makes a file unreadable is reported, not raised
         fields["damaged"] = f"{type(exc).__name__}: {exc}"
     return JournalState(state.journal, state.meta, state.dump, **fields)  # type: ignore[arg-type]
+
+
+def dump_last_index(directory: Path) -> int:
+    """The index of the last entry in the dump (pysyncobj's gzip(pickle((state, last entry,
+    previous entry, cluster)))). The whole dump is read: callers ask only when the journal
+    alone looks short. Blocking I/O; raises on an unreadable dump."""
+    with open(directory / DUMP_FILE, "rb") as f, gzip.GzipFile(fileobj=f) as g:
+        return int(pysyncobj_pickle.load(g)[1][1])
 
 
 def create_journal(directory: Path) -> None:

@@ -36,6 +36,7 @@ lost journal is fetched again from the leader.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from raftka.raft_meta.raft_core import (
     META_FILE,
     JournalState,
     create_journal,
+    dump_last_index,
     read_journal_state,
 )
 from raftka.raft_meta.storage_format import META_PROPERTIES, mark_voter_started, voter_started_dirs
@@ -106,9 +108,9 @@ def decide_start(journal: JournalState, started: bool, checkpoint: VoterCheckpoi
         if not journal.meta:
             return StartDecision(Action.REFUSE, problem=f"has no {META_FILE} (the term and the vote cast in it)")
     if checkpoint is not None:
-        if journal.last_index < checkpoint.commit_index:
+        if journal.end_index < checkpoint.commit_index:
             return StartDecision(Action.REFUSE, problem=(
-                f"ends at index {journal.last_index}, but this voter had synced and committed up to index "
+                f"ends at index {journal.end_index}, but this voter had synced and committed up to index "
                 f"{checkpoint.commit_index} ({CHECKPOINT_FILE})"))
         term = max(journal.term, journal.last_term)
         if term < checkpoint.term:
@@ -152,7 +154,14 @@ def guard_start(node_id: int, journal_dir: Path, storage_dirs: list[Path],
     metadata_dir = journal_dir.parent
     checkpoint = read_checkpoint(metadata_dir) if checkpointed else None
     marked = voter_started_dirs(storage_dirs)
-    decision = decide_start(read_journal_state(journal_dir), bool(marked), checkpoint)
+    journal = read_journal_state(journal_dir)
+    if checkpoint is not None and journal.dump and journal.last_index < checkpoint.commit_index \
+            and journal.damaged is None:
+        try:
+            journal = dataclasses.replace(journal, dump_index=dump_last_index(journal_dir))
+        except Exception as exc:  # noqa: BLE001 - an unreadable dump is reported, not raised
+            journal = dataclasses.replace(journal, damaged=f"{DUMP_FILE}: {type(exc).__name__}: {exc}")
+    decision = decide_start(journal, bool(marked), checkpoint)
     if decision.action is Action.REFUSE:
         evidence = (f"voter.started in {', '.join(str(d / 'meta.properties') for d in marked)}" if marked
                     else f"{metadata_dir / CHECKPOINT_FILE}")

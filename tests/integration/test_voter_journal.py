@@ -233,3 +233,47 @@ async def test_a_running_voter_records_what_it_synced(tmp_path: Path) -> None:
     checkpoint = read_checkpoint(meta)
     assert checkpoint == VoterCheckpoint(term, last)  # the clean stop's
     assert read_journal_state(meta / "__cluster_metadata-0").last_index >= checkpoint.commit_index
+
+
+async def test_a_journal_cleared_by_a_kill_during_compaction_starts_from_its_dump(tmp_path: Path) -> None:
+    """A compaction rewrites the journal in place (clear, then the entries after the dump); a
+    kill between the two leaves an empty journal beside a dump that holds everything. That is
+    not a lost journal: the guard reads the dump before refusing."""
+    from pysyncobj.journal import FileJournal
+
+    from raftka.raft_meta.quorum import QuorumSettings, open_quorum
+    from raftka.raft_meta.raft_core import dump_last_index
+    from raftka.raft_meta.records import Config
+    from raftka.raft_meta.storage_format import (
+        MetaProperties,
+        random_cluster_id,
+        write_meta_properties,
+    )
+    from raftka.raft_meta.voter_guard import JournalLost, guard_start, read_checkpoint
+    from tests.support import wait_until_async
+
+    meta = tmp_path / "meta"
+    journal_dir = meta / "__cluster_metadata-0"
+    write_meta_properties(meta, MetaProperties(random_cluster_id(), 1))
+    voters = {1: f"127.0.0.1:{free_low_port(set())}"}
+
+    def dumped_up_to(offset: int) -> bool:
+        try:
+            return dump_last_index(journal_dir) >= offset
+        except (OSError, EOFError):  # not written yet
+            return False
+
+    settings = QuorumSettings(snapshot_max_record_bytes=1)  # a snapshot, so a compaction, per record
+    async with open_quorum(1, voters, "voter-journal-test-secret", meta, settings=settings,
+                           storage_dirs=[meta]) as quorum:
+        for value in range(5):
+            last = await quorum.submit(Config("cluster", "", "a", str(value)))
+        await wait_until_async(lambda: dumped_up_to(last), timeout=10, what="the dump to hold the last record")
+    assert read_checkpoint(meta).commit_index == last
+    cleared = FileJournal(str(journal_dir / "raft.journal"))
+    cleared.clear()  # what the kill left: a header and no entry
+    cleared._destroy()
+    assert guard_start(1, journal_dir, [meta], checkpointed=True)[0]
+    (journal_dir / "raft.dump").unlink()  # without the dump, the same journal is refused
+    with pytest.raises(JournalLost, match="ends at index 0"):
+        guard_start(1, journal_dir, [meta], checkpointed=True)

@@ -72,6 +72,9 @@ TABLE = [
     (JournalState(True, True, False, 1, 38, 3, 3), True, CKPT, START, False, ""),  # exactly the commit
     # a follower's uncommitted tail replaced by a new leader's: shorter, but not below the commit
     (JournalState(True, True, False, 1, 39, 4, 4), True, CKPT, START, False, ""),
+    # killed between a compaction's clear and its rewrite: the dump holds what the journal lost
+    (JournalState(True, True, True, 0, 0, 0, 3, dump_index=38), True, CKPT, START, False, ""),
+    (JournalState(True, True, True, 0, 0, 0, 3, dump_index=30), True, CKPT, REFUSE, False, "ends at index 30"),
     # the term went back (an older raft.journal.meta)
     (JournalState(True, True, False, 1, 40, 2, 2), True, CKPT, REFUSE, False, "at term 2"),
     (JournalState(True, True, False, 1, 40, 3, 0), True, CKPT, START, False, ""),  # last entry's term counts
