@@ -163,13 +163,16 @@ def guard_start(node_id: int, journal_dir: Path, storage_dirs: list[Path],
             journal = dataclasses.replace(journal, damaged=f"{DUMP_FILE}: {type(exc).__name__}: {exc}")
     decision = decide_start(journal, bool(marked), checkpoint)
     if decision.action is Action.REFUSE:
-        evidence = (f"voter.started in {', '.join(str(d / 'meta.properties') for d in marked)}" if marked
-                    else f"{metadata_dir / CHECKPOINT_FILE}")
+        if marked:
+            evidence = f"voter.started in {', '.join(str(d / META_PROPERTIES) for d in marked)}"
+        else:
+            evidence = str(metadata_dir / CHECKPOINT_FILE) if checkpoint is not None else ""
         raise JournalLost(
-            f"node {node_id}: the metadata journal {str(journal_dir)!r} {decision.problem}, yet this node has run "
-            f"as a metadata voter ({evidence}); a voter that forgets entries it acknowledged or votes it cast "
-            f"breaks the quorum's safety, so it does not start: put back the files it last ran with there, or, "
-            f"if they are lost for good, see {GUIDE}")
+            f"node {node_id}: the metadata journal {str(journal_dir)!r} {decision.problem}"
+            + (f", yet this node has run as a metadata voter ({evidence})" if evidence else "")
+            + "; a voter that forgets entries it acknowledged or votes it cast breaks the quorum's safety, so "
+            f"it does not start: put back the files it last ran with there, or, if they are lost for good, "
+            f"see {GUIDE}")
     if decision.action is Action.FIRST_START:
         create_journal(journal_dir)
     if decision.mark:

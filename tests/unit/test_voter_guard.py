@@ -207,3 +207,12 @@ def test_format_again_keeps_the_mark(tmp_path: Path) -> None:
     cluster_id = read_meta_properties(dirs[0]).cluster_id
     assert format_storage(config, cluster_id, ignore_formatted=True) == []
     assert all(read_meta_properties(d).voter_started for d in dirs)
+
+
+def test_an_unreadable_journal_is_refused_without_claiming_the_node_ran(tmp_path: Path) -> None:
+    _config, dirs, journal_dir = _formatted(tmp_path)
+    journal_dir.mkdir()
+    (journal_dir / "raft.journal").write_bytes(b"PYSYNCOBJ" + b"\xff" * 40)
+    with pytest.raises(JournalLost, match="cannot be read") as caught:
+        guard_start(1, journal_dir, dirs, checkpointed=True)
+    assert "has run" not in str(caught.value)
