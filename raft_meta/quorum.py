@@ -29,6 +29,9 @@ batch per tick, before this voter acknowledges them or counts itself toward a co
 term and vote before any vote is sent (as KRaft does), so a committed record survives the
 power loss of every voter. Turned off, committed metadata survives kill -9 of a process, not
 the power loss of a majority.
+A voter never forgets: `open_quorum_from_config` (a formatted node) refuses to start a voter
+whose journal is missing or behind what it acknowledged, and keeps the record that tells
+(`raft_meta/voter_guard.py`: the `voter.started` mark and the `voter-state-checkpoint`).
 Memory and disk: the latest snapshot, the records after it (at most
 `metadata.log.max.record.bytes.between.snapshots` bytes) and the image at the
 last offset; pysyncobj's dump is that state, its journal the entries since the
@@ -51,6 +54,7 @@ import trio
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.journal import FileJournal
 
+from raftka.raft_meta import storage_format
 from raftka.raft_meta.apply import apply_entry, replay
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.node_config import NodeConfig, check_secret
@@ -58,6 +62,13 @@ from raftka.raft_meta.quorum_transport import QuorumTransport, TransportLimits
 from raftka.raft_meta.raft_core import DurableFileJournal, JournalSpec, RaftSyncObj
 from raftka.raft_meta.records import MetadataRecord, UndecodableRecord, decode_record, encode_record
 from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot, image_digest
+from raftka.raft_meta.voter_guard import (
+    CHECKPOINT_INTERVAL_S,
+    JournalLost,
+    VoterCheckpoint,
+    guard_start,
+    write_checkpoint,
+)
 
 log = structlog.get_logger("raft_meta.quorum")
 
@@ -265,6 +276,9 @@ class Quorum:
         # tick thread by `_digest_loop` (one tuple, assigned atomically: read from any thread).
         self._digest: tuple[int, str | None] = (-1, None)
         self._digest_scope = trio.CancelScope()
+        self._checkpoint_scope = trio.CancelScope()
+        self._checkpoint_lock = trio.Lock()
+        self._checkpoint_written: VoterCheckpoint | None = None  # in voter-state-checkpoint
 
     # --- called in the tick thread: trivial, never raise ---
     def _notify_from_tick_thread(self) -> None:
@@ -489,6 +503,34 @@ class Quorum:
                 self._digest = (image.offset, digest)
                 await trio.sleep(max(min_gap, 4 * (trio.current_time() - started)))
 
+    # --- the voter's checkpoint (raft_meta/voter_guard.py) ---
+    @staticmethod
+    def _new_point(sync: RaftSyncObj | None, written: VoterCheckpoint | None) -> VoterCheckpoint | None:
+        """What `sync` has synced, merged with what was recorded; None: nothing new."""
+        point = None if sync is None else sync.durable_point
+        if point is None:
+            return None
+        merged = VoterCheckpoint(*point).merge(written)
+        return None if merged == written else merged
+
+    async def _write_checkpoint(self, metadata_dir: Path, sync: RaftSyncObj | None) -> None:
+        async with self._checkpoint_lock:  # one writer at a time: they share the tmp file
+            point = self._new_point(sync, self._checkpoint_written)
+            if point is not None:
+                await trio.to_thread.run_sync(write_checkpoint, metadata_dir, point)
+                self._checkpoint_written = point
+
+    async def _checkpoint_loop(self, metadata_dir: Path) -> None:
+        """Record the durable point outside the journal at most every CHECKPOINT_INTERVAL_S (a
+        worker thread's fsync, never the tick thread's); `open_quorum` writes the last one."""
+        with self._checkpoint_scope:
+            while True:
+                await trio.sleep(CHECKPOINT_INTERVAL_S)  # a period, not a synchronisation
+                try:
+                    await self._write_checkpoint(metadata_dir, self._sync)
+                except Exception:  # noqa: BLE001 - a system task must not raise; the next period tries again
+                    log.exception("quorum.checkpoint_failed", metadata_dir=str(metadata_dir))
+
     def transfer_leadership(self) -> None:
         """Ask pysyncobj to hand leadership to another voter (controlled shutdown)."""
         if self._sync is not None:
@@ -545,10 +587,11 @@ class Quorum:
             ) from None
         self._sync = sync
 
-    def _stop_blocking(self) -> None:
+    def _stop_blocking(self) -> RaftSyncObj | None:
         sync, self._sync = self._sync, None
         if sync is not None:
             sync.destroy_synchronous()
+        return sync
 
 
 @asynccontextmanager
@@ -560,6 +603,7 @@ async def open_quorum(
     bind_address: str | None = None,
     settings: QuorumSettings | None = None,
     observer: bool = False,
+    storage_dirs: list[Path] | None = None,
 ) -> AsyncIterator[Quorum]:
     """Start this node's voter; stop it (and its tick thread) on exit.
 
@@ -568,6 +612,9 @@ async def open_quorum(
     the node's metadata.log.dir (the journal and dump go in a subdir).
     With `observer=True` (a broker-only node, whose id is not a voter's) the node follows
     the committed log without voting and binds nothing.
+    `storage_dirs` (the node's log dirs and metadata dir): a voter whose dirs are formatted
+    is guarded (`raft_meta/voter_guard.py`): it refuses to start on a lost journal, and
+    records what it needs to tell one.
 
     Raises `QuorumError` if the voter cannot start, or, on leaving, if it had to stop:
     its quorum listener was lost and could not be bound again (the body is cancelled).
@@ -584,6 +631,15 @@ async def open_quorum(
     settings = settings or QuorumSettings()
     quorum = Quorum(node_id, voters, trio.lowlevel.current_trio_token(), settings.snapshot_max_record_bytes)
     directory = Path(metadata_dir) / METADATA_SUBDIR
+    guarded, checkpoint = False, None
+    if storage_dirs is not None and not observer:
+        try:
+            guarded, checkpoint = await trio.to_thread.run_sync(guard_start, node_id, directory, list(storage_dirs),
+                                                                settings.fsync)
+        except JournalLost as exc:
+            raise QuorumError(str(exc)) from None
+        except (OSError, storage_format.StorageError) as exc:  # reading the journal, marking meta.properties
+            raise QuorumError(f"node {node_id}: could not check the metadata journal {str(directory)!r}: {exc}") from None
     # Built on the trio thread on purpose: pysyncobj's tick thread stops as soon as the thread
     # that created the SyncObj exits, and trio's worker threads exit when idle (~10 s).
     quorum._start_blocking(None if observer else bind_address or voters[node_id], secret, directory, settings)
@@ -591,13 +647,23 @@ async def open_quorum(
              role="observer" if observer else "voter")
     # A system task (it never raises), so the body's exceptions are not wrapped by a nursery.
     trio.lowlevel.spawn_system_task(quorum._digest_loop, name="raftka.quorum.digest")
+    checkpointed = guarded and settings.fsync  # without fsync nothing synced is there to record
+    quorum._checkpoint_written = checkpoint
+    if checkpointed:
+        trio.lowlevel.spawn_system_task(quorum._checkpoint_loop, Path(metadata_dir), name="raftka.quorum.checkpoint")
     try:
         with quorum._fatal_scope:
             yield quorum
     finally:
         quorum._digest_scope.cancel()
+        quorum._checkpoint_scope.cancel()
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(quorum._stop_blocking)
+            stopped = await trio.to_thread.run_sync(quorum._stop_blocking)
+            if checkpointed:  # a clean stop records the last durable point
+                try:
+                    await quorum._write_checkpoint(Path(metadata_dir), stopped)
+                except Exception:  # noqa: BLE001 - never hides the body's exception; the start guard is a lower bound
+                    log.exception("quorum.checkpoint_failed", metadata_dir=str(metadata_dir))
         log.info("quorum.stopped", node_id=node_id)
     if quorum.fatal_error is not None:
         raise QuorumError(f"quorum node {node_id} stopped: {quorum.fatal_error}")
@@ -618,4 +684,5 @@ def open_quorum_from_config(config: NodeConfig, settings: QuorumSettings | None 
         bind_address=None if not config.is_controller else config.quorum_bind_address(),
         settings=settings,
         observer=not config.is_controller,
+        storage_dirs=storage_format.storage_dirs(config),
     )

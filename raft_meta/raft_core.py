@@ -38,6 +38,14 @@ if a pysyncobj upgrade renames them). Each was found by the simulation; docs/arc
    cleared a journal that did not start with the dump's entries, even one that held them and
    synced entries after them (a power loss between a compaction and the next sync).
 
+8. **What is durable, published** (`durable_point`): after each tick's sync, and at a clean
+   stop, (current term, commit index bounded by the synced log end). The quorum records it
+   outside the journal, lazily (`raft_meta/voter_guard.py`), so a restart can tell a journal
+   that went back.
+
+`read_journal_state` reads a stopped node's journal files without opening them for writing
+(pysyncobj's own `FileJournal` creates and resizes them): the start-up guard decides from it.
+
 `createJournal` hook: pysyncobj builds its journal from `SyncObjConf.journalFile` inside
 `SyncObj.__init__` (before its tick thread could see another). A `JournalSpec` there (a
 `str` subclass naming the file) carries the factory to use instead; any other value keeps
@@ -50,12 +58,20 @@ import contextlib
 import gzip
 import os
 import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
 
 import pysyncobj.journal as pysyncobj_journal
 import pysyncobj.pickle as pysyncobj_pickle
 import pysyncobj.syncobj as pysyncobj_syncobj
 from pysyncobj import SyncObj
-from pysyncobj.journal import FileJournal, MetaStorer
+from pysyncobj.journal import (
+    FIRST_RECORD_OFFSET,
+    LAST_RECORD_OFFSET_OFFSET,
+    FileJournal,
+    MetaStorer,
+)
 
 
 def _check_pysyncobj() -> None:
@@ -148,10 +164,103 @@ class DurableFileJournal(FileJournal):
         self.syncs += 1
 
 
+JOURNAL_FILE = "raft.journal"
+META_FILE = JOURNAL_FILE + ".meta"
+DUMP_FILE = "raft.dump"
+
+
+@dataclass(frozen=True)
+class JournalState:
+    """What a stopped node's journal directory holds (`read_journal_state`)."""
+
+    journal: bool  # raft.journal exists
+    meta: bool  # raft.journal.meta (current term, vote, commit index) exists
+    dump: bool  # raft.dump exists
+    first_index: int = 0  # the journal's first and last entries (0: no entry)
+    last_index: int = 0
+    last_term: int = 0
+    term: int = 0  # the current term stored in raft.journal.meta
+    damaged: str | None = None  # why a file could not be read
+    dump_index: int = 0  # the dump's last index, when it was read (`dump_last_index`)
+
+    @property
+    def absent(self) -> bool:
+        return not (self.journal or self.meta or self.dump)
+
+    @property
+    def end_index(self) -> int:
+        """The last index a restart holds: pysyncobj rebuilds a journal that lacks the dump's
+        entries (a kill between a compaction's clear and its rewrite) from the dump."""
+        return max(self.last_index, self.dump_index)
+
+
+def read_journal_state(directory: Path) -> JournalState:
+    """Read the journal's first and last entries (pysyncobj's format: a 40-byte header whose
+    last 4 bytes are the end of the last record; each record is `size, idx, term, command,
+    size`) and the stored term. Read-only; blocking I/O."""
+    journal, meta, dump = (directory / JOURNAL_FILE, directory / META_FILE, directory / DUMP_FILE)
+    state = JournalState(journal.is_file(), meta.is_file(), dump.is_file())
+    fields: dict[str, object] = {}
+    try:
+        if state.journal:
+            fields.update(_journal_ends(journal))
+        if state.meta:
+            fields["term"] = int(pysyncobj_pickle.loads(meta.read_bytes()).get("currentTerm", 0))
+    except Exception as exc:  # noqa: BLE001 - whatever makes a file unreadable is reported, not raised
+        fields["damaged"] = f"{type(exc).__name__}: {exc}"
+    return JournalState(state.journal, state.meta, state.dump, **fields)  # type: ignore[arg-type]
+
+
+def dump_last_index(directory: Path) -> int:
+    """The index of the last entry in the dump (pysyncobj's gzip(pickle((state, last entry,
+    previous entry, cluster)))). The whole dump is read: callers ask only when the journal
+    alone looks short. Blocking I/O; raises on an unreadable dump."""
+    with open(directory / DUMP_FILE, "rb") as f, gzip.GzipFile(fileobj=f) as g:
+        return int(pysyncobj_pickle.load(g)[1][1])
+
+
+def create_journal(directory: Path) -> None:
+    """A new, empty journal and term file (term 0, no vote), fsynced with their directory and its
+    parent before the node is marked as a started voter: a journal that exists is then never
+    younger than the mark. pysyncobj opens them as it would have created them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    journal = DurableFileJournal(str(directory / JOURNAL_FILE))
+    try:
+        journal.setCurrentTerm(0, None)  # _SyncedMetaStorer: fsynced, with the directory
+        journal.dirty = True  # the file's creation
+        journal.sync()
+    finally:
+        journal._destroy()
+    _fsync_dir(str(directory))
+    _fsync_dir(str(directory.parent))
+
+
+def _journal_ends(path: Path) -> dict[str, int]:
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < FIRST_RECORD_OFFSET:  # created, killed before its header: pysyncobj reads no entry
+            return {}
+        f.seek(LAST_RECORD_OFFSET_OFFSET)
+        end = struct.unpack("<I", f.read(4))[0]
+        if end > size:
+            raise ValueError(f"{path}: last record ends at {end}; expected at most the file's {size} bytes")
+        if end <= FIRST_RECORD_OFFSET:  # no entry (pysyncobj reads none either)
+            return {}
+        f.seek(FIRST_RECORD_OFFSET + 4)
+        first_index, _ = struct.unpack("<QQ", f.read(16))
+        f.seek(end - 4)
+        record = struct.unpack("<I", f.read(4))[0]
+        f.seek(end - record - 4)
+        last_index, last_term = struct.unpack("<QQ", f.read(16))
+    return {"first_index": first_index, "last_index": last_index, "last_term": last_term}
+
+
 class RaftSyncObj(SyncObj):
     """`SyncObj` with Raft's truncation rule and durable acknowledgements (module docstring)."""
 
     def __init__(self, *args, **kwargs) -> None:
+        # (current term, commit index) known durable: published after each tick's sync (8.).
+        self.durable_point: tuple[int, int] | None = None
         self._held_acks: list[tuple[object, int, bool, bool]] = []
         self._snapshot_idx: int | None = None  # last index of the snapshot just installed or kept
         self._votes: tuple[int, set[str]] = (-1, set())  # (term, voters whose vote was counted)
@@ -172,7 +281,27 @@ class RaftSyncObj(SyncObj):
 
     def _onTick(self, timeToWait=0.0):
         self.sync_journal()
+        self._publish_durable_point()
         super()._onTick(timeToWait)
+
+    def _doDestroy(self):
+        # A clean stop of a running node (`destroy()` with the tick thread: the simulation's
+        # crashes call `_doDestroy` directly, without a tick thread, and must lose what is unsynced):
+        # sync what the last tick appended and publish it, so the last checkpoint is exact.
+        if self._SyncObj__conf.autoTick and self._SyncObj__destroying:
+            self.sync_journal()
+            self._publish_durable_point()
+        super()._doDestroy()
+
+    def _publish_durable_point(self) -> None:
+        """After the sync: the term (stored with fsync before any vote) and the commit index,
+        bounded by the log end (every entry in the log is synced now). One tuple, assigned
+        atomically: read from any thread. Only a `DurableFileJournal` publishes (unsynced
+        entries are no promise)."""
+        journal = self._SyncObj__raftLog
+        if isinstance(journal, DurableFileJournal) and not journal.dirty:
+            self.durable_point = (self._SyncObj__raftCurrentTerm,
+                                  min(self._SyncObj__raftCommitIndex, journal[-1][1]))
 
     def _SyncObj__sendNextNodeIdx(self, node, reset=False, nextNodeIdx=None, success=False):
         if nextNodeIdx is None:

@@ -5,6 +5,10 @@ cluster id, the node id and the format version. A node refuses to start
 (`StorageError`) on a directory that is unformatted or that belongs to
 another node or cluster; peers with another cluster id are caught when the
 first ControllerClaim is applied (see `metadata_loader`).
+
+`voter.started=true` (raftka's own key; Kafka's parser ignores unknown keys) is added to every
+storage dir's meta.properties when a voter first creates its metadata journal: from then on a
+missing journal means a journal lost, not a node never started (`raft_meta/voter_guard.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class MetaProperties:
     cluster_id: str
     node_id: int
     version: int = FORMAT_VERSION
+    voter_started: bool = False  # this node has created its metadata journal as a voter
 
 
 def random_cluster_id() -> str:
@@ -65,6 +70,7 @@ def write_meta_properties(directory: Path, meta: MetaProperties) -> None:
         f"cluster.id={meta.cluster_id}\n"
         f"node.id={meta.node_id}\n"
         f"version={meta.version}\n"
+        + ("voter.started=true\n" if meta.voter_started else "")
     )
     atomic_write(directory / META_PROPERTIES, text.encode("utf-8"))
 
@@ -80,7 +86,8 @@ def read_meta_properties(directory: Path) -> MetaProperties:
         ) from None
     props = parse_properties(text)
     try:
-        meta = MetaProperties(props["cluster.id"], int(props["node.id"]), int(props["version"]))
+        meta = MetaProperties(props["cluster.id"], int(props["node.id"]), int(props["version"]),
+                              props.get("voter.started", "false") == "true")
     except (KeyError, ValueError) as exc:
         raise StorageError(f"{str(path)!r} is damaged ({exc!r}); expected cluster.id, node.id and version") from None
     if meta.version != FORMAT_VERSION:
@@ -100,7 +107,7 @@ def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool =
     for directory in storage_dirs(config):
         if (directory / META_PROPERTIES).exists():
             existing = read_meta_properties(directory)
-            if existing == wanted and ignore_formatted:
+            if (existing.cluster_id, existing.node_id) == (wanted.cluster_id, wanted.node_id) and ignore_formatted:
                 continue
             raise StorageError(
                 f"{str(directory)!r} is already formatted (cluster.id={existing.cluster_id}, "
@@ -126,3 +133,25 @@ def verify_storage(config: NodeConfig) -> str:
         described = ", ".join(f"{cid} in {str(d)!r}" for cid, d in cluster_ids.items())
         raise StorageError(f"storage dirs disagree on the cluster id ({described}); expected one cluster id")
     return next(iter(cluster_ids))
+
+
+def voter_started_dirs(dirs: list[Path]) -> list[Path]:
+    """The storage dirs whose meta.properties say this node has run as a voter (unformatted
+    ones are skipped: `verify_storage` reports them). Blocking I/O."""
+    found = []
+    for directory in dirs:
+        try:
+            if read_meta_properties(directory).voter_started:
+                found.append(directory)
+        except StorageError:
+            continue
+    return found
+
+
+def mark_voter_started(dirs: list[Path]) -> None:
+    """Add `voter.started=true` to every storage dir's meta.properties (each write atomic and
+    fsynced: one of them surviving is enough to refuse a lost journal). Blocking I/O."""
+    for directory in dirs:
+        meta = read_meta_properties(directory)
+        if not meta.voter_started:
+            write_meta_properties(directory, MetaProperties(meta.cluster_id, meta.node_id, meta.version, True))
