@@ -35,8 +35,9 @@ $(DEV_STAMP): $(STAMP) requirements-dev.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.lock
 	@touch $(DEV_STAMP)
 
+# make run PORT_BASE=19092: another port base when 9092-9294 are taken
 run: $(STAMP)
-	$(VENV)/bin/raftka cluster up --nodes 3
+	$(VENV)/bin/raftka cluster up --nodes 3 $(if $(PORT_BASE),--port-base $(PORT_BASE))
 
 test: $(DEV_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

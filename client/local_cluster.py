@@ -88,6 +88,18 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+def port_listenable(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on `port` now, as the nodes do (SO_REUSEADDR: a closed
+    connection's TIME-WAIT does not count, a listener or a bound socket does)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_low_port(used: set[int], host: str = "127.0.0.1") -> int:
     """A free port below the ephemeral range, not in `used` (which it is added to)."""
     for _ in range(200):
@@ -328,6 +340,19 @@ class LocalCluster:
                 return
             self.nodes[node_id] = self._new_node(node_id, broker_only=True)
             node_id += 1
+
+    def busy_ports(self) -> list[tuple[int, str, int]]:
+        """(node id, role, port) for each port this cluster's nodes need that something holds now:
+        checked before a start, so that a taken port is one clear line, not a node's crash."""
+        busy = []
+        for node in self.nodes.values():
+            ports = [("client", node.client_port)]
+            if not node.broker_only:
+                ports += [("quorum", node.quorum_port), ("controller RPC", node.quorum_port + 1)]
+            if self.metrics:
+                ports.append(("metrics", node.metrics_port))
+            busy += [(node.node_id, role, port) for role, port in ports if not port_listenable(port, node.host)]
+        return busy
 
     def add_node(self) -> Node:
         """Add a broker-only node (process.roles=broker) with the next id to a prepared cluster,

@@ -19,7 +19,7 @@ import threading
 
 import click
 
-from raftka.client.local_cluster import READY_MARKER, ClusterRunning, LocalCluster
+from raftka.client.local_cluster import READY_MARKER, ClusterRunning, LocalCluster, free_port_base
 from raftka.cluster_control import ControlError, ControlServer, describe_exit, send
 
 
@@ -82,6 +82,15 @@ def up(nodes: int, data_dir: str, port_base: int, log_level: str, verbose: bool,
         cluster.prepare()
     except ClusterRunning as exc:
         click.echo(f"raftka cluster up: {exc}", err=True)
+        return 1
+    busy = cluster.busy_ports()
+    if busy:
+        node_id, role, port = busy[0]
+        other = free_port_base(len(cluster.nodes))
+        click.echo(f"raftka cluster up: 127.0.0.1:{port} (node {node_id}'s {role} port) is in use"
+                   f"{f' and {len(busy) - 1} more' if len(busy) > 1 else ''}; stop what holds it "
+                   f"(ss -ltnp 'sport = :{port}'), or use other ports: raftka cluster up "
+                   f"--port-base {other} (make run PORT_BASE={other})", err=True)
         return 1
     logs = cluster.data_dir / "node-<i>" / "server.log"
     added = len(cluster.nodes) - nodes  # broker-only nodes `cluster add-node` made here before

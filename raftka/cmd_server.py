@@ -29,9 +29,13 @@ async def _shutdown_when_orphaned(node: BrokerNode, parent_pid: int) -> None:
     node.request_shutdown()
 
 
-async def _shutdown_on_signal(node: BrokerNode, signals) -> None:
-    async for _ in signals:
-        node.request_shutdown()
+async def _shutdown_on_signal(node: BrokerNode, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    # The receiver belongs to this task: held by _serve instead, a start-up failure closed it
+    # under this loop, which then added "open_signal_receiver block already exited" to the error.
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
+        async for _ in signals:
+            node.request_shutdown()
 
 
 class _PrintReady:
@@ -47,12 +51,11 @@ async def _serve(node: BrokerNode, parent_pid: int | None) -> None:
     """Run the node until SIGTERM/SIGINT or its launcher's death; a shutdown asked for during
     start-up ends start-up at once (BrokerNode.run)."""
     async with trio.open_nursery() as nursery:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            nursery.start_soon(_shutdown_on_signal, node, signals)
-            if parent_pid is not None:
-                nursery.start_soon(_shutdown_when_orphaned, node, parent_pid)
-            await node.run(task_status=_PrintReady())
-            nursery.cancel_scope.cancel()
+        await nursery.start(_shutdown_on_signal, node)
+        if parent_pid is not None:
+            nursery.start_soon(_shutdown_when_orphaned, node, parent_pid)
+        await node.run(task_status=_PrintReady())
+        nursery.cancel_scope.cancel()
 
 
 def _parent_pid() -> int | None:

@@ -153,3 +153,28 @@ def test_cluster_up_keeps_its_banner_last_and_stops_quietly(tmp_path):
     shown = [line.strip().removeprefix(b"^C") for line in after.split(b"\r\n")[1:]]
     shown = [line for line in shown if line]
     assert shown == [b"stopping the cluster ...", f"stopped; data and logs stay in {tmp_path}".encode()]
+
+
+def test_a_taken_port_is_one_line_with_the_way_out(tmp_path):
+    # #31: a busy 9093 printed the middle of an ExceptionGroup and a spurious signal-receiver
+    # RuntimeError. Now `cluster up` checks its ports first, and `server start` says it in a line.
+    import socket
+
+    base = free_port_base(1)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", base + 1))  # node 1's quorum port
+        holder.listen()
+        up = _raftka("cluster", "up", "--nodes", "1", "--data-dir", str(tmp_path / "c"), "--port-base", str(base))
+        assert up.returncode == 1
+        assert up.stderr.splitlines() == [up.stderr.strip()], up.stderr
+        assert f"127.0.0.1:{base + 1} (node 1's quorum port) is in use" in up.stderr
+        assert "--port-base" in up.stderr and "make run PORT_BASE=" in up.stderr
+        # The node itself, started by hand on that layout: the quorum's bind failure, one line.
+        properties = tmp_path / "c" / "node-1" / "server.properties"
+        started = _raftka("server", "start", "--config", str(properties), "--format",
+                          "--cluster-id", "AAAAAAAAAAAAAAAAAAAAAA", timeout=120)
+    assert started.returncode == 1
+    assert f"could not bind 127.0.0.1:{base + 1}" in started.stderr
+    assert "Traceback" not in started.stderr and "open_signal_receiver" not in started.stderr
+    assert [line for line in started.stderr.splitlines() if line.startswith("raftka server start:")] == \
+        [started.stderr.splitlines()[-1]]
