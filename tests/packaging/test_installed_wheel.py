@@ -251,3 +251,31 @@ def test_the_readme_spark_blocks_run_as_written_from_the_wheel(installed, tmp_pa
             ends = consumer.end_offsets([TopicPartition(t, p) for t in ("events", "events-upper") for p in range(3)])
     totals = {t: sum(n for tp, n in ends.items() if tp.topic == t) for t in ("events", "events-upper")}
     assert totals == {"events": 1005, "events-upper": 5}, totals
+
+
+def test_first_hour_mistakes_answer_in_one_line_from_the_wheel(installed, tmp_path: Path):
+    """#31, as a new user meets them: the installed `raftka` command, from the app folder."""
+    import socket
+
+    from raftka.client.local_cluster import free_port_base
+    from tests.integration.sdk_broker import one_node_server
+
+    raftka = [str(installed["python"]), "-m", "raftka"]
+    secure_snippet = _run([str(installed["python"]), "-c", "from raftka import ClientSecurity, read_properties_file"],
+                          cwd=installed["app"])
+    assert secure_snippet.returncode == 0, secure_snippet.stderr
+    with one_node_server(tmp_path / "broker") as bootstrap:
+        b = ["--bootstrap-server", bootstrap]
+        minus_one = _run([*raftka, "topics", "create", "--topic", "t", "--partitions", "-1", *b], cwd=installed["app"])
+        assert minus_one.returncode == 2 and "x>=1" in minus_one.stderr, minus_one.stderr
+        typo = _run([*raftka, "produce", "--topic", "demmo", *b], input="1\n2\n3\n", cwd=installed["app"])
+        assert typo.returncode == 0, typo.stderr
+        assert "topic 'demmo' did not exist; the broker created it" in typo.stderr
+    base = free_port_base(1)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", base))
+        holder.listen()
+        busy = _run([*raftka, "cluster", "up", "--nodes", "1", "--port-base", str(base), "--data-dir",
+                     str(tmp_path / "c")], cwd=installed["app"])
+    assert busy.returncode == 1 and len(busy.stderr.splitlines()) == 1, busy.stderr
+    assert f"127.0.0.1:{base} (node 1's client port) is in use" in busy.stderr
