@@ -1,7 +1,6 @@
 """DescribeQuorum (key 55): the metadata quorum as `kafka-metadata-quorum` shows it.
 
-Served but never advertised (its only versions are flexible, and advertising
-it would make kafka-python assume a newer broker). Only the Raft leader knows
+Advertised v0-1 (v2 adds KIP-853's nodes and listeners, not served). Only the Raft leader knows
 how far each voter has replicated; another node answers NOT_LEADER_OR_FOLLOWER
 so the caller asks the leader (the active controller) instead.
 """

@@ -110,6 +110,13 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.UNREGISTER_BROKER: (0, 0),  # flexible-only too; not one kafka-python's guess reads
+    # Flexible-only, and not read by kafka-python 3's broker-version guess either (it looks at
+    # Produce, Fetch, ListOffsets, Metadata, OffsetFetch, JoinGroup, DescribeAcls, DescribeLogDirs,
+    # AddPartitionsToTxn, DescribeClientQuotas, LeaderAndIsr): `kafka-metadata-quorum describe`,
+    # `kafka-configs --entity-type users` and librdkafka's SCRAM admin calls need them advertised.
+    ApiKey.DESCRIBE_QUORUM: (0, 1),  # v2 (KIP-853 nodes and listeners) is not served
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # Transactions: v4+ of AddPartitionsToTxn is broker-to-broker (KIP-890 verify_only), served
     # unadvertised (kafka-python would read it as a 3.6 broker); see DECLARED_VERSIONS.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
@@ -134,13 +141,6 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
     # per partition instead of a closed connection.
     ApiKey.PRODUCE: (0, 8),
-    # Flexible-only, so never advertised (kafka-python would infer a newer broker from it);
-    # served for `raftka quorum status --bootstrap-server`, like kafka-metadata-quorum.
-    ApiKey.DESCRIBE_QUORUM: (0, 1),
-    # Flexible-only (v0): served unadvertised, like DescribeQuorum (kafka-python would infer a
-    # newer broker from them); the SDK and `raftka users` call them.
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
 }
