@@ -114,7 +114,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Produce, Fetch, ListOffsets, Metadata, OffsetFetch, JoinGroup, DescribeAcls, DescribeLogDirs,
     # AddPartitionsToTxn, DescribeClientQuotas, LeaderAndIsr): `kafka-metadata-quorum describe`,
     # `kafka-configs --entity-type users` and librdkafka's SCRAM admin calls need them advertised.
-    ApiKey.DESCRIBE_QUORUM: (0, 1),  # v2 (KIP-853 nodes and listeners) is not served
+    ApiKey.DESCRIBE_QUORUM: (0, 2),  # v2: KIP-853 nodes and listeners (no directory ids: zero)
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # Transactions: v4+ of AddPartitionsToTxn is broker-to-broker (KIP-890 verify_only), served
