@@ -2,11 +2,10 @@
 
 ADVERTISED_VERSIONS is what the broker puts in its ApiVersions response (the
 versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the codec
-against it). DECLARED_VERSIONS is what the codec can parse;
-it equals the advertised range except ApiVersions, declared up to v3 (the
-first flexible version, which librdkafka sends first) so a v3 request can be
-decoded even though the broker answers it with the v0 fallback, and Produce,
-declared from v0 so that v0-2 (never advertised) are refused per partition.
+against it). DECLARED_VERSIONS is what the codec can parse; it equals the advertised
+range except Produce, declared from v0 so that v0-2 (never advertised) are refused per
+partition, and AddPartitionsToTxn v4 (served to brokers, not advertised). An ApiVersions
+request above v4 gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511).
 """
 
 from __future__ import annotations
@@ -82,7 +81,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
     ApiKey.LIST_GROUPS: (0, 5),
-    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.API_VERSIONS: (0, 4),  # v3+: KIP-511 client software, KIP-584 features (broker/features.py)
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
     ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/TRANSACTIONS)
@@ -137,7 +136,6 @@ SERVED_VERSIONS: dict[ApiKey, tuple[int, int]] = dict(ADVERTISED_VERSIONS)
 
 DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ADVERTISED_VERSIONS,
-    ApiKey.API_VERSIONS: (0, 3),
     # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
     # per partition instead of a closed connection.
     ApiKey.PRODUCE: (0, 8),

@@ -105,9 +105,9 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, Message]:
 
     Raises UnknownApi / UnsupportedVersion (both carrying `.header`) for an
     api_key or version outside the declared ranges, before parsing the body;
-    any other ProtocolError for malformed or truncated bytes. The broker must
-    check `needs_api_versions_fallback(header)` itself for ApiVersions v3,
-    which is declared (parseable) but not advertised.
+    any other ProtocolError for malformed or truncated bytes. The broker
+    checks `needs_api_versions_fallback(header)` first: an ApiVersions request
+    above the advertised maximum is answered, never parsed.
     """
     buf = _memoryview(frame)
     api_key, api_version, correlation_id = read_fixed_request_header(buf)

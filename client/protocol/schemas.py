@@ -444,7 +444,7 @@ LIST_GROUPS_RESPONSE = MessageSchema(
 )
 
 API_VERSIONS_REQUEST = MessageSchema(
-    'ApiVersionsRequest', 18, 'request', '0-3', flexible='3+',
+    'ApiVersionsRequest', 18, 'request', '0-4', flexible='3+',
     fields=(
         F('client_software_name', 'string', '3+'),
         F('client_software_version', 'string', '3+'),
@@ -452,7 +452,7 @@ API_VERSIONS_REQUEST = MessageSchema(
 )
 
 API_VERSIONS_RESPONSE = MessageSchema(
-    'ApiVersionsResponse', 18, 'response', '0-3', flexible='3+',
+    'ApiVersionsResponse', 18, 'response', '0-4', flexible='3+',
     fields=(
         F('error_code', 'int16', '0+'),
         F('api_keys', '[]ApiVersion', '0+', fields=(

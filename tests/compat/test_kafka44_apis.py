@@ -9,6 +9,9 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaAdminClient
 
+from raftka.client.protocol import ADVERTISED_VERSIONS, ApiKey, ErrorCode
+from tests.compat.wire_client import WireConnection
+
 
 @pytest.fixture(scope="module")
 def kp_admin(bootstrap: str) -> Iterator[KafkaAdminClient]:
@@ -28,3 +31,42 @@ def test_describe_metadata_quorum(kp_admin: KafkaAdminClient, server) -> None:
     [node] = described["nodes"]
     [listener] = node["listeners"]
     assert node["node_id"] == 1 and listener["name"] == "CONTROLLER" and listener["host"] == "127.0.0.1"
+
+
+def test_describe_features(kp_admin: KafkaAdminClient) -> None:
+    """kafka-python sends ApiVersions v4 (KIP-584): every feature, the finalized ones above 0."""
+    described = kp_admin.describe_features()
+    assert described["metadata.version"]["supported"] == (7, 20)  # 3.3-IV3 .. 3.8-IV0
+    assert described["metadata.version"]["finalized"] == (20, 20)
+    assert described["metadata.version"]["finalized_epoch"] > 0
+    for name in ("kraft.version", "transaction.version", "group.version"):
+        assert described[name] == {"supported": (0, 0)}  # finalized at 0: not listed
+
+
+@pytest.mark.parametrize(("version", "features"), [
+    (2, None),
+    (3, ["metadata.version"]),  # v3 leaves out features whose minimum is 0 (KAFKA-17492)
+    (4, ["metadata.version", "kraft.version", "transaction.version", "group.version"]),
+])
+def test_api_versions_at_each_version(bootstrap: str, version: int, features) -> None:
+    body = {"client_software_name": "raftka-tests", "client_software_version": "1.0"}
+    with WireConnection(bootstrap) as conn:
+        response = conn.request(ApiKey.API_VERSIONS, version, body)
+    assert response.error_code == 0
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert advertised == {int(key): versions for key, versions in ADVERTISED_VERSIONS.items()}
+    if features is None:
+        return
+    assert [f.name for f in response.supported_features] == features
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
+        ("metadata.version", 20, 20)]
+
+
+@pytest.mark.parametrize("name", ["", "bad name", "-dash-first"])
+def test_api_versions_refuses_a_malformed_client_software_name(bootstrap: str, name: str) -> None:
+    """As Kafka (KIP-511): INVALID_REQUEST with no api keys, and the connection stays usable."""
+    with WireConnection(bootstrap) as conn:
+        refused = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": name,
+                                                        "client_software_version": "1.0"})
+        assert refused.error_code == ErrorCode.INVALID_REQUEST and refused.api_keys == []
+        assert conn.request(ApiKey.API_VERSIONS, 2, {}).error_code == 0

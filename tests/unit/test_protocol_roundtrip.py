@@ -48,8 +48,7 @@ def test_every_api_in_protocol_md_is_declared():
     # Everything declared is advertised: DescribeQuorum and the SCRAM credential APIs (50, 51)
     # too, which Kafka's tools and librdkafka refuse to call otherwise.
     assert set(DECLARED_VERSIONS) == set(ADVERTISED_VERSIONS)
-    assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == (0, 2)
-    assert DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 3)
+    assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 4)
     for key, codec in REQUEST_CODECS.items():
         low, high = DECLARED_VERSIONS[key]
         assert (codec.versions.low, codec.versions.high) == (low, high)
