@@ -391,7 +391,7 @@ SYNC_GROUP_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_GROUPS_REQUEST = MessageSchema(
-    'DescribeGroupsRequest', 15, 'request', '0-4', flexible='5+',
+    'DescribeGroupsRequest', 15, 'request', '0-6', flexible='5+',
     fields=(
         F('groups', '[]string', '0+'),
         F('include_authorized_operations', 'bool', '3+'),
@@ -399,11 +399,12 @@ DESCRIBE_GROUPS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_GROUPS_RESPONSE = MessageSchema(
-    'DescribeGroupsResponse', 15, 'response', '0-4', flexible='5+',
+    'DescribeGroupsResponse', 15, 'response', '0-6', flexible='5+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('groups', '[]DescribedGroup', '0+', fields=(
             F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '6+', nullable='6+', default=None),
             F('group_id', 'string', '0+'),
             F('group_state', 'string', '0+'),
             F('protocol_type', 'string', '0+'),

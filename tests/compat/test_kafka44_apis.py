@@ -11,6 +11,7 @@ from kafka import KafkaAdminClient
 
 from raftka.client.protocol import ADVERTISED_VERSIONS, ApiKey, ErrorCode
 from tests.compat.wire_client import WireConnection
+from tests.support import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +71,50 @@ def test_api_versions_refuses_a_malformed_client_software_name(bootstrap: str, n
                                                         "client_software_version": "1.0"})
         assert refused.error_code == ErrorCode.INVALID_REQUEST and refused.api_keys == []
         assert conn.request(ApiKey.API_VERSIONS, 2, {}).error_code == 0
+
+
+def _coordinator_ready(bootstrap: str, group: str) -> None:
+    """Wait for `__consumer_offsets` to exist and the group's coordinator to have loaded it
+    (until then DescribeGroups v0 answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS)."""
+    def loaded() -> bool:
+        with WireConnection(bootstrap) as conn:
+            conn.request(ApiKey.FIND_COORDINATOR, 2, {"key": group, "key_type": 0})
+            return conn.request(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]}).groups[0].error_code == 0
+    wait_until(loaded, timeout=30.0, interval=0.2, what=f"the coordinator of {group}")
+
+
+@pytest.mark.parametrize("version", range(0, 7))
+def test_describe_groups_of_an_unknown_group_at_each_version(bootstrap: str, version: int) -> None:
+    """Dead with no error up to v5; from v6 GROUP_ID_NOT_FOUND and Kafka's message (KIP-1043)."""
+    _coordinator_ready(bootstrap, "kp-no-such-group")
+    with WireConnection(bootstrap) as conn:
+        [group] = conn.request(ApiKey.DESCRIBE_GROUPS, version, {"groups": ["kp-no-such-group"]}).groups
+    assert (group.group_id, group.group_state, group.members) == ("kp-no-such-group", "Dead", [])
+    if version >= 6:
+        assert (group.error_code, group.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                           "Group kp-no-such-group not found.")
+    else:
+        assert group.error_code == 0
+
+
+def test_describe_groups_through_kafka_python_and_librdkafka(kp_admin: KafkaAdminClient, bootstrap: str) -> None:
+    """kafka-python asks v6 (the unknown group is an error, the known one Empty); librdkafka asks
+    v5 and gets Dead for the unknown group, as from Kafka 4.4."""
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("kp-dg-topic", 1, 1)])["kp-dg-topic"].result(20)
+    _coordinator_ready(bootstrap, "kp-dg-known")
+    offsets = ConsumerGroupTopicPartitions("kp-dg-known", [TopicPartition("kp-dg-topic", 0, 3)])
+    admin.alter_consumer_group_offsets([offsets])["kp-dg-known"].result(20)
+
+    described = kp_admin.describe_groups(["kp-dg-known", "kp-dg-unknown"])
+    assert described["kp-dg-known"]["error"] is None and described["kp-dg-known"]["group_state"] == "Empty"
+    unknown = described["kp-dg-unknown"]
+    assert unknown["group_state"] == "Dead" and "GroupIdNotFound" in unknown["error"]
+    assert "Group kp-dg-unknown not found." in unknown["error"]
+
+    futures = admin.describe_consumer_groups(["kp-dg-known", "kp-dg-unknown"], request_timeout=20)
+    assert futures["kp-dg-known"].result(20).state == ConsumerGroupState.EMPTY
+    assert futures["kp-dg-unknown"].result(20).state == ConsumerGroupState.DEAD
