@@ -70,7 +70,9 @@ class ApiKey(IntEnum):
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 8),  # as Kafka 4 (KIP-896): v0-2 carry message formats v0/v1
     ApiKey.FETCH: (4, 16),
-    ApiKey.LIST_OFFSETS: (0, 5),  # v0: pre-KIP-896 (client/protocol/legacy_versions.py)
+    # v0: pre-KIP-896 (legacy_versions.py); v7-10: -3, -4, -5 (KIP-734/405/1005). kafka-python 3
+    # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
+    ApiKey.LIST_OFFSETS: (0, 10),
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess

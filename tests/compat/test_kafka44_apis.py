@@ -118,3 +118,97 @@ def test_describe_groups_through_kafka_python_and_librdkafka(kp_admin: KafkaAdmi
     futures = admin.describe_consumer_groups(["kp-dg-known", "kp-dg-unknown"], request_timeout=20)
     assert futures["kp-dg-known"].result(20).state == ConsumerGroupState.EMPTY
     assert futures["kp-dg-unknown"].result(20).state == ConsumerGroupState.DEAD
+
+
+TOPIC_LO = "kp-list-offsets"
+
+
+@pytest.fixture(scope="module")
+def timestamps_topic(bootstrap: str) -> str:
+    """Records at timestamps 1000, 2000, 5000, 3000, 5000 (offsets 0-4), then offset 0 deleted."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC_LO, 1, 1)])[TOPIC_LO].result(20)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i, ts in enumerate((1000, 2000, 5000, 3000, 5000)):
+        producer.produce(TOPIC_LO, b"v%d" % i, partition=0, timestamp=ts)
+        producer.flush(20)  # one batch per record
+    assert producer.flush(20) == 0
+    [deleted] = admin.delete_records([TopicPartition(TOPIC_LO, 0, 1)]).values()
+    assert deleted.result(20).low_watermark == 1
+    return TOPIC_LO
+
+
+# (timestamp asked, expected (offset, timestamp)), whatever the version: Kafka reads the
+# special timestamps in every version (clients ask -3 from v7, -4 from v8, -5 from v9).
+LIST_OFFSETS_CASES = [
+    (-1, (5, -1)),     # latest
+    (-2, (1, -1)),     # earliest: the log start after DeleteRecords
+    (-3, (2, 5000)),   # max timestamp: the first record holding it
+    (-4, (1, -1)),     # earliest local: nothing is tiered, so the log start
+    (-5, (-1, -1)),    # latest tiered: no remote storage
+    (2500, (2, 5000)),  # by timestamp: the first offset whose timestamp is >= it
+    (5001, (-1, -1)),
+]
+
+
+@pytest.mark.parametrize("version", [1, 5, 6, 7, 8, 9, 10])
+def test_list_offsets_special_timestamps_at_each_version(bootstrap: str, timestamps_topic: str,
+                                                         version: int) -> None:
+    partitions = [{"partition_index": 0, "timestamp": ts, "current_leader_epoch": -1}
+                  for ts, _ in LIST_OFFSETS_CASES]
+    body = {"replica_id": -1, "isolation_level": 0, "timeout_ms": 30000,
+            "topics": [{"name": timestamps_topic, "partitions": partitions}]}
+    with WireConnection(bootstrap) as conn:
+        [topic] = conn.request(ApiKey.LIST_OFFSETS, version, body).topics
+    answers = [(p.error_code, p.offset, p.timestamp) for p in topic.partitions]
+    assert answers == [(0, *expected) for _, expected in LIST_OFFSETS_CASES]
+
+
+def test_list_offsets_specs_through_kafka_python_and_librdkafka(bootstrap: str, timestamps_topic: str,
+                                                               kp_admin: KafkaAdminClient) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.admin import OffsetSpec as KpOffsetSpec
+
+    tp = KpTopicPartition(timestamps_topic, 0)
+    found = kp_admin.list_partition_offsets({tp: KpOffsetSpec.MAX_TIMESTAMP})[tp]
+    assert (found.offset, found.timestamp) == (2, 5000)
+    assert kp_admin.list_partition_offsets({tp: KpOffsetSpec.EARLIEST_LOCAL})[tp].offset == 1
+    assert kp_admin.list_partition_offsets({tp: KpOffsetSpec.LATEST_TIERED})[tp].offset == -1
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    ctp = TopicPartition(timestamps_topic, 0)
+    info = admin.list_offsets({ctp: OffsetSpec.max_timestamp()})[ctp].result(20)
+    assert (info.offset, info.timestamp) == (2, 5000)
+
+
+def test_max_timestamp_stops_at_the_last_stable_offset(bootstrap: str) -> None:
+    """An open transaction's record holds the max timestamp: read_uncommitted names it, and
+    read_committed nothing (Kafka answers -1 when the record is at or past the LSO)."""
+    from confluent_kafka import IsolationLevel, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+    topic = "kp-list-offsets-txn"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, b"committed", partition=0, timestamp=1000)
+    assert plain.flush(20) == 0
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "kp-lo-txn"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"open", partition=0, timestamp=9000)
+    assert txn.flush(20) == 0
+    try:
+        tp = TopicPartition(topic, 0)
+        spec = {tp: OffsetSpec.max_timestamp()}
+        uncommitted = admin.list_offsets(spec, isolation_level=IsolationLevel.READ_UNCOMMITTED)[tp].result(20)
+        assert (uncommitted.offset, uncommitted.timestamp) == (1, 9000)
+        committed = admin.list_offsets(spec, isolation_level=IsolationLevel.READ_COMMITTED)[tp].result(20)
+        assert committed.offset == -1
+    finally:
+        txn.abort_transaction(30)
