@@ -2,9 +2,10 @@
 v3+ reports them (`kafka-features describe`). raftka has no UpdateFeatures: each finalized
 level is fixed, the highest level raftka implements.
 
-- metadata.version 3.8-IV0 (level 20): the newest level whose inter-broker protocol raftka
-  speaks. Its replica fetcher sends Fetch v16, the version 3.7-IV4 and 3.8-IV0 use; 3.9-IV0
-  moves to Fetch v17 (KIP-853's replica directory id), which raftka does not serve. The
+- metadata.version 3.8-IV0 (level 20): the newest level whose inter-broker requests raftka
+  serves. A Kafka broker at 3.7-IV4 or 3.8-IV0 fetches with Fetch v16 and lists offsets with
+  ListOffsets v8, both served; 3.9-IV0 moves to Fetch v17 (KIP-853's replica directory id),
+  which raftka does not serve. (raftka's own replica fetchers ask Fetch v11.) The
   record types the levels up to 3.8-IV0 add for features raftka lacks (delegation tokens,
   JBOD directory assignment) are never written. The floor is Kafka 4's, 3.3-IV3 (level 7).
 - kraft.version 0: a static voter set (`controller.quorum.voters`); 1 is KIP-853's dynamic
