@@ -110,11 +110,6 @@ HANDLERS = {
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
 }
 
-# Served although not advertised in ApiVersions (see handlers/describe_quorum.py).
-SERVED_UNADVERTISED = frozenset({ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-                                 ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
-
-
 class KafkaApis:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
@@ -137,7 +132,7 @@ class KafkaApis:
         except UnknownApi as exc:
             raise CloseConnection(f"{exc} (client {header.client_id!r})") from None
         key = ApiKey(header.api_key)
-        if (not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE and key not in SERVED_UNADVERTISED
+        if (not is_advertised(key, header.api_version) and key != ApiKey.PRODUCE
                 and (key, header.api_version) not in SERVED_UNADVERTISED_VERSIONS):
             raise CloseConnection(
                 f"{key.name} v{header.api_version} is not advertised by this broker (client {header.client_id!r})"

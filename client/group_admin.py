@@ -14,6 +14,7 @@ from raftka.client.protocol import (
     ApiKey,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
+    ErrorCode,
     ListGroupsRequest,
 )
 from raftka.client.records import TopicPartition
@@ -71,7 +72,9 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
     response = await membership._send(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(
         groups=[group_id], include_authorized_operations=False))
     (g,) = response.groups
-    if g.error_code:
+    # v6+ (KIP-1043) names an unknown group GROUP_ID_NOT_FOUND, still in state Dead: the view
+    # is the one earlier versions give (a Dead group may still hold committed offsets).
+    if g.error_code and g.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
         raise error_for_code(g.error_code, f"DescribeGroups {group_id!r}")
     members = []
     owner: dict[TopicPartition, str] = {}

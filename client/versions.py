@@ -1,8 +1,7 @@
 """Which version of each API the SDK speaks to a given broker (pure).
 
-The SDK can speak what the codec declares, except ApiVersions v3 (flexible,
-which raftka never advertises) and Produce v0-2 (message formats v0/v1,
-decoded only to refuse them). After ApiVersions, each API
+The SDK can speak what the broker serves, except ApiVersions v3-4 (the SDK
+has no use for their feature levels) and Fetch v12+. After ApiVersions, each API
 gets the highest version inside both ranges; an API with no overlap is
 simply absent, and using it raises UnsupportedVersionError.
 """

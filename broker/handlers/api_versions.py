@@ -1,13 +1,33 @@
-"""ApiVersions: the advertised ranges, `client.protocol.api_keys.ADVERTISED_VERSIONS` (never a
-flexible-only API)."""
+"""ApiVersions: the advertised ranges, `client.protocol.api_keys.ADVERTISED_VERSIONS`, and
+from v3 the KIP-584 features (broker/features.py).
+
+v3+ requests name the client software (KIP-511); as Kafka, a name or version that is not
+`[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?` is answered INVALID_REQUEST with no api keys.
+The finalized features' epoch is the offset of the metadata image, as in Kafka's KRaft
+brokers (-1 before the first record)."""
 
 from __future__ import annotations
 
-from raftka.client.protocol import ADVERTISED_VERSIONS, ApiVersionsResponse
+import re
+
+from raftka.broker import features
+from raftka.client.protocol import ADVERTISED_VERSIONS, ApiVersionsResponse, ErrorCode
+
+FIRST_FEATURES_VERSION = 3
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def valid_client_software(name: str | None, version: str | None) -> bool:
+    """KIP-511's rule for the client software name and version of ApiVersions v3+."""
+    return all(value is not None and _SOFTWARE.fullmatch(value) for value in (name, version))
 
 
 async def handle(ctx, header, request, conn=None) -> ApiVersionsResponse:
-    return ApiVersionsResponse(
+    version = header.api_version
+    if version >= FIRST_FEATURES_VERSION and not valid_client_software(
+            request.client_software_name, request.client_software_version):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
+    response = ApiVersionsResponse(
         error_code=0,
         api_keys=[
             {"api_key": int(key), "min_version": low, "max_version": high}
@@ -15,3 +35,9 @@ async def handle(ctx, header, request, conn=None) -> ApiVersionsResponse:
         ],
         throttle_time_ms=0,
     )
+    if version >= FIRST_FEATURES_VERSION:
+        offset = ctx.image.offset
+        response.supported_features = features.supported_features(version)
+        response.finalized_features = features.finalized_features()
+        response.finalized_features_epoch = offset if offset > 0 else -1
+    return response

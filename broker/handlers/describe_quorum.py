@@ -1,7 +1,8 @@
 """DescribeQuorum (key 55): the metadata quorum as `kafka-metadata-quorum` shows it.
 
-Served but never advertised (its only versions are flexible, and advertising
-it would make kafka-python assume a newer broker). Only the Raft leader knows
+Advertised v0-2. v2 (KIP-853) adds each voter's controller endpoint in `nodes`, under
+the first `controller.listener.names` entry, and a directory id per replica: raftka
+keeps none, so it answers Kafka's "unknown", the zero UUID. Only the Raft leader knows
 how far each voter has replicated; another node answers NOT_LEADER_OR_FOLLOWER
 so the caller asks the leader (the active controller) instead.
 """
@@ -37,4 +38,15 @@ async def handle(ctx, header, request, conn=None):
         "leader_epoch": status.term, "high_watermark": status.commit_index,
         "current_voters": voters if status.is_leader else [], "observers": [],
     }
-    return DescribeQuorumResponse(error_code=0, topics=[{"topic_name": METADATA_TOPIC, "partitions": [partition]}])
+    return DescribeQuorumResponse(error_code=0, topics=[{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
+                                  nodes=_nodes(status.voters, ctx.config.controller_listener_names[0]))
+
+
+def _nodes(voters, listener: str) -> list[dict]:
+    """KIP-853's `nodes`: each voter's controller endpoint ("host:port" in the quorum's map)."""
+    nodes = []
+    for node_id, address in sorted(voters.items()):
+        host, _, port = address.rpartition(":")
+        nodes.append({"node_id": node_id, "listeners": [{"name": listener, "host": host.strip("[]"),
+                                                         "port": int(port)}]})
+    return nodes

@@ -239,16 +239,26 @@ async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchRes
         {"name": name, "partitions": parts} for name, parts in topics.items()])
 
 
+# DescribeGroups' first version that answers GROUP_ID_NOT_FOUND for an unknown group (KIP-1043).
+FIRST_GROUP_NOT_FOUND_VERSION = 6
+
+
 async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGroupsResponse:
+    """An unknown (or deleted) group is state Dead; from v6 also GROUP_ID_NOT_FOUND with
+    Kafka's message (GroupMetadataManager.describeGroups)."""
     described = []
     wanted = bool(getattr(request, "include_authorized_operations", False))
     for group_id in request.groups:
         code, group = (acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, group_id), None)
         if not code:
             code, group = ctx.groups.describe(group_id)
-        if group is None:
-            described.append({"error_code": code, "group_id": group_id,
-                              "group_state": GroupPhase.DEAD.value if code == 0 else "",
+        if group is None or group.phase is GroupPhase.DEAD:
+            message = None
+            if code == 0 and header.api_version >= FIRST_GROUP_NOT_FOUND_VERSION:
+                code, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            described.append({"error_code": code, "error_message": message, "group_id": group_id,
+                              "group_state": GroupPhase.DEAD.value if code in (0, ErrorCode.GROUP_ID_NOT_FOUND)
+                              else "",
                               "protocol_type": "", "protocol_data": "", "members": [],
                               "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue

@@ -1,15 +1,26 @@
 """ListOffsets: earliest (-2), latest (-1: the high watermark for consumers, the last stable offset
-for read_committed ones), or by timestamp."""
+for read_committed ones), max timestamp (-3, KIP-734: broker/max_timestamp.py), earliest local
+(-4, KIP-405: the log start offset, as no segment is ever tiered), latest tiered (-5, KIP-1005:
+-1, Kafka's answer for a topic without remote storage), or by timestamp.
+
+As in Kafka (Partition.fetchOffsetForTimestamp), the special timestamps are read whatever the
+request version (clients ask -3 from v7, -4 from v8, -5 from v9), a consumer never gets an
+offset at or past its high watermark (last stable offset for read_committed) except for -2 and
+-4, and v10's `timeout_ms` (for remote reads) has nothing to wait for."""
 
 from __future__ import annotations
 
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
+from raftka.broker.max_timestamp import max_timestamp_and_offset
 from raftka.client.protocol import ListOffsetsResponse
 from raftka.raft_meta.acls import AclOperation
 
-EARLIEST = -2
 LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 READ_COMMITTED = 1
 
 
@@ -30,23 +41,24 @@ def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozense
             raise acl_checks.topic_denied_error(name)
         partition = ctx.replicas.get_leader(name, req_part.partition_index, req_part.current_leader_epoch)
         consumer = request.replica_id < 0
-        if req_part.timestamp == EARLIEST:
+        visible = (partition.log_end_offset if not consumer
+                   else partition.last_stable_offset if request.isolation_level == READ_COMMITTED  # v2+
+                   else partition.high_watermark)
+        epoch = None  # the epoch that wrote the offset found, unless the lookup names it
+        if req_part.timestamp in (EARLIEST, EARLIEST_LOCAL):
             result["offset"] = partition.log.log_start_offset
         elif req_part.timestamp == LATEST:
-            if not consumer:
-                result["offset"] = partition.log_end_offset
-            elif request.isolation_level == READ_COMMITTED:  # v2+; v0-1 decode it as 0
-                result["offset"] = partition.last_stable_offset
-            else:
-                result["offset"] = partition.high_watermark
-        else:
+            result["offset"] = visible
+        elif req_part.timestamp == MAX_TIMESTAMP:
+            found = max_timestamp_and_offset(partition.log)
+            if found is not None and found.offset < visible:
+                result["offset"], result["timestamp"], epoch = found.offset, found.timestamp, found.leader_epoch
+        elif req_part.timestamp != LATEST_TIERED:
             found = partition.log.offset_for_timestamp(req_part.timestamp)
-            visible = (partition.last_stable_offset if request.isolation_level == READ_COMMITTED
-                       else partition.high_watermark)
-            if found is not None and (not consumer or found[0] < visible):
+            if found is not None and found[0] < visible:
                 result["offset"], result["timestamp"] = found
         if result["offset"] >= 0:
-            result["leader_epoch"] = _epoch_of(partition, result["offset"])
+            result["leader_epoch"] = _epoch_of(partition, result["offset"]) if epoch is None else epoch
     except Exception as exc:
         result["error_code"] = error_code_for(exc)
     # v0 answers a list (Kafka's "offsets before"): raftka gives the one offset the later

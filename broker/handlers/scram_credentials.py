@@ -1,8 +1,7 @@
 """DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), Kafka's way.
 
-Both are v0 only and flexible; raftka serves them without advertising them
-(kafka-python infers a newer broker from flexible-only APIs, see
-docs/SECURITY.md); the SDK and `raftka users` call them. 51 carries the
+Both are v0 only and flexible, and advertised: `kafka-configs --entity-type users`,
+librdkafka's `alter_user_scram_credentials`, the SDK and `raftka users` call them. 51 carries the
 *salted password* (the client salts and hashes); this broker derives StoredKey
 and ServerKey and the controller decides (raft_meta/scram_decisions.py) and
 commits UserScramCredential / RemoveUserScramCredential records. Passwords

@@ -23,7 +23,7 @@ Broker side
     for frame in decoder.feed(chunk):
         try:
             header = peek_request_header(frame)
-            if needs_api_versions_fallback(header):      # ApiVersions above v2
+            if needs_api_versions_fallback(header):      # ApiVersions above v4
                 send(api_versions_fallback_response(header.correlation_id))
                 continue
             header, req = decode_request(frame)

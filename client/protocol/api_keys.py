@@ -2,11 +2,10 @@
 
 ADVERTISED_VERSIONS is what the broker puts in its ApiVersions response (the
 versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the codec
-against it). DECLARED_VERSIONS is what the codec can parse;
-it equals the advertised range except ApiVersions, declared up to v3 (the
-first flexible version, which librdkafka sends first) so a v3 request can be
-decoded even though the broker answers it with the v0 fallback, and Produce,
-declared from v0 so that v0-2 (never advertised) are refused per partition.
+against it). DECLARED_VERSIONS is what the codec can parse; it equals the advertised
+range except Produce, declared from v0 so that v0-2 (never advertised) are refused per
+partition, and AddPartitionsToTxn v4 (served to brokers, not advertised). An ApiVersions
+request above v4 gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511).
 """
 
 from __future__ import annotations
@@ -71,7 +70,9 @@ class ApiKey(IntEnum):
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 8),  # as Kafka 4 (KIP-896): v0-2 carry message formats v0/v1
     ApiKey.FETCH: (4, 16),
-    ApiKey.LIST_OFFSETS: (0, 5),  # v0: pre-KIP-896 (client/protocol/legacy_versions.py)
+    # v0: pre-KIP-896 (legacy_versions.py); v7-10: -3, -4, -5 (KIP-734/405/1005). kafka-python 3
+    # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
+    ApiKey.LIST_OFFSETS: (0, 10),
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
@@ -80,9 +81,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.HEARTBEAT: (0, 3),
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
-    ApiKey.DESCRIBE_GROUPS: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),  # v6: GROUP_ID_NOT_FOUND for an unknown group (KIP-1043)
     ApiKey.LIST_GROUPS: (0, 5),
-    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.API_VERSIONS: (0, 4),  # v3+: KIP-511 client software, KIP-584 features (broker/features.py)
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
     ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/TRANSACTIONS)
@@ -110,6 +111,13 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.UNREGISTER_BROKER: (0, 0),  # flexible-only too; not one kafka-python's guess reads
+    # Flexible-only, and not read by kafka-python 3's broker-version guess either (it looks at
+    # Produce, Fetch, ListOffsets, Metadata, OffsetFetch, JoinGroup, DescribeAcls, DescribeLogDirs,
+    # AddPartitionsToTxn, DescribeClientQuotas, LeaderAndIsr): `kafka-metadata-quorum describe`,
+    # `kafka-configs --entity-type users` and librdkafka's SCRAM admin calls need them advertised.
+    ApiKey.DESCRIBE_QUORUM: (0, 2),  # v2: KIP-853 nodes and listeners (no directory ids: zero)
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # Transactions: v4+ of AddPartitionsToTxn is broker-to-broker (KIP-890 verify_only), served
     # unadvertised (kafka-python would read it as a 3.6 broker); see DECLARED_VERSIONS.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
@@ -130,17 +138,9 @@ SERVED_VERSIONS: dict[ApiKey, tuple[int, int]] = dict(ADVERTISED_VERSIONS)
 
 DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ADVERTISED_VERSIONS,
-    ApiKey.API_VERSIONS: (0, 3),
     # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
     # per partition instead of a closed connection.
     ApiKey.PRODUCE: (0, 8),
-    # Flexible-only, so never advertised (kafka-python would infer a newer broker from it);
-    # served for `raftka quorum status --bootstrap-server`, like kafka-metadata-quorum.
-    ApiKey.DESCRIBE_QUORUM: (0, 1),
-    # Flexible-only (v0): served unadvertised, like DescribeQuorum (kafka-python would infer a
-    # newer broker from them); the SDK and `raftka users` call them.
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
 }

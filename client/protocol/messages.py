@@ -69,8 +69,11 @@ def _frame(chunks: list) -> bytes:
 # quirk that Kafka (which never checks for trailing bytes) accepts. librdkafka 2.x asks
 # Metadata v9+ for "all topics" by leaving its 4-byte array-count placeholder as zeros:
 # the first byte reads as a null compact array, and 3 zero/flag bytes are left over.
+# librdkafka's AlterUserScramCredentials writes the body's empty tagged-field section
+# itself and then again when it finalizes the flexible request: one zero byte is left over.
 TOLERATED_TRAILING_BYTES: dict[tuple[ApiKey, int], int] = {
     (ApiKey.METADATA, 9): 3,
+    (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0): 1,
 }
 
 
@@ -102,9 +105,9 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, Message]:
 
     Raises UnknownApi / UnsupportedVersion (both carrying `.header`) for an
     api_key or version outside the declared ranges, before parsing the body;
-    any other ProtocolError for malformed or truncated bytes. The broker must
-    check `needs_api_versions_fallback(header)` itself for ApiVersions v3,
-    which is declared (parseable) but not advertised.
+    any other ProtocolError for malformed or truncated bytes. The broker
+    checks `needs_api_versions_fallback(header)` first: an ApiVersions request
+    above the advertised maximum is answered, never parsed.
     """
     buf = _memoryview(frame)
     api_key, api_version, correlation_id = read_fixed_request_header(buf)

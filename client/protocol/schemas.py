@@ -127,7 +127,7 @@ FETCH_RESPONSE = MessageSchema(
 )
 
 LIST_OFFSETS_REQUEST = MessageSchema(
-    'ListOffsetsRequest', 2, 'request', '0-5', flexible='6+',
+    'ListOffsetsRequest', 2, 'request', '0-10', flexible='6+',
     fields=(
         F('replica_id', 'int32', '0+'),
         F('isolation_level', 'int8', '2+'),
@@ -140,11 +140,12 @@ LIST_OFFSETS_REQUEST = MessageSchema(
                 F('max_num_offsets', 'int32', '0', default=1),
             )),
         )),
+        F('timeout_ms', 'int32', '10+'),
     ),
 )
 
 LIST_OFFSETS_RESPONSE = MessageSchema(
-    'ListOffsetsResponse', 2, 'response', '0-5', flexible='6+',
+    'ListOffsetsResponse', 2, 'response', '0-10', flexible='6+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('topics', '[]ListOffsetsTopicResponse', '0+', fields=(
@@ -391,7 +392,7 @@ SYNC_GROUP_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_GROUPS_REQUEST = MessageSchema(
-    'DescribeGroupsRequest', 15, 'request', '0-4', flexible='5+',
+    'DescribeGroupsRequest', 15, 'request', '0-6', flexible='5+',
     fields=(
         F('groups', '[]string', '0+'),
         F('include_authorized_operations', 'bool', '3+'),
@@ -399,11 +400,12 @@ DESCRIBE_GROUPS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_GROUPS_RESPONSE = MessageSchema(
-    'DescribeGroupsResponse', 15, 'response', '0-4', flexible='5+',
+    'DescribeGroupsResponse', 15, 'response', '0-6', flexible='5+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('groups', '[]DescribedGroup', '0+', fields=(
             F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '6+', nullable='6+', default=None),
             F('group_id', 'string', '0+'),
             F('group_state', 'string', '0+'),
             F('protocol_type', 'string', '0+'),
@@ -444,7 +446,7 @@ LIST_GROUPS_RESPONSE = MessageSchema(
 )
 
 API_VERSIONS_REQUEST = MessageSchema(
-    'ApiVersionsRequest', 18, 'request', '0-3', flexible='3+',
+    'ApiVersionsRequest', 18, 'request', '0-4', flexible='3+',
     fields=(
         F('client_software_name', 'string', '3+'),
         F('client_software_version', 'string', '3+'),
@@ -452,7 +454,7 @@ API_VERSIONS_REQUEST = MessageSchema(
 )
 
 API_VERSIONS_RESPONSE = MessageSchema(
-    'ApiVersionsResponse', 18, 'response', '0-3', flexible='3+',
+    'ApiVersionsResponse', 18, 'response', '0-4', flexible='3+',
     fields=(
         F('error_code', 'int16', '0+'),
         F('api_keys', '[]ApiVersion', '0+', fields=(
@@ -1073,6 +1075,115 @@ UNREGISTER_BROKER_RESPONSE = MessageSchema(
     ),
 )
 
+DESCRIBE_QUORUM_REQUEST = MessageSchema(
+    'DescribeQuorumRequest', 55, 'request', '0-2', flexible='0+',
+    fields=(
+        F('topics', '[]TopicData', '0+', fields=(
+            F('topic_name', 'string', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_QUORUM_RESPONSE = MessageSchema(
+    'DescribeQuorumResponse', 55, 'response', '0-2', flexible='0+',
+    fields=(
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '2+', nullable='2+'),
+        F('topics', '[]TopicData', '0+', fields=(
+            F('topic_name', 'string', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '2+', nullable='2+'),
+                F('leader_id', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+                F('high_watermark', 'int64', '0+'),
+                F('current_voters', '[]ReplicaState', '0+', fields=(
+                    F('replica_id', 'int32', '0+'),
+                    F('replica_directory_id', 'uuid', '2+'),
+                    F('log_end_offset', 'int64', '0+'),
+                    F('last_fetch_timestamp', 'int64', '1+', default=-1),
+                    F('last_caught_up_timestamp', 'int64', '1+', default=-1),
+                )),
+                F('observers', '[]ReplicaState', '0+', fields=(
+                    F('replica_id', 'int32', '0+'),
+                    F('replica_directory_id', 'uuid', '2+'),
+                    F('log_end_offset', 'int64', '0+'),
+                    F('last_fetch_timestamp', 'int64', '1+', default=-1),
+                    F('last_caught_up_timestamp', 'int64', '1+', default=-1),
+                )),
+            )),
+        )),
+        F('nodes', '[]Node', '2+', fields=(
+            F('node_id', 'int32', '2+'),
+            F('listeners', '[]Listener', '2+', fields=(
+                F('name', 'string', '2+'),
+                F('host', 'string', '2+'),
+                F('port', 'uint16', '2+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = MessageSchema(
+    'DescribeUserScramCredentialsRequest', 50, 'request', '0-0', flexible='0+',
+    fields=(
+        F('users', '[]UserName', '0+', nullable='0+', fields=(
+            F('name', 'string', '0+'),
+        )),
+    ),
+)
+
+DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
+    'DescribeUserScramCredentialsResponse', 50, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('results', '[]DescribeUserScramCredentialsResult', '0+', fields=(
+            F('user', 'string', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('credential_infos', '[]CredentialInfo', '0+', fields=(
+                F('mechanism', 'int8', '0+'),
+                F('iterations', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+ALTER_USER_SCRAM_CREDENTIALS_REQUEST = MessageSchema(
+    'AlterUserScramCredentialsRequest', 51, 'request', '0-0', flexible='0+',
+    fields=(
+        F('deletions', '[]ScramCredentialDeletion', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('mechanism', 'int8', '0+'),
+        )),
+        F('upsertions', '[]ScramCredentialUpsertion', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('mechanism', 'int8', '0+'),
+            F('iterations', 'int32', '0+'),
+            F('salt', 'bytes', '0+'),
+            F('salted_password', 'bytes', '0+'),
+        )),
+    ),
+)
+
+ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
+    'AlterUserScramCredentialsResponse', 51, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]AlterUserScramCredentialsResult', '0+', fields=(
+            F('user', 'string', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+        )),
+    ),
+)
+
 ADD_PARTITIONS_TO_TXN_REQUEST = MessageSchema(
     'AddPartitionsToTxnRequest', 24, 'request', '0-4', flexible='3+',
     fields=(
@@ -1308,103 +1419,6 @@ DESCRIBE_PRODUCERS_RESPONSE = MessageSchema(
     ),
 )
 
-DESCRIBE_QUORUM_REQUEST = MessageSchema(
-    'DescribeQuorumRequest', 55, 'request', '0-1', flexible='0+',
-    fields=(
-        F('topics', '[]TopicData', '0+', fields=(
-            F('topic_name', 'string', '0+'),
-            F('partitions', '[]PartitionData', '0+', fields=(
-                F('partition_index', 'int32', '0+'),
-            )),
-        )),
-    ),
-)
-
-DESCRIBE_QUORUM_RESPONSE = MessageSchema(
-    'DescribeQuorumResponse', 55, 'response', '0-1', flexible='0+',
-    fields=(
-        F('error_code', 'int16', '0+'),
-        F('topics', '[]TopicData', '0+', fields=(
-            F('topic_name', 'string', '0+'),
-            F('partitions', '[]PartitionData', '0+', fields=(
-                F('partition_index', 'int32', '0+'),
-                F('error_code', 'int16', '0+'),
-                F('leader_id', 'int32', '0+'),
-                F('leader_epoch', 'int32', '0+'),
-                F('high_watermark', 'int64', '0+'),
-                F('current_voters', '[]ReplicaState', '0+', fields=(
-                    F('replica_id', 'int32', '0+'),
-                    F('log_end_offset', 'int64', '0+'),
-                    F('last_fetch_timestamp', 'int64', '1+', default=-1),
-                    F('last_caught_up_timestamp', 'int64', '1+', default=-1),
-                )),
-                F('observers', '[]ReplicaState', '0+', fields=(
-                    F('replica_id', 'int32', '0+'),
-                    F('log_end_offset', 'int64', '0+'),
-                    F('last_fetch_timestamp', 'int64', '1+', default=-1),
-                    F('last_caught_up_timestamp', 'int64', '1+', default=-1),
-                )),
-            )),
-        )),
-    ),
-)
-
-DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = MessageSchema(
-    'DescribeUserScramCredentialsRequest', 50, 'request', '0-0', flexible='0+',
-    fields=(
-        F('users', '[]UserName', '0+', nullable='0+', fields=(
-            F('name', 'string', '0+'),
-        )),
-    ),
-)
-
-DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
-    'DescribeUserScramCredentialsResponse', 50, 'response', '0-0', flexible='0+',
-    fields=(
-        F('throttle_time_ms', 'int32', '0+'),
-        F('error_code', 'int16', '0+'),
-        F('error_message', 'string', '0+', nullable='0+'),
-        F('results', '[]DescribeUserScramCredentialsResult', '0+', fields=(
-            F('user', 'string', '0+'),
-            F('error_code', 'int16', '0+'),
-            F('error_message', 'string', '0+', nullable='0+'),
-            F('credential_infos', '[]CredentialInfo', '0+', fields=(
-                F('mechanism', 'int8', '0+'),
-                F('iterations', 'int32', '0+'),
-            )),
-        )),
-    ),
-)
-
-ALTER_USER_SCRAM_CREDENTIALS_REQUEST = MessageSchema(
-    'AlterUserScramCredentialsRequest', 51, 'request', '0-0', flexible='0+',
-    fields=(
-        F('deletions', '[]ScramCredentialDeletion', '0+', fields=(
-            F('name', 'string', '0+'),
-            F('mechanism', 'int8', '0+'),
-        )),
-        F('upsertions', '[]ScramCredentialUpsertion', '0+', fields=(
-            F('name', 'string', '0+'),
-            F('mechanism', 'int8', '0+'),
-            F('iterations', 'int32', '0+'),
-            F('salt', 'bytes', '0+'),
-            F('salted_password', 'bytes', '0+'),
-        )),
-    ),
-)
-
-ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
-    'AlterUserScramCredentialsResponse', 51, 'response', '0-0', flexible='0+',
-    fields=(
-        F('throttle_time_ms', 'int32', '0+'),
-        F('results', '[]AlterUserScramCredentialsResult', '0+', fields=(
-            F('user', 'string', '0+'),
-            F('error_code', 'int16', '0+'),
-            F('error_message', 'string', '0+', nullable='0+'),
-        )),
-    ),
-)
-
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -1478,6 +1492,12 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     LIST_PARTITION_REASSIGNMENTS_RESPONSE,
     UNREGISTER_BROKER_REQUEST,
     UNREGISTER_BROKER_RESPONSE,
+    DESCRIBE_QUORUM_REQUEST,
+    DESCRIBE_QUORUM_RESPONSE,
+    DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+    DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
+    ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+    ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
     ADD_PARTITIONS_TO_TXN_REQUEST,
     ADD_PARTITIONS_TO_TXN_RESPONSE,
     ADD_OFFSETS_TO_TXN_REQUEST,
@@ -1494,10 +1514,4 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     TXN_OFFSET_COMMIT_RESPONSE,
     DESCRIBE_PRODUCERS_REQUEST,
     DESCRIBE_PRODUCERS_RESPONSE,
-    DESCRIBE_QUORUM_REQUEST,
-    DESCRIBE_QUORUM_RESPONSE,
-    DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
-    DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
-    ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
-    ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
 )

@@ -280,6 +280,38 @@ def test_users_from_the_admin_api_survive_a_restart(secured: Secured) -> None:
     assert "Authentication failed" in _metadata_fails(conf, "Authentication failed")
 
 
+def test_users_from_librdkafka_admin_client(secured: Secured) -> None:
+    """confluent-kafka's AdminClient.alter/describe_user_scram_credentials (KIP-554), which
+    librdkafka refuses unless ApiVersions advertises keys 50 and 51; the user then logs in."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient(secured.confluent("SCRAM-SHA-512"))
+    upserts = [UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
+                                            b"erin-secret"),
+               UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                            b"erin-secret", salt=b"erin-salt")]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(30)
+    described = admin.describe_user_scram_credentials(["erin"])["erin"].result(30)
+    assert sorted((info.mechanism, info.iterations) for info in described.scram_credential_infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 8192), (ScramMechanism.SCRAM_SHA_512, 4096)]
+    everyone = admin.describe_user_scram_credentials().result(30)
+    assert {"alice", "erin"} <= set(everyone)
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        conf = secured.confluent(mechanism, user="erin", password="erin-secret")
+        assert _confluent_round_trip(conf, f"sec-erin-{mechanism[-3:]}") == [b"v0", b"v1", b"v2"]
+    deletion = UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_256)
+    admin.alter_user_scram_credentials([deletion])["erin"].result(30)
+    left = admin.describe_user_scram_credentials(["erin"])["erin"].result(30)
+    assert [info.mechanism for info in left.scram_credential_infos] == [ScramMechanism.SCRAM_SHA_512]
+
+
 def test_spark_source_options_reach_a_secured_broker(secured: Secured) -> None:
     """Spark's Kafka-source option names (kafka.security.protocol, kafka.sasl.*, kafka.ssl.*),
     through the source's own driver-side reader (no SparkSession needed for this)."""

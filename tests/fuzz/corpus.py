@@ -1,5 +1,5 @@
 """Valid requests of every API the broker advertises, at every advertised version (plus the
-declared-but-unadvertised ApiVersions v3 and DescribeQuorum), aimed at the fuzzer's own
+declared ApiVersions versions), aimed at the fuzzer's own
 topics and group so that mutations reach the handlers' real paths.
 
 Each entry builds its frame from an rng, so produce requests carry fresh batches and
@@ -239,11 +239,11 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
 
 
 def corpus() -> list[Entry]:
-    """One entry per (API, version): every advertised version, ApiVersions up to its declared
-    v3 and DescribeQuorum (served, not advertised)."""
+    """One entry per (API, version): every advertised version, and ApiVersions up to its
+    declared maximum."""
     entries = []
     for key, body in BODIES.items():
-        low, high = ADVERTISED_VERSIONS.get(key, DECLARED_VERSIONS[key])
+        low, high = ADVERTISED_VERSIONS[key]
         if key == ApiKey.API_VERSIONS:
             high = DECLARED_VERSIONS[key][1]
         entries.extend(Entry(key, version, body) for version in range(low, high + 1))

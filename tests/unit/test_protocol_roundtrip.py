@@ -45,14 +45,10 @@ def _codec(kind, key):
 
 def test_every_api_in_protocol_md_is_declared():
     assert set(REQUEST_CODECS) == set(DECLARED_VERSIONS) == set(RESPONSE_CODECS)
-    # Everything declared is advertised, except DescribeQuorum (flexible-only: served, never advertised).
-    # ... and the flexible-only SCRAM credential APIs (50, 51), for the same reason.
-    # (WriteTxnMarkers, which the transaction coordinator sends, is advertised: the partition side serves it.)
-    assert set(DECLARED_VERSIONS) - set(ADVERTISED_VERSIONS) == {
-        ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS}
-    assert ApiKey.DESCRIBE_QUORUM not in ADVERTISED_VERSIONS
-    assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == (0, 2)
-    assert DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 3)
+    # Everything declared is advertised: DescribeQuorum and the SCRAM credential APIs (50, 51)
+    # too, which Kafka's tools and librdkafka refuse to call otherwise.
+    assert set(DECLARED_VERSIONS) == set(ADVERTISED_VERSIONS)
+    assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 4)
     for key, codec in REQUEST_CODECS.items():
         low, high = DECLARED_VERSIONS[key]
         assert (codec.versions.low, codec.versions.high) == (low, high)
