@@ -1,5 +1,11 @@
 """Test-process logging: warnings and above only (the SDK logs connection details at debug)."""
 
+import faulthandler
+import os
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
 from raftka.logging_setup import configure_logging
 
 configure_logging(level="WARNING")
@@ -10,6 +16,38 @@ pytest_plugins = ["pytester"]
 # An application's own test folder, run by tests/packaging/test_installed_wheel.py in a fresh
 # venv against the built wheel; collected here its `client`/`log` modules would be ambiguous.
 collect_ignore = ["packaging/app_template"]
+
+
+# -- timeouts: every test ends within its timeout, even inside a C call --
+# pyproject.toml sets pytest-timeout's thread method (a signal never gets through to a test
+# blocked in C: librdkafka, a JVM bridge). Its timer is done here by faulthandler's watchdog,
+# a C thread: it fires even when the hung call holds the GIL (pytest-timeout's own timer is a
+# Python thread, which then never runs), and it writes to the real stderr (an xdist worker's
+# stdout, where pytest-timeout writes its dump, is /dev/null). It dumps every thread's stack and
+# ends the process; xdist reports the test it was running as failed and replaces the worker.
+_TIMEOUT_DUMP_FD = pytest.StashKey[int]()
+
+
+def pytest_configure(config) -> None:
+    config.stash[_TIMEOUT_DUMP_FD] = os.dup(2)  # pytest's capture redirects fd 2 during tests
+
+
+def pytest_unconfigure(config) -> None:
+    faulthandler.cancel_dump_traceback_later()
+    os.close(config.stash[_TIMEOUT_DUMP_FD])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    if settings.method != "thread":
+        return None
+    faulthandler.dump_traceback_later(settings.timeout, exit=True, file=item.config.stash[_TIMEOUT_DUMP_FD])
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item):
+    faulthandler.cancel_dump_traceback_later()  # and pytest-timeout cancels any timer of its own
 
 
 # -- scheduling under pytest-xdist (`make test`: -n 4 --dist loadscope --no-loadscope-reorder) --
@@ -76,13 +114,53 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=lambda item: _slow_rank(item.nodeid))  # stable: each module stays in its order
 
 
+class WorkUnitScheduling(LoadScopeScheduling):
+    """xdist's loadscope scheduling over our work units, surviving a lost worker.
+
+    A worker is lost when a test hangs in a C call (librdkafka, a JVM bridge): pytest-timeout's
+    thread method dumps the stacks and ends the worker with os._exit, and xdist reports the
+    test it was running as failed and starts a replacement. xdist's own `remove_node` then puts
+    back every work unit the lost worker was ever given, finished ones and the crashed test
+    included; the replacement is sent a finished unit, an empty list of tests, so no test
+    report ever comes to ask for more work, and the run waits forever with every worker idle.
+    Here only the lost worker's unfinished tests go back, first in the queue, without the test
+    that was running (reported failed once, never run again)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+    def remove_node(self, node) -> str | None:
+        workload = self.assigned_work.pop(node)
+        unfinished = {scope: [nodeid for nodeid, done in unit.items() if not done]
+                      for scope, unit in workload.items()}
+        unfinished = {scope: nodeids for scope, nodeids in unfinished.items() if nodeids}
+        if not unfinished:
+            return None
+        # A worker runs its tests in the order they were sent: the first unfinished one crashed.
+        crashed_scope, (crashitem, *rest) = next(iter(unfinished.items()))
+        unfinished[crashed_scope] = rest
+        for scope, nodeids in reversed(unfinished.items()):
+            if nodeids:
+                self.workqueue[scope] = dict.fromkeys(nodeids, False)
+                self.workqueue.move_to_end(scope, last=False)
+        for other in self.nodes:
+            self._reschedule(other)
+        return crashitem
+
+    def add_node_collection(self, node, collection) -> None:
+        super().add_node_collection(node, collection)
+        if node not in self.registered_collections:
+            # A replacement that collected other tests than the run's (xdist logs the
+            # difference) cannot be given any: shut it down, or the run waits for it.
+            node.shutdown()
+
+    def _reschedule(self, node) -> None:
+        if node not in self.registered_collections:
+            return  # still collecting (a replacement): `schedule` comes again when it is done
+        super()._reschedule(node)
+
+
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "loadscope":
         return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class WorkUnitScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return work_unit(nodeid)
-
     return WorkUnitScheduling(config, log)
