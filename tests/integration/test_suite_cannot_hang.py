@@ -7,20 +7,31 @@ those."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_TIMEOUT_S = 5
 RUN_BOUND_S = 240  # the inner run's own bound, so that this test can never hang
 
-# Each module is one work unit. Both quick modules are dealt out first, one to each worker, so
-# that each worker has finished a unit when its hung test takes it down.
+# Each module is one work unit, dealt out in this order: one worker gets test_a_quick and then
+# test_c_hangs, the other test_b_quick and nothing more. So the first worker is lost with a
+# finished unit behind it and nothing left in the queue, as at the end of `make test`, and each
+# replacement is lost in turn until one runs the unit's last test.
 MODULES = {
     "test_a_quick": "def test_quick():\n    pass\n",
     "test_b_quick": "def test_quick():\n    pass\n",
-    "test_c_blocked_in_c": '''
+    "test_c_hangs": '''
 import ctypes
+import threading
 
 
 def test_before():
@@ -36,30 +47,12 @@ def test_blocked_in_c():
     libc.pthread_mutex_lock(mutex)
 
 
-def test_after():
-    pass
-''',
-    "test_d_blocked_holding_the_gil": '''
-import ctypes
-
-
 def test_blocked_holding_the_gil():
     # The same wait through PyDLL, which keeps the GIL: no Python thread runs again.
     libc = ctypes.PyDLL(None)
     mutex = ctypes.create_string_buffer(64)
     libc.pthread_mutex_lock(mutex)
     libc.pthread_mutex_lock(mutex)
-
-
-def test_after():
-    pass
-''',
-    "test_e_plain_hang": '''
-import threading
-
-
-def test_before():
-    pass
 
 
 def test_waits_forever():
@@ -70,6 +63,7 @@ def test_after():
     pass
 ''',
 }
+HUNG = ("test_blocked_in_c", "test_blocked_holding_the_gil", "test_waits_forever")
 
 
 def _suite_timeout_method() -> str:
@@ -77,8 +71,24 @@ def _suite_timeout_method() -> str:
     return options.get("timeout_method", "signal")
 
 
-HUNG = {"test_c_blocked_in_c": "test_blocked_in_c", "test_d_blocked_holding_the_gil": "test_blocked_holding_the_gil",
-        "test_e_plain_hang": "test_waits_forever"}
+def _run_pytest(directory: Path, *args: str) -> pytest.RunResult:
+    """pytest in its own process group, killed whole (a lost worker hung in C included) if the
+    run outlasts RUN_BOUND_S, which fails the test instead of hanging it."""
+    started = time.monotonic()
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=directory, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=RUN_BOUND_S)
+        ended = True
+    except subprocess.TimeoutExpired:
+        ended = False
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    if not ended:
+        out, err = process.communicate()
+        pytest.fail(f"the pytest run did not end within {RUN_BOUND_S}s:\n{out}\n{err}")
+    return pytest.RunResult(process.returncode, out.splitlines(), err.splitlines(), time.monotonic() - started)
 
 
 def test_hung_tests_fail_within_their_timeout_and_the_run_completes(pytester) -> None:
@@ -86,11 +96,11 @@ def test_hung_tests_fail_within_their_timeout_and_the_run_completes(pytester) ->
     pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
     pytester.makepyfile(**MODULES)
 
-    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadscope", "--no-loadscope-reorder",
-                                           "-p", "no:randomly", "-p", "no:cacheprovider", timeout=RUN_BOUND_S)
+    result = _run_pytest(pytester.path, "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder",
+                         "-p", "no:randomly", "-p", "no:cacheprovider", f"--basetemp={pytester.path / 'tmp'}")
 
     output = result.stdout.str()
-    result.assert_outcomes(passed=7, failed=3)  # each passing test ran once, each hung one failed once
-    for module, test in HUNG.items():
-        assert f"crashed while running '{module}.py::{test}'" in output, output
+    result.assert_outcomes(passed=4, failed=3)  # each passing test ran once, each hung one failed once
+    for test in HUNG:
+        assert f"crashed while running 'test_c_hangs.py::{test}'" in output, output
         assert f" in {test}\n" in result.stderr.str(), result.stderr.str()  # its stack, from faulthandler
