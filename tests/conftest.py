@@ -37,7 +37,7 @@ def pytest_unconfigure(config) -> None:
     os.close(config.stash[_TIMEOUT_DUMP_FD])
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of pytest-timeout
 def pytest_timeout_set_timer(item, settings):
     if settings.method != "thread":
         return None
@@ -45,7 +45,7 @@ def pytest_timeout_set_timer(item, settings):
     return True
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of pytest-timeout
 def pytest_timeout_cancel_timer(item):
     faulthandler.cancel_dump_traceback_later()  # and pytest-timeout cancels any timer of its own
 
