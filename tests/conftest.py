@@ -1,7 +1,9 @@
-"""Test-process logging: warnings and above only (the SDK logs connection details at debug)."""
+"""The suite's pytest configuration: test-process logging (warnings and above only: the SDK logs
+connection details at debug), timeouts that end even a test hung in C, and xdist's work units."""
 
 import faulthandler
 import os
+import time
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
@@ -25,7 +27,12 @@ collect_ignore = ["packaging/app_template"]
 # Python thread, which then never runs), and it writes to the real stderr (an xdist worker's
 # stdout, where pytest-timeout writes its dump, is /dev/null). It dumps every thread's stack and
 # ends the process; xdist reports the test it was running as failed and replaces the worker.
+# pytest-timeout and pytest's faulthandler plugin cancel the timer at every failure (for pdb's
+# sake): it is armed again for the rest of the test (its teardown) unless pdb is in use. A
+# pytester session run inside a test cancels it too; the test's teardown arms it again.
 _TIMEOUT_DUMP_FD = pytest.StashKey[int]()
+_deadline: float | None = None  # the running test's, while its timeout runs
+_interacting = False  # inside pytest_exception_interact
 
 
 def pytest_configure(config) -> None:
@@ -37,17 +44,50 @@ def pytest_unconfigure(config) -> None:
     os.close(config.stash[_TIMEOUT_DUMP_FD])
 
 
+def _arm(config) -> None:
+    if _deadline is not None:
+        faulthandler.dump_traceback_later(max(_deadline - time.monotonic(), 0.001), exit=True,
+                                          file=config.stash[_TIMEOUT_DUMP_FD])
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of pytest-timeout
 def pytest_timeout_set_timer(item, settings):
+    global _deadline
     if settings.method != "thread":
         return None
-    faulthandler.dump_traceback_later(settings.timeout, exit=True, file=item.config.stash[_TIMEOUT_DUMP_FD])
+    _deadline = time.monotonic() + settings.timeout
+    _arm(item.config)
     return True
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of pytest-timeout
 def pytest_timeout_cancel_timer(item):
+    global _deadline
     faulthandler.cancel_dump_traceback_later()  # and pytest-timeout cancels any timer of its own
+    if not _interacting:
+        _deadline = None  # the end of the span it bounds
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_exception_interact(node, call, report):
+    global _interacting
+    _interacting = True
+    try:
+        return (yield)
+    finally:
+        _interacting = False
+        if not node.config.getoption("usepdb"):
+            _arm(node.config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item) -> None:
+    _arm(item.config)
+
+
+def pytest_enter_pdb() -> None:
+    global _deadline
+    _deadline = None
 
 
 # -- scheduling under pytest-xdist (`make test`: -n 4 --dist loadscope --no-loadscope-reorder) --

@@ -23,9 +23,9 @@ TEST_TIMEOUT_S = 5
 RUN_BOUND_S = 240  # the inner run's own bound, so that this test can never hang
 
 # Each module is one work unit, dealt out in this order: one worker gets test_a_quick and then
-# test_c_hangs, the other test_b_quick and nothing more. So the first worker is lost with a
-# finished unit behind it and nothing left in the queue, as at the end of `make test`, and each
-# replacement is lost in turn until one runs the unit's last test.
+# test_c_hangs, the other test_b_quick and then test_d_teardown_hangs. So each worker is lost
+# with a finished unit behind it and nothing left in the queue, as at the end of `make test`,
+# and in test_c_hangs each replacement is lost in turn until one runs the unit's last test.
 MODULES = {
     "test_a_quick": "def test_quick():\n    pass\n",
     "test_b_quick": "def test_quick():\n    pass\n",
@@ -62,8 +62,27 @@ def test_waits_forever():
 def test_after():
     pass
 ''',
+    "test_d_teardown_hangs": '''
+import threading
+
+import pytest
+
+
+@pytest.fixture
+def hangs_at_teardown():
+    yield
+    threading.Event().wait()
+
+
+def test_fails(hangs_at_teardown):
+    # A failure cancels the timer (pytest-timeout does, for pdb): the teardown is bounded still.
+    assert False, "fails on purpose"
+''',
 }
-HUNG = ("test_blocked_in_c", "test_blocked_holding_the_gil", "test_waits_forever")
+HUNG = {"test_c_hangs.py::test_blocked_in_c": "test_blocked_in_c",
+        "test_c_hangs.py::test_blocked_holding_the_gil": "test_blocked_holding_the_gil",
+        "test_c_hangs.py::test_waits_forever": "test_waits_forever",
+        "test_d_teardown_hangs.py::test_fails": "hangs_at_teardown"}  # nodeid: the function it hangs in
 
 
 def _suite_timeout_method() -> str:
@@ -100,7 +119,9 @@ def test_hung_tests_fail_within_their_timeout_and_the_run_completes(pytester) ->
                          "-p", "no:randomly", "-p", "no:cacheprovider", f"--basetemp={pytester.path / 'tmp'}")
 
     output = result.stdout.str()
-    result.assert_outcomes(passed=4, failed=3)  # each passing test ran once, each hung one failed once
-    for test in HUNG:
-        assert f"crashed while running 'test_c_hangs.py::{test}'" in output, output
-        assert f" in {test}\n" in result.stderr.str(), result.stderr.str()  # its stack, from faulthandler
+    # Each passing test ran once; each hung test failed once, test_fails twice (its call, then
+    # the crash in its teardown).
+    result.assert_outcomes(passed=4, failed=5)
+    for nodeid, function in HUNG.items():
+        assert f"crashed while running '{nodeid}'" in output, output
+        assert f" in {function}\n" in result.stderr.str(), result.stderr.str()  # the stack, from faulthandler
