@@ -21,17 +21,20 @@ collect_ignore = ["packaging/app_template"]
 
 
 # -- timeouts: every test ends within its timeout, even inside a C call --
-# pyproject.toml sets pytest-timeout's thread method (a signal never gets through to a test
-# blocked in C: librdkafka, a JVM bridge). Its timer is done here by faulthandler's watchdog,
-# a C thread: it fires even when the hung call holds the GIL (pytest-timeout's own timer is a
-# Python thread, which then never runs), and it writes to the real stderr (an xdist worker's
-# stdout, where pytest-timeout writes its dump, is /dev/null). It dumps every thread's stack and
-# ends the process; xdist reports the test it was running as failed and replaces the worker.
-# pytest-timeout and pytest's faulthandler plugin cancel the timer at every failure (for pdb's
-# sake): it is armed again for the rest of the test (its teardown) unless pdb is in use. A
-# pytester session run inside a test cancels it too; the test's teardown arms it again.
+# pytest-timeout's signal method fails a test that outlives its timeout and runs its teardown
+# (clusters and JVMs stopped), but a test blocked in C (librdkafka, a JVM bridge) never sees the
+# signal. So each test also gets a hard stop a little after its timeout: faulthandler's
+# watchdog, a C thread that fires even while the hung call holds the GIL (a Python timer thread,
+# pytest-timeout's thread method, then never runs), dumps every thread's stack to the real
+# stderr (an xdist worker's stdout is /dev/null) and ends the process. xdist reports the test
+# as crashed, and our scheduler hands the rest of its work unit to the replacement worker.
+# pytest-timeout and pytest's faulthandler plugin cancel timers at every failure (for pdb's
+# sake): the hard stop is armed again for the rest of the test (its teardown, given at least
+# TEARDOWN_AFTER_FAILURE_S) unless pdb is in use. A pytester session run inside a test cancels
+# it too; the test's teardown arms it again.
+TEARDOWN_AFTER_FAILURE_S = 30.0
 _TIMEOUT_DUMP_FD = pytest.StashKey[int]()
-_deadline: float | None = None  # the running test's, while its timeout runs
+_deadline: float | None = None  # the running test's hard stop, while its timeout runs
 _interacting = False  # inside pytest_exception_interact
 
 
@@ -44,6 +47,10 @@ def pytest_unconfigure(config) -> None:
     os.close(config.stash[_TIMEOUT_DUMP_FD])
 
 
+def _hard_stop_after(timeout: float) -> float:
+    return timeout + max(timeout / 5, 5.0)
+
+
 def _arm(config) -> None:
     if _deadline is not None:
         faulthandler.dump_traceback_later(max(_deadline - time.monotonic(), 0.001), exit=True,
@@ -51,32 +58,30 @@ def _arm(config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of pytest-timeout
-def pytest_timeout_set_timer(item, settings):
+def pytest_timeout_set_timer(item, settings) -> None:
     global _deadline
-    if settings.method != "thread":
-        return None
-    _deadline = time.monotonic() + settings.timeout
-    _arm(item.config)
-    return True
+    _deadline = time.monotonic() + _hard_stop_after(settings.timeout)
+    _arm(item.config)  # and pytest-timeout sets its own timer
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of pytest-timeout
-def pytest_timeout_cancel_timer(item):
+def pytest_timeout_cancel_timer(item) -> None:
     global _deadline
-    faulthandler.cancel_dump_traceback_later()  # and pytest-timeout cancels any timer of its own
+    faulthandler.cancel_dump_traceback_later()  # and pytest-timeout cancels its own timer
     if not _interacting:
         _deadline = None  # the end of the span it bounds
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_exception_interact(node, call, report):
-    global _interacting
+    global _deadline, _interacting
     _interacting = True
     try:
         return (yield)
     finally:
         _interacting = False
-        if not node.config.getoption("usepdb"):
+        if _deadline is not None and not node.config.getoption("usepdb"):
+            _deadline = max(_deadline, time.monotonic() + TEARDOWN_AFTER_FAILURE_S)
             _arm(node.config)
 
 
