@@ -1,9 +1,9 @@
 """A test that hangs, in Python or inside a C call that no signal ends (holding the GIL or not),
-fails within its timeout, and the xdist run goes on to its end (issue #27): a pytest run in a
-subprocess with the suite's own conftest.py and timeout method (pyproject.toml), as `make test`
-runs (`-n 2 --dist loadscope --no-loadscope-reorder`). Each hung test takes its worker down,
-with its stacks on stderr; the replacement must get the lost worker's remaining tests, and only
-those."""
+or in its teardown after a failure, fails, and the xdist run goes on to its end (issue #27): a
+pytest run in a subprocess with the suite's own conftest.py and timeout method (pyproject.toml),
+as `make test` runs (`-n 2 --dist loadscope --no-loadscope-reorder`). A Python-level hang fails
+at its timeout; the others meet conftest's hard stop, which takes the worker down with the
+stacks on stderr, and the replacement must get the lost worker's remaining tests, only those."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ RUN_BOUND_S = 240  # the inner run's own bound, so that this test can never hang
 # Each module is one work unit, dealt out in this order: one worker gets test_a_quick and then
 # test_c_hangs, the other test_b_quick and then test_d_teardown_hangs. So each worker is lost
 # with a finished unit behind it and nothing left in the queue, as at the end of `make test`,
-# and in test_c_hangs each replacement is lost in turn until one runs the unit's last test.
+# and in test_c_hangs a replacement is lost in turn before one runs the unit's last tests.
 MODULES = {
     "test_a_quick": "def test_quick():\n    pass\n",
     "test_b_quick": "def test_quick():\n    pass\n",
