@@ -110,7 +110,10 @@ SPARK_JOBS = ("tests/spark/test_spark_connect.py", "tests/spark/test_spark_autod
 SLOW_FIRST = (
     "tests/packaging/",
     CHAOS + "short_run_under_kill",
+    "tests/integration/test_readme_layouts.py",  # the README's layouts: 3 nodes, kill and restart each
+    "tests/chaos/test_restart_soak.py",
     CHAOS + "short_run_under_the_quorum",
+    "tests/integration/test_rolling_restart.py",
     CHAOS + "corrupted",
     SPARK_JOBS[0],
     CHAOS + "group_consumers",
@@ -136,7 +139,8 @@ SLOW_FIRST = (
 )
 FAST_LAST = ("tests/unit/", "tests/fuzz/")  # after everything else, new folders included
 # Tests that are their own work unit: no costly module fixture, and some modules are long.
-SPREAD = ("tests/chaos/test_chaos_runs.py", "tests/unit/", "tests/fuzz/")
+SPREAD = ("tests/chaos/test_chaos_runs.py", "tests/integration/test_readme_layouts.py", "tests/unit/",
+          "tests/fuzz/")
 
 
 def _slow_rank(nodeid: str) -> int:
