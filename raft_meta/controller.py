@@ -205,7 +205,8 @@ class Controller:
         alive = (broker_id in self._heard_from
                  and trio.current_time() - self._last_heartbeat.get(broker_id, float("-inf")) <= self._session_s)
         image = await self._decide_and_commit(
-            lambda img: decide.register_broker(img, broker_id, incarnation_id, listeners, rack, alive)
+            lambda img: decide.register_broker(img, broker_id, incarnation_id, listeners, rack, alive,
+                                               unclean_default=self.config.unclean_leader_election_enable)
         )
         self._last_heartbeat[broker_id] = self._heard_at[broker_id] = trio.current_time()
         return image.brokers[broker_id].epoch

@@ -518,15 +518,29 @@ def register_broker(
     rack: str | None,
     session_alive: bool,
     request_id: str | None = None,
+    unclean_default: bool = False,
 ) -> Decision:
-    """A broker (re)registers. Another live incarnation with the same id is refused."""
+    """A broker (re)registers. Another live incarnation with the same id is refused.
+
+    A new incarnation replacing a registration is a restart: what the old process led or held
+    in ISRs moves first, in the same decision, as a fence would (Kafka's unclean-shutdown
+    handling on registration). Otherwise a broker killed and restarted before its death was
+    noticed kept its leaderships at the old leader epoch, with its log reloaded from disk under
+    an ISR that still counted it. After a controlled shutdown there is nothing left to move."""
     existing = image.brokers.get(broker_id)
     if existing is not None and existing.incarnation_id != incarnation_id and session_alive and not existing.fenced:
         raise ControllerError(
             "DUPLICATE_BROKER_REGISTRATION",
             f"broker {broker_id} is registered by live incarnation {existing.incarnation_id}; got {incarnation_id}",
         )
-    return Decision((RegisterBroker(broker_id, incarnation_id, tuple(listeners), rack, request_id=request_id),))
+    builder = _Builder()
+    if existing is not None and existing.incarnation_id != incarnation_id:
+        live = _live_ids(image) - {broker_id}
+        for topic_id, index, part in _partitions(image):
+            if broker_id in part.isr or part.leader == broker_id:
+                _rebalance_partition(builder, image, topic_id, index, part, live, broker_id, unclean_default)
+    builder.records.append(RegisterBroker(broker_id, incarnation_id, tuple(listeners), rack, request_id=request_id))
+    return builder.done()
 
 
 def broker_heartbeat(

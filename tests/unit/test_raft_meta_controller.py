@@ -190,6 +190,27 @@ CASES = [
         lambda img: cd.register_broker(img, 2, "inc2b", L, None, session_alive=False),
         [RegisterBroker(2, "inc2b", L, None)],
     ),
+    (
+        # A kill -9 and a restart faster than the death was noticed: the leader's partitions move
+        # and it leaves the ISRs before the new incarnation registers (its leader epoch is gone).
+        "a restarted incarnation's leaderships and ISR places move before it registers",
+        cluster(*topic(partitions=2), PartitionChange(T, 1, 0, leader=2)),
+        lambda img: cd.register_broker(img, 1, "inc1b", L, None, session_alive=False),
+        [PartitionChange(T, 0, 0, leader=2, isr=(2, 3)), PartitionChange(T, 1, 1, isr=(2, 3)),
+         RegisterBroker(1, "inc1b", L, None)],
+    ),
+    (
+        "the same incarnation registering again (a retried request) moves nothing",
+        cluster(*topic()),
+        lambda img: cd.register_broker(img, 1, "inc1", L, None, session_alive=True),
+        [RegisterBroker(1, "inc1", L, None)],
+    ),
+    (
+        "a restarted sole replica stays the last ISR member (only clean candidate), leaderless",
+        cluster(*topic(replicas=(1,), isr=(1,))),
+        lambda img: cd.register_broker(img, 1, "inc1b", L, None, session_alive=False),
+        [PartitionChange(T, 0, 0, leader=-1), RegisterBroker(1, "inc1b", L, None)],
+    ),
 ]
 
 
