@@ -10,9 +10,9 @@
 |                                          |               | member ids are random                   |
 | epoch-millisecond and ISO/log4j times    | <time>        | wall clock                              |
 | `N ms ago`                               | <N> ms ago    | wall clock                              |
-| metadata-log positions: HighWatermark,   | <n>           | each implementation writes its own      |
-| LeaderEpoch, feature `Epoch`, quorum     |               | number of metadata records              |
-| LogEndOffset and Lag columns             |               |                                         |
+| metadata-log positions: HighWatermark,   |               | each implementation writes its own      |
+| LeaderEpoch, feature `Epoch`, the quorum | <n>           | number of metadata records              |
+| table's LogEndOffset column              |               |                                         |
 | JVM warnings (`OpenJDK ... warning`,     | dropped       | the JVM's, not the broker's             |
 | `WARNING:`), Java stack frames           |               | (the client's code path, not the        |
 | (`\tat ...`, `... N more`), log4j        |               | broker's answer)                        |
@@ -43,7 +43,8 @@ _EPOCH_MS = re.compile(r"\b1[5-9]\d{11}\b")
 _MS_AGO = re.compile(r"\b\d+ ms ago\b")
 _METADATA_POSITIONS = re.compile(r"\b(HighWatermark|LeaderEpoch|Epoch|LogEndOffset):(\s*)\d+\b")
 # `kafka-metadata-quorum describe --replication` rows: NodeId DirectoryId LogEndOffset Lag ...
-_QUORUM_ROW = re.compile(r"^(\d+\s+<uuid>\s+)\d+(\s+)\d+\b", re.MULTILINE)
+# (a static voter's DirectoryId is Kafka's zero Uuid, AAAAAAAAAAAAAAAAAAAAAA, kept as it is).
+_QUORUM_ROW = re.compile(r"^(\d+\s+(?:<uuid>|[A-Za-z0-9_-]{22})\s+)\d+\b", re.MULTILINE)
 _BLANKS = re.compile(r"[ \t]+")
 
 
@@ -71,7 +72,7 @@ def normalise(text: str, replacements: Mapping[str, str] = {}) -> str:
     text = _EPOCH_MS.sub("<time>", text)
     text = _MS_AGO.sub("<N> ms ago", text)
     text = _METADATA_POSITIONS.sub(r"\1:\2<n>", text)
-    text = _QUORUM_ROW.sub(r"\1<n>\2<n>", text)
+    text = _QUORUM_ROW.sub(r"\1<n>", text)
     lines = [_BLANKS.sub(" ", line).strip() for line in text.splitlines()]
     while lines and not lines[-1]:
         lines.pop()
@@ -79,11 +80,16 @@ def normalise(text: str, replacements: Mapping[str, str] = {}) -> str:
 
 
 _ERROR_WORDS = re.compile(r"error|exception|fail|not supported|unsupported|invalid", re.IGNORECASE)
+_EXCEPTION = re.compile(r"\b[\w.]*(?:Exception|Error):")
 
 
 def first_error_line(normalised_stderr: str) -> str:
-    """The stderr line that says what went wrong: the first line naming an error, else the first
-    line; cut to 200 characters."""
+    """The stderr line that says what went wrong, cut to 200 characters: the root cause (the
+    last `Caused by:`), else the first line naming an exception (the tools' first line is often
+    a generic "Error while executing config command with args ..."), else the first line
+    naming an error, else the first line."""
     lines = [line for line in normalised_stderr.splitlines() if line]
-    chosen = next((line for line in lines if _ERROR_WORDS.search(line)), lines[0] if lines else "")
+    causes = [line for line in lines if line.startswith("Caused by:")]
+    chosen = (causes[-1:] or [line for line in lines if _EXCEPTION.search(line)][:1]
+              or [line for line in lines if _ERROR_WORDS.search(line)][:1] or lines[:1] or [""])[0]
     return chosen[:200]
