@@ -10,9 +10,12 @@ jars: the tools and the server run as `java -cp '<libs>/*' <MainClass>` (`java_c
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +60,15 @@ class KafkaJars:
         return [java_binary(), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
                 "-cp", self.classpath, main_class]
+
+
+def die_with_parent() -> None:
+    """For Popen's preexec_fn: the child gets SIGTERM when the process (thread) that started it
+    dies (Linux PR_SET_PDEATHSIG), so a killed pytest leaves no JVM behind."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def java_binary() -> str:
@@ -115,7 +127,7 @@ def _fetch(directory: Path, libs: Path) -> None:
             f"or put the jars in {libs} and touch {directory / 'COMPLETE'})")
     (directory / "pom.xml").write_text(pom_xml())
     shutil.rmtree(libs, ignore_errors=True)
-    command = [mvn, "-B", "-q", "-f", str(directory / "pom.xml"), "dependency:copy-dependencies",
+    command = [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(directory / "pom.xml"), "dependency:copy-dependencies",
                f"-DoutputDirectory={libs}"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
@@ -123,7 +135,8 @@ def _fetch(directory: Path, libs: Path) -> None:
         raise KafkaJarsUnavailable(f"cannot fetch Kafka {KAFKA_VERSION}'s jars: `mvn "
                                    f"dependency:copy-dependencies` ran over {FETCH_TIMEOUT_S:.0f}s") from None
     if done.returncode != 0 or not (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
-        lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
+        lines = [line for line in plain.splitlines() if line.strip()]
         errors = [line for line in lines if "ERROR" in line] or lines or ["(no output)"]
         raise KafkaJarsUnavailable(
             f"cannot fetch Kafka {KAFKA_VERSION}'s jars from Maven Central: `mvn "

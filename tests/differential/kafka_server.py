@@ -8,18 +8,16 @@ settings both clusters share (`SHARED_SETTINGS` in tests/differential/targets.py
 
 from __future__ import annotations
 
-import ctypes
-import signal
+import base64
 import subprocess
 import time
 import uuid
-import base64
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 from raftka.client.local_cluster import free_low_port
-from tests.differential.kafka_jars import KafkaJars
+from tests.differential.kafka_jars import KafkaJars, die_with_parent
 
 SERVER_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
@@ -30,15 +28,6 @@ SERVER_HEAP = "512m"
 
 class KafkaDidNotStart(RuntimeError):
     pass
-
-
-def _die_with_parent() -> None:
-    """The JVM gets SIGTERM if the test process dies (Linux PR_SET_PDEATHSIG): a killed pytest
-    leaves no Kafka behind."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 class KafkaServer:
@@ -90,7 +79,7 @@ class KafkaServer:
                 [*self.jars.java_command(SERVER_MAIN, heap=SERVER_HEAP, server=True),
                  str(self.directory / "server.properties")],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent)
+                preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         while READY_LINE not in self.log_path.read_text(errors="replace"):
             if self.process.poll() is not None:
@@ -117,10 +106,22 @@ class KafkaServer:
 
 
 @contextmanager
-def running_kafka(directory: Path, jars: KafkaJars, settings: Mapping[str, str]) -> Iterator[KafkaServer]:
-    server = KafkaServer(directory, jars, settings)
+def running_kafka(directory: Path, jars: KafkaJars, settings: Mapping[str, str],
+                  attempts: int = 3) -> Iterator[KafkaServer]:
+    """A started server, stopped on exit. Its ports were free when chosen; one taken before
+    the JVM bound it costs a retry on new ports, in a new folder."""
+    for attempt in range(1, attempts + 1):
+        server = KafkaServer(directory / f"attempt-{attempt}", jars, settings)
+        try:
+            server.start()
+            break
+        except BaseException as exc:
+            server.stop()
+            if not isinstance(exc, KafkaDidNotStart):
+                raise
+            if attempt == attempts or "Address already in use" not in str(exc):
+                raise
     try:
-        server.start()
         yield server
     finally:
         server.stop()

@@ -49,10 +49,11 @@ class Outcome:
     error: str
 
     def show(self) -> str:
-        body = "\n".join(f"      | {line}" for line in self.stdout.splitlines()[:40])
-        more = len(self.stdout.splitlines()) - 40
-        return (f"exit {self.exit}; stderr: {self.error or '(none)'}\n{body}"
-                + (f"\n      | ... {more} more lines" if more > 0 else ""))
+        lines = self.stdout.splitlines()
+        shown = [f"      | {line}" for line in lines[:40]]
+        if len(lines) > 40:
+            shown.append(f"      | ... {len(lines) - 40} more lines")
+        return "\n".join([f"exit {self.exit}; stderr: {self.error or '(none)'}", *shown])
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,12 @@ def problems(results: Sequence[StepResult], known: Mapping[str, KnownDifference]
     return out
 
 
+def known_differences_table(known: Mapping[str, KnownDifference]) -> str:
+    """docs/compatibility.md's table of known differences, as the list has them."""
+    rows = [f"| `{step_id}` | {k.verdict} | {k.reason.replace('|', '/')} |" for step_id, k in known.items()]
+    return "\n".join(["| step | verdict | why |", "|---|---|---|", *rows])
+
+
 def summary(results: Sequence[StepResult], known: Mapping[str, KnownDifference]) -> str:
     """The figures the team quotes: steps that are the same, differ in wording, differ."""
     counts = Counter(result.verdict for result in results)
@@ -158,3 +165,7 @@ def summary(results: Sequence[StepResult], known: Mapping[str, KnownDifference])
             note = "listed" if listed is not None and listed.verdict == result.verdict else "NEW"
             lines.append(f"  {result.verdict:8} {result.step.id} ({note})")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # prints the table for docs/compatibility.md
+    print(known_differences_table(load_known()))

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.differential.kafka_jars import KafkaJars
+from tests.differential.kafka_jars import KafkaJars, die_with_parent
 
 # bin/<name>.sh -> its main class in Kafka 4.4.0 (kafka-tools-4.4.0.jar).
 TOOLS = {
@@ -53,7 +53,8 @@ def run_tool(jars: KafkaJars, tool: str, args: list[str], *, stdin: str | None =
     command = [*jars.java_command(TOOLS[tool]), *args]
     try:
         done = subprocess.run(command, input=stdin if stdin is not None else "", capture_output=True,
-                              text=True, timeout=STEP_TIMEOUT_S, cwd=cwd)
+                              text=True, timeout=STEP_TIMEOUT_S, cwd=cwd,
+                              preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired as exc:
         return ToolRun(TIMED_OUT, _text(exc.stdout), _text(exc.stderr) + f"\ntimed out after {STEP_TIMEOUT_S:.0f}s")
     return ToolRun(done.returncode, done.stdout, done.stderr)
