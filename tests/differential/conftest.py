@@ -7,14 +7,16 @@ marked bounded in steps.py are skipped with that reason, and only the bounded pa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from raftka.client.local_cluster import LocalCluster
 from tests.differential.kafka_jars import KafkaJars, KafkaJarsUnavailable, kafka_jars
 from tests.differential.kafka_server import KafkaDidNotStart, running_kafka
-from tests.differential.runner import StepResult, Target, load_known, summary
+from tests.differential.runner import StepResult, Target, load_known, report, summary
 
 # What both clusters are configured with (raftka's LocalCluster adds node.id, listeners, voters
 # and log dirs as the Kafka fixture does): one node, so every replication factor is 1.
@@ -37,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--compat-full", action="store_true", default=False,
                      help="run every scenario of the differential suite against Kafka 4.4 "
                           "(make compat), not only the bounded part make test runs")
+    parser.addoption("--compat-report", metavar="PATH", default=None,
+                     help="write every step's verdict and both clusters' normalised outcomes "
+                          "to PATH (JSON): what Kafka 4.4 answers, for the team's reference")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -56,6 +61,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if RESULTS:
         terminalreporter.write_sep("=", "differential suite against Apache Kafka 4.4")
         terminalreporter.write_line(summary(RESULTS, load_known()))
+        path = terminalreporter.config.getoption("compat_report", default=None)
+        if path:
+            Path(path).write_text(json.dumps(report(RESULTS), indent=1) + "\n")
+            terminalreporter.write_line(f"every step's outcomes: {path}")
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tests.differential.kafka_jars import KafkaJars
@@ -146,6 +146,12 @@ def problems(results: Sequence[StepResult], known: Mapping[str, KnownDifference]
             out.append(f"{step.id}: listed as {listed.verdict!r} but now the same as Kafka 4.4: "
                        "remove it from known_differences.toml and docs/compatibility.md")
     return out
+
+
+def report(results: Sequence[StepResult]) -> list[dict]:
+    """Every step's verdict and both outcomes, as plain data (`--compat-report`)."""
+    return [{"step": r.step.id, "tool": r.step.tool, "args": list(r.step.args), "verdict": r.verdict,
+             "kafka": asdict(r.kafka), "raftka": asdict(r.raftka)} for r in results]
 
 
 def known_differences_table(known: Mapping[str, KnownDifference]) -> str:
