@@ -48,11 +48,17 @@ _QUORUM_ROW = re.compile(r"^(\d+\s+(?:<uuid>|[A-Za-z0-9_-]{22})\s+)\d+\b", re.MU
 _BLANKS = re.compile(r"[ \t]+")
 
 
+_CAMEL_CASE_WORD = re.compile(r"[A-Za-z][a-z]+(?:[A-Z][a-z]+)*")  # LatestCoordinatorEpoch
+
+
 def _mask_kafka_uuid(match: re.Match[str]) -> str:
+    """A 22-character token is a Uuid if it mixes at least two of lower case, upper case and
+    digits and is not a CamelCase word (a column name). Kafka's zero Uuid (22 A's, a static
+    voter's directory id) is a constant and is kept."""
     token = match.group(0)
     mixed = sum((any(c.islower() for c in token), any(c.isupper() for c in token),
                  any(c.isdigit() for c in token)))
-    return "<uuid>" if mixed >= 2 else token
+    return "<uuid>" if mixed >= 2 and not _CAMEL_CASE_WORD.fullmatch(token) else token
 
 
 def normalise(text: str, replacements: Mapping[str, str] = {}) -> str:

@@ -182,9 +182,12 @@ OFFSETS = Scenario("offsets-and-records", steps=(
     topics("offsets.create-topic", "--create", "--topic", "do-t", "--partitions", "1"),
     topics("offsets.create-empty-topic", "--create", "--topic", "do-empty", "--partitions", "1"),
     produce("offsets.produce", "do-t", RECORDS),
+    topics("offsets.create-one-record-topic", "--create", "--topic", "do-one", "--partitions", "1"),
+    produce("offsets.produce-one", "do-one", RECORDS[:1]),
     Step("offsets.latest", "kafka-get-offsets", (*B, "--topic", "do-t", "--time", "-1")),
     Step("offsets.earliest", "kafka-get-offsets", (*B, "--topic", "do-t", "--time", "-2")),
-    Step("offsets.max-timestamp", "kafka-get-offsets", (*B, "--topic", "do-t", "--time", "-3")),
+    # One record: its offset is the max timestamp's whatever the clock did between records.
+    Step("offsets.max-timestamp", "kafka-get-offsets", (*B, "--topic", "do-one", "--time", "-3")),
     Step("offsets.earliest-local", "kafka-get-offsets", (*B, "--topic", "do-t", "--time", "-4")),
     Step("offsets.latest-tiered", "kafka-get-offsets", (*B, "--topic", "do-t", "--time", "-5")),
     Step("offsets.by-timestamp-zero", "kafka-get-offsets", (*B, "--topic", "do-t", "--time", "0")),

@@ -46,7 +46,10 @@ REPO = Path(__file__).resolve().parents[2]
     ("OpenJDK 64-Bit Server VM warning: Sharing is only supported\nout", "out"),
     ("java.lang.Exception: x\n\tat a.b.C.d(C.java:1)\n\t... 3 more", "java.lang.Exception: x"),
     ('{"logDir":"/tmp/k/data"}', '{"logDir":"<log.dir>"}'),
-    # Config names and words of 22 characters are not Uuids.
+    # Config names, column names and words of 22 characters are not Uuids.
+    ("ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence",
+     "ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence"),
+    ("uuid without digits: ZxqRTPlmKoWNBvCyHsUeGd", "uuid without digits: <uuid>"),
     ("remote.log.manager.thread.pool abcdefghijklmnopqrstuv", "remote.log.manager.thread.pool abcdefghijklmnopqrstuv"),
     ("trailing   \n\n\n", "trailing"),
 ])
