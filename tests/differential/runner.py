@@ -74,7 +74,9 @@ class KnownDifference:
 
 
 _ERROR_LINE = re.compile(r"error|exception|fail", re.IGNORECASE)
-_EXCEPTION = re.compile(r"\b\w*(?:Exception|Error)\b")
+# What an outcome names as its error: Java exception classes, and the Kafka error names the
+# client steps print (`error: NOT_COORDINATOR`).
+_EXCEPTION = re.compile(r"\b\w*(?:Exception|Error)\b|(?<=error: )[A-Z_]+\b")
 
 
 def classify(kafka: Outcome, raftka: Outcome) -> str:
@@ -93,7 +95,7 @@ def classify(kafka: Outcome, raftka: Outcome) -> str:
 
 
 def outcome_of(jars: KafkaJars, step: Step, target: Target, work: Path) -> Outcome:
-    args = [arg.format(bootstrap=target.bootstrap, work=work) for arg in step.args]
+    args = [arg.replace("{bootstrap}", target.bootstrap).replace("{work}", str(work)) for arg in step.args]
     run = run_tool(jars, step.tool, args, stdin=step.stdin, cwd=work)
     stderr = normalise(run.stderr, target.replacements)
     return Outcome(run.exit, normalise(run.stdout, target.replacements), first_error_line(stderr))
@@ -133,7 +135,7 @@ def problems(results: Sequence[StepResult], known: Mapping[str, KnownDifference]
         step, verdict = result.step, result.verdict
         listed = known.get(step.id)
         both = (f"    Kafka 4.4: {result.kafka.show()}\n    raftka:    {result.raftka.show()}\n"
-                f"    (the tool: {step.tool} {' '.join(step.args)})")
+                f"    (the tool: {step.tool} {' '.join(step.args)[:300]})")
         if result.kafka.exit != step.kafka_exit:
             out.append(f"{step.id}: the step is wrong: Kafka 4.4 itself exited {result.kafka.exit}, "
                        f"the step expects {step.kafka_exit}\n{both}")

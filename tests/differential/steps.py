@@ -222,5 +222,3 @@ OPERATIONS = Scenario("operations", steps=(
     Step("client-metrics.list", "kafka-client-metrics", (*B, "--list")),
     Step("client-metrics.describe", "kafka-client-metrics", (*B, "--describe")),
 ))
-
-SCENARIOS = (TOPICS, CLUSTER_BASICS, MORE_TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, GROUPS, OFFSETS, OPERATIONS)

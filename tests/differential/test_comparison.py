@@ -20,7 +20,8 @@ from tests.differential.runner import (
     problems,
     summary,
 )
-from tests.differential.steps import SCENARIOS, Step
+from tests.differential.scenarios import SCENARIOS
+from tests.differential.steps import Step
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,6 +87,7 @@ def _out(exit: int = 0, stdout: str = "", error: str = "") -> Outcome:
     # The same exit status for another reason is not wording.
     (_out(1, "Error: x", "ERROR x.InvalidConfigurationException: a"),
      _out(1, "Error: x", "ERROR x.UnsupportedVersionException: a"), "differs"),
+    (_out(0, "error: NOT_COORDINATOR"), _out(0, "error: COORDINATOR_LOAD_IN_PROGRESS"), "differs"),
     (_out(0, "Elr: "), _out(0, "Elr: N/A"), "differs"),
     (_out(0, "a"), _out(1, "a"), "differs"),
     (_out(0, "a\nb"), _out(0, "a"), "differs"),

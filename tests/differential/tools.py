@@ -9,6 +9,7 @@ logging (WARN to stderr).
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,8 +50,13 @@ class ToolRun:
 
 def run_tool(jars: KafkaJars, tool: str, args: list[str], *, stdin: str | None = None,
              cwd: Path | None = None) -> ToolRun:
-    """Run Kafka's `tool` with `args`; a run over STEP_TIMEOUT_S is killed and answers TIMED_OUT."""
-    command = [*jars.java_command(TOOLS[tool]), *args]
+    """Run Kafka's `tool` with `args`; a run over STEP_TIMEOUT_S is killed and answers TIMED_OUT.
+    The tool `python` runs `args[0]` as a program in this interpreter, with `args[1:]` as argv
+    (tests/differential/client_steps.py)."""
+    if tool == "python":
+        command = [sys.executable, "-c", *args]
+    else:
+        command = [*jars.java_command(TOOLS[tool]), *args]
     try:
         done = subprocess.run(command, input=stdin if stdin is not None else "", capture_output=True,
                               text=True, timeout=STEP_TIMEOUT_S, cwd=cwd,
