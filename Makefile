@@ -19,7 +19,7 @@ SEEDS      ?= 1000
 FIRST_SEED ?= 0
 JOBS       ?= 1
 
-.PHONY: install install-dev run test bench fuzz simulate lint lock clean
+.PHONY: install install-dev run test compat bench fuzz simulate lint lock clean
 
 install: $(STAMP)
 
@@ -41,6 +41,14 @@ run: $(STAMP)
 
 test: $(DEV_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The differential suite against Apache Kafka 4.4 (tests/differential/), every scenario: Kafka's
+# jars come from Maven Central once (~/.cache/raftka/kafka-4.4.0, or $$RAFTKA_KAFKA_CACHE); needs
+# java 17 and mvn. `make test` runs its bounded part. Prints the same/wording/differs figures;
+# REPORT=compat.json also writes every step's outcomes on both clusters.
+REPORT ?=
+compat: $(DEV_STAMP)
+	$(PY) -m pytest tests/differential --compat-full -n 0 $(if $(REPORT),--compat-report $(REPORT))
 
 bench: $(DEV_STAMP)
 	$(PY) -m bench

@@ -1,0 +1,111 @@
+"""Steps that drive both clusters through client libraries rather than Kafka's CLI: librdkafka
+(confluent-kafka's AdminClient and Producer) and raftka's own SDK. The Java client is what
+Kafka's CLI tools run on.
+
+Each step is a short Python program (tool "python", run by the test's interpreter) that gets the
+bootstrap address as argv[1] and prints what it found in a fixed order, and an error as
+`error: <Kafka error name>` (not its message), so the comparison sees outcomes, not wording.
+"""
+
+from __future__ import annotations
+
+from tests.differential.steps import B, Scenario, Step, produce, topics
+
+_CK = """\
+import sys
+import time
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (AdminClient, ConfigResource, ConfigSource, OffsetSpec,
+    ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+admin = AdminClient({"bootstrap.servers": sys.argv[1]})
+LOADING = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
+def wait(future):
+    try:
+        return future.result(timeout=30)
+    except KafkaException as exc:
+        print("error:", exc.args[0].name())
+        sys.exit(0)
+"""
+
+_SDK = """\
+import sys
+from raftka.client.blocking import Admin
+admin = Admin(sys.argv[1])
+"""
+
+
+def python(step_id: str, prelude: str, body: str) -> Step:
+    return Step(step_id, "python", (prelude + body, "{bootstrap}"))
+
+
+CLIENTS = Scenario("clients", steps=(
+    topics("clients.create-topic", "--create", "--topic", "dl-t", "--partitions", "1", "--config",
+           "max.message.bytes=2000000"),
+    produce("clients.produce", "dl-t", ["k0:v0"]),
+    python("clients.ck-describe-cluster", _CK, """\
+d = wait(admin.describe_cluster())
+print("controller", d.controller.id, "nodes", sorted(n.id for n in d.nodes))
+"""),
+    python("clients.ck-topic-config-synonyms", _CK, """\
+(future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "dl-t")]).values()
+entry = wait(future)["max.message.bytes"]
+print(entry.name, entry.value, ConfigSource(entry.source).name)
+for synonym in entry.synonyms.values():
+    print("  synonym", synonym.name, synonym.value, ConfigSource(synonym.source).name)
+"""),
+    python("clients.ck-list-offsets-max-timestamp", _CK, """\
+for tp, future in admin.list_offsets({TopicPartition("dl-t", 0): OffsetSpec.max_timestamp()}).items():
+    print(tp.topic, tp.partition, wait(future).offset)
+"""),
+    python("clients.ck-describe-missing-group", _CK, """\
+deadline = time.monotonic() + 30
+while True:  # until the group coordinator has loaded (a fresh cluster's first group request)
+    (future,) = admin.describe_consumer_groups(["dl-missing"]).values()
+    try:
+        print("dl-missing", future.result(timeout=30).state.name)
+        break
+    except KafkaException as exc:
+        if exc.args[0].name() not in LOADING or time.monotonic() > deadline:
+            print("error:", exc.args[0].name())
+            break
+    time.sleep(0.2)  # polling the coordinator under the deadline above
+"""),
+    python("clients.ck-alter-scram", _CK, """\
+try:
+    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "dl-bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-secret")])
+except KafkaException as exc:
+    print("error:", exc.args[0].name())
+    sys.exit(0)
+for user, future in futures.items():
+    wait(future)
+    print(user, "upserted")
+"""),
+    python("clients.ck-idempotent-produce", _CK, """\
+producer = Producer({"bootstrap.servers": sys.argv[1], "enable.idempotence": True})
+delivered = []
+for i in range(3):
+    producer.produce("dl-t", key=b"k%d" % i, value=b"v%d" % i,
+                     on_delivery=lambda err, msg: delivered.append((err and err.name(), msg.partition(), msg.offset())))
+producer.flush(30)
+print(delivered)
+"""),
+    python("clients.sdk-describe-cluster", _SDK, """\
+with admin:
+    d = admin.describe_cluster()
+    print("controller", d.controller_id, "brokers", sorted(b.node_id for b in d.brokers))
+"""),
+    python("clients.sdk-describe-topic", _SDK, """\
+with admin:
+    (t,) = admin.describe_topics(["dl-t"])
+    for p in t.partitions:
+        print(t.name, p.partition, "leader", p.leader, "replicas", p.replicas, "isr", p.isr)
+"""),
+    python("clients.sdk-topic-config", _SDK, """\
+with admin:
+    entry = admin.describe_configs("dl-t", keys=["max.message.bytes"])["max.message.bytes"]
+    print(entry.name, entry.value, "source", entry.source, "default", entry.is_default)
+"""),
+    Step("clients.get-offsets-after-produce", "kafka-get-offsets", (*B, "--topic", "dl-t")),
+))
+

@@ -1,0 +1,17 @@
+"""Every scenario of the differential suite, in the order they run: Kafka's CLI tools
+(steps.py), then the client libraries (client_steps.py)."""
+
+from tests.differential.client_steps import CLIENTS
+from tests.differential.steps import (
+    BROKER_CONFIGS,
+    CLUSTER_BASICS,
+    GROUPS,
+    MORE_TOPICS,
+    OFFSETS,
+    OPERATIONS,
+    TOPIC_CONFIGS,
+    TOPICS,
+)
+
+SCENARIOS = (TOPICS, CLUSTER_BASICS, MORE_TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, GROUPS, OFFSETS,
+             OPERATIONS, CLIENTS)
