@@ -128,6 +128,7 @@ SLOW_FIRST = (
     "tests/integration/test_reassignment_cluster.py",
     "tests/integration/test_metadata_snapshots.py",
     "tests/integration/test_cluster_isr.py",
+    "tests/differential/test_against_kafka.py",  # a Kafka 4.4 JVM beside raftka
     "tests/compat/test_kafkajs.py",
     "tests/compat/",
     "tests/integration/",
