@@ -102,9 +102,10 @@ class GroupEpochRecord:
 
 @dataclass(frozen=True)
 class SubscriptionMetadataRecord:
-    """ConsumerGroupPartitionMetadataKey/Value: the subscribed topics' metadata."""
+    """ConsumerGroupPartitionMetadataKey/Value: the subscribed topics' metadata (None: a
+    tombstone, the group is deleted)."""
 
-    topics: tuple[TopicMeta, ...]
+    topics: tuple[TopicMeta, ...] | None
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,7 @@ class ConsumerGroupState:
     session_timeout_ms: int = SESSION_TIMEOUT_MS
     heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS
     max_size: int = 2**31 - 1  # group.consumer.max.size
+    min_commit_version: int = 9  # the OffsetCommit version members must use (Kafka: 9)
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
@@ -343,7 +345,7 @@ class ConsumerGroupState:
                 else:
                     self.group_epoch = epoch
             case SubscriptionMetadataRecord(topics):
-                self.subscription_metadata = {t.name: t for t in topics}
+                self.subscription_metadata = {t.name: t for t in topics or ()}
             case MemberMetadataRecord(member_id, metadata):
                 if metadata is None:
                     self.members.pop(member_id, None)
@@ -588,6 +590,17 @@ class ConsumerGroupState:
         self._refresh_metadata(topics, out)
         self._write(out, GroupEpochRecord(self.group_epoch + 1))
 
+    def deletion_records(self) -> list[GroupRecord]:
+        """The tombstones that delete this (empty) group's metadata, as Kafka writes them when
+        a group is deleted or converted; its offsets are separate records."""
+        out: list[GroupRecord] = []
+        for member_id in sorted(self.members):
+            self._remove_records(member_id, out)
+        self._write(out, TargetAssignmentEpochRecord(None))
+        self._write(out, SubscriptionMetadataRecord(None))
+        self._write(out, GroupEpochRecord(None))
+        return out
+
     # --- timers ------------------------------------------------------------------------
     def next_deadline_ms(self) -> float | None:
         deadlines = [m.session_deadline_ms for m in self.members.values()]
@@ -613,7 +626,8 @@ class ConsumerGroupState:
                         transactional: bool = False) -> int:
         """Kafka's `ConsumerGroup.validateOffsetCommit`: epoch -1 (admin, assign()) only while
         the group is empty; members of this protocol commit with OffsetCommit v9+ and their
-        current member epoch as the generation id."""
+        current member epoch as the generation id (`min_commit_version`: the shell may accept
+        older versions while it serves no v9)."""
         if member_epoch < 0 and not self.members:
             return NONE
         if transactional and member_epoch < 0 and not member_id:
@@ -621,7 +635,7 @@ class ConsumerGroupState:
         member = self.members.get(member_id)
         if member is None:
             return UNKNOWN_MEMBER_ID if member_id else ILLEGAL_GENERATION
-        if not transactional and api_version < 9:
+        if not transactional and api_version < self.min_commit_version:
             return UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
             return STALE_MEMBER_EPOCH

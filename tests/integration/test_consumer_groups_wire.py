@@ -1,0 +1,176 @@
+"""KIP-848 on the wire against a real `raftka server start` process: ConsumerGroupHeartbeat
+and ConsumerGroupDescribe, OffsetCommit with the member epoch, ListGroups' group type, the
+group surviving a restart of its coordinator (Kafka's ConsumerGroup* records in
+`__consumer_offsets`), and the protocol hand-overs Kafka allows (an empty classic group
+taken over by a consumer member, and the reverse); a non-empty group is refused."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from raftka.client.protocol import ApiKey, ErrorCode
+from tests.compat.server_process import ServerProcess
+from tests.compat.wire_client import WireConnection
+from tests.support import wait_until
+
+TOPIC = "orders"
+GROUP = "kip848"
+TIMEOUT = 30.0
+RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    process = ServerProcess(tmp_path, properties={"offsets.topic.num.partitions": "1",
+                                                  "offsets.topic.replication.factor": "1"})
+    try:
+        process.start()
+        with WireConnection(process.bootstrap) as conn:
+            assert conn.create_topic(TOPIC, 4) == 0
+        yield process
+    finally:
+        process.stop()
+
+
+def heartbeat(conn: WireConnection, member: str, epoch: int, *, topics=None, owned=None, rebalance=-1,
+              group: str = GROUP, version: int = 1):
+    return conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, {
+        "group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+        "rebalance_timeout_ms": rebalance, "subscribed_topic_names": topics, "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": None if owned is None else [{"topic_id": t, "partitions": sorted(ps)}
+                                                         for t, ps in owned.items()]})
+
+
+def join(conn: WireConnection, member: str, group: str = GROUP):
+    """Join with epoch 0, retrying while the coordinator gets ready."""
+    box = {}
+    wait_until(lambda: conn.find_coordinator(group).error_code == 0, TIMEOUT, what="a coordinator")
+
+    def answered() -> bool:
+        box["r"] = heartbeat(conn, member, 0, topics=[TOPIC], owned={}, rebalance=30000, group=group)
+        return box["r"].error_code not in RETRIABLE
+
+    wait_until(answered, TIMEOUT, what=f"{member} joined {group}")
+    assert box["r"].error_code == 0, box["r"]
+    return box["r"]
+
+
+def partitions(response) -> dict[uuid.UUID, set[int]]:
+    assert response.assignment is not None, response
+    return {t.topic_id: set(t.partitions) for t in response.assignment.topic_partitions}
+
+
+def describe(conn: WireConnection, group: str = GROUP):
+    return conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group],
+                                                            "include_authorized_operations": False}).groups[0]
+
+
+def commit(conn: WireConnection, member: str, epoch: int, offsets: dict[int, int], group: str = GROUP):
+    response = conn.request(ApiKey.OFFSET_COMMIT, 7, {
+        "group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member,
+        "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+             "committed_metadata": None} for p, o in offsets.items()]}]})
+    return {p.partition_index: p.error_code for p in response.topics[0].partitions}
+
+
+def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProcess) -> None:
+    with WireConnection(server.bootstrap) as conn:
+        versions = {k.api_key: (k.min_version, k.max_version)
+                    for k in conn.request(ApiKey.API_VERSIONS, 0, {}).api_keys}
+        assert versions[68] == (0, 1) and versions[69] == (0, 1)
+
+        a = join(conn, "member-a")
+        assert (a.member_epoch, a.heartbeat_interval_ms) == (1, 5000)
+        (topic_id, owned_a), = partitions(a).items()
+        assert owned_a == {0, 1, 2, 3}
+
+        b = join(conn, "member-b")  # b waits for a to release its share
+        assert b.member_epoch == 2 and partitions(b) == {}
+
+        a = heartbeat(conn, "member-a", 1)
+        assert a.error_code == 0 and a.member_epoch == 1  # revoke first, at the old epoch
+        kept = partitions(a)[topic_id]
+        assert len(kept) == 2
+        a = heartbeat(conn, "member-a", 1, owned={topic_id: kept})
+        assert (a.error_code, a.member_epoch) == (0, 2)
+        b = heartbeat(conn, "member-b", 2)
+        assert partitions(b) == {topic_id: {0, 1, 2, 3} - kept}
+
+        assert set(commit(conn, "member-b", 2, {p: 7 for p in partitions(b)[topic_id]}).values()) == {0}
+        assert set(commit(conn, "member-b", 1, {0: 9}).values()) == {ErrorCode.STALE_MEMBER_EPOCH}
+        assert set(commit(conn, "nobody", 2, {0: 9}).values()) == {ErrorCode.UNKNOWN_MEMBER_ID}
+
+        group = describe(conn)
+        assert (group.error_code, group.group_state, group.group_epoch, group.assignment_epoch,
+                group.assignor_name) == (0, "Stable", 2, 2, "uniform")
+        members = {m.member_id: m for m in group.members}
+        assert {m.member_epoch for m in members.values()} == {2}
+        assert {p for t in members["member-b"].assignment.topic_partitions for p in t.partitions} == (
+            {0, 1, 2, 3} - kept)
+        assert members["member-b"].assignment.topic_partitions[0].topic_name == TOPIC
+        assert members["member-b"].member_type == 1
+        listed = conn.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})
+        assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [(GROUP, "consumer", "Stable")]
+
+    server.stop()
+    server.start()
+    with WireConnection(server.bootstrap) as conn:
+        def loaded():
+            group = describe(conn)
+            return group if group.error_code not in RETRIABLE else None
+
+        group = wait_until(loaded, TIMEOUT, what="the group loaded after the restart")
+        assert (group.error_code, group.group_epoch, group.assignment_epoch) == (0, 2, 2)
+        assert {m.member_id: m.member_epoch for m in group.members} == {"member-a": 2, "member-b": 2}
+        b = heartbeat(conn, "member-b", 2)
+        assert (b.error_code, b.member_epoch) == (0, 2)
+        # A stale epoch is still fenced after the restart.
+        assert heartbeat(conn, "member-b", 5).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+        offsets = conn.fetch_offsets(GROUP, TOPIC, sorted(partitions_of(group, "member-b")))
+        assert {p.committed_offset for p in offsets.topics[0].partitions} == {7}
+        # Leaving: the group epoch moves on.
+        assert heartbeat(conn, "member-a", -1).member_epoch == -1
+        assert describe(conn).group_epoch == 3
+
+
+def partitions_of(group, member: str) -> set[int]:
+    m = next(m for m in group.members if m.member_id == member)
+    return {p for t in m.assignment.topic_partitions for p in t.partitions}
+
+
+def test_protocol_takeovers(server: ServerProcess) -> None:
+    with WireConnection(server.bootstrap) as conn:
+        wait_until(lambda: conn.find_coordinator("classic-then-new").error_code == 0, TIMEOUT, what="coordinator")
+        # An empty classic group (offsets only) is taken over by a consumer member; its offsets stay.
+        wait_until(lambda: set(conn.commit_offsets("classic-then-new", TOPIC, {0: 5}).values()) == {0},
+                   TIMEOUT, what="a classic commit")
+        joined = join(conn, "new-member", group="classic-then-new")
+        assert joined.member_epoch == 1
+        fetched = conn.fetch_offsets("classic-then-new", TOPIC, [0])
+        assert fetched.topics[0].partitions[0].committed_offset == 5
+        # A classic JoinGroup into that (non-empty) consumer group is refused.
+        refused = conn.request(ApiKey.JOIN_GROUP, 5, {
+            "group_id": "classic-then-new", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]})
+        assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        # Once empty, a classic member may take it back, with the offsets.
+        assert heartbeat(conn, "new-member", -1, group="classic-then-new").error_code == 0
+        rejoined = conn.request(ApiKey.JOIN_GROUP, 5, {
+            "group_id": "classic-then-new", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]})
+        assert rejoined.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        assert conn.fetch_offsets("classic-then-new", TOPIC, [0]).topics[0].partitions[0].committed_offset == 5
+        # v0: the coordinator names a member that joins without an id.
+        named = heartbeat(conn, "", 0, topics=[TOPIC], owned={}, rebalance=30000, group="v0-group", version=0)
+        assert named.error_code == 0 and len(named.member_id) == 22
+        # v1: the member must name itself.
+        unnamed = heartbeat(conn, "", 0, topics=[TOPIC], owned={}, rebalance=30000, group="v1-group")
+        assert unnamed.error_code == ErrorCode.INVALID_REQUEST
