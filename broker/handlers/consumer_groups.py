@@ -40,7 +40,8 @@ async def handle_heartbeat(ctx, header, request, conn=None):
     denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
     if denied:
         return answer(denied)
-    if header.api_version >= 1 and request.subscribed_topic_regex is not None:
+    # librdkafka sends "" for "no regex" (Kafka: an empty regex clears it).
+    if header.api_version >= 1 and request.subscribed_topic_regex:
         return answer(int(ErrorCode.INVALID_REQUEST), "SubscribedTopicRegex is not supported yet.")
     topics = request.subscribed_topic_names
     hb = Heartbeat(
