@@ -490,6 +490,27 @@ class GroupCoordinator:
             group.offsets.update(cg.offsets)
             log.info("group.converted", group=cg.group_id, to="classic")
 
+    async def _delete_consumer_group(self, cg: ConsumerGroupState) -> int:
+        """DeleteGroups for a consumer group: only when empty (NON_EMPTY_GROUP otherwise); its
+        offsets and metadata are tombstoned, as Kafka does."""
+        try:
+            partition = self._partition(cg.group_id)
+        except CoordinatorError as exc:
+            return exc.code
+        if cg.members:
+            return NON_EMPTY_GROUP
+        records: list[tuple[bytes, bytes | None]] = [(offset_key(cg.group_id, t, p), None) for t, p in cg.offsets]
+        records += [encode_record(cg.group_id, r) for r in cg.deletion_records()]
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S)
+        except Exception as exc:
+            return append_error_code(exc)
+        if self.consumer_groups.get(cg.group_id) is cg:
+            del self.consumer_groups[cg.group_id]
+            self.timers.set(cg.group_id, None)
+        log.info("group.deleted", group=cg.group_id, protocol="consumer")
+        return 0
+
     async def sync(self, group_id: str, member_id: str, generation_id: int,
                    assignments: dict[str, bytes], group_instance_id: str | None = None) -> SyncResult:
         try:
@@ -745,6 +766,9 @@ class GroupCoordinator:
         return 0, codes
 
     async def delete_group(self, group_id: str) -> int:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            return await self._delete_consumer_group(cg)
         try:
             group = self._group(group_id, create=False)
             partition = self._partition(group_id)

@@ -137,6 +137,24 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
         # Leaving: the group epoch moves on.
         assert heartbeat(conn, "member-a", -1).member_epoch == -1
         assert describe(conn).group_epoch == 3
+        # DeleteGroups: refused while a member is in, then the group and its offsets go.
+        def delete() -> int:
+            return conn.request(ApiKey.DELETE_GROUPS, 1, {"groups_names": [GROUP]}).results[0].error_code
+
+        assert delete() == ErrorCode.NON_EMPTY_GROUP
+        assert heartbeat(conn, "member-b", -1).error_code == 0
+        assert delete() == 0
+        assert describe(conn).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert {p.committed_offset for p in conn.fetch_offsets(GROUP, TOPIC, [0, 1, 2, 3]).topics[0].partitions} == {-1}
+
+    server.stop()
+    server.start()
+    with WireConnection(server.bootstrap) as conn:  # still deleted after a restart
+        def answered():
+            group = describe(conn)
+            return group if group.error_code not in RETRIABLE else None
+
+        assert wait_until(answered, TIMEOUT, what="an answer").error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def partitions_of(group, member: str) -> set[int]:
