@@ -67,11 +67,11 @@ class SteadyProducer:
 class Member:
     """A `group.protocol=consumer` member polling in its own thread."""
 
-    def __init__(self, bootstrap: str, name: str) -> None:
+    def __init__(self, bootstrap: str, name: str, **config: str) -> None:
         self.name = name
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": GROUP, "group.protocol": "consumer",
-            "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": False, **config})
         self.values: list[int] = []
         self.assignment: set[int] = set()
         self.errors: list[str] = []
@@ -195,3 +195,37 @@ def test_an_empty_classic_group_is_taken_over_with_its_offsets(server: ServerPro
     with WireConnection(bootstrap) as conn:
         group = conn.request(69, 1, {"group_ids": [GROUP], "include_authorized_operations": False}).groups[0]
         assert (group.error_code, group.group_state) == (0, "Empty")
+
+
+def describe(bootstrap: str):
+    with WireConnection(bootstrap) as conn:
+        return conn.request(69, 1, {"group_ids": [GROUP], "include_authorized_operations": False}).groups[0]
+
+
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(server: ServerProcess) -> None:
+    """`group.instance.id`: closing sends epoch -2 (the member keeps its place and
+    partitions for a session); the restarted consumer takes them back, the group epoch
+    unchanged, while the other member keeps its own."""
+    bootstrap = server.bootstrap
+    static = Member(bootstrap, "static-1", **{"group.instance.id": "instance-1"})
+    other = Member(bootstrap, "dynamic-1")
+    members = [static, other]
+    try:
+        wait_until(lambda: sorted(len(m.owned()) for m in members) == [3, 3], TIMEOUT, what="3 partitions each")
+        before = describe(bootstrap)
+        mine, theirs = static.owned(), other.owned()
+        static.close()
+        members.remove(static)
+        left = describe(bootstrap)
+        assert left.group_epoch == before.group_epoch
+        assert -2 in {m.member_epoch for m in left.members}, left
+        restarted = Member(bootstrap, "static-2", **{"group.instance.id": "instance-1"})
+        members.append(restarted)
+        wait_until(lambda: restarted.owned() == mine, TIMEOUT, what="the static member's partitions back")
+        after = describe(bootstrap)
+        assert after.group_epoch == before.group_epoch, "a static member's restart bumped the group epoch"
+        assert other.owned() == theirs
+        assert [m.instance_id for m in after.members].count("instance-1") == 1
+    finally:
+        for member in members:
+            member.close()
