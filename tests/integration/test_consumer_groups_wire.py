@@ -6,6 +6,7 @@ taken over by a consumer member, and the reverse); a non-empty group is refused.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from raftka.client.protocol import ApiKey, ErrorCode
 from tests.compat.server_process import ServerProcess
 from tests.compat.wire_client import WireConnection
+from tests.integration.sdk_broker import RAFTKA, raftka_env
 from tests.support import wait_until
 
 TOPIC = "orders"
@@ -117,6 +119,18 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
         assert members["member-b"].member_type == 1
         listed = conn.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})
         assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [(GROUP, "consumer", "Stable")]
+
+    # `raftka groups describe`: the epochs and, per member, kafka-consumer-groups' --members
+    # --verbose columns (current and target assignments and epochs).
+    ran = subprocess.run([*RAFTKA, "groups", "describe", "--group", GROUP, "--bootstrap-server", server.bootstrap],
+                         capture_output=True, text=True, env=raftka_env(), timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0].split() == ["GROUP", GROUP, "STATE", "Stable", "PROTOCOL", "uniform", "MEMBERS", "2",
+                                "GROUP-EPOCH", "2", "ASSIGNMENT-EPOCH", "2"], ran.stdout
+    member_b = next(line.split() for line in lines if line.startswith("member-b"))
+    b_partitions = ",".join(map(str, sorted({0, 1, 2, 3} - kept)))
+    assert member_b[3:] == ["2", "2", f"{TOPIC}:{b_partitions}", "2", f"{TOPIC}:{b_partitions}"], ran.stdout
 
     server.stop()
     server.start()
