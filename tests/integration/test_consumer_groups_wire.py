@@ -206,3 +206,39 @@ def test_protocol_takeovers(server: ServerProcess) -> None:
         # v1: the member must name itself.
         unnamed = heartbeat(conn, "", 0, topics=[TOPIC], owned={}, rebalance=30000, group="v1-group")
         assert unnamed.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_member_that_does_not_revoke_in_time_is_fenced_by_the_timer(server: ServerProcess) -> None:
+    """The rebalance timeout (the member's own, from the moment it is asked to revoke) fires
+    in the coordinator's timer: the member is removed, its records written, and the
+    partitions it held go to the member that waited for them."""
+    with WireConnection(server.bootstrap) as conn:
+        wait_until(lambda: conn.find_coordinator("slow").error_code == 0, TIMEOUT, what="a coordinator")
+
+        def joined(member: str, rebalance: int):
+            box = {}
+
+            def answered() -> bool:
+                box["r"] = heartbeat(conn, member, 0, topics=[TOPIC], owned={}, rebalance=rebalance, group="slow")
+                return box["r"].error_code not in RETRIABLE
+
+            wait_until(answered, TIMEOUT, what=f"{member} joined")
+            return box["r"]
+
+        slow = joined("slow-member", 1500)
+        (topic_id, everything), = partitions(slow).items()
+        joined("waiting-member", 30000)
+        asked = heartbeat(conn, "slow-member", 1, group="slow")
+        assert asked.member_epoch == 1 and len(partitions(asked)[topic_id]) == 2  # asked to revoke two
+        # It keeps reporting all four as owned: no progress; the timer removes it.
+        still = heartbeat(conn, "slow-member", 1, owned={topic_id: everything}, group="slow")
+        assert (still.error_code, still.member_epoch) == (0, 1)
+
+        def fenced() -> bool:
+            return heartbeat(conn, "slow-member", 1, owned={topic_id: everything},
+                             group="slow").error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+        wait_until(fenced, TIMEOUT, what="the slow member fenced")
+        waiting = heartbeat(conn, "waiting-member", 2, group="slow")
+        assert waiting.error_code == 0 and partitions(waiting) == {topic_id: everything}
+        assert describe(conn, "slow").group_epoch == 3
