@@ -75,6 +75,10 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
+# The `group.version` feature level this serves (1: the KIP-848 consumer protocol), for the
+# finalized features of ApiVersions v3+ (Kafka 4 finalizes it by default).
+GROUP_VERSION = 1
+
 DEFAULT_ASSIGNORS = ("uniform", "range")  # group.consumer.assignors
 SESSION_TIMEOUT_MS = 45_000  # group.consumer.session.timeout.ms
 HEARTBEAT_INTERVAL_MS = 5_000  # group.consumer.heartbeat.interval.ms

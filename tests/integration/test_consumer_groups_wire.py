@@ -242,3 +242,46 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced_by_the_timer(server: Se
         waiting = heartbeat(conn, "waiting-member", 2, group="slow")
         assert waiting.error_code == 0 and partitions(waiting) == {topic_id: everything}
         assert describe(conn, "slow").group_epoch == 3
+
+
+def test_the_group_moves_with_its_coordinator(tmp_path: Path) -> None:
+    """kill -9 of the coordinator in a 3-node cluster: the new leader of the group's
+    `__consumer_offsets` partition loads the replicated records and serves the group at the
+    same epochs; its members go on heartbeating without rejoining."""
+    from tests.integration.cluster_support import bootstrap_of, create_topic, running_cluster
+
+    extra = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "3"}
+    with running_cluster(tmp_path, 3, extra) as cluster:
+        create_topic(cluster, TOPIC, partitions=4, rf=3)
+
+        def coordinator(exclude: set[int] = frozenset()) -> tuple[int, str]:
+            with WireConnection(bootstrap_of(cluster, exclude).split(",")[0]) as conn:
+                found = wait_until(lambda: (lambda r: r if r.error_code == 0 and r.node_id not in exclude else None)(
+                    conn.find_coordinator(GROUP)), TIMEOUT, what="a coordinator")
+                return found.node_id, f"{found.host}:{found.port}"
+
+        node, address = coordinator()
+        with WireConnection(address) as conn:
+            a = join(conn, "member-a")
+            (topic_id, _), = partitions(a).items()
+            join(conn, "member-b")
+            kept = partitions(heartbeat(conn, "member-a", 1))[topic_id]
+            assert heartbeat(conn, "member-a", 1, owned={topic_id: kept}).member_epoch == 2
+            assert partitions(heartbeat(conn, "member-b", 2)) == {topic_id: {0, 1, 2, 3} - kept}
+            before = describe(conn)
+        cluster.kill(node)
+        new_node, new_address = coordinator(exclude={node})
+        assert new_node != node
+        with WireConnection(new_address) as conn:
+            def served():
+                group = describe(conn)
+                return group if group.error_code not in RETRIABLE else None
+
+            after = wait_until(served, TIMEOUT, what="the group at its new coordinator")
+            assert (after.error_code, after.group_state, after.group_epoch, after.assignment_epoch) == (
+                0, "Stable", before.group_epoch, before.assignment_epoch)
+            assert {m.member_id: (m.member_epoch, partitions_of(after, m.member_id)) for m in after.members} == {
+                m.member_id: (m.member_epoch, partitions_of(before, m.member_id)) for m in before.members}
+            for member in ("member-a", "member-b"):
+                answer = heartbeat(conn, member, 2)
+                assert (answer.error_code, answer.member_epoch) == (0, 2)
