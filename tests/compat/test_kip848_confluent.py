@@ -45,7 +45,9 @@ class SteadyProducer:
     acks=all, until stopped: records keep arriving while members join and leave."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+        # Idempotent: a retry across a leader change must not write a record twice.
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                                  "enable.idempotence": True})
         self.count = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="producer", daemon=True)
@@ -198,7 +200,11 @@ def test_an_empty_classic_group_is_taken_over_with_its_offsets(server: ServerPro
 
 
 def describe(bootstrap: str):
-    with WireConnection(bootstrap) as conn:
+    """ConsumerGroupDescribe at the group's coordinator."""
+    with WireConnection(bootstrap.split(",")[0]) as conn:
+        found = wait_until(lambda: (lambda r: r if r.error_code == 0 else None)(conn.find_coordinator(GROUP)),
+                           TIMEOUT, what="the group's coordinator")
+    with WireConnection(f"{found.host}:{found.port}") as conn:
         return conn.request(69, 1, {"group_ids": [GROUP], "include_authorized_operations": False}).groups[0]
 
 
@@ -229,3 +235,51 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
     finally:
         for member in members:
             member.close()
+
+
+def test_exactly_once_across_a_kill_of_the_group_coordinator(tmp_path: Path) -> None:
+    """Three members in a 3-node cluster under a steady producer; the broker that coordinates
+    the group (and leads some of the topic's partitions) is killed with SIGKILL. The group
+    moves with its `__consumer_offsets` partition, the members go on at their epochs, and
+    every record is consumed exactly once, with the commits at the log ends."""
+    from tests.integration.cluster_support import bootstrap_of, create_topic, running_cluster
+
+    extra = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "3",
+             "min.insync.replicas": "2"}
+    with running_cluster(tmp_path, 3, extra) as cluster:
+        create_topic(cluster, TOPIC, partitions=PARTITIONS, rf=3)
+        bootstrap = bootstrap_of(cluster)
+        producer = SteadyProducer(bootstrap)
+        members = [Member(bootstrap, f"member-{n}") for n in "abc"]
+        try:
+            wait_until(lambda: sorted(len(m.owned()) for m in members) == [2, 2, 2], TIMEOUT,
+                       what="2 partitions per member")
+            wait_until(lambda: all(m.values for m in members), TIMEOUT, what="every member consuming")
+            with WireConnection(bootstrap.split(",")[0]) as conn:
+                coordinator = conn.find_coordinator(GROUP).node_id
+            epochs = {m.member_id: m.member_epoch for m in describe(bootstrap).members}
+            cluster.kill(coordinator)
+            survivors = bootstrap_of(cluster, {coordinator})
+            seen = len(consumed(members))
+            wait_until(lambda: len(consumed(members)) > seen + 60, TIMEOUT, what="consuming after the kill")
+            total = producer.stop()
+            wait_until(lambda: len(consumed(members)) >= total, TIMEOUT, what=f"{total} records consumed")
+            assert consumed(members) == list(range(total)), "a record was lost or consumed twice"
+            after = wait_until(lambda: (lambda g: g if g.error_code == 0 else None)(describe(survivors)), TIMEOUT,
+                               what="the group at its new coordinator")
+            assert {m.member_id: m.member_epoch for m in after.members} == epochs, "members were fenced"
+            with WireConnection(survivors.split(",")[0]) as conn:
+                def committed() -> list[int] | None:
+                    found = conn.find_coordinator(GROUP)
+                    if found.error_code:
+                        return None
+                    with WireConnection(f"{found.host}:{found.port}") as coordinator_conn:
+                        fetched = coordinator_conn.fetch_offsets(GROUP, TOPIC, range(PARTITIONS))
+                    return [p.committed_offset for p in fetched.topics[0].partitions] if not fetched.error_code else None
+
+                wait_until(lambda: committed() == [total // PARTITIONS] * PARTITIONS, TIMEOUT,
+                           what="commits at the log ends")
+        finally:
+            producer.stop()
+            for member in members:
+                member.close()
