@@ -606,6 +606,17 @@ class ConsumerGroupState:
         return out
 
     # --- timers ------------------------------------------------------------------------
+    def start_timers(self, now_ms: float) -> None:
+        """A coordinator that just loaded the group (Kafka's `onLoaded`): every member's
+        session starts now, and a member that was asked to revoke gets its rebalance timeout
+        again, from now."""
+        for member in self.members.values():
+            member.session_deadline_ms = now_ms + self.session_timeout_ms
+            member.rebalance_deadline = None
+            if member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
+                timeout = max(member.metadata.rebalance_timeout_ms, 0)
+                member.rebalance_deadline = (now_ms + timeout, member.member_epoch)
+
     def next_deadline_ms(self) -> float | None:
         deadlines = [m.session_deadline_ms for m in self.members.values()]
         deadlines += [m.rebalance_deadline[0] for m in self.members.values() if m.rebalance_deadline]

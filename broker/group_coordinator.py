@@ -209,8 +209,7 @@ class GroupCoordinator:
             self._reschedule(group)
         now = _now_ms()
         for gid, cg in consumer.items():
-            for member in cg.members.values():  # sessions start again at the new coordinator
-                member.session_deadline_ms = now + cg.session_timeout_ms
+            cg.start_timers(now)
             self.consumer_groups[gid] = cg
             self.timers.set(gid, cg.next_deadline_ms())
         self.pending_txn.install(partition.index, pending)

@@ -24,6 +24,7 @@ Commands (times in ms; partition sets as `foo:0,1;bar:2`, `-` for empty):
   defaults to 300000 and `owned` to `-`; otherwise absent fields are null (unchanged).
   `member=` (empty) joins without a member id (v0): the group names it `m1`, `m2`...
 - `tick now=...`: the timers.
+- `load now=...`: a new coordinator loads the group from its records (timers from `now`).
 - `commit member=a epoch=1 [version=9]`: OffsetCommit validation.
 """
 
@@ -172,6 +173,16 @@ class Harness:
     def cmd_tick(self, kv) -> list[str]:
         removed, records = self.group.tick(float(kv["now"]), self.topics)
         return [f"removed: {','.join(removed) or '-'}"] + self.emitted(records) + self.state_lines()
+
+    def cmd_load(self, kv) -> list[str]:
+        """A new coordinator: the group rebuilt from its records, its timers started."""
+        fresh = ConsumerGroupState("g", session_timeout_ms=self.group.session_timeout_ms,
+                                   assignors=self.group.assignors)
+        for record in self.records:
+            fresh.replay(record)
+        fresh.start_timers(float(kv["now"]))
+        self.group = fresh
+        return self.state_lines()
 
     def cmd_next_deadline(self, kv) -> list[str]:
         deadline = self.group.next_deadline_ms()
