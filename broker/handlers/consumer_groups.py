@@ -37,9 +37,13 @@ async def handle_heartbeat(ctx, header, request, conn=None):
                                               **{"member_id": None, "member_epoch": 0,
                                                  "heartbeat_interval_ms": 0, "assignment": None, **fields})
 
+    # Kafka: READ on the group, then DESCRIBE on every topic the member subscribes to.
     denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
     if denied:
         return answer(denied)
+    if request.subscribed_topic_names and acl_checks.topics_denied(
+            ctx, conn, AclOperation.DESCRIBE, request.subscribed_topic_names):
+        return answer(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     # librdkafka sends "" for "no regex" (Kafka: an empty regex clears it).
     if header.api_version >= 1 and request.subscribed_topic_regex:
         return answer(int(ErrorCode.INVALID_REQUEST), "SubscribedTopicRegex is not supported yet.")

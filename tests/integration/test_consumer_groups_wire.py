@@ -285,3 +285,40 @@ def test_the_group_moves_with_its_coordinator(tmp_path: Path) -> None:
             for member in ("member-a", "member-b"):
                 answer = heartbeat(conn, member, 2)
                 assert (answer.error_code, answer.member_epoch) == (0, 2)
+
+
+def test_acls_on_the_group_and_the_subscribed_topics(tmp_path: Path) -> None:
+    """Kafka's rules for ConsumerGroupHeartbeat: READ on the group, DESCRIBE on each topic
+    subscribed to; ConsumerGroupDescribe: DESCRIBE on the group."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient
+    from confluent_kafka.admin import ResourcePatternType as Pattern
+    from confluent_kafka.admin import ResourceType as Resource
+
+    from raftka.raft_meta.authorizer import STANDARD_AUTHORIZER
+
+    process = ServerProcess(tmp_path, properties={
+        "offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",
+        "authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"})
+    try:
+        process.start()
+        with WireConnection(process.bootstrap) as conn:
+            assert conn.create_topic(TOPIC, 1) == 0 and conn.create_topic("secret", 1) == 0
+            admin = AdminClient({"bootstrap.servers": process.bootstrap, "log_level": 0})
+            [f.result(30) for f in admin.create_acls([
+                AclBinding(Resource.TOPIC, "secret", Pattern.LITERAL, "User:ANONYMOUS", "*",
+                           AclOperation.DESCRIBE, AclPermissionType.DENY),
+                AclBinding(Resource.GROUP, "closed", Pattern.LITERAL, "User:ANONYMOUS", "*",
+                           AclOperation.ALL, AclPermissionType.DENY)]).values()]
+            join(conn, "member-a")  # an allowed subscription works
+
+            def refused(group: str, topics: list[str]) -> int:
+                return heartbeat(conn, "member-x", 0, topics=topics, owned={}, rebalance=30000,
+                                 group=group).error_code
+
+            wait_until(lambda: refused(GROUP, [TOPIC, "secret"]) == ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       TIMEOUT, what="the denied topic refused")
+            assert refused("closed", [TOPIC]) == ErrorCode.GROUP_AUTHORIZATION_FAILED
+            assert describe(conn, "closed").error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+            assert {m.member_id for m in describe(conn).members} == {"member-a"}
+    finally:
+        process.stop()
