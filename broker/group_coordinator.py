@@ -733,16 +733,20 @@ class GroupCoordinator:
         """OffsetDelete: (group error, error per partition). Kafka's rules: an unknown or dead
         group is GROUP_ID_NOT_FOUND; a non-empty group of another protocol NON_EMPTY_GROUP; in a
         non-empty consumer group, a partition of a topic a member subscribes to is
-        GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset; the others are deleted (tombstones)."""
+        GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset; the others are deleted (tombstones).
+        A KIP-848 group's subscriptions are its members' subscribed topic names."""
+        cg = self.consumer_groups.get(group_id)
         try:
-            group = self._group(group_id, create=False)
+            group = cg or self._group(group_id, create=False)
             partition = self._partition(group_id)
         except CoordinatorError as exc:
             return exc.code, {}
-        if group is None or group.phase is GroupPhase.DEAD:
+        if group is None or (cg is None and group.phase is GroupPhase.DEAD):
             return GROUP_ID_NOT_FOUND, {}
         subscribed: set[str] = set()
-        if group.members:
+        if cg is not None:
+            subscribed = cg.subscribed_topics()
+        elif group.members:
             if group.protocol_type != PROTOCOL_TYPE:
                 return NON_EMPTY_GROUP, {}
             for member in group.members.values():

@@ -72,10 +72,11 @@ def describe(conn: WireConnection, group: str = GROUP):
                                                             "include_authorized_operations": False}).groups[0]
 
 
-def commit(conn: WireConnection, member: str, epoch: int, offsets: dict[int, int], group: str = GROUP):
+def commit(conn: WireConnection, member: str, epoch: int, offsets: dict[int, int], group: str = GROUP,
+           topic: str = TOPIC):
     response = conn.request(ApiKey.OFFSET_COMMIT, 7, {
         "group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member,
-        "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+        "group_instance_id": None, "topics": [{"name": topic, "partitions": [
             {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
              "committed_metadata": None} for p, o in offsets.items()]}]})
     return {p.partition_index: p.error_code for p in response.topics[0].partitions}
@@ -151,6 +152,17 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
         # Leaving: the group epoch moves on.
         assert heartbeat(conn, "member-a", -1).member_epoch == -1
         assert describe(conn).group_epoch == 3
+        # OffsetDelete: a topic a member subscribes to keeps its offsets, another's go.
+        assert conn.create_topic("other", 1) == 0
+        wait_until(lambda: set(commit(conn, "member-b", 2, {0: 3}, topic="other").values()) == {0}, TIMEOUT,
+                   what="a commit to another topic")
+        deleted = conn.request(ApiKey.OFFSET_DELETE, 0, {"group_id": GROUP, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0}]},
+            {"name": "other", "partitions": [{"partition_index": 0}]}]})
+        assert deleted.error_code == 0
+        assert {t.name: t.partitions[0].error_code for t in deleted.topics} == {
+            TOPIC: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, "other": 0}
+        assert conn.fetch_offsets(GROUP, "other", [0]).topics[0].partitions[0].committed_offset == -1
         # DeleteGroups: refused while a member is in, then the group and its offsets go.
         def delete() -> int:
             return conn.request(ApiKey.DELETE_GROUPS, 1, {"groups_names": [GROUP]}).results[0].error_code
