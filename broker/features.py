@@ -15,7 +15,8 @@ level is fixed, the highest level raftka implements.
   writes v0 values (broker/txn_records.py), so clients use the classic transaction protocol.
   KIP-890 part 1 (partition leaders verify, AddPartitionsToTxn v4) is not gated by a level:
   Kafka gates it by `transaction.partition.verification.enable`, as raftka does.
-- group.version 0: no KIP-848 consumer protocol (ConsumerGroupHeartbeat).
+- group.version 1: the KIP-848 consumer protocol (ConsumerGroupHeartbeat,
+  broker/consumer_group_state.py), as Kafka 4.4 finalizes it.
 
 Kafka's rules for the answer (ApiVersionsResponse.Builder): a finalized level of 0 is not
 listed, and before ApiVersions v4 a supported feature whose minimum is 0 is left out
@@ -25,6 +26,8 @@ listed, and before ApiVersions v4 a supported feature whose minimum is 0 is left
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from raftka.broker.consumer_group_state import GROUP_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("metadata.version", METADATA_VERSION_MINIMUM, METADATA_VERSION_3_8_IV0, METADATA_VERSION_3_8_IV0),
     Feature("kraft.version", 0, 0, 0),
     Feature("transaction.version", 0, 0, 0),
-    Feature("group.version", 0, 0, 0),
+    Feature("group.version", 0, GROUP_VERSION, GROUP_VERSION),
 )
 
 # ApiVersions' first version that lists supported features whose minimum is 0.

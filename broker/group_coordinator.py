@@ -12,17 +12,37 @@ has one timer (broker/group_timers.py) at its next deadline (sessions,
 rebalance and sync deadlines), set again after every request that changes it.
 Offset commits and group metadata (after each completed rebalance and when a
 group empties) are written with acks=all before they are acknowledged.
+
+KIP-848 consumer groups (`consumer_groups`, broker/consumer_group_state.py) share the
+partitions, loads, timers and offsets code: a ConsumerGroupHeartbeat runs the core and
+writes the records it returns (Kafka's ConsumerGroup* records) with acks=all before
+answering. An empty classic group is taken over by a consumer-protocol member (its
+offsets kept); an empty consumer group by a classic JoinGroup. A non-empty group of
+the other protocol is refused (Kafka's online upgrade/downgrade is not implemented).
 """
 
 from __future__ import annotations
 
+import base64
 import math
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
 import trio
 
+from raftka.broker.consumer_assignors import TopicMeta
+from raftka.broker.consumer_group_records import encode_record
+from raftka.broker.consumer_group_state import (
+    DEFAULT_ASSIGNORS,
+    HEARTBEAT_INTERVAL_MS,
+    SESSION_TIMEOUT_MS,
+    ConsumerGroupState,
+    GroupRecord,
+    Heartbeat,
+    HeartbeatResult,
+)
 from raftka.broker.errors import error_code_for
 from raftka.broker.group_metadata_manager import OFFSETS_TOPIC, append_and_wait, load_partition
 from raftka.broker.group_records import (
@@ -60,6 +80,7 @@ LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 NOT_AVAILABLE = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 INVALID_SESSION_TIMEOUT = int(ErrorCode.INVALID_SESSION_TIMEOUT)
 GROUP_ID_NOT_FOUND = int(ErrorCode.GROUP_ID_NOT_FOUND)
+INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 NON_EMPTY_GROUP = int(ErrorCode.NON_EMPTY_GROUP)
 INVALID_GROUP_ID = int(ErrorCode.INVALID_GROUP_ID)
 
@@ -70,6 +91,12 @@ class CoordinatorError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def kafka_uuid() -> str:
+    """A member id as Kafka's `Uuid.randomUuid().toString()`: 16 random bytes, URL-safe
+    base64 without padding."""
+    return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
 
 
 def _persist_mark(group: GroupState) -> tuple[int, str, int]:
@@ -108,6 +135,7 @@ class GroupCoordinator:
         self.replicas = replicas
         self._create_offsets_topic = create_offsets_topic
         self.groups: dict[str, GroupState] = {}
+        self.consumer_groups: dict[str, ConsumerGroupState] = {}  # KIP-848 (group.protocol=consumer)
         self._loads: dict[int, _Load] = {}
         self._tokens = 0
         self._waiters: dict[tuple[str, str, str], _Waiter] = {}
@@ -135,6 +163,9 @@ class GroupCoordinator:
     def _drop_partition(self, index: int) -> None:
         self.pending_txn.drop_partition(index)
         count = self._partition_count()
+        for gid in [g for g in self.consumer_groups if count and partition_for_group(g, count) == index]:
+            del self.consumer_groups[gid]
+            self.timers.set(gid, None)
         dropped = [gid for gid in self.groups if count and partition_for_group(gid, count) == index]
         for gid in dropped:
             del self.groups[gid]
@@ -162,8 +193,10 @@ class GroupCoordinator:
         current = self._loads.get(partition.index)
         if current is not None and current.token == token:
             current.end = partition.log_end_offset  # what load_partition reads up to
+        consumer: dict[str, ConsumerGroupState] = {}
         try:
-            groups = await load_partition(partition, self._new_group, _now_ms(), pending)
+            groups = await load_partition(partition, self._new_group, _now_ms(), pending, consumer,
+                                          self._new_consumer_group)
         except Exception:
             log.exception("group.load_failed", partition=partition.index)
             return
@@ -174,18 +207,44 @@ class GroupCoordinator:
             self.groups[gid] = group
             self._persisted[gid] = _persist_mark(group)
             self._reschedule(group)
+        now = _now_ms()
+        for gid, cg in consumer.items():
+            cg.start_timers(now)
+            self.consumer_groups[gid] = cg
+            self.timers.set(gid, cg.next_deadline_ms())
         self.pending_txn.install(partition.index, pending)
         load.loaded = True
         for producer_id, commit in load.completions:
             self.complete_transaction(partition.index, producer_id, commit)
         log.info("group.partition_loaded", partition=partition.index, groups=len(groups),
+                 consumer_groups=len(consumer),
                  seconds=round(trio.current_time() - started, 3))
 
     def _new_group(self, group_id: str) -> GroupState:
         return GroupState(group_id, initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
 
+    def _new_consumer_group(self, group_id: str) -> ConsumerGroupState:
+        # Kafka's group.consumer.* configs; their defaults until the node config carries them.
+        config = self.config
+        assignors = getattr(config, "group_consumer_assignors", DEFAULT_ASSIGNORS)
+        return ConsumerGroupState(
+            group_id, assignors=tuple(assignors),
+            session_timeout_ms=getattr(config, "group_consumer_session_timeout_ms", SESSION_TIMEOUT_MS),
+            heartbeat_interval_ms=getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS),
+            # raftka serves OffsetCommit up to v7 (v8+ are flexible and not declared yet): members
+            # commit with their member epoch as the generation id in v7 (Kafka wants v9).
+            min_commit_version=0)
+
     def _on_due(self, group_id: str, now: float) -> float | None:
         """The group's timer fired (at its deadline): expire what is due; its next deadline."""
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            removed, records = cg.tick(now, self.topic_metas())
+            for member in removed:
+                log.info("group.member_expired", group=group_id, member=member, protocol="consumer")
+            if records and self._nursery is not None:
+                self._nursery.start_soon(self._write_consumer_records, group_id, records)
+            return cg.next_deadline_ms()
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -280,6 +339,89 @@ class GroupCoordinator:
                 del self._waiters[(group_id, kind, member_id)]
         return waiter.result
 
+    # --- KIP-848 consumer groups ---------------------------------------------------------
+    def topic_metas(self) -> dict[str, TopicMeta]:
+        """The metadata image's topics as the assignors see them (name -> id, partitions)."""
+        return {t.name: TopicMeta(t.topic_id, t.name, len(t.partitions))
+                for t in self.replicas.image.topics.values()}
+
+    async def consumer_heartbeat(self, group_id: str, hb: Heartbeat, *, server_member_ids: bool) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat. `server_member_ids`: v0, where a joining member may come
+        without a member id and the coordinator names it (v1: the client names itself)."""
+        try:
+            if not group_id:
+                raise CoordinatorError(INVALID_REQUEST, "GroupId can't be empty.")
+            partition = self._partition(group_id)
+        except CoordinatorError as exc:
+            return HeartbeatResult(exc.code, str(exc))
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            classic = self.groups.get(group_id)
+            if classic is not None and (classic.members or classic.phase is GroupPhase.DEAD):
+                return HeartbeatResult(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if hb.member_epoch != 0:
+                return HeartbeatResult(int(ErrorCode.UNKNOWN_MEMBER_ID),
+                                       f"Group {group_id} has no member {hb.member_id}; join with epoch 0.")
+            group = self._new_consumer_group(group_id)
+        result, records = group.heartbeat(hb, self.topic_metas(), _now_ms(),
+                                          kafka_uuid if server_member_ids else None)
+        if result.error_code and group_id not in self.consumer_groups:
+            return result  # a refused join does not create the group
+        if group_id not in self.consumer_groups:
+            classic = self.groups.pop(group_id, None)
+            if classic is not None:  # an empty classic group taken over: its offsets stay
+                group.offsets.update(classic.offsets)
+                self._persisted.pop(group_id, None)
+                log.info("group.converted", group=group_id, to="consumer")
+            self.consumer_groups[group_id] = group
+        self.timers.set(group_id, group.next_deadline_ms())
+        if records:
+            code = await self._append_consumer_records(partition, group_id, records)
+            if code:
+                return HeartbeatResult(code, "the group's records could not be written")
+        if not result.error_code and hb.member_epoch == 0:
+            log.info("group.member_joined", group=group_id, member=result.member_id, protocol="consumer",
+                     epoch=result.member_epoch, client_id=hb.client_id, instance=hb.instance_id)
+        elif not result.error_code and hb.member_epoch < 0:
+            log.info("group.member_left", group=group_id, member=result.member_id, protocol="consumer",
+                     epoch=hb.member_epoch)
+        return result
+
+    async def _append_consumer_records(self, partition: Partition, group_id: str,
+                                       records: list[GroupRecord]) -> int:
+        """Write a consumer group's records with acks=all; the error to answer (0: written).
+        The state already moved (the records are in the leader's log even when the wait for
+        the ISR fails); a coordinator that loses the partition drops the group and reloads
+        it from what was replicated."""
+        try:
+            await append_and_wait(partition, [encode_record(group_id, r) for r in records], COMMIT_TIMEOUT_S)
+            return 0
+        except Exception as exc:
+            log.warning("group.persist_failed", group=group_id, protocol="consumer", error=str(exc))
+            return append_error_code(exc)
+
+    async def _write_consumer_records(self, group_id: str, records: list[GroupRecord]) -> None:
+        try:
+            partition = self._partition(group_id)
+        except CoordinatorError:
+            return
+        await self._append_consumer_records(partition, group_id, records)
+
+    def consumer_describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroupState | None]:
+        """ConsumerGroupDescribe: (error, message, group)."""
+        try:
+            if not group_id:
+                raise CoordinatorError(INVALID_GROUP_ID, "the group id is empty")
+            self._partition(group_id)
+        except CoordinatorError as exc:
+            return exc.code, str(exc), None
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            message = (f"Group {group_id} is not a consumer group." if group_id in self.groups
+                       else f"Group {group_id} not found.")
+            return GROUP_ID_NOT_FOUND, message, None
+        return 0, None, group
+
     # --- membership ---------------------------------------------------------------------
     async def join(self, group_id: str, member_id: str, *, client_id: str, client_host: str,
                    session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
@@ -293,6 +435,12 @@ class GroupCoordinator:
                     f"session timeout {session_timeout_ms} ms is outside "
                     f"[group.min.session.timeout.ms {self.config.group_min_session_timeout_ms}, "
                     f"group.max.session.timeout.ms {self.config.group_max_session_timeout_ms}]")
+            cg = self.consumer_groups.get(group_id)
+            if cg is not None:
+                if cg.members:
+                    raise CoordinatorError(int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+                                           f"group {group_id} runs the consumer protocol (KIP-848)")
+                await self._drop_consumer_group(cg)
             group = self._group(group_id, create=True)
         except CoordinatorError as exc:
             return JoinResult(exc.code, member_id)
@@ -324,6 +472,43 @@ class GroupCoordinator:
             log.info("group.rebalanced", group=group_id, generation=result.generation_id,
                      protocol=result.protocol_name, members=len(result.members))
         return result
+
+    async def _drop_consumer_group(self, cg: ConsumerGroupState) -> None:
+        """An empty consumer group taken over by a classic member: its metadata tombstoned,
+        its offsets kept (they move to the classic group)."""
+        partition = self._partition(cg.group_id)
+        records = [encode_record(cg.group_id, r) for r in cg.deletion_records()]
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S)
+        except Exception as exc:
+            raise CoordinatorError(append_error_code(exc), f"could not convert group {cg.group_id}") from exc
+        if self.consumer_groups.get(cg.group_id) is cg:
+            del self.consumer_groups[cg.group_id]
+            self.timers.set(cg.group_id, None)
+            group = self.groups[cg.group_id] = self._new_group(cg.group_id)
+            group.offsets.update(cg.offsets)
+            log.info("group.converted", group=cg.group_id, to="classic")
+
+    async def _delete_consumer_group(self, cg: ConsumerGroupState) -> int:
+        """DeleteGroups for a consumer group: only when empty (NON_EMPTY_GROUP otherwise); its
+        offsets and metadata are tombstoned, as Kafka does."""
+        try:
+            partition = self._partition(cg.group_id)
+        except CoordinatorError as exc:
+            return exc.code
+        if cg.members:
+            return NON_EMPTY_GROUP
+        records: list[tuple[bytes, bytes | None]] = [(offset_key(cg.group_id, t, p), None) for t, p in cg.offsets]
+        records += [encode_record(cg.group_id, r) for r in cg.deletion_records()]
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S)
+        except Exception as exc:
+            return append_error_code(exc)
+        if self.consumer_groups.get(cg.group_id) is cg:
+            del self.consumer_groups[cg.group_id]
+            self.timers.set(cg.group_id, None)
+        log.info("group.deleted", group=cg.group_id, protocol="consumer")
+        return 0
 
     async def sync(self, group_id: str, member_id: str, generation_id: int,
                    assignments: dict[str, bytes], group_instance_id: str | None = None) -> SyncResult:
@@ -407,10 +592,13 @@ class GroupCoordinator:
     # --- offsets ------------------------------------------------------------------------
     async def commit(self, group_id: str, member_id: str, generation_id: int,
                      offsets: dict[tuple[str, int], CommittedOffset],
-                     group_instance_id: str | None = None) -> dict[tuple[str, int], int]:
+                     group_instance_id: str | None = None, api_version: int = 9) -> dict[tuple[str, int], int]:
         def everyone(code: int) -> dict[tuple[str, int], int]:
             return dict.fromkeys(offsets, code)
 
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            return await self._consumer_commit(cg, member_id, generation_id, offsets, api_version)
         try:
             group = self._group(group_id, create=generation_id < 0)
             partition = self._partition(group_id)
@@ -432,6 +620,27 @@ class GroupCoordinator:
         if current is not None:  # the group may have been deleted or unloaded meanwhile
             current.offsets.update(offsets)
         return everyone(0)
+
+    async def _consumer_commit(self, cg: ConsumerGroupState, member_id: str, member_epoch: int,
+                               offsets: dict[tuple[str, int], CommittedOffset],
+                               api_version: int) -> dict[tuple[str, int], int]:
+        try:
+            partition = self._partition(cg.group_id)
+        except CoordinatorError as exc:
+            return dict.fromkeys(offsets, exc.code)
+        code = cg.validate_commit(member_id, member_epoch, api_version)
+        if code or not offsets:
+            return dict.fromkeys(offsets, code)
+        records = [(offset_key(cg.group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S)
+        except Exception as exc:
+            log.info("group.commit_failed", group=cg.group_id, error=str(exc))
+            return dict.fromkeys(offsets, append_error_code(exc))
+        current = self.consumer_groups.get(cg.group_id)
+        if current is not None:
+            current.offsets.update(offsets)
+        return dict.fromkeys(offsets, 0)
 
     async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                          generation_id: int, group_instance_id: str | None,
@@ -492,7 +701,7 @@ class GroupCoordinator:
         """(error, committed offset per partition — None where nothing is committed).
         `tps` None means every partition the group has committed."""
         try:
-            group = self._group(group_id, create=False)
+            group = self.consumer_groups.get(group_id) or self._group(group_id, create=False)
         except CoordinatorError as exc:
             return exc.code, dict.fromkeys(tps or [])
         stored = group.offsets if group is not None else {}
@@ -510,6 +719,9 @@ class GroupCoordinator:
     def list_groups(self) -> list[GroupState]:
         return [g for gid, g in self.groups.items() if self._is_served(gid)]
 
+    def list_consumer_groups(self) -> list[ConsumerGroupState]:
+        return [g for gid, g in self.consumer_groups.items() if self._is_served(gid)]
+
     def _is_served(self, group_id: str) -> bool:
         try:
             self._partition(group_id)
@@ -521,16 +733,20 @@ class GroupCoordinator:
         """OffsetDelete: (group error, error per partition). Kafka's rules: an unknown or dead
         group is GROUP_ID_NOT_FOUND; a non-empty group of another protocol NON_EMPTY_GROUP; in a
         non-empty consumer group, a partition of a topic a member subscribes to is
-        GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset; the others are deleted (tombstones)."""
+        GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset; the others are deleted (tombstones).
+        A KIP-848 group's subscriptions are its members' subscribed topic names."""
+        cg = self.consumer_groups.get(group_id)
         try:
-            group = self._group(group_id, create=False)
+            group = cg or self._group(group_id, create=False)
             partition = self._partition(group_id)
         except CoordinatorError as exc:
             return exc.code, {}
-        if group is None or group.phase is GroupPhase.DEAD:
+        if group is None or (cg is None and group.phase is GroupPhase.DEAD):
             return GROUP_ID_NOT_FOUND, {}
         subscribed: set[str] = set()
-        if group.members:
+        if cg is not None:
+            subscribed = cg.subscribed_topics()
+        elif group.members:
             if group.protocol_type != PROTOCOL_TYPE:
                 return NON_EMPTY_GROUP, {}
             for member in group.members.values():
@@ -553,6 +769,9 @@ class GroupCoordinator:
         return 0, codes
 
     async def delete_group(self, group_id: str) -> int:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            return await self._delete_consumer_group(cg)
         try:
             group = self._group(group_id, create=False)
             partition = self._partition(group_id)

@@ -17,7 +17,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 import structlog
 import trio
 
+from raftka.broker.consumer_group_records import GROUP_METADATA as GROUP_METADATA_KIND
+from raftka.broker.consumer_group_records import decode_record as decode_consumer_record
+from raftka.broker.consumer_group_state import ConsumerGroupState
 from raftka.broker.group_records import (
+    ConsumerGroupKey,
     GroupKey,
     OffsetKey,
     decode_group_value,
@@ -39,7 +43,10 @@ LOAD_READ_BYTES = 1 << 20
 
 async def load_partition(partition: Partition, new_group: Callable[[str], GroupState],
                          now_ms: float, pending_out: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]]
-                         | None = None) -> dict[str, GroupState]:
+                         | None = None,
+                         consumer_out: dict[str, ConsumerGroupState] | None = None,
+                         new_consumer_group: Callable[[str], ConsumerGroupState] | None = None,
+                         ) -> dict[str, GroupState]:
     """Every group stored in `partition`, rebuilt from its records. Yields to the event loop
     between reads so a big partition does not stall other requests.
 
@@ -49,9 +56,16 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
     batch starts is unknown) ends the load there (`group_metadata.unreadable_log`)
     with what was read so far: one bad batch costs the commits it held, never the
     whole partition's groups.
+
+    KIP-848 consumer groups (records of key versions 3-8) are replayed into
+    `new_consumer_group(group_id)` states, put in `consumer_out`, and take the offsets
+    stored under their id; a group id's last written metadata (classic or consumer)
+    says which protocol it runs, as a classic group taken over by a consumer member
+    leaves its old metadata behind it.
     """
     groups: dict[str, GroupState] = {}
     metadata: dict[str, bytes | None] = {}
+    consumer: dict[str, ConsumerGroupState] = {}
     in_txn: dict[int, list[Record]] = {}  # producer id -> its undecided transactional records
     async for batch in log_batches(partition):
         header = batch.header
@@ -59,13 +73,13 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
             held = in_txn.pop(header.producer_id, [])
             if batch.records and _is_commit(batch.records[0]):
                 for record in held:
-                    _apply_record(groups, metadata, new_group, record)
+                    _apply_record(groups, metadata, new_group, record, consumer, new_consumer_group)
             continue
         if header.is_transactional:
             in_txn.setdefault(header.producer_id, []).extend(batch.records)
             continue
         for record in batch.records:
-            _apply_record(groups, metadata, new_group, record)
+            _apply_record(groups, metadata, new_group, record, consumer, new_consumer_group)
     for group_id, value in metadata.items():
         group = groups.get(group_id)
         if value is None or group is None:
@@ -78,6 +92,14 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
         group.restore(protocol_type=meta.protocol_type, generation_id=meta.generation_id,
                       protocol_name=meta.protocol_name, leader_id=meta.leader_id, members=meta.members,
                       now_ms=now_ms)
+    for group_id, cg in consumer.items():
+        if cg.deleted or metadata.get(group_id):
+            continue  # deleted, or a classic group (again) since
+        classic = groups.pop(group_id, None)
+        if classic is not None:
+            cg.offsets.update(classic.offsets)
+        if consumer_out is not None:
+            consumer_out[group_id] = cg
     if pending_out is not None:
         for pid, records in in_txn.items():
             for record in records:
@@ -159,12 +181,24 @@ def _decodable_batches(partition: Partition, data: bytes) -> Iterator[DecodedBat
 
 
 def _apply_record(groups: dict[str, GroupState], metadata: dict[str, bytes | None],
-                  new_group: Callable[[str], GroupState], record: Record) -> None:
+                  new_group: Callable[[str], GroupState], record: Record,
+                  consumer: dict[str, ConsumerGroupState],
+                  new_consumer_group: Callable[[str], ConsumerGroupState] | None) -> None:
     if record.key is None:
         return
     try:
         key = decode_key(record.key)
-        if isinstance(key, OffsetKey):
+        if isinstance(key, ConsumerGroupKey):
+            if new_consumer_group is None:
+                return
+            cg = consumer.get(key.group_id)
+            if cg is None:
+                cg = consumer[key.group_id] = new_consumer_group(key.group_id)
+            if key.kind == GROUP_METADATA_KIND and record.value is not None:
+                cg.deleted = False
+                metadata.pop(key.group_id, None)  # a consumer group now (it took over a classic one)
+            cg.replay(decode_consumer_record(key.kind, key.member_id, record.value))
+        elif isinstance(key, OffsetKey):
             group = groups.get(key.group_id) or groups.setdefault(key.group_id, new_group(key.group_id))
             tp = (key.topic, key.partition)
             if record.value is None:
@@ -174,6 +208,8 @@ def _apply_record(groups: dict[str, GroupState], metadata: dict[str, bytes | Non
         elif isinstance(key, GroupKey):
             groups.setdefault(key.group_id, new_group(key.group_id))
             metadata[key.group_id] = record.value
+            if record.value is not None and key.group_id in consumer:
+                consumer.pop(key.group_id)  # a classic group took the id over
             if record.value is None:  # DeleteGroups: its offsets were tombstoned before this
                 groups[key.group_id].offsets.clear()
     except ValueError as exc:

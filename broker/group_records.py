@@ -11,6 +11,9 @@ Kafka's layout, so its tools (and ours) can read the topic:
   [member_id string, group_instance_id string?, client_id string, client_host string,
   rebalance_timeout i32, session_timeout i32, subscription bytes, assignment bytes]
 
+KIP-848 consumer groups' records (key versions 3-8) are in
+broker/consumer_group_records.py; `decode_key` names them `ConsumerGroupKey`.
+
 A null value is a tombstone (the offset or the group was deleted); the topic is
 compacted on these keys. Strings are i16-length-prefixed UTF-8 (-1 = null), bytes
 i32-length-prefixed. Decoding raises ValueError naming what was malformed.
@@ -21,6 +24,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from raftka.broker.consumer_group_records import KEY_VERSIONS as CONSUMER_GROUP_KEY_VERSIONS
+from raftka.broker.consumer_group_records import decode_key as consumer_group_key
 from raftka.broker.group_state import CommittedOffset, Member
 
 OFFSET_KEY_VERSION = 1
@@ -39,6 +44,15 @@ class OffsetKey:
 @dataclass(frozen=True)
 class GroupKey:
     group_id: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    """A KIP-848 consumer group record's key (versions 3-8: broker/consumer_group_records.py)."""
+
+    kind: int
+    group_id: str
+    member_id: str | None
 
 
 @dataclass(frozen=True)
@@ -113,15 +127,17 @@ def group_value(meta: GroupMetadata) -> bytes:
     return b"".join(out)
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
+def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
     reader = _Reader(data, "__consumer_offsets key")
     version = reader.unpack(">h")
+    if version in CONSUMER_GROUP_KEY_VERSIONS:
+        return ConsumerGroupKey(*consumer_group_key(data))
     if version in (0, 1):
         group, topic = reader.string(), reader.string()
         return OffsetKey(group or "", topic or "", reader.unpack(">i"))
     if version == 2:
         return GroupKey(reader.string() or "")
-    raise ValueError(f"__consumer_offsets key version {version}; expected 0, 1 or 2")
+    raise ValueError(f"__consumer_offsets key version {version}; expected 0 to 8")
 
 
 def decode_offset_value(data: bytes) -> CommittedOffset:

@@ -16,6 +16,7 @@ from raftka.broker.handlers import (
     acls,
     alter_configs,
     api_versions,
+    consumer_groups,
     delete_records,
     describe_cluster,
     describe_configs,
@@ -61,6 +62,8 @@ from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
 log = structlog.get_logger("broker.requests")
 
 HANDLERS = {
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.handle_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.handle_describe,
     ApiKey.API_VERSIONS: api_versions.handle,
     ApiKey.METADATA: metadata.handle,
     ApiKey.PRODUCE: produce.handle,

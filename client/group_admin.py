@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftka.client.cluster import Cluster
-from raftka.client.errors import KafkaConnectionError, error_for_code
+from raftka.client.errors import KafkaConnectionError, UnsupportedVersionError, error_for_code
 from raftka.client.group_membership import GroupMembership
 from raftka.client.group_protocol import decode_assignment
 from raftka.client.list_offsets import LATEST, list_offsets_once
@@ -17,6 +17,7 @@ from raftka.client.protocol import (
     ErrorCode,
     ListGroupsRequest,
 )
+from raftka.client.protocol.messages import request_class
 from raftka.client.records import TopicPartition
 
 
@@ -27,6 +28,9 @@ class GroupMemberView:
     host: str
     assignment: tuple[TopicPartition, ...]
     group_instance_id: str | None = None  # set for a static member (KIP-345)
+    # KIP-848 (group.protocol=consumer) members: their epoch and target assignment
+    member_epoch: int | None = None
+    target_assignment: tuple[TopicPartition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ class GroupView:
     protocol: str
     members: tuple[GroupMemberView, ...]
     partitions: tuple[PartitionLag, ...]
+    # KIP-848 groups only (ConsumerGroupDescribe): None for a classic group
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 async def list_groups(cluster: Cluster) -> list[tuple[str, str]]:
@@ -76,6 +83,10 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
     # is the one earlier versions give (a Dead group may still hold committed offsets).
     if g.error_code and g.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
         raise error_for_code(g.error_code, f"DescribeGroups {group_id!r}")
+    if g.group_state == "Dead" and not g.members:  # maybe a KIP-848 group (not a classic one)
+        view = await _describe_consumer_group(cluster, membership, group_id)
+        if view is not None:
+            return view
     members = []
     owner: dict[TopicPartition, str] = {}
     for m in g.members:
@@ -88,6 +99,34 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
     ends = await _log_end_offsets(cluster, tps)
     partitions = tuple(PartitionLag(tp, committed.get(tp), ends.get(tp), owner.get(tp)) for tp in tps)
     return GroupView(group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members), partitions)
+
+
+def _tps(assignment) -> tuple[TopicPartition, ...]:
+    return tuple(sorted(TopicPartition(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions))
+
+
+async def _describe_consumer_group(cluster: Cluster, membership: GroupMembership, group_id: str) -> GroupView | None:
+    """A KIP-848 group (ConsumerGroupDescribe); None when `group_id` is not one, or the broker
+    does not serve the API."""
+    try:
+        response = await membership._send(ApiKey.CONSUMER_GROUP_DESCRIBE, request_class(
+            ApiKey.CONSUMER_GROUP_DESCRIBE)(group_ids=[group_id], include_authorized_operations=False))
+    except UnsupportedVersionError:
+        return None
+    (g,) = response.groups
+    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    if g.error_code:
+        raise error_for_code(g.error_code, f"ConsumerGroupDescribe {group_id!r}")
+    members = tuple(GroupMemberView(m.member_id, m.client_id, m.client_host, _tps(m.assignment), m.instance_id,
+                                    m.member_epoch, _tps(m.target_assignment)) for m in g.members)
+    owner = {tp: m.member_id for m in members for tp in m.assignment}
+    committed = await _all_committed(membership)
+    tps = sorted(set(committed) | set(owner))
+    ends = await _log_end_offsets(cluster, tps)
+    partitions = tuple(PartitionLag(tp, committed.get(tp), ends.get(tp), owner.get(tp)) for tp in tps)
+    return GroupView(group_id, g.group_state, "consumer", g.assignor_name, members, partitions,
+                     g.group_epoch, g.assignment_epoch)
 
 
 async def _all_committed(membership: GroupMembership) -> dict[TopicPartition, int]:

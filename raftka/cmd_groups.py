@@ -42,8 +42,10 @@ def describe_cmd(bootstrap: str, group_id: str) -> int:
     if view.state == "Dead" and not view.members and not view.partitions:
         click.echo(f"raftka groups describe: consumer group {group_id!r} does not exist", err=True)
         return 1
+    epochs = (f"  GROUP-EPOCH {view.group_epoch}  ASSIGNMENT-EPOCH {view.assignment_epoch}"
+              if view.group_epoch is not None else "")
     click.echo(f"GROUP {view.group_id}  STATE {view.state}  PROTOCOL {view.protocol or '-'}  "
-               f"MEMBERS {len(view.members)}")
+               f"MEMBERS {len(view.members)}{epochs}")
     # Static members (group.instance.id) get Kafka's GROUP-INSTANCE-ID column; dynamic groups
     # keep kafka-consumer-groups' usual layout.
     static = any(m.group_instance_id for m in view.members)
@@ -61,10 +63,31 @@ def describe_cmd(bootstrap: str, group_id: str) -> int:
     for m in view.members:
         if not m.assignment:
             rows.append(("-", "-", "-", "-", "-", m.member_id, m.host, m.client_id) + instance(m))
+    _table(rows)
+    if view.group_epoch is not None:  # KIP-848: kafka-consumer-groups --members --verbose's columns
+        click.echo("")
+        members_rows = [("CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT",
+                         "TARGET-EPOCH", "TARGET-ASSIGNMENT")]
+        for m in view.members:
+            members_rows.append((m.member_id, m.host, m.client_id, str(len(m.assignment)), str(m.member_epoch),
+                                 _partitions(m.assignment), str(view.assignment_epoch),
+                                 _partitions(m.target_assignment)))
+        _table(members_rows)
+    return status
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
-    return status
+
+
+def _partitions(tps) -> str:
+    """Kafka's `topic:0,1;other:2` (`-` for none)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ";".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items())) or "-"
 
 
 def delete_cmd(bootstrap: str, group_id: str) -> int:

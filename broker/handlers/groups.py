@@ -192,7 +192,8 @@ async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitR
     codes = {}
     if remaining or not (refused or unknown):
         codes = await ctx.groups.commit(request.group_id, request.member_id,
-                                        request.generation_id_or_member_epoch, remaining, request.group_instance_id)
+                                        request.generation_id_or_member_epoch, remaining, request.group_instance_id,
+                                        api_version=header.api_version)
     codes = {**codes, **refused, **unknown}
     topics: dict[str, list[dict]] = {}
     for (name, index), code in codes.items():
@@ -277,26 +278,30 @@ async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGro
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
 
-GROUP_TYPE_CLASSIC = "classic"  # every raftka group runs the classic protocol (KIP-848's is not served)
+GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"  # KIP-848 (broker/consumer_group_state.py)
 
 
 async def handle_list_groups(ctx, header, request, conn=None) -> ListGroupsResponse:
-    """v4+: each group's state, filtered by `states_filter`; v5+: its type ("classic"),
-    filtered by `types_filter`. Filters match case-insensitively, as in Kafka."""
+    """v4+: each group's state, filtered by `states_filter`; v5+: its type ("classic" or
+    "consumer"), filtered by `types_filter`. Filters match case-insensitively, as in Kafka."""
     states = {s.lower() for s in (getattr(request, "states_filter", None) or [])}
     types = {t.lower() for t in (getattr(request, "types_filter", None) or [])}
     groups = []
-    listed = ctx.groups.list_groups()
-    visible = acl_checks.visible_groups(ctx, conn, (g.group_id for g in listed))
-    for g in listed:
-        if g.group_id not in visible:
+    listed = [(g.group_id, g.protocol_type or "", g.phase.value, GROUP_TYPE_CLASSIC)
+              for g in ctx.groups.list_groups()]
+    listed += [(g.group_id, "consumer", g.describe_state(), GROUP_TYPE_CONSUMER)
+               for g in ctx.groups.list_consumer_groups()]
+    visible = acl_checks.visible_groups(ctx, conn, (group_id for group_id, *_ in listed))
+    for group_id, protocol_type, state, group_type in listed:
+        if group_id not in visible:
             continue
-        if states and g.phase.value.lower() not in states:
+        if states and state.lower() not in states:
             continue
-        if types and GROUP_TYPE_CLASSIC not in types:
+        if types and group_type not in types:
             continue
-        groups.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                       "group_state": g.phase.value, "group_type": GROUP_TYPE_CLASSIC})
+        groups.append({"group_id": group_id, "protocol_type": protocol_type,
+                       "group_state": state, "group_type": group_type})
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 

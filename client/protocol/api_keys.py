@@ -64,6 +64,9 @@ class ApiKey(IntEnum):
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_PRODUCERS = 61
+    # KIP-848 consumer groups (issue 30)
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -129,6 +132,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0 is Kafka 3.x's (Kafka 4 serves v1+ only)
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    # KIP-848 (docs/architecture.md, groups): v1 of the heartbeat has client-generated member
+    # ids (KIP-1082), v1 of describe the member type (KIP-1099).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -200,6 +207,8 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.TXN_OFFSET_COMMIT: 3,
     ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
 }
 
 

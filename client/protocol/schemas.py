@@ -1419,6 +1419,93 @@ DESCRIBE_PRODUCERS_RESPONSE = MessageSchema(
     ),
 )
 
+CONSUMER_GROUP_HEARTBEAT_REQUEST = MessageSchema(
+    'ConsumerGroupHeartbeatRequest', 68, 'request', '0-1', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('member_id', 'string', '0+'),
+        F('member_epoch', 'int32', '0+'),
+        F('instance_id', 'string', '0+', nullable='0+', default=None),
+        F('rack_id', 'string', '0+', nullable='0+', default=None),
+        F('rebalance_timeout_ms', 'int32', '0+', default=-1),
+        F('subscribed_topic_names', '[]string', '0+', nullable='0+', default=None),
+        F('subscribed_topic_regex', 'string', '1+', nullable='1+', default=None),
+        F('server_assignor', 'string', '0+', nullable='0+', default=None),
+        F('topic_partitions', '[]TopicPartitions', '0+', nullable='0+', default=None, fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]int32', '0+'),
+        )),
+    ),
+)
+
+CONSUMER_GROUP_HEARTBEAT_RESPONSE = MessageSchema(
+    'ConsumerGroupHeartbeatResponse', 68, 'response', '0-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+', default=None),
+        F('member_id', 'string', '0+', nullable='0+', default=None),
+        F('member_epoch', 'int32', '0+'),
+        F('heartbeat_interval_ms', 'int32', '0+'),
+        F('assignment', 'Assignment', '0+', nullable='0+', default=None, fields=(
+            F('topic_partitions', '[]TopicPartitions', '0+', fields=(
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+CONSUMER_GROUP_DESCRIBE_REQUEST = MessageSchema(
+    'ConsumerGroupDescribeRequest', 69, 'request', '0-1', flexible='0+',
+    fields=(
+        F('group_ids', '[]string', '0+'),
+        F('include_authorized_operations', 'bool', '0+'),
+    ),
+)
+
+CONSUMER_GROUP_DESCRIBE_RESPONSE = MessageSchema(
+    'ConsumerGroupDescribeResponse', 69, 'response', '0-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('groups', '[]DescribedGroup', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default=None),
+            F('group_id', 'string', '0+'),
+            F('group_state', 'string', '0+'),
+            F('group_epoch', 'int32', '0+'),
+            F('assignment_epoch', 'int32', '0+'),
+            F('assignor_name', 'string', '0+'),
+            F('members', '[]Member', '0+', fields=(
+                F('member_id', 'string', '0+'),
+                F('instance_id', 'string', '0+', nullable='0+', default=None),
+                F('rack_id', 'string', '0+', nullable='0+', default=None),
+                F('member_epoch', 'int32', '0+'),
+                F('client_id', 'string', '0+'),
+                F('client_host', 'string', '0+'),
+                F('subscribed_topic_names', '[]string', '0+'),
+                F('subscribed_topic_regex', 'string', '0+', nullable='0+', default=None),
+                F('assignment', 'Assignment', '0+', fields=(
+                    F('topic_partitions', '[]TopicPartitions', '0+', fields=(
+                        F('topic_id', 'uuid', '0+'),
+                        F('topic_name', 'string', '0+'),
+                        F('partitions', '[]int32', '0+'),
+                    )),
+                )),
+                F('target_assignment', 'Assignment', '0+', fields=(
+                    F('topic_partitions', '[]TopicPartitions', '0+', fields=(
+                        F('topic_id', 'uuid', '0+'),
+                        F('topic_name', 'string', '0+'),
+                        F('partitions', '[]int32', '0+'),
+                    )),
+                )),
+                F('member_type', 'int8', '1+', default=-1),
+            )),
+            F('authorized_operations', 'int32', '0+', default=-2147483648),
+        )),
+    ),
+)
+
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -1514,4 +1601,8 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     TXN_OFFSET_COMMIT_RESPONSE,
     DESCRIBE_PRODUCERS_REQUEST,
     DESCRIBE_PRODUCERS_RESPONSE,
+    CONSUMER_GROUP_HEARTBEAT_REQUEST,
+    CONSUMER_GROUP_HEARTBEAT_RESPONSE,
+    CONSUMER_GROUP_DESCRIBE_REQUEST,
+    CONSUMER_GROUP_DESCRIBE_RESPONSE,
 )

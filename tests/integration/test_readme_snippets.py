@@ -29,3 +29,14 @@ def test_the_consumer_group_snippet_runs_as_shown(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     # on_partitions_assigned=print shows the three partitions of the topic the snippet created.
     assert "orders" in ran.stdout and "partition=2" in ran.stdout, ran.stdout
+
+
+def test_the_kip848_snippet_runs_as_shown(tmp_path: Path) -> None:
+    code = _snippet("#### Consumer groups: `group.protocol=consumer`")
+    assert '"group.protocol": "consumer"' in code
+    with one_node_server(tmp_path, num_partitions=3) as bootstrap:
+        ran = subprocess.run([sys.executable, "-c", code.replace("127.0.0.1:9092", bootstrap)],
+                             capture_output=True, text=True, env=raftka_env(), cwd=tmp_path,
+                             timeout=180)
+    assert ran.returncode == 0, ran.stderr
+    assert "consumed 10" in ran.stdout, ran.stdout

@@ -34,7 +34,6 @@ Commands (times in ms; lists are comma-separated broker ids, `-` for none):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,9 +51,9 @@ from raftka.broker.replica_state import (
     ReplicaState,
     StoppedLeading,
 )
+from tests.unit.scenario_files import check_scenario
 
 TESTDATA = Path(__file__).parent / "testdata" / "replica_state"
-REWRITE = os.environ.get("RAFTKA_TESTDATA_REWRITE") == "1"
 
 
 @dataclass
@@ -248,24 +247,4 @@ def test_there_are_scenarios() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_scenario(path: Path) -> None:
-    harness = Harness()
-    rewritten: list[str] = []
-    failures: list[str] = []
-    for prefix, block in parse(path.read_text()):
-        if not prefix and rewritten:
-            rewritten.append("")
-        rewritten.extend(prefix)
-        if block is None:
-            continue
-        try:
-            got = harness.run(block.command)
-        except Exception as exc:  # a broken command is a failure of that block, with its line
-            got = f"exception: {type(exc).__name__}: {exc}"
-        rewritten += [block.command, "----", got]
-        if got != block.expected:
-            failures.append(f"{path.name}:{block.line}: {block.command}\n--- expected\n{block.expected}\n"
-                            f"--- got\n{got}")
-    if REWRITE:
-        path.write_text("\n".join(rewritten).rstrip("\n") + "\n")
-        return
-    assert not failures, "\n\n".join(failures)
+    check_scenario(path, Harness().run, parse)
