@@ -528,6 +528,9 @@ class Quorum:
                 await trio.sleep(CHECKPOINT_INTERVAL_S)  # a period, not a synchronisation
                 try:
                     await self._write_checkpoint(metadata_dir, self._sync)
+                except OSError as exc:  # out of descriptors or space: the next period tries again,
+                    # and a late checkpoint only makes the start guard's lower bound older
+                    log.warning("quorum.checkpoint_deferred", metadata_dir=str(metadata_dir), error=str(exc))
                 except Exception:  # noqa: BLE001 - a system task must not raise; the next period tries again
                     log.exception("quorum.checkpoint_failed", metadata_dir=str(metadata_dir))
 
