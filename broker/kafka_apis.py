@@ -16,6 +16,7 @@ from raftka.broker.handlers import (
     acls,
     alter_configs,
     api_versions,
+    client_quotas,
     delete_records,
     describe_cluster,
     describe_configs,
@@ -108,6 +109,8 @@ HANDLERS = {
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
     ApiKey.DESCRIBE_PRODUCERS: txn_markers.handle_describe_producers,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe,
+    ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter,
 }
 
 # Served although not advertised in ApiVersions (see handlers/describe_quorum.py).

@@ -84,6 +84,8 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
+    ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
 }
 
 

@@ -183,3 +183,55 @@ def test_lookup_order_is_kip_55(quotas, user, client_id, expected):
     image_quotas = {entity: {"producer_byte_rate": float(v)} for entity, v in quotas.items()}
     assert quota_for(image_quotas, user, client_id, "producer_byte_rate") == expected
     assert quota_for(image_quotas, user, client_id, "consumer_byte_rate")[0] is None
+
+
+WIRE_CASES = [
+    ("request", 48, {"components": [{"entity_type": "user", "match_type": 1, "match": None}], "strict": True}),
+    ("request", 49, {"entries": [{"entity": [{"entity_type": "user", "entity_name": None}],
+                                  "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}],
+                     "validate_only": False}),
+    ("response", 48, {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": [
+        {"entity": [{"entity_type": "client-id", "entity_name": "p1"}],
+         "values": [{"key": "request_percentage", "value": 12.5}]}]}),
+    ("response", 49, {"throttle_time_ms": 7, "entries": [
+        {"error_code": 42, "error_message": "Invalid configuration key bad_key",
+         "entity": [{"entity_type": "ip", "entity_name": None}]}]}),
+]
+
+
+@pytest.mark.parametrize("version", [0, 1])  # v1 is flexible (compact strings, tagged fields)
+@pytest.mark.parametrize(("kind", "key", "body"), WIRE_CASES)
+def test_wire_round_trip(kind, key, body, version):
+    from raftka.client.protocol import (
+        decode_request,
+        decode_response,
+        encode_request,
+        encode_response,
+        request_class,
+        response_class,
+    )
+
+    if kind == "request":
+        frame = encode_request(key, version, 9, request_class(key)(**body), client_id="t")
+        _, decoded = decode_request(memoryview(frame)[4:])
+    else:
+        frame = encode_response(9, key, version, response_class(key)(**body))
+        _, decoded = decode_response(key, version, memoryview(frame)[4:])
+    again = encode_request(key, version, 9, decoded, client_id="t") if kind == "request" \
+        else encode_response(9, key, version, decoded)
+    assert again == frame
+
+
+def test_control_rpc_carries_alterations_and_results():
+    from raftka.broker.control_rpc import METHODS, _wire_args, check_arguments
+    from raftka.raft_meta.client_quotas import QuotaResult
+
+    alterations = [QuotaAlteration((("user", None), ("client-id", "p1")), (("producer_byte_rate", 5.0),
+                                                                           ("consumer_byte_rate", None)))]
+    wire = {"alterations": [[[list(c) for c in a.components], [list(op) for op in a.ops]] for a in alterations],
+            "validate_only": True}
+    assert check_arguments("alter_client_quotas", wire) is None
+    assert _wire_args("alter_client_quotas", wire) == {"alterations": alterations, "validate_only": True}
+    result = QuotaResult((("user", None),), "INVALID_REQUEST", "Invalid configuration key x")
+    assert METHODS["alter_client_quotas"]([result]) == [
+        [[["user", None]], "INVALID_REQUEST", "Invalid configuration key x"]]
