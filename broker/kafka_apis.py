@@ -12,6 +12,7 @@ from __future__ import annotations
 import structlog
 import trio
 
+from raftka.broker.client_quotas import user_of
 from raftka.broker.handlers import (
     acls,
     alter_configs,
@@ -157,10 +158,17 @@ class KafkaApis:
         except Exception as exc:
             log.exception("request.failed", api=key.name, version=header.api_version, peer=conn.peer)
             raise CloseConnection(f"{key.name} handler failed: {exc!r}") from exc
+        throttle_ms = 0
+        if key == ApiKey.PRODUCE:  # Kafka records the request's size (KIP-13)
+            throttle_ms = self._throttle(self.ctx.client_quotas.produce, header, conn, len(frame))
+            if not isinstance(response, produce.ReplicationWait):
+                response.throttle_time_ms = throttle_ms
         if isinstance(response, produce.ReplicationWait):  # acks=all: answer once replicated
 
             async def finish() -> bytes:
-                answer = encode_response(header, key, header.api_version, await response.finish())
+                answered = await response.finish()
+                answered.throttle_time_ms = throttle_ms
+                answer = encode_response(header, key, header.api_version, answered)
                 self.ctx.metrics.request_done(name, header.api_version, trio.current_time() - started)
                 return answer
 
@@ -173,8 +181,24 @@ class KafkaApis:
             return FinalResponse(encode_response(header, key, header.api_version, response),
                                  f"SASL authentication failed ({key.name})")
         if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/zero_copy.py)
-            return ChunkedResponse(encode_response_chunks(header, key, header.api_version, response))
+            chunks = encode_response_chunks(header, key, header.api_version, response)
+            if request.replica_id < 0 and self.ctx.image.client_quotas:  # a consumer: its response's size
+                throttle_ms = self._throttle(self.ctx.client_quotas.fetch, header, conn, sum(map(len, chunks[1:])))
+                if throttle_ms:
+                    response.throttle_time_ms = throttle_ms
+                    chunks = encode_response_chunks(header, key, header.api_version, response)
+            return ChunkedResponse(chunks)
         return encode_response(header, key, header.api_version, response)
+
+    def _throttle(self, quota, header, conn: ConnectionInfo, nbytes: int) -> int:
+        """Record `nbytes` against the connection's byte-rate quota; mute the connection for
+        the throttle time, which is returned for the response (broker/client_quotas.py)."""
+        now = trio.current_time()
+        throttle_ms = quota.record(self.ctx.image.client_quotas, user_of(conn.principal), header.client_id or "",
+                                   nbytes, now)
+        if throttle_ms:
+            conn.muted_until = max(conn.muted_until, now + throttle_ms / 1000.0)
+        return throttle_ms
 
 
 def _metric_name(key: ApiKey, request) -> str:

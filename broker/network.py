@@ -86,6 +86,9 @@ class ConnectionInfo:
     # The SASL exchange still owed on a SASL listener (broker/sasl_server.py); None once done
     # and on other listeners.
     authenticator: object | None = None
+    # A client quota's throttle (broker/client_quotas.py, KIP-219): no request is read or
+    # processed on this connection before this trio time (the channel is muted).
+    muted_until: float = 0.0
 
     @property
     def host(self) -> str:
@@ -274,11 +277,21 @@ async def _receive(stream: trio.abc.Stream, conn: _Connection) -> bytes:
     return data
 
 
+async def _wait_unmuted(conn: _Connection) -> None:
+    """A throttled connection reads nothing until its throttle time is over (Kafka mutes the
+    channel), so a client that ignores `throttle_time_ms` is held back all the same."""
+    until = conn.info.muted_until
+    if until > trio.current_time():
+        await trio.sleep_until(until)
+        conn.active()  # muted time is the broker's doing, not the client's idleness
+
+
 async def _read_requests(stream: trio.abc.Stream, handler: RequestHandler, conn: _Connection,
                          responses: trio.MemorySendChannel[bytes | ChunkedResponse | Deferred | None]) -> None:
     decoder, memory, info = conn.decoder, conn.limits.memory, conn.info
     async with responses:
         while True:
+            await _wait_unmuted(conn)
             data = await _receive(stream, conn)
             if not data:
                 return
@@ -288,6 +301,7 @@ async def _read_requests(stream: trio.abc.Stream, handler: RequestHandler, conn:
             if decoder.frame_size is not None:
                 memory.request_started(conn)
             for frame in frames:
+                await _wait_unmuted(conn)
                 conn.active()
                 try:
                     response = await handler(frame, info)

@@ -24,6 +24,7 @@ import structlog
 import trio
 
 from raftka.broker.acl_checks import anonymous_inter_broker_warning
+from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.context import BrokerContext
 from raftka.broker.control_rpc import ControlRpcServer
 from raftka.broker.controller_channel import ControllerChannel
@@ -144,7 +145,8 @@ class BrokerNode:
                                     ProducerIdManager(self._allocate_producer_ids), groups=groups,
                                     authorizer=build_authorizer(config.authorizer_class_name, config.super_users,
                                                                 config.allow_everyone_if_no_acl_found),
-                                    txns=txns, txn_verifier=TxnVerifier(replicas))
+                                    txns=txns, txn_verifier=TxnVerifier(replicas),
+                                    client_quotas=ClientQuotas.from_config(config))
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)
