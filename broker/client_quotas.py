@@ -81,6 +81,11 @@ class QuotaRate:
             elapsed += (self.samples - 1 - full) * self.window_s
         return elapsed
 
+    def total(self, now: float) -> float:
+        """What the live samples hold (Kafka's `SampledStat` combine for a sum)."""
+        self._purge(now)
+        return sum(self._values)
+
     def rate(self, now: float) -> float:
         """Bytes per second (0 before anything was recorded)."""
         window = self.window_size(now)
@@ -99,7 +104,8 @@ def throttle_time_ms(rate: QuotaRate, bound: float, now: float, cap_ms: float) -
 
 @dataclass
 class QuotaSensor:
-    """One (user, client-id) sensor: the meter and what the metrics show."""
+    """One (user, client-id) sensor: the byte-rate meter, and Kafka's `throttle-time` (the
+    mean throttle time of the throttled responses over the same windows)."""
 
     rate: QuotaRate
     last_used: float
@@ -107,6 +113,24 @@ class QuotaSensor:
     bytes_total: int = 0
     throttle_ms_total: int = 0
     throttled: int = 0
+    _throttle_ms: QuotaRate | None = None
+    _throttle_count: QuotaRate | None = None
+
+    def throttle_recorded(self, ms: int, now: float) -> None:
+        if self._throttle_ms is None or self._throttle_count is None:
+            self._throttle_ms = QuotaRate(self.rate.samples, self.rate.window_s)
+            self._throttle_count = QuotaRate(self.rate.samples, self.rate.window_s)
+        self._throttle_ms.record(ms, now)
+        self._throttle_count.record(1, now)
+        self.throttled += 1
+        self.throttle_ms_total += ms
+
+    def throttle_time_avg(self, now: float) -> float:
+        """Kafka's `throttle-time` (an Avg over the windows): 0 when nothing was throttled."""
+        if self._throttle_ms is None or self._throttle_count is None:
+            return 0.0
+        count = self._throttle_count.total(now)
+        return self._throttle_ms.total(now) / count if count else 0.0
 
 
 @dataclass
@@ -140,9 +164,13 @@ class ClientQuotaManager:
             return 0
         throttle = throttle_time_ms(sensor.rate, bound, now, self.cap_ms)
         if throttle:
-            sensor.throttled += 1
-            sensor.throttle_ms_total += throttle
+            sensor.throttle_recorded(throttle, now)
         return throttle
+
+    def samples_now(self, now: float) -> list[tuple[str, str, float, float]]:
+        """(user, client-id, byte-rate, throttle-time) per sensor, for the metrics."""
+        return [(user, client_id, s.rate.rate(now), s.throttle_time_avg(now))
+                for (user, client_id), s in sorted(self.sensors.items())]
 
     def _expire(self, now: float) -> None:
         if now < self._next_expiry:

@@ -63,6 +63,9 @@ def test_sensors_are_shared_as_the_quota_applies_and_recorded_only_with_quotas()
     assert produce.sensors[("", "p1")].bound is None
     sensor = produce.sensors[("alice", "")]
     assert (sensor.bytes_total, sensor.throttled) == (1200, 1) and sensor.throttle_ms_total > 0
+    assert sensor.throttle_time_avg(0.2) == sensor.throttle_ms_total  # Kafka's throttle-time: an Avg
+    assert sensor.throttle_time_avg(20.0) == 0.0  # ... over the windows: gone once they expire
+    assert [s[:2] for s in produce.samples_now(0.2)] == [("", "p1"), ("alice", "")]
 
 
 def test_idle_sensors_expire_after_an_hour():
