@@ -12,16 +12,22 @@ from raftka.client.admin import QuotaFilter
 from raftka.client.blocking import Admin
 from raftka.client.errors import InvalidRequestError, UnsupportedVersionError
 from tests.integration.sdk_broker import one_node_server
+from tests.integration.test_sdk_cli import raftka
 
 
 @pytest.fixture(scope="module")
-def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Admin]:
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with one_node_server(tmp_path_factory.mktemp("quotas-admin")) as address:
-        client = Admin(address)
-        try:
-            yield client
-        finally:
-            client.close()
+        yield address
+
+
+@pytest.fixture(scope="module")
+def admin(bootstrap: str) -> Iterator[Admin]:
+    client = Admin(bootstrap)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def _entities(found) -> dict:
@@ -60,3 +66,30 @@ def test_refusals_name_what_is_wrong(admin: Admin) -> None:
         admin.describe_client_quotas([QuotaFilter("group")])
     admin.alter_client_quotas({"client-id": "c"}, {"producer_byte_rate": 5}, validate_only=True)
     assert admin.describe_client_quotas([QuotaFilter("client-id", "c")]) == []
+
+
+def test_raftka_configs_users_and_clients_like_kafka_configs(bootstrap: str) -> None:
+    b = ["--bootstrap-server", bootstrap]
+    made = raftka("configs", "alter", "--entity-type", "users", "--entity-name", "carol", "--client", "c9",
+                  "--add-config", "producer_byte_rate=4096,consumer_byte_rate=8192", *b)
+    assert made.returncode == 0, made.stderr
+    assert "Completed updating config for user-principal 'carol', client-id 'c9'." in made.stdout
+    made = raftka("configs", "alter", "--entity-type", "clients", "--entity-default",
+                  "--add-config", "producer_byte_rate=1024", *b)
+    assert made.returncode == 0, made.stderr
+    shown = raftka("configs", "describe", "--entity-type", "users", "--entity-name", "carol", "--client", "c9", *b)
+    assert shown.stdout.splitlines() == [
+        "Quota configs for user-principal 'carol', client-id 'c9' are consumer_byte_rate=8192.0, "
+        "producer_byte_rate=4096.0"], shown.stderr
+    defaults = raftka("configs", "describe", "--entity-type", "clients", "--entity-default", *b)
+    assert defaults.stdout.splitlines() == ["Quota configs for the default client-id are producer_byte_rate=1024.0"]
+    refused = raftka("configs", "alter", "--entity-type", "users", "--entity-name", "carol",
+                     "--add-config", "bad_key=1", *b)
+    assert refused.returncode == 1 and "Invalid configuration key bad_key" in refused.stderr
+    removed = raftka("configs", "alter", "--entity-type", "users", "--entity-name", "carol", "--client", "c9",
+                     "--delete-config", "producer_byte_rate,consumer_byte_rate", *b)
+    assert removed.returncode == 0, removed.stderr
+    assert raftka("configs", "describe", "--entity-type", "users", "--entity-name", "carol", "--client", "c9",
+                  *b).stdout == ""
+    assert raftka("configs", "alter", "--entity-type", "clients", "--add-config", "producer_byte_rate=1",
+                  *b).returncode == 2
