@@ -4,6 +4,7 @@ through the controller into the metadata log, and describe matches as Kafka does
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 
 import pytest
@@ -93,3 +94,25 @@ def test_raftka_configs_users_and_clients_like_kafka_configs(bootstrap: str) -> 
                   *b).stdout == ""
     assert raftka("configs", "alter", "--entity-type", "clients", "--add-config", "producer_byte_rate=1",
                   *b).returncode == 2
+
+
+def test_the_readme_quota_commands_run_as_shown(bootstrap: str, admin: Admin) -> None:
+    from tests.integration.sdk_broker import REPO
+
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("### Quotas"):]
+    block = section[section.index("```\n") + 4:]
+    lines = [line for line in block[:block.index("```")].splitlines() if line.strip()]
+    assert len(lines) == 5 and all(line.startswith("raftka configs ") for line in lines)
+    try:
+        for line in lines:
+            ran = raftka(*shlex.split(line)[1:], "--bootstrap-server", bootstrap)
+            assert ran.returncode == 0, (line, ran.stderr)
+        assert "Quota configs for user-principal 'alice' are consumer_byte_rate=2097152.0, " \
+               "producer_byte_rate=1048576.0" in ran.stdout
+        found = _entities(admin.describe_client_quotas([QuotaFilter("ip", "10.0.0.7")]))
+        assert found == {(("ip", "10.0.0.7"),): {"connection_creation_rate": 20.0}}
+    finally:  # the module's other tests describe alice: leave her as found
+        admin.alter_client_quotas({"user": "alice"}, remove=["producer_byte_rate", "consumer_byte_rate"])
+        admin.alter_client_quotas({"user": "alice", "client-id": "ingest"}, remove=["producer_byte_rate"])
+        admin.alter_client_quotas({"ip": "10.0.0.7"}, remove=["connection_creation_rate"])
