@@ -108,3 +108,59 @@ def test_a_client_that_ignores_the_throttle_is_muted_for_it(bootstrap: str) -> N
     # The broker muted the connection for throttle_time_ms from its handling of the first
     # request, which came after `sent`: the second answer cannot come sooner.
     assert answered - sent >= first.throttle_time_ms / 1000.0
+
+
+def test_a_librdkafka_consumer_is_held_to_its_consumer_byte_rate(bootstrap: str) -> None:
+    """The same promise for `consumer_byte_rate`: a consumer Fetch's response bytes count, and
+    at every poll the bytes consumed so far are at most `rate x (elapsed + the sampled
+    window)` plus the fetches librdkafka may hold ahead of the application."""
+    topic, client_id = "cf-quota-consume", "cf-quota-consumer"
+    produced = 6_000_000  # more than the quota lets through in the run: rate x (RUN_S + WINDOW_S)
+    fetch_bytes = 65536
+    admin = Admin(bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                                             "batch.size": BATCH_BYTES})  # a fetch holds whole batches
+        for _ in range(produced // len(VALUE)):
+            while True:
+                try:
+                    producer.produce(topic, VALUE)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        assert producer.flush(60) == 0
+        admin.alter_client_quotas({"client-id": client_id}, {"consumer_byte_rate": RATE})
+        throttled: list[int] = []
+
+        def stats(text: str) -> None:
+            for broker in json.loads(text).get("brokers", {}).values():
+                throttled.append(broker.get("throttle", {}).get("cnt", 0))
+
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "client.id": client_id, "group.id": "cf-quota-group",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.max.bytes": fetch_bytes,
+            "max.partition.fetch.bytes": fetch_bytes, "message.max.bytes": fetch_bytes,
+            "statistics.interval.ms": 1000, "stats_cb": stats})
+        consumed: list[tuple[float, int]] = []
+        try:
+            consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+            start = time.monotonic()
+            while time.monotonic() - start < RUN_S:  # a bounded run, not a timing assertion
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    consumed.append((time.monotonic(), len(message.value())))
+        finally:
+            consumer.close()
+    finally:
+        admin.alter_client_quotas({"client-id": client_id}, remove=["consumer_byte_rate"])
+        admin.close()
+
+    total = 0
+    for at, nbytes in consumed:
+        total += nbytes
+        allowed = RATE * (at - start + WINDOW_S) + 4 * fetch_bytes  # + fetches held ahead
+        assert total <= allowed, (f"{total} bytes consumed {at - start:.2f}s in; the quota allows "
+                                  f"{allowed:.0f} ({RATE} B/s over the elapsed time and a {WINDOW_S}s window)")
+    assert total >= RATE * 5, f"only {total} bytes consumed in {RUN_S}s: the consumer barely ran"
+    assert max(throttled, default=0) > 0, "the broker never answered a fetch with a throttle time"
