@@ -449,7 +449,23 @@ async def _accept_connections(listener_socket: trio.SocketListener, name: str, h
                                   error=str(refusal))
             stream.socket.close()
             continue
+        throttle_ms = quotas.creation_throttle_ms(ip, trio.current_time())
+        if throttle_ms:
+            limits.refusal_warnings.warn(ip, listener=name, peer=ip, reason="connection_creation_rate",
+                                         throttle_ms=throttle_ms)
+            nursery.start_soon(_close_throttled, stream, limits, ip, throttle_ms)
+            continue
         nursery.start_soon(_serve_admitted, stream, handler, name, limits, ip, transport)
+
+
+async def _close_throttled(stream: trio.SocketStream, limits: ListenerLimits, ip: str, throttle_ms: int) -> None:
+    """Kafka's delayed close of a connection over its ip's connection_creation_rate: held,
+    unserved and counted, for the throttle time, then closed."""
+    try:
+        await trio.sleep(throttle_ms / 1000.0)
+    finally:
+        stream.socket.close()
+        limits.quotas.release(ip)
 
 
 async def _serve_admitted(stream: trio.SocketStream, handler: RequestHandler, listener: str,

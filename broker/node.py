@@ -40,6 +40,7 @@ from raftka.broker.txn_coordinator import TxnCoordinator
 from raftka.broker.txn_verification import TxnVerifier
 from raftka.raft_meta.authorizer import build_authorizer
 from raftka.raft_meta.bootstrap_records import read_bootstrap
+from raftka.raft_meta.client_quotas import ip_connection_rate
 from raftka.raft_meta.controller import Controller
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.metadata_loader import MetadataLoader
@@ -163,6 +164,9 @@ class BrokerNode:
                     endpoints = client_endpoints(config)
                     limits = ListenerLimits.from_config(config, [e.name for e in endpoints],
                                                         config.inter_broker_listener_name)
+                    limits.quotas.ip_rate = lambda ip: ip_connection_rate(loader.image.client_quotas, ip)
+                    limits.quotas.rate_samples = config.quota_window_num
+                    limits.quotas.rate_window_s = float(config.quota_window_size_seconds)
                     scram_lookup = scram_lookup_from_image(lambda: loader.image)
                     for endpoint in endpoints:
                         security = config.security.listener(endpoint.name)

@@ -27,7 +27,8 @@ built from `ClientQuota` records.
 - `describe_client_quotas(image, components, strict)`: DescribeClientQuotas' filter, as
   Kafka's ClientQuotasImage.describe matches it (match types exact 0, default 1, any 2).
 - `quota_for(quotas, user, client_id, key)`: the quota that applies to a connection, in
-  Kafka's lookup order (KIP-55), and the metric tags its sensor is shared under.
+  Kafka's lookup order (KIP-55), and the metric tags its sensor is shared under;
+  `ip_connection_rate(quotas, ip)` the same for an ip's connection_creation_rate (KIP-612).
 """
 
 from __future__ import annotations
@@ -266,3 +267,13 @@ def quota_for(quotas: QuotaMap, user: str, client_id: str, key: str
             parts = dict(entity)
             return value, (user if USER in parts else "", client_id if CLIENT_ID in parts else "")
     return None, ("", client_id)
+
+
+def ip_connection_rate(quotas: QuotaMap, ip: str) -> float | None:
+    """The `connection_creation_rate` of connections from `ip` (KIP-612): its own entity's,
+    else the default ip's, else None (unlimited)."""
+    for entity in (((IP, ip),), ((IP, None),)):
+        value = quotas.get(entity, {}).get(CONNECTION_CREATION_RATE)
+        if value is not None:
+            return value
+    return None

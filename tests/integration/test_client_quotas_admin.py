@@ -39,7 +39,7 @@ def test_alter_then_describe_with_kafka_matching(admin: Admin) -> None:
     admin.alter_client_quotas({"user": "alice", "client-id": "p1"}, {"producer_byte_rate": 1024})
     admin.alter_client_quotas({"user": "alice"}, {"consumer_byte_rate": 2048, "request_percentage": 12.5})
     admin.alter_client_quotas({"user": None}, {"producer_byte_rate": 100})
-    admin.alter_client_quotas({"ip": "127.0.0.1"}, {"connection_creation_rate": 10})
+    admin.alter_client_quotas({"ip": "192.0.2.1"}, {"connection_creation_rate": 10})
 
     exact = _entities(admin.describe_client_quotas([QuotaFilter("user", "alice")]))
     assert exact == {(("client-id", "p1"), ("user", "alice")): {"producer_byte_rate": 1024.0},
@@ -49,7 +49,7 @@ def test_alter_then_describe_with_kafka_matching(admin: Admin) -> None:
     default = _entities(admin.describe_client_quotas([QuotaFilter("user", default=True)]))
     assert default == {(("user", None),): {"producer_byte_rate": 100.0}}
     ips = _entities(admin.describe_client_quotas([QuotaFilter("ip")]))
-    assert ips == {(("ip", "127.0.0.1"),): {"connection_creation_rate": 10.0}}
+    assert ips == {(("ip", "192.0.2.1"),): {"connection_creation_rate": 10.0}}
 
     admin.alter_client_quotas({"user": "alice"}, remove=["consumer_byte_rate"])
     assert _entities(admin.describe_client_quotas([QuotaFilter("user", "alice")], strict=True)) == {
@@ -116,3 +116,27 @@ def test_the_readme_quota_commands_run_as_shown(bootstrap: str, admin: Admin) ->
         admin.alter_client_quotas({"user": "alice"}, remove=["producer_byte_rate", "consumer_byte_rate"])
         admin.alter_client_quotas({"user": "alice", "client-id": "ingest"}, remove=["producer_byte_rate"])
         admin.alter_client_quotas({"ip": "10.0.0.7"}, remove=["connection_creation_rate"])
+
+
+def test_an_ips_connection_creation_rate_closes_the_connections_over_it(bootstrap: str, admin: Admin) -> None:
+    """KIP-612: with connection_creation_rate 1 for an ip (127.0.0.3, so no other test's
+    connections count), Kafka's padded 10 s window admits ten new connections at once; the
+    next is held unanswered and then closed."""
+    from raftka.client.protocol import ApiKey
+    from tests.compat.wire_client import ConnectionClosedByBroker, WireConnection
+
+    admin.alter_client_quotas({"ip": "127.0.0.3"}, {"connection_creation_rate": 1})
+    served, closed = 0, False
+    try:
+        for _ in range(12):
+            with WireConnection(bootstrap, source_host="127.0.0.3") as conn:
+                try:
+                    conn.request(ApiKey.API_VERSIONS, 0, {})
+                except ConnectionClosedByBroker:
+                    closed = True
+                    break
+                served += 1
+    finally:
+        admin.alter_client_quotas({"ip": "127.0.0.3"}, remove=["connection_creation_rate"])
+    assert closed, f"{served} connections in a row were served"
+    assert 1 <= served <= 10

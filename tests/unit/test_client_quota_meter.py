@@ -81,3 +81,29 @@ def test_idle_sensors_expire_after_an_hour():
                                                  ("User:CN=a,O=b", "CN=a,O=b")])
 def test_user_of(principal, user):
     assert user_of(principal) == user
+
+
+IP_RATE_CASES = [
+    ({(("ip", "10.0.0.1"),): 5.0, (("ip", None),): 2.0}, "10.0.0.1", 5.0),
+    ({(("ip", "10.0.0.1"),): 5.0, (("ip", None),): 2.0}, "10.0.0.2", 2.0),
+    ({(("ip", "10.0.0.1"),): 5.0}, "10.0.0.2", None),
+]
+
+
+@pytest.mark.parametrize(("quotas", "ip", "expected"), IP_RATE_CASES)
+def test_ip_connection_rate_lookup(quotas, ip, expected):
+    from raftka.raft_meta.client_quotas import ip_connection_rate
+
+    image_quotas = {entity: {"connection_creation_rate": v} for entity, v in quotas.items()}
+    assert ip_connection_rate(image_quotas, ip) == expected
+
+
+def test_connection_creation_rate_throttles_the_connection_over_it():
+    from raftka.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
+
+    quotas = ConnectionQuotas(ConnectionLimits())
+    assert quotas.creation_throttle_ms("10.0.0.1", 0.0) == 0  # no quota: nothing counted
+    quotas.ip_rate = lambda ip: 1.0 if ip == "10.0.0.1" else None
+    # Kafka's Rate pads the window to 10 s: ten connections at once are 1/s, the eleventh 1.1/s
+    assert [quotas.creation_throttle_ms("10.0.0.1", 0.1) for _ in range(11)] == [0] * 10 + [1000]
+    assert quotas.creation_throttle_ms("10.0.0.2", 0.1) == 0
