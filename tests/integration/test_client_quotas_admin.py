@@ -140,3 +140,30 @@ def test_an_ips_connection_creation_rate_closes_the_connections_over_it(bootstra
         admin.alter_client_quotas({"ip": "127.0.0.3"}, remove=["connection_creation_rate"])
     assert closed, f"{served} connections in a row were served"
     assert 1 <= served <= 10
+
+
+def test_every_broker_alters_through_the_controller_and_describes_from_its_image(tmp_path) -> None:
+    """On a three-node cluster each broker's AlterClientQuotas reaches the active controller
+    (over the control RPC from the two that are not it), and every broker describes the
+    committed quotas from its own metadata image."""
+    from raftka.client.protocol import ApiKey
+    from tests.compat.wire_client import WireConnection
+    from tests.integration.cluster_support import running_cluster
+    from tests.support import wait_until
+
+    with running_cluster(tmp_path, 3) as cluster:
+        addresses = {node_id: node.bootstrap for node_id, node in cluster.nodes.items()}
+        for node_id, address in addresses.items():  # a raw connection: this very broker answers
+            with WireConnection(address) as conn:
+                answer = conn.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"validate_only": False, "entries": [
+                    {"entity": [{"entity_type": "user", "entity_name": f"u{node_id}"}],
+                     "ops": [{"key": "producer_byte_rate", "value": 1000.0 * node_id, "remove": False}]},
+                    {"entity": [{"entity_type": "user", "entity_name": f"v{node_id}"}],
+                     "ops": [{"key": "nope", "value": 1.0, "remove": False}]}]})
+            assert [(e.error_code, e.error_message) for e in answer.entries] == [
+                (0, None), (42, "Invalid configuration key nope")]
+        expected = {((("user", f"u{n}"),)): {"producer_byte_rate": 1000.0 * n} for n in addresses}
+        for address in addresses.values():
+            with Admin(address) as admin:
+                wait_until(lambda a=admin: _entities(a.describe_client_quotas([QuotaFilter("user")])) == expected,
+                           timeout=15, what=f"the quotas described by {address}")
