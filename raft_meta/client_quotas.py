@@ -13,16 +13,22 @@ built from `ClientQuota` records.
   | problem | message |
   |---|---|
   | no components | Invalid empty client quota entity |
-  | a type twice | Invalid empty client quota entity, duplicate entity entry user |
+  | a type twice | Invalid client quota entity, duplicate entity entry user |
   | a type other than user / client-id / ip | Unhandled client quota entity type: group |
   | an empty name | Empty user not supported |
-  | ip with user or client-id | Invalid empty client quota entity |
+  | ip with user or client-id | Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId |
   | ip name not an address | host is not a valid IP or resolvable host. |
-  | a key twice | Duplicate quota key producer_byte_rate not updating quota for this entity ... |
+  | a key twice | Ignoring duplicate entity ClientQuotaEntity(entries={user=a}) (Kafka's overwrite) |
   | a key the entity kind has not | Invalid configuration key bad_key |
-  | a fractional value for a long / int key | Configuration producer_byte_rate must be a Long value |
-  | a negative connection_creation_rate | Invalid value -1.0 for configuration connection_creation_rate: Value must be at least 0 |
+  | NaN or infinite | Quota producer_byte_rate must be a finite number |
+  | zero or negative | Quota producer_byte_rate must be greater than 0 |
+  | over a Long / Integer key's range | Proposed value for connection_creation_rate is too large for an INT. |
+  | a fractional value for a Long / Integer key | producer_byte_rate cannot be a fractional value. |
   | the same entity twice in a request | Ignoring duplicate entity ... |
+
+  The messages are Kafka 4.4's, word for word (read from its ClientQuotaControlManager). Kafka
+  also accepts a host name that resolves as an ip entity; raftka takes addresses only (the
+  controller does no name lookups).
 
 - `describe_client_quotas(image, components, strict)`: DescribeClientQuotas' filter, as
   Kafka's ClientQuotasImage.describe matches it (match types exact 0, default 1, any 2).
@@ -77,7 +83,7 @@ def entity_problem(components: Sequence[tuple[str, str | None]]) -> str | None:
     seen: dict[str, str | None] = {}
     for entity_type, name in components:
         if entity_type in seen:
-            return f"Invalid empty client quota entity, duplicate entity entry {entity_type}"
+            return f"Invalid client quota entity, duplicate entity entry {entity_type}"
         if entity_type not in ENTITY_TYPES:
             return f"Unhandled client quota entity type: {entity_type}"
         if name is not None and not name:
@@ -85,7 +91,7 @@ def entity_problem(components: Sequence[tuple[str, str | None]]) -> str | None:
         seen[entity_type] = name
     if IP in seen:
         if len(seen) > 1:
-            return "Invalid empty client quota entity"
+            return "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"
         address = seen[IP]
         if address is not None and not _is_ip(address):
             return f"{address} is not a valid IP or resolvable host."
@@ -106,17 +112,25 @@ def keys_for(entity: Entity) -> dict[str, str]:
 
 
 def value_problem(keys: Mapping[str, str], key: str, value: float) -> str | None:
-    """Why `value` cannot be quota `key` (Kafka's message), else None."""
+    """Why `value` cannot be quota `key` (Kafka 4.4's message), else None."""
     kind = keys.get(key)
     if kind is None:
         return f"Invalid configuration key {key}"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return f"Configuration {key} must be a {kind} value"
-    if kind != "Double" and abs(round(value) - value) > 1e-6:
-        return f"Configuration {key} must be a {kind} value"
-    if kind == "Integer" and not 0 <= value <= 2**31 - 1:
-        return f"Invalid value {float(value)} for configuration {key}: Value must be at least 0"
+        return f"Quota {key} must be a finite number"
+    if value <= 0:
+        return f"Quota {key} must be greater than 0"
+    if kind == "Double":
+        return None
+    if value > _MAX[kind]:
+        return f"Proposed value for {key} is too large for {_ARTICLE[kind]}."
+    if abs(math.fmod(value, 1.0)) > 1e-6:
+        return f"{key} cannot be a fractional value."
     return None
+
+
+_MAX = {"Long": float(2**63 - 1), "Integer": float(2**31 - 1)}
+_ARTICLE = {"Long": "a LONG", "Integer": "an INT"}
 
 
 @dataclass(frozen=True)
@@ -141,9 +155,8 @@ def _alteration_problem(alteration: QuotaAlteration, current: Mapping[str, float
     keys = keys_for(entity_of(alteration.components))
     seen: set[str] = set()
     for key, value in alteration.ops:
-        if key in seen:
-            return (f"Duplicate quota key {key} not updating quota for this entity "
-                    f"{describe_entity(alteration.components)}")
+        if key in seen:  # Kafka 4.4 records "Duplicate quota key ...", then answers this instead
+            return f"Ignoring duplicate entity {describe_entity(alteration.components)}"
         seen.add(key)
         if value is not None:
             problem = value_problem(keys, key, value)

@@ -59,7 +59,7 @@ def test_alter_then_describe_with_kafka_matching(admin: Admin) -> None:
 def test_refusals_name_what_is_wrong(admin: Admin) -> None:
     with pytest.raises(InvalidRequestError, match="Invalid configuration key bad_key"):
         admin.alter_client_quotas({"client-id": "c"}, {"bad_key": 1})
-    with pytest.raises(InvalidRequestError, match="producer_byte_rate must be a Long value"):
+    with pytest.raises(InvalidRequestError, match="producer_byte_rate cannot be a fractional value"):
         admin.alter_client_quotas({"client-id": "c"}, {"producer_byte_rate": 1.5})
     with pytest.raises(InvalidRequestError, match="Unhandled client quota entity type: group"):
         admin.alter_client_quotas({"group": "g"}, {"producer_byte_rate": 1})
