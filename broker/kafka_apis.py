@@ -159,7 +159,7 @@ class KafkaApis:
             log.exception("request.failed", api=key.name, version=header.api_version, peer=conn.peer)
             raise CloseConnection(f"{key.name} handler failed: {exc!r}") from exc
         throttle_ms = 0
-        if key == ApiKey.PRODUCE:  # Kafka records the request's size (KIP-13)
+        if key == ApiKey.PRODUCE and self.ctx.image.client_quotas:  # the request's size counts (KIP-13)
             throttle_ms = self._throttle(self.ctx.client_quotas.produce, header, conn, len(frame))
             if not isinstance(response, produce.ReplicationWait):
                 response.throttle_time_ms = throttle_ms
