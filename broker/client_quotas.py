@@ -22,7 +22,8 @@ client ids for a user-level quota). Kafka's decisions, followed:
 - A sensor unused for an hour is dropped (Kafka's `InactiveSensorExpirationTimeSeconds`).
 
 Produce records the request's size; a consumer Fetch records its response's size (a
-follower's Fetch is never client-quota'd).
+follower's Fetch is never client-quota'd). A throttled Fetch without a fetch session is
+answered empty and its bytes taken back off the meter, as Kafka does.
 """
 
 from __future__ import annotations
@@ -166,6 +167,14 @@ class ClientQuotaManager:
         if throttle:
             sensor.throttle_recorded(throttle, now)
         return throttle
+
+    def unrecord(self, quotas: QuotaMap, user: str, client_id: str, nbytes: int, now: float) -> None:
+        """Take back bytes recorded for an answer that was not sent after all (Kafka's
+        `unrecordQuotaSensor`: a throttled Fetch is answered empty)."""
+        sensor = self.sensors.get(quota_for(quotas, user, client_id, self.key)[1])
+        if sensor is not None:
+            sensor.rate.record(-nbytes, now)
+            sensor.bytes_total -= nbytes
 
     def samples_now(self, now: float) -> list[tuple[str, str, float, float]]:
         """(user, client-id, byte-rate, throttle-time) per sensor, for the metrics."""

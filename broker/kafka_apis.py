@@ -13,6 +13,7 @@ import structlog
 import trio
 
 from raftka.broker.client_quotas import user_of
+from raftka.broker.fetch_session import FINAL_EPOCH
 from raftka.broker.handlers import (
     acls,
     alter_configs,
@@ -183,9 +184,17 @@ class KafkaApis:
         if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/zero_copy.py)
             chunks = encode_response_chunks(header, key, header.api_version, response)
             if request.replica_id < 0 and self.ctx.image.client_quotas:  # a consumer: its response's size
-                throttle_ms = self._throttle(self.ctx.client_quotas.fetch, header, conn, sum(map(len, chunks[1:])))
+                size = sum(map(len, chunks[1:]))
+                throttle_ms = self._throttle(self.ctx.client_quotas.fetch, header, conn, size)
                 if throttle_ms:
                     response.throttle_time_ms = throttle_ms
+                    if getattr(request, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
+                        # Kafka answers a throttled fetch empty and takes its bytes back off the
+                        # meter. Only without a fetch session here: a session has already moved
+                        # on to what this answer carries (docs/compatibility.md).
+                        self.ctx.client_quotas.fetch.unrecord(self.ctx.image.client_quotas, user_of(conn.principal),
+                                                              header.client_id or "", size, trio.current_time())
+                        response.responses = []
                     chunks = encode_response_chunks(header, key, header.api_version, response)
             return ChunkedResponse(chunks)
         return encode_response(header, key, header.api_version, response)

@@ -164,3 +164,28 @@ def test_a_librdkafka_consumer_is_held_to_its_consumer_byte_rate(bootstrap: str)
                                   f"{allowed:.0f} ({RATE} B/s over the elapsed time and a {WINDOW_S}s window)")
     assert total >= RATE * 5, f"only {total} bytes consumed in {RUN_S}s: the consumer barely ran"
     assert max(throttled, default=0) > 0, "the broker never answered a fetch with a throttle time"
+
+
+def test_a_throttled_sessionless_fetch_is_answered_empty(bootstrap: str) -> None:
+    """As Kafka: a Fetch over `consumer_byte_rate` without a fetch session (librdkafka's kind)
+    comes back at once with `throttle_time_ms` and no records."""
+    from raftka.client.protocol import ApiKey
+    from tests.compat.wire_client import WireConnection, values_batch
+
+    client_id, topic = "x-quota-fetcher", "x-quota-fetch"
+    admin = Admin(bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        with WireConnection(bootstrap) as conn:
+            assert conn.produce(topic, 0, values_batch([b"f" * 1000] * 50)).error_code == 0
+            unthrottled = conn.request(ApiKey.FETCH, 11, conn.fetch_request_body(topic, 0, 0))
+            assert unthrottled.throttle_time_ms == 0 and len(unthrottled.responses) == 1
+        admin.alter_client_quotas({"client-id": client_id}, {"consumer_byte_rate": 4000})
+        with WireConnection(bootstrap, client_id=client_id) as conn:
+            body = conn.fetch_request_body(topic, 0, 0)
+            assert body["session_epoch"] == -1
+            throttled = conn.request(ApiKey.FETCH, 11, body)  # 50 KB: 5 KB/s over the padded 10 s window
+            assert throttled.throttle_time_ms > 0 and throttled.responses == []
+    finally:
+        admin.alter_client_quotas({"client-id": client_id}, remove=["consumer_byte_rate"])
+        admin.close()

@@ -107,3 +107,12 @@ def test_connection_creation_rate_throttles_the_connection_over_it():
     # Kafka's Rate pads the window to 10 s: ten connections at once are 1/s, the eleventh 1.1/s
     assert [quotas.creation_throttle_ms("10.0.0.1", 0.1) for _ in range(11)] == [0] * 10 + [1000]
     assert quotas.creation_throttle_ms("10.0.0.2", 0.1) == 0
+
+
+def test_unrecord_takes_an_unsent_answer_back_off_the_meter():
+    fetch = ClientQuotas.create().fetch
+    quotas = {P1: {"consumer_byte_rate": 100.0}}
+    assert fetch.record(quotas, "bob", "p1", 2000, 0.0) > 0  # 200 B/s over the padded window
+    fetch.unrecord(quotas, "bob", "p1", 2000, 0.0)
+    assert fetch.sensors[("", "p1")].rate.rate(0.0) == 0.0
+    assert fetch.record(quotas, "bob", "p1", 900, 0.5) == 0  # as if the first had never been
