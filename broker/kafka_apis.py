@@ -169,6 +169,8 @@ class KafkaApis:
             async def finish() -> bytes:
                 answered = await response.finish()
                 answered.throttle_time_ms = throttle_ms
+                if throttle_ms:  # Kafka mutes from the answer: again from now (after the ISR wait)
+                    conn.muted_until = max(conn.muted_until, trio.current_time() + throttle_ms / 1000.0)
                 answer = encode_response(header, key, header.api_version, answered)
                 self.ctx.metrics.request_done(name, header.api_version, trio.current_time() - started)
                 return answer

@@ -80,14 +80,15 @@ def test_a_librdkafka_producer_is_held_to_its_producer_byte_rate(bootstrap: str)
     assert max(throttled, default=0) > 0, "the broker never answered with a throttle time"
 
 
-def test_a_client_that_ignores_the_throttle_is_muted_for_it(bootstrap: str) -> None:
+@pytest.mark.parametrize("acks", [1, -1])  # -1: the answer waits for the ISR (a deferred answer)
+def test_a_client_that_ignores_the_throttle_is_muted_for_it(bootstrap: str, acks: int) -> None:
     """KIP-219: the throttled response comes back at once with `throttle_time_ms`, and the
     broker reads nothing more from the connection for that long, so a client that sends its
     next request straight away is answered only after the throttle time."""
     from raftka.client.protocol import ApiKey
     from tests.compat.wire_client import WireConnection, values_batch
 
-    client_id, topic = "x-quota-ignorer", "x-quota-mute"
+    client_id, topic = f"x-quota-ignorer{acks}", f"x-quota-mute{acks}"
     admin = Admin(bootstrap)
     try:
         admin.create_topics([NewTopic(topic, 1, 1)])
@@ -96,7 +97,7 @@ def test_a_client_that_ignores_the_throttle_is_muted_for_it(bootstrap: str) -> N
             batch = values_batch([b"m" * 1000] * 120)  # 120 KB: 12 KB/s over the padded 10 s window
             sent = time.monotonic()
             first = conn.request(ApiKey.PRODUCE, 8, {
-                "transactional_id": None, "acks": 1, "timeout_ms": 15000,
+                "transactional_id": None, "acks": acks, "timeout_ms": 15000,
                 "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
             assert first.responses[0].partition_responses[0].error_code == 0
             assert first.throttle_time_ms > 0, "a request over the quota must carry a throttle time"
