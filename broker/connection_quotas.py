@@ -11,6 +11,12 @@ listener of the broker:
   working while clients fill the others (Kafka then closes another
   listener's least recently used connection; raftka does not).
 
+- KIP-612's `connection_creation_rate` of an ip (a client quota, `--entity-type ips`; the
+  ip's own, else the default ip's): every connection accepted from it is counted on the
+  ip's sensor (Kafka's Rate over `quota.window.num` windows of `quota.window.size.seconds`);
+  one that takes the rate over the quota is held unserved for the throttle time and then
+  closed (Kafka's delayed close of a throttled connection).
+
 `ConnectionQuotas` is the counting, with no I/O; `wait_for_slot` is its only
 trio part. broker/network.py's accept loop drives it and logs.
 """
@@ -18,10 +24,12 @@ trio part. broker/network.py's accept loop drives it and logs.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import trio
+
+from raftka.broker.client_quotas import SENSOR_EXPIRY_S, QuotaRate, throttle_time_ms
 
 # Kafka's default for both limits: Integer.MAX_VALUE, i.e. no limit.
 UNLIMITED = 2**31 - 1
@@ -69,6 +77,27 @@ class ConnectionQuotas:
         self.total = 0
         self._per_ip: dict[str, int] = {}
         self._slot_freed = trio.lowlevel.ParkingLot()
+        # KIP-612: an ip's connection_creation_rate (None: unlimited); the node points it at
+        # the metadata image (raft_meta/client_quotas.ip_connection_rate).
+        self.ip_rate: Callable[[str], float | None] = lambda ip: None
+        self.rate_samples, self.rate_window_s = 11, 1.0
+        self._ip_sensors: dict[str, tuple[QuotaRate, float]] = {}  # ip -> (sensor, last used)
+        self._next_expiry = 0.0
+
+    def creation_throttle_ms(self, ip: str, now: float) -> int:
+        """Count a connection just admitted from `ip` against its connection_creation_rate;
+        how long to hold it before closing it (0: serve it)."""
+        bound = self.ip_rate(ip)
+        if bound is None:
+            return 0
+        sensor = self._ip_sensors.get(ip, (None, 0.0))[0] or QuotaRate(self.rate_samples, self.rate_window_s)
+        self._ip_sensors[ip] = (sensor, now)
+        sensor.record(1, now)
+        if now >= self._next_expiry:
+            self._next_expiry = now + 60.0
+            for stale in [i for i, (_, used) in self._ip_sensors.items() if now - used >= SENSOR_EXPIRY_S]:
+                del self._ip_sensors[stale]
+        return throttle_time_ms(sensor, bound, now, self.rate_samples * self.rate_window_s * 1000.0)
 
     def count(self, ip: str) -> int:
         return self._per_ip.get(ip, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.controller_channel import ControllerChannel
 from raftka.broker.fetch_session import FetchSessionCache
 from raftka.broker.group_coordinator import GroupCoordinator
@@ -36,6 +37,8 @@ class BrokerContext:
     txns: TxnCoordinator | None = None
     # KIP-890 part 1: partition leaders verify transactional writes with the coordinator.
     txn_verifier: TxnVerifier | None = None
+    # Client byte-rate quotas' sensors (broker/client_quotas.py).
+    client_quotas: ClientQuotas = field(default_factory=ClientQuotas.create)
 
     @property
     def image(self) -> MetadataImage:

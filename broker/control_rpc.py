@@ -161,6 +161,7 @@ METHODS: dict[str, Callable[[Any], Any]] = {
     "alter_configs": errors_to_wire,
     "elect_leaders": election_results_to_wire,
     "alter_scram_credentials": lambda results: [[r.user, r.error, r.message] for r in results],
+    "alter_client_quotas": lambda results: [[[list(c) for c in r.components], r.error, r.message] for r in results],
     "alter_partition_reassignments": lambda r: r,
     "unregister_broker": lambda r: None,
 }
@@ -205,6 +206,13 @@ def _wire_args(method: str, args: dict) -> dict:
         args = {"deletions": [(str(n), int(m)) for n, m in args["deletions"]],
                 "upsertions": [ScramUpsertion(str(n), int(m), int(i), bytes(s), bytes(k1), bytes(k2))
                                for n, m, i, s, k1, k2 in args["upsertions"]]}
+    if method == "alter_client_quotas":
+        from raftka.raft_meta.client_quotas import QuotaAlteration
+
+        args = {**args, "alterations": [
+            QuotaAlteration(tuple((str(t), None if n is None else str(n)) for t, n in components),
+                            tuple((str(k), None if v is None else float(v)) for k, v in ops))
+            for components, ops in args["alterations"]]}
     return args
 
 
@@ -423,6 +431,10 @@ SIGNATURES: dict[str, dict[str, tuple[tuple[Callable[[object], bool], str], bool
                       True),
         "upsertions": ((_list_of(lambda v: isinstance(v, (list, tuple)) and len(v) == 6),
                         "a list of [user, mechanism, iterations, salt, stored key, server key]"), True)},
+    "alter_client_quotas": {
+        "alterations": ((_list_of(lambda v: isinstance(v, (list, tuple)) and len(v) == 2),
+                         "a list of [[[entity type, name|null], ...], [[key, value|null], ...]]"), True),
+        "validate_only": (_BOOL, False)},
     "alter_partition_reassignments": {
         "reassignments": ((_list_of(_is_reassignment), "a list of [topic, partition, replicas|null]"), True),
         "allow_rf_change": (_BOOL, False), "timeout_ms": (_OPT_INT, False)},

@@ -31,7 +31,7 @@ from raftka.raft_meta.node_config import NodeConfig
 
 # Calls that may wait for a slow commit (until their request's deadline).
 ADMIN_METHODS = frozenset({"create_topics", "create_partitions", "delete_topic", "create_acls", "delete_acls",
-                           "alter_configs", "elect_leaders", "alter_scram_credentials",
+                           "alter_configs", "elect_leaders", "alter_scram_credentials", "alter_client_quotas",
                            "alter_partition_reassignments", "unregister_broker"})
 
 
@@ -159,6 +159,20 @@ class ControllerChannel:
 
         return await self._call("alter_scram_credentials", wire_args=wire, from_wire=from_wire,
                                 deletions=deletions, upsertions=upsertions)
+
+    async def alter_client_quotas(self, alterations: list, validate_only: bool = False) -> list:
+        """A QuotaResult per entry (raft_meta/client_quotas.py)."""
+        from raftka.raft_meta.client_quotas import QuotaResult
+
+        wire = {"alterations": [[[list(c) for c in a.components], [list(op) for op in a.ops]] for a in alterations],
+                "validate_only": validate_only}
+
+        def from_wire(data: list) -> list:
+            return [QuotaResult(tuple((t, n) for t, n in components), error, message)
+                    for components, error, message in data]
+
+        return await self._call("alter_client_quotas", wire_args=wire, from_wire=from_wire,
+                                alterations=alterations, validate_only=validate_only)
 
     async def alter_partition_reassignments(self, reassignments: Sequence[Sequence], allow_rf_change: bool = True,
                                             timeout_ms: int | None = None) -> list[list]:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import structlog
 import trio
 
+from raftka.broker.client_quotas import user_of
+from raftka.broker.fetch_session import FINAL_EPOCH
 from raftka.broker.handlers import (
     acls,
     alter_configs,
     api_versions,
+    client_quotas,
     consumer_groups,
     delete_records,
     describe_cluster,
@@ -111,6 +114,8 @@ HANDLERS = {
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
     ApiKey.DESCRIBE_PRODUCERS: txn_markers.handle_describe_producers,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe,
+    ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter,
 }
 
 class KafkaApis:
@@ -152,10 +157,19 @@ class KafkaApis:
         except Exception as exc:
             log.exception("request.failed", api=key.name, version=header.api_version, peer=conn.peer)
             raise CloseConnection(f"{key.name} handler failed: {exc!r}") from exc
+        throttle_ms = 0
+        if key == ApiKey.PRODUCE and self.ctx.image.client_quotas:  # the request's size counts (KIP-13)
+            throttle_ms = self._throttle(self.ctx.client_quotas.produce, header, conn, len(frame))
+            if not isinstance(response, produce.ReplicationWait):
+                response.throttle_time_ms = throttle_ms
         if isinstance(response, produce.ReplicationWait):  # acks=all: answer once replicated
 
             async def finish() -> bytes:
-                answer = encode_response(header, key, header.api_version, await response.finish())
+                answered = await response.finish()
+                answered.throttle_time_ms = throttle_ms
+                if throttle_ms:  # Kafka mutes from the answer: again from now (after the ISR wait)
+                    conn.muted_until = max(conn.muted_until, trio.current_time() + throttle_ms / 1000.0)
+                answer = encode_response(header, key, header.api_version, answered)
                 self.ctx.metrics.request_done(name, header.api_version, trio.current_time() - started)
                 return answer
 
@@ -168,8 +182,32 @@ class KafkaApis:
             return FinalResponse(encode_response(header, key, header.api_version, response),
                                  f"SASL authentication failed ({key.name})")
         if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/zero_copy.py)
-            return ChunkedResponse(encode_response_chunks(header, key, header.api_version, response))
+            chunks = encode_response_chunks(header, key, header.api_version, response)
+            if request.replica_id < 0 and self.ctx.image.client_quotas:  # a consumer: its response's size
+                size = sum(map(len, chunks[1:]))
+                throttle_ms = self._throttle(self.ctx.client_quotas.fetch, header, conn, size)
+                if throttle_ms:
+                    response.throttle_time_ms = throttle_ms
+                    if getattr(request, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
+                        # Kafka answers a throttled fetch empty and takes its bytes back off the
+                        # meter. Only without a fetch session here: a session has already moved
+                        # on to what this answer carries (docs/compatibility.md).
+                        self.ctx.client_quotas.fetch.unrecord(self.ctx.image.client_quotas, user_of(conn.principal),
+                                                              header.client_id or "", size, trio.current_time())
+                        response.responses = []
+                    chunks = encode_response_chunks(header, key, header.api_version, response)
+            return ChunkedResponse(chunks)
         return encode_response(header, key, header.api_version, response)
+
+    def _throttle(self, quota, header, conn: ConnectionInfo, nbytes: int) -> int:
+        """Record `nbytes` against the connection's byte-rate quota; mute the connection for
+        the throttle time, which is returned for the response (broker/client_quotas.py)."""
+        now = trio.current_time()
+        throttle_ms = quota.record(self.ctx.image.client_quotas, user_of(conn.principal), header.client_id or "",
+                                   nbytes, now)
+        if throttle_ms:
+            conn.muted_until = max(conn.muted_until, now + throttle_ms / 1000.0)
+        return throttle_ms
 
 
 def _metric_name(key: ApiKey, request) -> str:

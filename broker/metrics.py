@@ -191,6 +191,9 @@ class Snapshot:
     # KIP-73 replication quotas (broker/replication_quota.py): bytes/s of the throttled partitions.
     leader_replication_byte_rate: float = 0.0
     follower_replication_byte_rate: float = 0.0
+    # Client quotas (broker/client_quotas.py): Kafka's type ("Produce", "Fetch") -> (user,
+    # client-id, byte-rate, throttle-time ms) per sensor.
+    client_quotas: dict[str, list[tuple[str, str, float, float]]] = field(default_factory=dict)
 
 
 def _counter(name: str, doc: str, total: int | float, by_topic: dict[str, int] | None = None) -> Metric:
@@ -301,6 +304,17 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
     out.append(_gauge("kafka_server_followerreplication_byte_rate",
                       "Bytes/s fetched for throttled partitions (FollowerReplication byte-rate).",
                       snap.follower_replication_byte_rate))
+    for kind, sensors in sorted(snap.client_quotas.items()):
+        prefix = f"kafka_server_{kind.lower()}_"
+        rate = GaugeMetricFamily(prefix + "byte_rate", f"Bytes/s of a client quota's sensor ({kind} byte-rate).",
+                                 labels=["user", "client_id"])
+        throttle = GaugeMetricFamily(prefix + "throttle_time", f"Mean throttle time (ms) of a client quota's "
+                                     f"throttled responses over the quota windows ({kind} throttle-time).",
+                                     labels=["user", "client_id"])
+        for user, client_id, byte_rate, throttle_ms in sensors:
+            rate.add_metric([user, client_id], byte_rate)
+            throttle.add_metric([user, client_id], throttle_ms)
+        out += [rate, throttle]
 
     lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the committed offset.",
                             labels=["consumergroup", "topic", "partition"])

@@ -86,6 +86,9 @@ class ConnectionInfo:
     # The SASL exchange still owed on a SASL listener (broker/sasl_server.py); None once done
     # and on other listeners.
     authenticator: object | None = None
+    # A client quota's throttle (broker/client_quotas.py, KIP-219): no request is read or
+    # processed on this connection before this trio time (the channel is muted).
+    muted_until: float = 0.0
 
     @property
     def host(self) -> str:
@@ -274,11 +277,21 @@ async def _receive(stream: trio.abc.Stream, conn: _Connection) -> bytes:
     return data
 
 
+async def _wait_unmuted(conn: _Connection) -> None:
+    """A throttled connection reads nothing until its throttle time is over (Kafka mutes the
+    channel), so a client that ignores `throttle_time_ms` is held back all the same."""
+    until = conn.info.muted_until
+    if until > trio.current_time():
+        await trio.sleep_until(until)
+        conn.active()  # muted time is the broker's doing, not the client's idleness
+
+
 async def _read_requests(stream: trio.abc.Stream, handler: RequestHandler, conn: _Connection,
                          responses: trio.MemorySendChannel[bytes | ChunkedResponse | Deferred | None]) -> None:
     decoder, memory, info = conn.decoder, conn.limits.memory, conn.info
     async with responses:
         while True:
+            await _wait_unmuted(conn)
             data = await _receive(stream, conn)
             if not data:
                 return
@@ -288,6 +301,7 @@ async def _read_requests(stream: trio.abc.Stream, handler: RequestHandler, conn:
             if decoder.frame_size is not None:
                 memory.request_started(conn)
             for frame in frames:
+                await _wait_unmuted(conn)
                 conn.active()
                 try:
                     response = await handler(frame, info)
@@ -435,7 +449,23 @@ async def _accept_connections(listener_socket: trio.SocketListener, name: str, h
                                   error=str(refusal))
             stream.socket.close()
             continue
+        throttle_ms = quotas.creation_throttle_ms(ip, trio.current_time())
+        if throttle_ms:
+            limits.refusal_warnings.warn(ip, listener=name, peer=ip, reason="connection_creation_rate",
+                                         throttle_ms=throttle_ms)
+            nursery.start_soon(_close_throttled, stream, limits, ip, throttle_ms)
+            continue
         nursery.start_soon(_serve_admitted, stream, handler, name, limits, ip, transport)
+
+
+async def _close_throttled(stream: trio.SocketStream, limits: ListenerLimits, ip: str, throttle_ms: int) -> None:
+    """Kafka's delayed close of a connection over its ip's connection_creation_rate: held,
+    unserved and counted, for the throttle time, then closed."""
+    try:
+        await trio.sleep(throttle_ms / 1000.0)
+    finally:
+        stream.socket.close()
+        limits.quotas.release(ip)
 
 
 async def _serve_admitted(stream: trio.SocketStream, handler: RequestHandler, listener: str,

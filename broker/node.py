@@ -24,6 +24,7 @@ import structlog
 import trio
 
 from raftka.broker.acl_checks import anonymous_inter_broker_warning
+from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.context import BrokerContext
 from raftka.broker.control_rpc import ControlRpcServer
 from raftka.broker.controller_channel import ControllerChannel
@@ -39,6 +40,7 @@ from raftka.broker.txn_coordinator import TxnCoordinator
 from raftka.broker.txn_verification import TxnVerifier
 from raftka.raft_meta.authorizer import build_authorizer
 from raftka.raft_meta.bootstrap_records import read_bootstrap
+from raftka.raft_meta.client_quotas import ip_connection_rate
 from raftka.raft_meta.controller import Controller
 from raftka.raft_meta.controller_errors import ControllerError
 from raftka.raft_meta.metadata_loader import MetadataLoader
@@ -144,7 +146,8 @@ class BrokerNode:
                                     ProducerIdManager(self._allocate_producer_ids), groups=groups,
                                     authorizer=build_authorizer(config.authorizer_class_name, config.super_users,
                                                                 config.allow_everyone_if_no_acl_found),
-                                    txns=txns, txn_verifier=TxnVerifier(replicas))
+                                    txns=txns, txn_verifier=TxnVerifier(replicas),
+                                    client_quotas=ClientQuotas.from_config(config))
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)
@@ -161,6 +164,9 @@ class BrokerNode:
                     endpoints = client_endpoints(config)
                     limits = ListenerLimits.from_config(config, [e.name for e in endpoints],
                                                         config.inter_broker_listener_name)
+                    limits.quotas.ip_rate = lambda ip: ip_connection_rate(loader.image.client_quotas, ip)
+                    limits.quotas.rate_samples = config.quota_window_num
+                    limits.quotas.rate_window_s = float(config.quota_window_size_seconds)
                     scram_lookup = scram_lookup_from_image(lambda: loader.image)
                     for endpoint in endpoints:
                         security = config.security.listener(endpoint.name)

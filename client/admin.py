@@ -36,6 +36,26 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 
+# A client quota entity: {"user": name, "client-id": name} (or {"ip": address}); a None name
+# is that type's default entity (kafka-configs' `<default>`).
+QuotaEntity = Mapping[str, "str | None"]
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2  # DescribeClientQuotas' match types
+
+
+@dataclass(frozen=True)
+class QuotaFilter:
+    """One component of a DescribeClientQuotas filter: the `entity_type`'s entity named
+    `match` (exact), its default entity (`default=True`), or any named one (`match` None)."""
+
+    entity_type: str
+    match: str | None = None
+    default: bool = False
+
+    def to_wire(self) -> dict:
+        kind = MATCH_DEFAULT if self.default else MATCH_ANY if self.match is None else MATCH_EXACT
+        return {"entity_type": self.entity_type, "match_type": kind, "match": self.match}
+
+
 @dataclass(frozen=True)
 class NewTopic:
     name: str
@@ -238,6 +258,37 @@ class AsyncAdmin:
                     else f"broker {name}"
                 raise error_for_code(result.error_code, f"altering configs of {what}: "
                                      f"{result.error_message or ''}".rstrip(": "))
+
+    # --- client quotas (KIP-546) ------------------------------------------
+    async def alter_client_quotas(self, entity: QuotaEntity, set_quotas: Mapping[str, float] | None = None,
+                                  remove: Iterable[str] = (), *, validate_only: bool = False) -> None:
+        """Set and remove client quotas (`producer_byte_rate`, `consumer_byte_rate`,
+        `request_percentage`, `controller_mutation_rate`; `connection_creation_rate` for an
+        ip) of one entity. Raises the broker's error (InvalidRequestError naming the bad key,
+        value or entity type)."""
+        ops = [{"key": k, "value": float(v), "remove": False} for k, v in (set_quotas or {}).items()]
+        ops += [{"key": k, "value": 0.0, "remove": True} for k in remove]
+        request = request_class(ApiKey.ALTER_CLIENT_QUOTAS)(
+            entries=[{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()], "ops": ops}],
+            validate_only=validate_only)
+        response = await self.cluster.send_any(ApiKey.ALTER_CLIENT_QUOTAS, request)
+        for entry in response.entries:
+            if entry.error_code:
+                raise error_for_code(entry.error_code, f"altering client quotas of {dict(entity)}: "
+                                     f"{entry.error_message or ''}".rstrip(": "))
+
+    async def describe_client_quotas(self, components: Iterable[QuotaFilter] = (), *, strict: bool = False
+                                     ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """The quota entities matching the filter (Kafka's matching: all of the components
+        must match; `strict` leaves out entities with other entity types), with their quotas."""
+        request = request_class(ApiKey.DESCRIBE_CLIENT_QUOTAS)(
+            components=[c.to_wire() for c in components], strict=strict)
+        response = await self.cluster.send_any(ApiKey.DESCRIBE_CLIENT_QUOTAS, request)
+        if response.error_code:
+            raise error_for_code(response.error_code, f"describing client quotas: "
+                                 f"{response.error_message or ''}".rstrip(": "))
+        return [({e.entity_type: e.entity_name for e in entry.entity},
+                 {v.key: v.value for v in entry.values}) for entry in response.entries or []]
 
 
 def _results(response: Message) -> list:

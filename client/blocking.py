@@ -26,6 +26,8 @@ from raftka.client.admin import (
     ClusterDescription,
     ConfigEntry,
     NewTopic,
+    QuotaEntity,
+    QuotaFilter,
     TopicDescription,
 )
 from raftka.client.consumer import AsyncConsumer
@@ -301,3 +303,13 @@ class Admin(_Facade):
                          keys: Iterable[str] | None = None) -> dict[str, ConfigEntry]:
         return self._portal.call(functools.partial(self._admin.describe_configs, topic,
                                                    broker_id=broker_id, keys=keys))
+
+    def alter_client_quotas(self, entity: QuotaEntity, set_quotas: Mapping[str, float] | None = None,
+                            remove: Iterable[str] = (), *, validate_only: bool = False) -> None:
+        self._portal.call(functools.partial(self._admin.alter_client_quotas, dict(entity), dict(set_quotas or {}),
+                                            list(remove), validate_only=validate_only))
+
+    def describe_client_quotas(self, components: Iterable[QuotaFilter] = (), *, strict: bool = False
+                               ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        return self._portal.call(functools.partial(self._admin.describe_client_quotas, list(components),
+                                                   strict=strict))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 
+from raftka.raft_meta import client_quotas
 from raftka.raft_meta.acls import AclBinding, binding_error
 from raftka.raft_meta.image import (
     REQUEST_ID_MEMORY,
@@ -35,6 +36,7 @@ from raftka.raft_meta.image import (
 from raftka.raft_meta.records import (
     NO_LEADER,
     AccessControlEntry,
+    ClientQuota,
     Config,
     ControllerClaim,
     FenceBroker,
@@ -82,6 +84,7 @@ class _Draft:
         self.producer_id_blocks = image.producer_id_blocks
         self.acls = image.acls
         self.scram_credentials = image.scram_credentials
+        self.client_quotas = image.client_quotas
         self._owned: set[str] = set()  # names of the maps above that are this draft's copies
         self._owned_partitions: set[str] = set()  # topic ids whose partition map is this draft's copy
         self._request_order: deque[str] | None = None
@@ -112,6 +115,9 @@ class _Draft:
         return self._own("acls")
     def scram_credentials_for_change(self) -> dict[tuple[str, int], ScramCredentialImage]:
         return self._own("scram_credentials")
+
+    def client_quotas_for_change(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        return self._own("client_quotas")
 
     def partitions_for_change(self, topic_id: str) -> dict[int, PartitionImage]:
         """The partition map of an existing topic, as this draft's own copy (the topic's
@@ -443,6 +449,31 @@ def _remove_user_scram_credential(draft: _Draft, r: RemoveUserScramCredential, o
     return MetadataDelta(offset, r, True)
 
 
+def _client_quota(draft: _Draft, r: ClientQuota, offset: int) -> MetadataDelta:
+    components = tuple((t, n) for t, n in r.entity)
+    problem = client_quotas.entity_problem(components)
+    if problem is not None:
+        raise _Reject(f"client quota entity {list(components)}: {problem}")
+    entity = client_quotas.entity_of(components)
+    if r.value is not None:
+        problem = client_quotas.value_problem(client_quotas.keys_for(entity), r.key, r.value)
+        if problem is not None:
+            raise _Reject(f"client quota of {client_quotas.describe_entity(entity)}: {problem}")
+    values = dict(draft.client_quotas.get(entity, {}))  # one entity's quotas: small, shared with older images
+    if r.value is None:
+        if r.key not in values:
+            raise _Reject(f"no client quota {r.key} of {client_quotas.describe_entity(entity)} to remove")
+        del values[r.key]
+    else:
+        values[r.key] = float(r.value)
+    quotas = draft.client_quotas_for_change()
+    if values:
+        quotas[entity] = values
+    else:
+        quotas.pop(entity, None)
+    return MetadataDelta(offset, r, True, client_quotas=True)
+
+
 _HANDLERS = {
     RegisterBroker: _register,
     UnregisterBroker: _unregister,
@@ -459,6 +490,7 @@ _HANDLERS = {
     RemoveAccessControlEntry: _remove_access_control_entry,
     UserScramCredential: _user_scram_credential,
     RemoveUserScramCredential: _remove_user_scram_credential,
+    ClientQuota: _client_quota,
 }
 
 

@@ -410,6 +410,22 @@ class Controller:
         await self._decide_and_commit(decision)
         return outcome
 
+    async def alter_client_quotas(self, alterations: list, validate_only: bool = False) -> list:
+        """AlterClientQuotas (raft_meta/client_quotas.py): a QuotaResult per entry, in order; the
+        changes of every valid entry commit as one entry (Kafka's atomic ControllerResult)."""
+        from raftka.raft_meta import client_quotas
+
+        outcome: list = []
+
+        def decision(img: MetadataImage) -> decide.Decision:
+            records, results = client_quotas.alter_client_quotas(img.client_quotas, alterations)
+            _check_user_op(len(records), "this AlterClientQuotas request")
+            outcome[:] = results
+            return decide.Decision(() if validate_only else tuple(records))
+
+        await self._decide_and_commit(decision)
+        return outcome
+
     async def alter_partition_reassignments(self, reassignments: Sequence[Sequence], allow_rf_change: bool = True,
                                             timeout_ms: int | None = None) -> list[list]:
         """One AlterPartitionReassignments request (`[topic, partition, replicas or None]` each),

@@ -98,6 +98,8 @@ class MetadataImage:
     acls: dict[str, AclBinding] = field(default_factory=dict)  # by ACL id, in creation order
     # (user name, mechanism id 1|2) -> credential (UserScramCredential records)
     scram_credentials: dict[tuple[str, int], ScramCredentialImage] = field(default_factory=dict)
+    # client quota entity (sorted (type, name|None) pairs) -> {quota key: value} (ClientQuota records)
+    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
 
     def topic_by_name(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -149,3 +151,4 @@ class MetadataDelta:
     producer_ids: bool = False
     controller: bool = False
     acls: bool = False  # an ACL was added or removed
+    client_quotas: bool = False  # a client quota was set or removed

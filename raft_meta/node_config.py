@@ -339,6 +339,9 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
                                             "9223372036854775807"),
     "replication.quota.window.num": ("replication_quota_window_num", _positive_int, "11"),
     "replication.quota.window.size.seconds": ("replication_quota_window_size_seconds", _positive_int, "1"),
+    # Client quotas' meter (KIP-13; broker/client_quotas.py): samples and their length.
+    "quota.window.num": ("quota_window_num", _positive_int, "11"),
+    "quota.window.size.seconds": ("quota_window_size_seconds", _positive_int, "1"),
     # The transaction coordinator (broker/txn_coordinator.py): Kafka's names and defaults.
     "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _positive_int, "50"),
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _positive_int, "2"),
@@ -435,6 +438,8 @@ class NodeConfig:
     follower_replication_throttled_rate: int = 2**63 - 1
     replication_quota_window_num: int = 11
     replication_quota_window_size_seconds: int = 1
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_min_isr: int = 2
     transaction_state_log_segment_bytes: int = 104857600

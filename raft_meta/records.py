@@ -229,6 +229,23 @@ class RemoveUserScramCredential:
 
 
 @dataclass(frozen=True)
+class ClientQuota:
+    """Set (value) or remove (value None) one client quota of an entity (Kafka's QuotaRecord).
+
+    `entity` is the quota entity as sorted `(entity type, name)` pairs, the type one of "user",
+    "client-id", "ip" and the name None for that type's default entity ("<default>" in
+    kafka-configs); `key` is a quota key (`producer_byte_rate`, ...; raft_meta/client_quotas.py).
+    """
+
+    TYPE: ClassVar[str] = "ClientQuota"
+    VERSION: ClassVar[int] = 1
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float | None
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
 class UndecodableRecord:
     """Bytes that are not a record this code understands; `apply` skips them."""
 
@@ -254,6 +271,7 @@ MetadataRecord = (
     | RemoveAccessControlEntry
     | UserScramCredential
     | RemoveUserScramCredential
+    | ClientQuota
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -275,6 +293,7 @@ RECORD_TYPES: dict[str, type] = {
         RemoveAccessControlEntry,
         UserScramCredential,
         RemoveUserScramCredential,
+        ClientQuota,
     )
 }
 

@@ -19,6 +19,7 @@ Encoding: one CBOR map
 Version 2 added "acls"; a version-1 snapshot (written before ACLs existed) still loads, with
 none. An older node refuses a version-2 snapshot rather than load it without its ACLs.
      "scram": [[user, mechanism id, salt, stored key, server key, iterations], ...]}  (optional)
+     "quotas": [[[[entity type, name | null], ...], [[key, value], ...]], ...]  (optional)
 
 Lists keep the image's insertion order, so decoding gives back an equal image whose maps iterate
 in the same order (`topic_ids` is rebuilt from `topics`). `image_digest` hashes a canonical
@@ -35,6 +36,7 @@ from typing import Any
 
 import cbor2
 
+from raftka.raft_meta import client_quotas
 from raftka.raft_meta.acls import AclBinding, binding_error
 from raftka.raft_meta.image import (
     BrokerRegistration,
@@ -82,6 +84,8 @@ def _body(image: MetadataImage) -> dict[str, Any]:
         "acls": [[acl_id, *binding.to_wire()] for acl_id, binding in image.acls.items()],
         "scram": [[name, mech, c.salt, c.stored_key, c.server_key, c.iterations]
                   for (name, mech), c in image.scram_credentials.items()],
+        "quotas": [[[list(part) for part in entity], [[k, v] for k, v in values.items()]]
+                   for entity, values in image.client_quotas.items()],
     }
 
 
@@ -199,6 +203,7 @@ def decode_snapshot(raw: bytes) -> MetadataImage:
             raise SnapshotError("scram credential: salt and keys must be bytes")
         scram[(_str(name, "scram user"), _int(mech, "scram mechanism"))] = ScramCredentialImage(  # type: ignore[index]
             salt, stored, server, _int(iterations, "scram iterations"))
+    quotas = _client_quotas(body.get("quotas", []))  # absent in snapshots written before quotas
     order = tuple(_str(r, "request id") for r in _list(body["request_ids"], "request_ids"))
     if len(set(order)) != len(order):
         raise SnapshotError("request_ids: an id is listed twice")
@@ -217,7 +222,28 @@ def decode_snapshot(raw: bytes) -> MetadataImage:
         request_id_order=order,  # type: ignore[arg-type]
         acls=acls,
         scram_credentials=scram,
+        client_quotas=quotas,
     )
+
+
+def _client_quotas(value: Any) -> dict:
+    quotas: dict = {}
+    for item in _list(value, "quotas"):
+        parts, values = _list(item, "client quota", 2)
+        entity = tuple((_str(t, "quota entity type"), _str(n, "quota entity name", optional=True))
+                       for t, n in (_list(p, "quota entity part", 2) for p in _list(parts, "quota entity")))
+        problem = client_quotas.entity_problem(entity)  # type: ignore[arg-type]
+        if problem is not None or entity != client_quotas.entity_of(entity):  # type: ignore[arg-type]
+            raise SnapshotError(f"client quota entity {entity}: {problem or 'not in canonical order'}")
+        if entity in quotas:
+            raise SnapshotError(f"client quota entity {entity}: listed twice")
+        entries = {}
+        for k, v in (_list(e, "client quota value", 2) for e in _list(values, "client quota values")):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise SnapshotError(f"client quota {entity} {k!r}: expected a number, got {v!r}")
+            entries[_str(k, "client quota key")] = float(v)
+        quotas[entity] = entries
+    return quotas
 
 
 def _acls(value: Any) -> dict[str, AclBinding]:
@@ -251,6 +277,9 @@ def image_digest(image: MetadataImage) -> str:
     body["producer_id_blocks"].sort()
     body["acls"].sort(key=lambda a: a[0])
     body["scram"].sort()
+    for quota in body["quotas"]:
+        quota[1].sort()
+    body["quotas"].sort(key=lambda q: [[t, "" if n is None else n, n is None] for t, n in q[0]])
     return hashlib.sha256(cbor2.dumps(body, canonical=True)).hexdigest()
 
 
@@ -273,4 +302,5 @@ def snapshot_delta(before: MetadataImage, after: MetadataImage) -> MetadataDelta
         producer_ids=True,
         controller=True,
         acls=True,
+        client_quotas=True,
     )

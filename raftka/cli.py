@@ -713,14 +713,20 @@ def acls_remove(bootstrap: str, **kwargs) -> None:
 # --- configs ------------------------------------------------------------------
 @main.group()
 def configs() -> None:
-    """Describe and alter topic and broker configs (like kafka-configs)."""
+    """Describe and alter topic and broker configs and client quotas (like kafka-configs)."""
 
 
-_ENTITY_TYPE = click.option("--entity-type", required=True, type=click.Choice(["topics", "brokers"]),
-                            help="What to configure.")
-_ENTITY_NAME = click.option("--entity-name", default=None, help="The topic name, or the broker id.")
+_ENTITY_TYPE = click.option("--entity-type", required=True,
+                            type=click.Choice(["topics", "brokers", "users", "clients", "ips"]),
+                            help="What to configure (users, clients, ips: client quotas).")
+_ENTITY_NAME = click.option("--entity-name", default=None,
+                            help="The topic name, the broker id, or the user / client id / ip.")
 _ENTITY_DEFAULT = click.option("--entity-default", is_flag=True,
-                               help="Brokers only: the cluster-wide default every broker inherits.")
+                               help="The cluster-wide default every broker inherits, or the default user / "
+                                    "client id / ip of a quota.")
+_QUOTA_CLIENT = click.option("--client", default=None, help="Users only: the client id part of a quota entity.")
+_QUOTA_CLIENT_DEFAULTS = click.option("--client-defaults", "client_defaults", is_flag=True,
+                                      help="Users only: the default client id part of a quota entity.")
 
 
 @configs.command(name="describe")
@@ -729,11 +735,17 @@ _ENTITY_DEFAULT = click.option("--entity-default", is_flag=True,
 @_ENTITY_NAME
 @_ENTITY_DEFAULT
 @click.option("--all", "show_all", is_flag=True, help="Every config with its source, not only the dynamic ones.")
+@_QUOTA_CLIENT
+@_QUOTA_CLIENT_DEFAULTS
 def configs_describe(bootstrap: str, entity_type: str, entity_name: str | None, entity_default: bool,
-                     show_all: bool) -> None:
-    """Show a topic's or a broker's dynamic configs (--all: every config and its source)."""
+                     show_all: bool, client: str | None, client_defaults: bool) -> None:
+    """Show a topic's or a broker's dynamic configs (--all: every config and its source), or
+    client quotas (users, clients, ips; without a name: every entity of that type)."""
     from raftka.cmd_configs import describe
+    from raftka.cmd_quotas import QUOTA_ENTITY_TYPES, describe_quotas
 
+    if entity_type in QUOTA_ENTITY_TYPES:
+        sys.exit(describe_quotas(bootstrap, entity_type, entity_name, entity_default, client, client_defaults))
     sys.exit(describe(bootstrap, entity_type, entity_name, entity_default, show_all))
 
 
@@ -745,16 +757,29 @@ def configs_describe(bootstrap: str, entity_type: str, entity_name: str | None, 
 @click.option("--add-config", "add", default=None, metavar="K=V[,K=[V1,V2]]",
               help="Configs to set; a list value goes in square brackets.")
 @click.option("--delete-config", "delete", multiple=True, metavar="K[,K]", help="Configs to remove; repeatable.")
+@_QUOTA_CLIENT
+@_QUOTA_CLIENT_DEFAULTS
 def configs_alter(bootstrap: str, entity_type: str, entity_name: str | None, entity_default: bool,
-                  add: str | None, delete: tuple[str, ...]) -> None:
-    """Set or remove dynamic configs of a topic, a broker or the brokers' default.
+                  add: str | None, delete: tuple[str, ...], client: str | None, client_defaults: bool) -> None:
+    """Set or remove dynamic configs of a topic, a broker or the brokers' default, or the
+    client quotas of a user, client id or ip.
 
     \b
     raftka configs alter --entity-type topics --entity-name orders --add-config retention.ms=60000
     raftka configs alter --entity-type brokers --entity-default --add-config log.retention.ms=86400000
+    raftka configs alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576
     """
-    from raftka.cmd_configs import alter
+    from raftka.cmd_configs import alter, parse_add_config, parse_delete_config
+    from raftka.cmd_quotas import QUOTA_ENTITY_TYPES, alter_quotas
 
+    if entity_type in QUOTA_ENTITY_TYPES:
+        try:
+            to_set = parse_add_config(add or "")
+        except ValueError as exc:
+            click.echo(f"raftka configs alter: {exc}", err=True)
+            sys.exit(2)
+        sys.exit(alter_quotas(bootstrap, entity_type, entity_name, entity_default, client, client_defaults,
+                              to_set, parse_delete_config(delete)))
     sys.exit(alter(bootstrap, entity_type, entity_name, entity_default, add, delete))
 # --- metadata ------------------------------------------------------------------
 @main.group()

@@ -67,6 +67,9 @@ class ApiKey(IntEnum):
     # KIP-848 consumer groups (issue 30)
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    # client quotas (issue 29)
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -136,6 +139,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # ids (KIP-1082), v1 of describe the member type (KIP-1099).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # As Kafka 4.4. kafka-python reads DescribeClientQuotas v0 as a 2.6 broker, but only when
+    # nothing newer matches (Fetch v16 already makes it 3.7).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -209,6 +216,8 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
+    ApiKey.ALTER_CLIENT_QUOTAS: 1,
 }
 
 

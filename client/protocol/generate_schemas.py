@@ -86,6 +86,8 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
+    ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
 }
 
 

@@ -1506,6 +1506,70 @@ CONSUMER_GROUP_DESCRIBE_RESPONSE = MessageSchema(
     ),
 )
 
+DESCRIBE_CLIENT_QUOTAS_REQUEST = MessageSchema(
+    'DescribeClientQuotasRequest', 48, 'request', '0-1', flexible='1+',
+    fields=(
+        F('components', '[]ComponentData', '0+', fields=(
+            F('entity_type', 'string', '0+'),
+            F('match_type', 'int8', '0+'),
+            F('match', 'string', '0+', nullable='0+'),
+        )),
+        F('strict', 'bool', '0+'),
+    ),
+)
+
+DESCRIBE_CLIENT_QUOTAS_RESPONSE = MessageSchema(
+    'DescribeClientQuotasResponse', 48, 'response', '0-1', flexible='1+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('entries', '[]EntryData', '0+', nullable='0+', fields=(
+            F('entity', '[]EntityData', '0+', fields=(
+                F('entity_type', 'string', '0+'),
+                F('entity_name', 'string', '0+', nullable='0+'),
+            )),
+            F('values', '[]ValueData', '0+', fields=(
+                F('key', 'string', '0+'),
+                F('value', 'float64', '0+'),
+            )),
+        )),
+    ),
+)
+
+ALTER_CLIENT_QUOTAS_REQUEST = MessageSchema(
+    'AlterClientQuotasRequest', 49, 'request', '0-1', flexible='1+',
+    fields=(
+        F('entries', '[]EntryData', '0+', fields=(
+            F('entity', '[]EntityData', '0+', fields=(
+                F('entity_type', 'string', '0+'),
+                F('entity_name', 'string', '0+', nullable='0+'),
+            )),
+            F('ops', '[]OpData', '0+', fields=(
+                F('key', 'string', '0+'),
+                F('value', 'float64', '0+'),
+                F('remove', 'bool', '0+'),
+            )),
+        )),
+        F('validate_only', 'bool', '0+'),
+    ),
+)
+
+ALTER_CLIENT_QUOTAS_RESPONSE = MessageSchema(
+    'AlterClientQuotasResponse', 49, 'response', '0-1', flexible='1+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('entries', '[]EntryData', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('entity', '[]EntityData', '0+', fields=(
+                F('entity_type', 'string', '0+'),
+                F('entity_name', 'string', '0+', nullable='0+'),
+            )),
+        )),
+    ),
+)
+
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -1605,4 +1669,8 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     CONSUMER_GROUP_HEARTBEAT_RESPONSE,
     CONSUMER_GROUP_DESCRIBE_REQUEST,
     CONSUMER_GROUP_DESCRIBE_RESPONSE,
+    DESCRIBE_CLIENT_QUOTAS_REQUEST,
+    DESCRIBE_CLIENT_QUOTAS_RESPONSE,
+    ALTER_CLIENT_QUOTAS_REQUEST,
+    ALTER_CLIENT_QUOTAS_RESPONSE,
 )

@@ -243,6 +243,16 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
         "server_assignor": rng.choice((None, "uniform", "bogus")), "topic_partitions": rng.choice((None, []))},
     ApiKey.CONSUMER_GROUP_DESCRIBE: lambda rng: {
         "group_ids": ["fuzz-consumer-group", FUZZ_GROUP, ""], "include_authorized_operations": rng.random() < 0.5},
+    # Client quotas: a describe of any match type, and an alter that only validates (never a real quota).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda rng: {
+        "components": [{"entity_type": rng.choice(("user", "client-id", "ip", "bogus")),
+                        "match_type": rng.choice((0, 1, 2, 7)), "match": rng.choice((None, "fuzz"))}],
+        "strict": rng.random() < 0.5},
+    ApiKey.ALTER_CLIENT_QUOTAS: lambda rng: {
+        "entries": [{"entity": [{"entity_type": rng.choice(("user", "client-id", "bogus")), "entity_name": "fuzz"}],
+                     "ops": [{"key": rng.choice(("producer_byte_rate", "bogus")), "value": rng.choice((1024.0, -1.0)),
+                              "remove": rng.random() < 0.3}]}],
+        "validate_only": True},
 }
 
 

@@ -35,9 +35,10 @@ def _kp_supports(kp_cls, version: int) -> bool:
     return version <= kp_cls.max_version
 
 
-# kafka-python 3.0.12 has no UnregisterBroker (its spec is in client/protocol/specs/): the
-# generic round trip (test_protocol_roundtrip.py) covers it instead.
-NOT_IN_KAFKA_PYTHON = frozenset({ApiKey.UNREGISTER_BROKER})
+# kafka-python 3.0.12 has no UnregisterBroker and no KIP-848 APIs (their specs are in
+# client/protocol/specs/): the generic round trip (test_protocol_roundtrip.py) covers them.
+NOT_IN_KAFKA_PYTHON = frozenset({ApiKey.UNREGISTER_BROKER, ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                                 ApiKey.CONSUMER_GROUP_DESCRIBE})
 
 DECLARED = [
     (kind, key, version, sparse)
