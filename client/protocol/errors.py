@@ -144,6 +144,7 @@ class ErrorCode(IntEnum):
     TELEMETRY_TOO_LARGE = 118
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
+    INVALID_RECORD_STATE = 121
 
 
 # (code, name, retriable, description)
@@ -270,6 +271,7 @@ _TABLE: tuple[tuple[int, str, bool, str], ...] = (
     (118, "TELEMETRY_TOO_LARGE", False, 'Client sent a push telemetry request larger than the maximum size the broker will accept.'),
     (119, "INVALID_REGISTRATION", False, 'The controller has considered the broker registration to be invalid.'),
     (120, "TRANSACTION_ABORTABLE", False, 'The server encountered an error with the transaction; the client can abort the transaction to continue using this transactional ID.'),
+    (121, "INVALID_RECORD_STATE", False, 'The record state is invalid. The acknowledgement of delivery could not be completed.'),
 )
 
 assert {int(e) for e in ErrorCode} == {row[0] for row in _TABLE}, "ErrorCode and _TABLE disagree"

@@ -34,7 +34,6 @@ Commands (times in ms; lists are comma-separated broker ids, `-` for none):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,44 +51,9 @@ from raftka.broker.replica_state import (
     ReplicaState,
     StoppedLeading,
 )
+from tests.unit.scenario_files import check_scenario_file
 
 TESTDATA = Path(__file__).parent / "testdata" / "replica_state"
-REWRITE = os.environ.get("RAFTKA_TESTDATA_REWRITE") == "1"
-
-
-@dataclass
-class Block:
-    command: str
-    expected: str
-    line: int
-
-
-def parse(text: str) -> list[tuple[list[str], Block | None]]:
-    """(comment/blank lines before it, block) pairs; a trailing pair may have no block."""
-    out: list[tuple[list[str], Block | None]] = []
-    lines = text.splitlines()
-    i, prefix = 0, []
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip() or line.startswith("#"):
-            prefix.append(line)
-            i += 1
-            continue
-        start = i
-        command = line
-        i += 1
-        if i >= len(lines) or lines[i] != "----":
-            raise ValueError(f"line {i + 1}: expected '----' after command {command!r}")
-        i += 1
-        expected = []
-        while i < len(lines) and lines[i].strip():
-            expected.append(lines[i])
-            i += 1
-        out.append((prefix, Block(command, "\n".join(expected), start + 1)))
-        prefix = []
-    if prefix:
-        out.append((prefix, None))
-    return out
 
 
 def _ids(value: str) -> tuple[int, ...]:
@@ -248,24 +212,4 @@ def test_there_are_scenarios() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_scenario(path: Path) -> None:
-    harness = Harness()
-    rewritten: list[str] = []
-    failures: list[str] = []
-    for prefix, block in parse(path.read_text()):
-        if not prefix and rewritten:
-            rewritten.append("")
-        rewritten.extend(prefix)
-        if block is None:
-            continue
-        try:
-            got = harness.run(block.command)
-        except Exception as exc:  # a broken command is a failure of that block, with its line
-            got = f"exception: {type(exc).__name__}: {exc}"
-        rewritten += [block.command, "----", got]
-        if got != block.expected:
-            failures.append(f"{path.name}:{block.line}: {block.command}\n--- expected\n{block.expected}\n"
-                            f"--- got\n{got}")
-    if REWRITE:
-        path.write_text("\n".join(rewritten).rstrip("\n") + "\n")
-        return
-    assert not failures, "\n\n".join(failures)
+    check_scenario_file(path, Harness().run)

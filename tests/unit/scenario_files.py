@@ -1,0 +1,87 @@
+"""etcd-raft style scenario files (`testdata/*.txt`), shared by the pure cores' harnesses.
+
+A file is a sequence of blocks:
+
+    # comments
+    command key=value ...
+    ----
+    expected output
+    <blank line>
+
+`check_scenario_file` runs each command through `run(command) -> str` and compares
+what it returns with the expected block. With RAFTKA_TESTDATA_REWRITE=1 it rewrites
+the expectations from the code's output instead (then review the diff).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REWRITE = os.environ.get("RAFTKA_TESTDATA_REWRITE") == "1"
+
+
+@dataclass
+class Block:
+    command: str
+    expected: str
+    line: int
+
+
+def parse(text: str) -> list[tuple[list[str], Block | None]]:
+    """(comment/blank lines before it, block) pairs; a trailing pair may have no block."""
+    out: list[tuple[list[str], Block | None]] = []
+    lines = text.splitlines()
+    i, prefix = 0, []
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip() or line.startswith("#"):
+            prefix.append(line)
+            i += 1
+            continue
+        start = i
+        command = line
+        i += 1
+        if i >= len(lines) or lines[i] != "----":
+            raise ValueError(f"line {i + 1}: expected '----' after command {command!r}")
+        i += 1
+        expected = []
+        while i < len(lines) and lines[i].strip():
+            expected.append(lines[i])
+            i += 1
+        out.append((prefix, Block(command, "\n".join(expected), start + 1)))
+        prefix = []
+    if prefix:
+        out.append((prefix, None))
+    return out
+
+
+def command_args(command: str) -> tuple[str, dict[str, str]]:
+    """`name k=v k=v` -> (name, {k: v})."""
+    name, *args = command.split()
+    return name, dict(a.split("=", 1) for a in args)
+
+
+def check_scenario_file(path: Path, run: Callable[[str], str]) -> None:
+    rewritten: list[str] = []
+    failures: list[str] = []
+    for prefix, block in parse(path.read_text()):
+        if not prefix and rewritten:
+            rewritten.append("")
+        rewritten.extend(prefix)
+        if block is None:
+            continue
+        try:
+            got = run(block.command)
+        except Exception as exc:  # a broken command is a failure of that block, with its line
+            got = f"exception: {type(exc).__name__}: {exc}"
+        rewritten += [block.command, "----", got]
+        if got != block.expected:
+            failures.append(f"{path.name}:{block.line}: {block.command}\n--- expected\n{block.expected}\n"
+                            f"--- got\n{got}")
+    if REWRITE:
+        path.write_text("\n".join(rewritten).rstrip("\n") + "\n")
+        return
+    assert not failures, "\n\n".join(failures)
