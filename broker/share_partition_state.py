@@ -42,14 +42,15 @@ States of a record (`RecordState`, the ids `__share_group_state` stores)::
   timed out at the limit, it is ARCHIVED instead of becoming AVAILABLE.
   Kafka isolates a record on its last attempt (limit > 2): it is delivered
   alone, so one poisoned record cannot use up its neighbours' attempts.
-- A member leaving (its share session closed) releases its records with the
-  delivery count taken back (Kafka's `DeliveryCountOps.DECREASE`): they were
-  fetched for it but never processed, so that attempt does not count and the
-  limit does not archive them.
+- A member leaving (its share session closed) releases its records as a RELEASE
+  would: AVAILABLE again with their delivery count kept, or ARCHIVED at the limit
+  (Kafka 4.4's `releaseAcquiredRecords`, `DeliveryCountOps.NO_OP`; earlier
+  versions took the attempt back).
 - Acknowledgements (`AcknowledgeType`, ShareAcknowledge's ids): GAP (0, an
   offset with no record, e.g. compacted away), ACCEPT (1), RELEASE (2), REJECT
-  (3) and RENEW (4, KIP-1222, refused with INVALID_RECORD_STATE unless the
-  group enables `share.renew.acknowledge.enable`). An acknowledgement is all
+  (3) and RENEW (4, KIP-1222: restarts the lock; refused with
+  INVALID_RECORD_STATE when the group sets `share.renew.acknowledge.enable`
+  to false, true by default in 4.4). An acknowledgement is all
   or nothing per partition: an offset that is not ACQUIRED by this member, or
   not in flight, fails the whole request with INVALID_RECORD_STATE and changes
   nothing (Kafka rolls the transition back); a malformed batch (unordered,
@@ -121,7 +122,7 @@ class ShareConfig:
     record_lock_duration_ms: int = RECORD_LOCK_DURATION_MS_DEFAULT
     max_record_locks: int = PARTITION_MAX_RECORD_LOCKS_DEFAULT
     delivery_count_limit: int = DELIVERY_COUNT_LIMIT_DEFAULT
-    renew_acknowledge_enabled: bool = False  # share.renew.acknowledge.enable (group config, KIP-1222)
+    renew_acknowledge_enabled: bool = True  # share.renew.acknowledge.enable (group config, KIP-1222)
 
 
 @dataclass(slots=True)
@@ -290,7 +291,7 @@ class SharePartitionState:
             elif ack == AcknowledgeType.ACCEPT:
                 self._finish(record, RecordState.ACKNOWLEDGED)
             elif ack == AcknowledgeType.RELEASE:
-                released |= self._release(record, count_attempt=True)
+                released |= self._release(record)
             else:
                 self._finish(record, RecordState.ARCHIVED)
         return Outcome(released=released, start_offset_moved=self._advance_start())
@@ -323,19 +324,19 @@ class SharePartitionState:
                 if offset < self.start_offset:
                     self._finish(record, RecordState.ARCHIVED)
                 else:
-                    released |= self._release(record, count_attempt=True)
+                    released |= self._release(record)
         return Outcome(released=released, start_offset_moved=self._advance_start())
 
     def release_member(self, member_id: str) -> Outcome:
-        """The member left (or its share session closed): its records are AVAILABLE again with
-        that delivery attempt taken back; those below the log start are ARCHIVED."""
+        """The member left (or its share session closed): its records are released as by a
+        RELEASE acknowledgement; those below the log start are ARCHIVED."""
         released = False
         for offset, record in self.records.items():
             if record.state is RecordState.ACQUIRED and record.member_id == member_id:
                 if offset < self.start_offset:
                     self._finish(record, RecordState.ARCHIVED)
                 else:
-                    released |= self._release(record, count_attempt=False)
+                    released |= self._release(record)
         return Outcome(released=released, start_offset_moved=self._advance_start())
 
     def advance_log_start(self, log_start_offset: int) -> Outcome:
@@ -360,11 +361,9 @@ class SharePartitionState:
         record.member_id = NO_MEMBER
         record.lock_deadline_ms = None
 
-    def _release(self, record: InFlightRecord, *, count_attempt: bool) -> bool:
+    def _release(self, record: InFlightRecord) -> bool:
         """ACQUIRED -> AVAILABLE (True), or ARCHIVED when that attempt was the last one."""
-        if not count_attempt:
-            record.delivery_count -= 1
-        elif record.delivery_count >= self.config.delivery_count_limit:
+        if record.delivery_count >= self.config.delivery_count_limit:
             self._finish(record, RecordState.ARCHIVED)
             return False
         self._finish(record, RecordState.AVAILABLE)

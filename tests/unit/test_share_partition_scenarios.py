@@ -7,7 +7,7 @@ the same state, delivery count, member and lock deadline.
 
 Commands (times in ms):
 
-- `init start=10 [lock=30000] [locks=2000] [limit=5] [renew=0|1]`: a share partition whose
+- `init start=10 [lock=30000] [locks=2000] [limit=5] [renew=1|0]`: a share partition whose
   SPSO is `start` (`lock`: group.share.record.lock.duration.ms, `locks`:
   group.share.partition.max.record.locks, `limit`: group.share.delivery.count.limit,
   `renew`: share.renew.acknowledge.enable).
@@ -100,7 +100,7 @@ class Harness:
         config = ShareConfig(record_lock_duration_ms=int(kv.get("lock", 30000)),
                              max_record_locks=int(kv.get("locks", 2000)),
                              delivery_count_limit=int(kv.get("limit", 5)),
-                             renew_acknowledge_enabled=kv.get("renew", "0") == "1")
+                             renew_acknowledge_enabled=kv.get("renew", "1") == "1")
         if "reset" in kv:
             at = int(kv["at"]) if "at" in kv else None
             try:
