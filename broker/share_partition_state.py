@@ -44,8 +44,7 @@ States of a record (`RecordState`, the ids `__share_group_state` stores)::
   alone, so one poisoned record cannot use up its neighbours' attempts.
 - A member leaving (its share session closed) releases its records as a RELEASE
   would: AVAILABLE again with their delivery count kept, or ARCHIVED at the limit
-  (Kafka 4.4's `releaseAcquiredRecords`, `DeliveryCountOps.NO_OP`; earlier
-  versions took the attempt back).
+  (Kafka 4.4's `releaseAcquiredRecords`, with `DeliveryCountOps.NO_OP`).
 - Acknowledgements (`AcknowledgeType`, ShareAcknowledge's ids): GAP (0, an
   offset with no record, e.g. compacted away), ACCEPT (1), RELEASE (2), REJECT
   (3) and RENEW (4, KIP-1222: restarts the lock; refused with

@@ -84,6 +84,10 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
+    ApiKey.SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat",
+    ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
+    ApiKey.SHARE_FETCH: "ShareFetch",
+    ApiKey.SHARE_ACKNOWLEDGE: "ShareAcknowledge",
 }
 
 

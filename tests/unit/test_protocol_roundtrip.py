@@ -48,8 +48,10 @@ def test_every_api_in_protocol_md_is_declared():
     # Everything declared is advertised, except DescribeQuorum (flexible-only: served, never advertised).
     # ... and the flexible-only SCRAM credential APIs (50, 51), for the same reason.
     # (WriteTxnMarkers, which the transaction coordinator sends, is advertised: the partition side serves it.)
+    # ... and the share-group APIs (KIP-932), declared ahead of their handlers.
     assert set(DECLARED_VERSIONS) - set(ADVERTISED_VERSIONS) == {
-        ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS}
+        ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
     assert ApiKey.DESCRIBE_QUORUM not in ADVERTISED_VERSIONS
     assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == (0, 2)
     assert DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 3)
