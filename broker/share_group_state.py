@@ -30,8 +30,8 @@ A member's epoch::
   coordinator's, or a smaller one that is not the member's previous epoch (a lost
   response), is FENCED_MEMBER_EPOCH; an unknown member with epoch > 0 is UNKNOWN_MEMBER_ID;
   a new member beyond `group.share.max.size` (200) is GROUP_MAX_SIZE_REACHED.
-- Request checks (INVALID_REQUEST): an empty group id, member id or rack id, no
-  subscribed topics on join, an epoch below -1.
+- Request checks (INVALID_REQUEST, Kafka 4.4's order and messages): an empty member id,
+  group id or rack id, a null or empty subscription on join, an epoch below -1.
 - A member gone (left or timed out) leaves its records to be released by the
   share-partitions (`SharePartitionState.release_member`): `leave` and `expire_sessions`
   name it.
@@ -189,16 +189,17 @@ class ShareGroupState:
     # -- internals -------------------------------------------------------------------------
 
     def _invalid(self, request: Heartbeat) -> str:
-        if not self.group_id:
-            return "GroupId can't be empty."
-        if not request.member_id:
+        """Kafka 4.4's `throwIfShareGroupHeartbeatRequestIsInvalid`, in its order and words."""
+        if not request.member_id.strip():
             return "MemberId can't be empty."
-        if request.rack_id == "":
+        if not self.group_id.strip():
+            return "GroupId can't be empty."
+        if request.rack_id is not None and not request.rack_id.strip():
             return "RackId can't be empty."
-        if request.member_epoch == 0 and request.subscribed_topic_names is None:
+        if request.member_epoch == 0 and not request.subscribed_topic_names:
             return "SubscribedTopicNames must be set in first request."
         if request.member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
-            return f"MemberEpoch {request.member_epoch} is invalid: expected -1 (leave), 0 (join) or the member's epoch."
+            return "MemberEpoch is invalid."
         return ""
 
     def _error(self, code: int, request: Heartbeat, message: str) -> HeartbeatResponse:
