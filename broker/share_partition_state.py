@@ -74,6 +74,7 @@ read_committed filtering of aborted transactions.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from raftka.client.protocol import ErrorCode
@@ -316,27 +317,12 @@ class SharePartitionState:
     def expire_locks(self, now_ms: int) -> Outcome:
         """Release every record whose acquisition lock ran out by `now_ms` (AVAILABLE again,
         or ARCHIVED at the delivery limit or below the log start)."""
-        released = False
-        for offset, record in self.records.items():
-            if (record.state is RecordState.ACQUIRED and record.lock_deadline_ms is not None
-                    and record.lock_deadline_ms <= now_ms):
-                if offset < self.start_offset:
-                    self._finish(record, RecordState.ARCHIVED)
-                else:
-                    released |= self._release(record)
-        return Outcome(released=released, start_offset_moved=self._advance_start())
+        return self._release_where(lambda r: r.lock_deadline_ms is not None and r.lock_deadline_ms <= now_ms)
 
     def release_member(self, member_id: str) -> Outcome:
         """The member left (or its share session closed): its records are released as by a
         RELEASE acknowledgement; those below the log start are ARCHIVED."""
-        released = False
-        for offset, record in self.records.items():
-            if record.state is RecordState.ACQUIRED and record.member_id == member_id:
-                if offset < self.start_offset:
-                    self._finish(record, RecordState.ARCHIVED)
-                else:
-                    released |= self._release(record)
-        return Outcome(released=released, start_offset_moved=self._advance_start())
+        return self._release_where(lambda r: r.member_id == member_id)
 
     def advance_log_start(self, log_start_offset: int) -> Outcome:
         """The log start moved (retention, DeleteRecords): AVAILABLE records before it are
@@ -354,6 +340,16 @@ class SharePartitionState:
         return Outcome(start_offset_moved=True)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _release_where(self, chosen: Callable[[InFlightRecord], bool]) -> Outcome:
+        released = False
+        for offset, record in self.records.items():
+            if record.state is RecordState.ACQUIRED and chosen(record):
+                if offset < self.start_offset:
+                    self._finish(record, RecordState.ARCHIVED)
+                else:
+                    released |= self._release(record)
+        return Outcome(released=released, start_offset_moved=self._advance_start())
 
     def _finish(self, record: InFlightRecord, state: RecordState) -> None:
         record.state = state

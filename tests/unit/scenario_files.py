@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 REWRITE = os.environ.get("RAFTKA_TESTDATA_REWRITE") == "1"
 
 
@@ -62,6 +64,33 @@ def command_args(command: str) -> tuple[str, dict[str, str]]:
     """`name k=v k=v` -> (name, {k: v})."""
     name, *args = command.split()
     return name, dict(a.split("=", 1) for a in args)
+
+
+class CommandHarness:
+    """Runs `name k=v ...` as `self.cmd_<name>({k: v})`, which returns the block's output."""
+
+    def run(self, command: str) -> str:
+        name, kv = command_args(command)
+        handler = getattr(self, f"cmd_{name}", None)
+        if handler is None:
+            raise ValueError(f"unknown command {name!r}")
+        out = handler(kv)
+        return out if out is not None else ""
+
+
+def scenario_tests(testdata: Path, harness: Callable[[], CommandHarness], minimum: int):
+    """The two tests of a scenario directory: it holds at least `minimum` files, and each
+    file passes with a fresh harness. Bind them to `test_*` names in the test module."""
+    files = sorted(testdata.glob("*.txt"))
+
+    def test_there_are_scenarios() -> None:
+        assert len(files) >= minimum, files
+
+    @pytest.mark.parametrize("path", files, ids=[p.stem for p in files])
+    def test_scenario(path: Path) -> None:
+        check_scenario_file(path, harness().run)
+
+    return test_there_are_scenarios, test_scenario
 
 
 def check_scenario_file(path: Path, run: Callable[[str], str]) -> None:

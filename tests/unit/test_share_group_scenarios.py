@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from raftka.broker.share_group_state import Heartbeat, ShareGroupConfig, ShareGroupState
-from tests.unit.scenario_files import check_scenario_file, command_args
+from tests.unit.scenario_files import CommandHarness, scenario_tests
 
 TESTDATA = Path(__file__).parent / "testdata" / "share_group"
 
@@ -28,17 +26,10 @@ def _fmt(tps) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(tps)) or "-"
 
 
-class Harness:
+class Harness(CommandHarness):
     def __init__(self) -> None:
         self.group: ShareGroupState | None = None
         self.partitions: dict[str, int] = {}
-
-    def run(self, command: str) -> str:
-        name, kv = command_args(command)
-        handler = getattr(self, f"cmd_{name}", None)
-        if handler is None:
-            raise ValueError(f"unknown command {name!r}")
-        return handler(kv)
 
     def _group(self) -> ShareGroupState:
         assert self.group is not None, "init first"
@@ -82,13 +73,4 @@ class Harness:
         return "\n".join([head, f"expired: {','.join(gone) or '-'}"] + self._state_lines())
 
 
-FILES = sorted(TESTDATA.glob("*.txt"))
-
-
-def test_there_are_scenarios() -> None:
-    assert len(FILES) >= 3, FILES
-
-
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_scenario(path: Path) -> None:
-    check_scenario_file(path, Harness().run)
+test_there_are_scenarios, test_scenario = scenario_tests(TESTDATA, Harness, minimum=3)

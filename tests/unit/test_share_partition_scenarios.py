@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from raftka.broker.share_partition_state import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -35,7 +33,7 @@ from raftka.broker.share_partition_state import (
     SharePartitionState,
     start_offset_for_reset,
 )
-from tests.unit.scenario_files import check_scenario_file, command_args
+from tests.unit.scenario_files import CommandHarness, scenario_tests
 
 TESTDATA = Path(__file__).parent / "testdata" / "share_partition"
 
@@ -54,16 +52,9 @@ def _batches(spec: str) -> list[AcknowledgementBatch]:
     return out
 
 
-class Harness:
+class Harness(CommandHarness):
     def __init__(self) -> None:
         self.state: SharePartitionState | None = None
-
-    def run(self, command: str) -> str:
-        name, kv = command_args(command)
-        handler = getattr(self, f"cmd_{name}", None)
-        if handler is None:
-            raise ValueError(f"unknown command {name!r}")
-        return handler(kv)
 
     def _state(self) -> SharePartitionState:
         assert self.state is not None, "init first"
@@ -139,13 +130,4 @@ class Harness:
         return "\n".join([f"can acquire: {s.can_acquire()}"] + self._state_lines())
 
 
-FILES = sorted(TESTDATA.glob("*.txt"))
-
-
-def test_there_are_scenarios() -> None:
-    assert len(FILES) >= 5, FILES
-
-
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_scenario(path: Path) -> None:
-    check_scenario_file(path, Harness().run)
+test_there_are_scenarios, test_scenario = scenario_tests(TESTDATA, Harness, minimum=5)

@@ -2,9 +2,9 @@
 ShareAcknowledge 79) against Apache Kafka 4.4's own serializer.
 
 testdata/share_wire/golden.json holds, for every declared version of each request and response,
-three sample messages as Kafka 4.4 encodes them: full and sparse (tests/unit/test_protocol_support.
-sample: every field set, or null/empty wherever allowed) and "nested" (one element per array, null
-wherever allowed, so nullability inside arrays is checked too) (testdata/share_wire/generate.py runs Kafka's generated JsonConverters and MessageUtil; the
+three sample messages as Kafka 4.4 encodes them (tests/unit/test_protocol_support.sample): full,
+sparse and nested (one element per array, null wherever allowed, so nullability inside arrays
+is checked too) (testdata/share_wire/generate.py runs Kafka's generated JsonConverters and MessageUtil; the
 schemas come from client/protocol/specs/, Kafka 4.4's JSON). raftka must write the same bytes and
 read them back to the same message.
 """
@@ -19,8 +19,7 @@ import pytest
 from raftka.client.protocol.api_keys import ADVERTISED_VERSIONS, DECLARED_VERSIONS, ApiKey
 from raftka.client.protocol.codec import Message, MessageCodec
 from raftka.client.protocol.messages import REQUEST_CODECS, RESPONSE_CODECS
-from raftka.client.protocol.schema import Field
-from tests.unit.test_protocol_support import _Counter, _scalar, nullable, present, sample
+from tests.unit.test_protocol_support import sample
 
 GOLDEN = json.loads((Path(__file__).parent / "testdata" / "share_wire" / "golden.json").read_text())
 SHARE_APIS = (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE)
@@ -29,31 +28,8 @@ SHARE_APIS = (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.
 MODES = ("full", "sparse", "nested")
 
 
-def nested_sample(codec: MessageCodec, version: int) -> Message:
-    """One element in every array, null wherever the version allows it."""
-    counter = _Counter()
-
-    def build(cls: type[Message], fields: tuple[Field, ...]) -> Message:
-        values = {}
-        for f in fields:
-            if not present(f, version):
-                continue
-            if nullable(f, version):
-                values[f.name] = None
-            elif f.is_array:
-                values[f.name] = [build(codec.classes[f.element_type], f.fields) if f.is_struct
-                                  else _scalar(f.element_type, counter)]
-            elif f.is_struct:
-                values[f.name] = build(codec.classes[f.type], f.fields)
-            else:
-                values[f.name] = _scalar(f.type, counter)
-        return cls(**values)
-
-    return build(codec.cls, codec.schema.fields)
-
-
 def message_for(codec: MessageCodec, version: int, mode: str) -> Message:
-    return nested_sample(codec, version) if mode == "nested" else sample(codec, version, sparse=mode == "sparse")
+    return sample(codec, version, sparse=mode == "sparse", nested=mode == "nested")
 
 
 def _id(case: dict) -> str:
