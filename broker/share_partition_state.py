@@ -64,8 +64,12 @@ States of a record (`RecordState`, the ids `__share_group_state` stores)::
   (earliest); `by_duration:` needs the time index and is resolved by the
   caller (`start_offset_for_reset`).
 
-Not modelled here: the persister (`__share_group_state` batches and the state
-epoch), the ARCHIVING state of the dead-letter queue (KIP-1191), Kafka's
+Persistence: `persisted_batches()` is what the share coordinator keeps and `load` reads
+it back (Kafka's `maybeInitialize`): a record ACQUIRED when the leader stops comes back
+AVAILABLE without that attempt counted, offsets no batch covers come back AVAILABLE,
+and what was ACKNOWLEDGED or ARCHIVED stays so.
+
+Not modelled here: the persister's I/O and its state epoch, the ARCHIVING state of the dead-letter queue (KIP-1191), Kafka's
 whole-log-batch acquisition (records are acquired one offset at a time and
 returned as ranges) and its throttled batch sizes below the last attempt,
 read_committed filtering of aborted transactions.
@@ -153,6 +157,16 @@ class AcknowledgementBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class PersistedBatch:
+    """One of `__share_group_state`'s StateBatches: a run of offsets in one state."""
+
+    first_offset: int
+    last_offset: int
+    state: RecordState
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """What a call did: an error (with why), and whether records became AVAILABLE (a parked
     share fetch may now be answered) or the SPSO moved (state to persist)."""
@@ -190,6 +204,65 @@ class SharePartitionState:
         # Offsets inside the window missing here are gaps (no record in the log).
         self.records: dict[int, InFlightRecord] = {}
 
+    @classmethod
+    def load(cls, start_offset: int, batches: list[PersistedBatch], config: ShareConfig | None = None,
+             ) -> SharePartitionState:
+        """The state read back from the share coordinator (Kafka's `maybeInitialize`): the SPSO and
+        the persisted batches. Offsets between them that no batch covers were never written
+        (acquired, then the leader stopped): they are AVAILABLE again with no delivery counted.
+        Raises ValueError for batches before the SPSO, out of order or overlapping."""
+        state = cls(start_offset, config)
+        expected = start_offset
+        for batch in batches:
+            if batch.last_offset < batch.first_offset:
+                raise ValueError(f"persisted batch {batch.first_offset}-{batch.last_offset}: last offset before first")
+            if batch.first_offset < start_offset:
+                raise ValueError(f"persisted batch {batch.first_offset}-{batch.last_offset} starts before the SPSO "
+                                 f"{start_offset}")
+            if batch.first_offset < expected:
+                raise ValueError(f"persisted batch {batch.first_offset}-{batch.last_offset} overlaps or precedes the "
+                                 f"previous one (ending at {expected - 1})")
+            for offset in range(expected, batch.first_offset):
+                state.records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
+            loaded = RecordState.AVAILABLE if batch.state is RecordState.ACQUIRED else batch.state
+            for offset in range(batch.first_offset, batch.last_offset + 1):
+                state.records[offset] = InFlightRecord(loaded, batch.delivery_count)
+            expected = batch.last_offset + 1
+        state._next_new = expected
+        state._advance_start()
+        return state
+
+    def persisted_batches(self) -> tuple[PersistedBatch, ...]:
+        """What the share coordinator keeps (from the SPSO; `load` reads it back): runs of
+        in-flight offsets by state and delivery count, gaps (no record) as ARCHIVED. A record
+        ACQUIRED now is written as it was before this attempt (AVAILABLE, one delivery fewer):
+        Kafka persists a transition only once it completes, so a restart redelivers it without
+        counting the lost attempt."""
+        out: list[PersistedBatch] = []
+
+        def add(first: int, last: int, state: RecordState, count: int) -> None:
+            prev = out[-1] if out else None
+            if prev is not None and prev.last_offset + 1 == first and (prev.state, prev.delivery_count) == (
+                    state, count):
+                out[-1] = PersistedBatch(prev.first_offset, last, state, count)
+            else:
+                out.append(PersistedBatch(first, last, state, count))
+
+        cursor = self.start_offset
+        for offset, record in self.records.items():
+            if offset < cursor:
+                continue
+            if offset > cursor:
+                add(cursor, offset - 1, RecordState.ARCHIVED, 0)
+            state, count = record.state, record.delivery_count
+            if state is RecordState.ACQUIRED:
+                state, count = RecordState.AVAILABLE, count - 1
+            add(offset, offset, state, count)
+            cursor = offset + 1
+        if out and cursor < self._next_new:
+            add(cursor, self._next_new - 1, RecordState.ARCHIVED, 0)
+        return tuple(out)
+
     # -- reading ---------------------------------------------------------------------------
 
     @property
@@ -223,10 +296,17 @@ class SharePartitionState:
     # -- acquiring -------------------------------------------------------------------------
 
     def acquire(self, member_id: str, first_offset: int, last_offset: int, now_ms: int,
-                max_records: int) -> tuple[AcquiredRecords, ...]:
+                max_records: int, fetch_offset: int | None = None) -> tuple[AcquiredRecords, ...]:
         """Lock to `member_id` what it may take of the records the log returned, offsets
-        `first_offset`..`last_offset` (read from `next_fetch_offset()`). Returns the acquired
-        ranges; nothing if none is acquirable."""
+        `first_offset`..`last_offset`, read from `fetch_offset` (`next_fetch_offset()` when the
+        read began). AVAILABLE records between `fetch_offset` and `first_offset` are gone from
+        the log (compacted) and are ARCHIVED (Kafka's `maybeArchiveStaleBatches`). Returns the
+        acquired ranges; nothing if none is acquirable."""
+        if fetch_offset is not None and fetch_offset < first_offset:
+            for offset, record in self.records.items():
+                if fetch_offset <= offset < first_offset and record.state is RecordState.AVAILABLE:
+                    self._finish(record, RecordState.ARCHIVED)
+            self._advance_start()
         limit = self.config.delivery_count_limit
         deadline = now_ms + self.config.record_lock_duration_ms
         taken: list[tuple[int, int]] = []  # (offset, delivery count)

@@ -1,8 +1,8 @@
 """Queue semantics of broker/share_partition_state.py under random schedules (seeded, pure).
 
 Three members share one partition of N records: they fetch at random, acknowledge at random
-(mostly ACCEPT, some RELEASE and REJECT), let locks time out, and leave; one record is
-poisoned (its consumer always RELEASEs it). After every step the state's invariants hold; at
+(mostly ACCEPT, some RELEASE and REJECT), let locks time out, and leave, and the leader restarts
+from its persisted state; one record is poisoned (its consumer always RELEASEs it). After every step the state's invariants hold; at
 the end, once a well-behaved member has drained the partition, the issue's promises hold:
 every record was delivered, nothing acknowledged was delivered again, an unacknowledged record
 came back after its lock timed out, and the poisoned record stopped at the delivery limit.
@@ -36,7 +36,8 @@ class Run:
         self.state = SharePartitionState(0, CONFIG)
         self.now = 0
         self.held: dict[str, set[int]] = {m: set() for m in MEMBERS}
-        self.deliveries: dict[int, int] = {}  # offset -> times acquired
+        self.deliveries: dict[int, int] = {}  # offset -> attempts counted (a restart forgets one in flight)
+        self.restarts = 0
         self.accepted: set[int] = set()
         self.rejected: set[int] = set()
         self.timed_out: set[int] = set()  # offsets made AVAILABLE again by a lock timeout
@@ -111,6 +112,15 @@ class Run:
             if r is not None and r.state is RecordState.AVAILABLE:
                 self.timed_out.add(o)
 
+    def restart(self) -> None:
+        """The leader stops and another loads the persisted state; members are not told."""
+        for offset, r in self.state.records.items():
+            if r.state is RecordState.ACQUIRED:
+                self.deliveries[offset] -= 1  # persisted before that attempt
+        s = self.state
+        self.state = SharePartitionState.load(s.start_offset, list(s.persisted_batches()), CONFIG)
+        self.restarts += 1
+
     def leave(self, member: str) -> None:
         self.state.release_member(member)
         self.held[member].clear()
@@ -134,7 +144,7 @@ class Run:
 
     def run(self, steps: int) -> None:
         for _ in range(steps):
-            action = self.rng.choices(["fetch", "ack", "tick", "leave"], [5, 5, 2, 0.3])[0]
+            action = self.rng.choices(["fetch", "ack", "tick", "leave", "restart"], [5, 5, 2, 0.3, 0.2])[0]
             member = self.rng.choice(MEMBERS)
             if action == "fetch":
                 self.fetch(member)
@@ -142,8 +152,10 @@ class Run:
                 self.ack(member)
             elif action == "tick":
                 self.tick()
-            else:
+            elif action == "leave":
                 self.leave(member)
+            else:
+                self.restart()
             self.check()
 
     def drain(self) -> None:
@@ -172,11 +184,12 @@ def test_random_schedules_keep_the_queue_promises(seed: int) -> None:
         assert offset in run.rejected or run.deliveries[offset] == CONFIG.delivery_count_limit, offset
 
 
-def test_timeouts_do_happen_in_the_schedules() -> None:
-    """The schedules exercise lock timeouts (else the promise about them would be vacuous)."""
-    timed_out = set()
+def test_timeouts_and_restarts_do_happen_in_the_schedules() -> None:
+    """The schedules exercise lock timeouts and restarts (else those promises would be vacuous)."""
+    timed_out, restarts = set(), 0
     for seed in range(40):
         run = Run(seed)
         run.run(400)
         timed_out |= run.timed_out
-    assert len(timed_out) > 10
+        restarts += run.restarts
+    assert len(timed_out) > 10 and restarts > 10

@@ -18,6 +18,11 @@ Commands (times in ms):
 - `ack member=m1 now=0 batches=10-12:accept,13:release,14-15:accept.reject`: one
   acknowledgement request (a type per batch, or one per offset joined by dots; types:
   gap accept release reject renew, or a number).
+- `acquire ... fetch=N`: the log was read from offset N (records missing before `from` were
+  compacted away).
+- `persist`: the batches the share coordinator would keep; `restart`: a new state loaded from
+  them (a leader restart); `load start=10 batches=10-12:acknowledged:1,15-16:available:2`: a
+  state loaded from given batches.
 - `expire now=...`, `leave member=m1`, `log_start offset=...`, `show`.
 """
 
@@ -29,6 +34,8 @@ from raftka.broker.share_partition_state import (
     AcknowledgementBatch,
     AcknowledgeType,
     Outcome,
+    PersistedBatch,
+    RecordState,
     ShareConfig,
     SharePartitionState,
     start_offset_for_reset,
@@ -106,7 +113,8 @@ class Harness(CommandHarness):
     def cmd_acquire(self, kv) -> str:
         s = self._state()
         first = int(kv["from"]) if "from" in kv else s.next_fetch_offset()
-        got = s.acquire(kv["member"], first, int(kv["to"]), int(kv["now"]), int(kv.get("max", 500)))
+        fetch = int(kv["fetch"]) if "fetch" in kv else None
+        got = s.acquire(kv["member"], first, int(kv["to"]), int(kv["now"]), int(kv.get("max", 500)), fetch)
         head = [f"acquired {a.first_offset}-{a.last_offset} dc={a.delivery_count}" for a in got] or ["acquired none"]
         return "\n".join(head + self._state_lines())
 
@@ -124,6 +132,29 @@ class Harness(CommandHarness):
 
     def cmd_log_start(self, kv) -> str:
         return self._outcome(self._state().advance_log_start(int(kv["offset"])))
+
+    def cmd_persist(self, kv) -> str:
+        batches = self._state().persisted_batches()
+        return "\n".join([f"{b.first_offset}-{b.last_offset} {b.state.name} dc={b.delivery_count}" for b in batches]
+                         or ["no batches"])
+
+    def cmd_restart(self, kv) -> str:
+        s = self._state()
+        self.state = SharePartitionState.load(s.start_offset, list(s.persisted_batches()), s.config)
+        return "\n".join(self._state_lines())
+
+    def cmd_load(self, kv) -> str:
+        batches = []
+        for part in kv.get("batches", "").split(","):
+            if part:
+                offsets, state, count = part.split(":")
+                first, _, last = offsets.partition("-")
+                batches.append(PersistedBatch(int(first), int(last or first), RecordState[state.upper()], int(count)))
+        try:
+            self.state = SharePartitionState.load(int(kv["start"]), batches, self._state().config)
+        except ValueError as exc:
+            return f"error: {exc}"
+        return "\n".join(self._state_lines())
 
     def cmd_show(self, kv) -> str:
         s = self._state()
