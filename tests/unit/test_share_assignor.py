@@ -1,8 +1,11 @@
-"""Table and property tests for broker/share_assignor.py (Kafka's SimpleAssignor rules)."""
+"""Table and property tests for broker/share_assignor.py (Kafka's SimpleAssignor rules), and its
+shapes and stickiness against Kafka 4.4's own SimpleAssignor."""
 
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +69,32 @@ def test_invariants(members: int, partitions: int) -> None:
     sizes = [len(tps) for tps in got.values()]
     assert max(sizes) - min(sizes) <= 1, sizes
     assert assign(subs, {"t": partitions}, got) == got
+
+
+# Kafka 4.4's SimpleAssignor on the same inputs (testdata/share_assignor/KafkaSimpleAssignor.java
+# wrote kafka_4_4.json): member ids and hash order differ, so the shapes are compared, and how
+# much of the previous assignment is kept.
+KAFKA = json.loads((Path(__file__).parent / "testdata" / "share_assignor" / "kafka_4_4.json").read_text())
+STEPS = [[f"m{i}" for i in range(m)] for m in range(1, 8)] + [[f"m{i}" for i in range(j, 7)] for j in range(1, 7)]
+
+
+def _shape(got: dict, partitions: int) -> list:
+    return [sorted(len(tps) for tps in got.values()),
+            sorted(sum(("t", p) in tps for tps in got.values()) for p in range(partitions))]
+
+
+@pytest.mark.parametrize("key", sorted(KAFKA["fresh"]))
+def test_fresh_shape_as_kafka(key: str) -> None:
+    members, partitions = map(int, key.split(","))
+    assert _shape(assign(_subs(members, ("t",)), {"t": partitions}, {}), partitions) == KAFKA["fresh"][key]
+
+
+@pytest.mark.parametrize("partitions", sorted(KAFKA["steps"], key=int))
+def test_joins_and_leaves_keep_as_much_as_kafka(partitions: str) -> None:
+    p = int(partitions)
+    previous: dict = {}
+    for ids, (per_member, holders, kept) in zip(STEPS, KAFKA["steps"][partitions], strict=True):
+        got = assign({m: frozenset({"t"}) for m in ids}, {"t": p}, {m: previous.get(m, frozenset()) for m in ids})
+        assert _shape(got, p) == [per_member, holders], ids
+        assert sum(len(got[m] & previous.get(m, frozenset())) for m in ids) == kept, ids
+        previous = got
