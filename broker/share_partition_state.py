@@ -20,9 +20,9 @@ Offsets (Kafka's names)::
 - SPEO, the share-partition end offset: the last offset ever acquired. With
   nothing in flight, SPEO = SPSO (Kafka's convention).
 - In flight: the offsets from SPSO to SPEO, whatever their state. At most
-  `group.share.partition.max.record.locks` (2000) of them: a fetch beyond the
-  window acquires nothing new until the SPSO moves (re-acquiring AVAILABLE
-  records inside the window is always allowed).
+  `group.share.partition.max.record.locks` (2000) of them: one acquisition takes
+  at most the room left in the window (re-acquired records count against it
+  too), and with the window full only records inside it are served.
 
 States of a record (`RecordState`, the ids `__share_group_state` stores)::
 
@@ -40,8 +40,10 @@ States of a record (`RecordState`, the ids `__share_group_state` stores)::
 - The delivery count is raised when a record is acquired, so a record is
   delivered at most `group.share.delivery.count.limit` (5) times: released or
   timed out at the limit, it is ARCHIVED instead of becoming AVAILABLE.
-  Kafka isolates a record on its last attempt (limit > 2): it is delivered
-  alone, so one poisoned record cannot use up its neighbours' attempts.
+  Records that keep coming back are isolated (Kafka's throttling, the
+  poison-pill defence): one already delivered max(2, ceil(limit / 2)) times or
+  more goes out alone, as does any record on its last attempt (limit > 2), so a
+  poisoned record cannot use up its neighbours' attempts.
 - A member leaving (its share session closed) releases its records as a RELEASE
   would: AVAILABLE again with their delivery count kept, or ARCHIVED at the limit
   (Kafka 4.4's `releaseAcquiredRecords`, with `DeliveryCountOps.NO_OP`).
@@ -70,8 +72,9 @@ AVAILABLE without that attempt counted, offsets no batch covers come back AVAILA
 and what was ACKNOWLEDGED or ARCHIVED stays so.
 
 Not modelled here: the persister's I/O and its state epoch, the ARCHIVING state of the dead-letter queue (KIP-1191), Kafka's
-whole-log-batch acquisition (records are acquired one offset at a time and
-returned as ranges) and its throttled batch sizes below the last attempt,
+whole-log-batch acquisition: records are acquired one offset at a time and
+returned as ranges, which is Kafka with in-flight batches of one offset (its
+budget and throttling then count records, not cached batches),
 read_committed filtering of aborted transactions.
 """
 
@@ -307,23 +310,31 @@ class SharePartitionState:
                 if fetch_offset <= offset < first_offset and record.state is RecordState.AVAILABLE:
                     self._finish(record, RecordState.ARCHIVED)
             self._advance_start()
+        # Kafka's lastOffsetAndMaxRecordsToAcquire: one call takes at most the room left in the
+        # window, re-acquired records included; a full window still serves the records inside it.
+        budget = min(max_records, self.config.max_record_locks - self.in_flight_count)
+        if budget <= 0:
+            read_from = first_offset if fetch_offset is None else fetch_offset
+            if not self.records or read_from > self.end_offset:
+                return ()
+            budget = min(max_records, self.end_offset - read_from + 1)
+            last_offset = min(last_offset, self.end_offset)
         limit = self.config.delivery_count_limit
+        throttle = throttle_delivery_count(limit)
         deadline = now_ms + self.config.record_lock_duration_ms
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         offset = max(first_offset, self.start_offset)
-        while offset <= last_offset and len(taken) < max_records:
+        while offset <= last_offset and len(taken) < budget:
             record = self.records.get(offset)
             if offset < self._next_new:
                 if record is None or record.state is not RecordState.AVAILABLE:
                     offset += 1
                     continue
-                if limit > 2 and record.delivery_count == limit - 1 and taken:
-                    break  # its last attempt: delivered alone, in a later fetch
+                if record.delivery_count >= throttle and taken:
+                    break  # a record delivered that often leads a later fetch
                 record.state = RecordState.ACQUIRED
                 record.delivery_count += 1
             else:
-                if self.in_flight_count >= self.config.max_record_locks:
-                    break  # the window is full: nothing new until the SPSO moves
                 if not self.records and offset > self._next_new:
                     self.start_offset = offset  # the log has nothing before it (compacted, retention)
                 record = self.records[offset] = InFlightRecord(RecordState.ACQUIRED, 1)
@@ -331,8 +342,8 @@ class SharePartitionState:
             record.member_id = member_id
             record.lock_deadline_ms = deadline
             taken.append((offset, record.delivery_count))
-            if limit > 2 and record.delivery_count == limit:
-                break  # the last attempt went out alone
+            if record.delivery_count > throttle or (limit > 2 and record.delivery_count == limit):
+                break  # a throttled record, or a last attempt, goes out alone
             offset += 1
         return _ranges(taken)
 
@@ -463,6 +474,12 @@ class SharePartitionState:
         for offset in done:
             del self.records[offset]
         return new != old
+
+
+def throttle_delivery_count(limit: int) -> int:
+    """Kafka's `throttleRecordsDeliveryLimit`: a record already delivered this many times is
+    acquired alone."""
+    return max(2, -(-limit // 2))
 
 
 def _ranges(taken: list[tuple[int, int]]) -> tuple[AcquiredRecords, ...]:
