@@ -70,6 +70,11 @@ class ApiKey(IntEnum):
     # client quotas (issue 29)
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    # share groups (issue 30, KIP-932): declared for the codec, not yet served or advertised
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -157,6 +162,12 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 8),
     # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
+    # Share groups (KIP-932), Kafka 4.4's versions (v0 was 4.0's early access, removed in 4.1):
+    # decodable only; neither served nor advertised until share groups work end to end.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
 }
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
@@ -218,6 +229,10 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
     ApiKey.ALTER_CLIENT_QUOTAS: 1,
+    ApiKey.SHARE_GROUP_HEARTBEAT: 0,
+    ApiKey.SHARE_GROUP_DESCRIBE: 0,
+    ApiKey.SHARE_FETCH: 0,
+    ApiKey.SHARE_ACKNOWLEDGE: 0,
 }
 
 

@@ -144,6 +144,11 @@ class ErrorCode(IntEnum):
     TELEMETRY_TOO_LARGE = 118
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
+    SHARE_SESSION_LIMIT_REACHED = 133
 
 
 # (code, name, retriable, description)
@@ -270,6 +275,11 @@ _TABLE: tuple[tuple[int, str, bool, str], ...] = (
     (118, "TELEMETRY_TOO_LARGE", False, 'Client sent a push telemetry request larger than the maximum size the broker will accept.'),
     (119, "INVALID_REGISTRATION", False, 'The controller has considered the broker registration to be invalid.'),
     (120, "TRANSACTION_ABORTABLE", False, 'The server encountered an error with the transaction; the client can abort the transaction to continue using this transactional ID.'),
+    (121, "INVALID_RECORD_STATE", False, 'The record state is invalid. The acknowledgement of delivery could not be completed.'),
+    (122, "SHARE_SESSION_NOT_FOUND", True, 'The share session was not found.'),
+    (123, "INVALID_SHARE_SESSION_EPOCH", True, 'The share session epoch is invalid.'),
+    (124, "FENCED_STATE_EPOCH", False, 'The coordinator rejected the request because the state epoch did not match.'),
+    (133, "SHARE_SESSION_LIMIT_REACHED", True, 'The limit of share sessions has been reached.'),
 )
 
 assert {int(e) for e in ErrorCode} == {row[0] for row in _TABLE}, "ErrorCode and _TABLE disagree"

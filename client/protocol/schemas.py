@@ -1570,6 +1570,191 @@ ALTER_CLIENT_QUOTAS_RESPONSE = MessageSchema(
     ),
 )
 
+SHARE_GROUP_HEARTBEAT_REQUEST = MessageSchema(
+    'ShareGroupHeartbeatRequest', 76, 'request', '1-1', flexible='0+',
+    fields=(
+        F('group_id', 'string', '1+'),
+        F('member_id', 'string', '1+'),
+        F('member_epoch', 'int32', '1+'),
+        F('rack_id', 'string', '1+', nullable='1+', default=None),
+        F('subscribed_topic_names', '[]string', '1+', nullable='1+', default=None),
+    ),
+)
+
+SHARE_GROUP_HEARTBEAT_RESPONSE = MessageSchema(
+    'ShareGroupHeartbeatResponse', 76, 'response', '1-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '1+'),
+        F('error_code', 'int16', '1+'),
+        F('error_message', 'string', '1+', nullable='1+', default=None),
+        F('member_id', 'string', '1+', nullable='1+', default=None),
+        F('member_epoch', 'int32', '1+'),
+        F('heartbeat_interval_ms', 'int32', '1+'),
+        F('assignment', 'Assignment', '1+', nullable='1+', default=None, fields=(
+            F('topic_partitions', '[]TopicPartitions', '1+', fields=(
+                F('topic_id', 'uuid', '1+'),
+                F('partitions', '[]int32', '1+'),
+            )),
+        )),
+    ),
+)
+
+SHARE_GROUP_DESCRIBE_REQUEST = MessageSchema(
+    'ShareGroupDescribeRequest', 77, 'request', '1-1', flexible='0+',
+    fields=(
+        F('group_ids', '[]string', '1+'),
+        F('include_authorized_operations', 'bool', '1+'),
+    ),
+)
+
+SHARE_GROUP_DESCRIBE_RESPONSE = MessageSchema(
+    'ShareGroupDescribeResponse', 77, 'response', '1-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '1+'),
+        F('groups', '[]DescribedGroup', '1+', fields=(
+            F('error_code', 'int16', '1+'),
+            F('error_message', 'string', '1+', nullable='1+', default=None),
+            F('group_id', 'string', '1+'),
+            F('group_state', 'string', '1+'),
+            F('group_epoch', 'int32', '1+'),
+            F('assignment_epoch', 'int32', '1+'),
+            F('assignor_name', 'string', '1+'),
+            F('members', '[]Member', '1+', fields=(
+                F('member_id', 'string', '1+'),
+                F('rack_id', 'string', '1+', nullable='1+', default=None),
+                F('member_epoch', 'int32', '1+'),
+                F('client_id', 'string', '1+'),
+                F('client_host', 'string', '1+'),
+                F('subscribed_topic_names', '[]string', '1+'),
+                F('assignment', 'Assignment', '1+', fields=(
+                    F('topic_partitions', '[]TopicPartitions', '1+', fields=(
+                        F('topic_id', 'uuid', '1+'),
+                        F('topic_name', 'string', '1+'),
+                        F('partitions', '[]int32', '1+'),
+                    )),
+                )),
+            )),
+            F('authorized_operations', 'int32', '1+', default=-2147483648),
+        )),
+    ),
+)
+
+SHARE_FETCH_REQUEST = MessageSchema(
+    'ShareFetchRequest', 78, 'request', '1-2', flexible='0+',
+    fields=(
+        F('group_id', 'string', '1+', nullable='1+', default=None),
+        F('member_id', 'string', '1+', nullable='1+'),
+        F('share_session_epoch', 'int32', '1+'),
+        F('max_wait_ms', 'int32', '1+'),
+        F('min_bytes', 'int32', '1+'),
+        F('max_bytes', 'int32', '1+', default=2147483647),
+        F('max_records', 'int32', '1+'),
+        F('batch_size', 'int32', '1+'),
+        F('share_acquire_mode', 'int8', '2+', default=0),
+        F('is_renew_ack', 'bool', '2+', default=False),
+        F('topics', '[]FetchTopic', '1+', fields=(
+            F('topic_id', 'uuid', '1+'),
+            F('partitions', '[]FetchPartition', '1+', fields=(
+                F('partition_index', 'int32', '1+'),
+                F('acknowledgement_batches', '[]AcknowledgementBatch', '1+', fields=(
+                    F('first_offset', 'int64', '1+'),
+                    F('last_offset', 'int64', '1+'),
+                    F('acknowledge_types', '[]int8', '1+'),
+                )),
+            )),
+        )),
+        F('forgotten_topics_data', '[]ForgottenTopic', '1+', fields=(
+            F('topic_id', 'uuid', '1+'),
+            F('partitions', '[]int32', '1+'),
+        )),
+    ),
+)
+
+SHARE_FETCH_RESPONSE = MessageSchema(
+    'ShareFetchResponse', 78, 'response', '1-2', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '1+'),
+        F('error_code', 'int16', '1+'),
+        F('error_message', 'string', '1+', nullable='1+', default=None),
+        F('acquisition_lock_timeout_ms', 'int32', '1+'),
+        F('responses', '[]ShareFetchableTopicResponse', '1+', fields=(
+            F('topic_id', 'uuid', '1+'),
+            F('partitions', '[]PartitionData', '1+', fields=(
+                F('partition_index', 'int32', '1+'),
+                F('error_code', 'int16', '1+'),
+                F('error_message', 'string', '1+', nullable='1+', default=None),
+                F('acknowledge_error_code', 'int16', '1+'),
+                F('acknowledge_error_message', 'string', '1+', nullable='1+', default=None),
+                F('current_leader', 'LeaderIdAndEpoch', '1+', fields=(
+                    F('leader_id', 'int32', '1+'),
+                    F('leader_epoch', 'int32', '1+'),
+                )),
+                F('records', 'records', '1+'),
+                F('acquired_records', '[]AcquiredRecords', '1+', fields=(
+                    F('first_offset', 'int64', '1+'),
+                    F('last_offset', 'int64', '1+'),
+                    F('delivery_count', 'int16', '1+'),
+                )),
+            )),
+        )),
+        F('node_endpoints', '[]NodeEndpoint', '1+', fields=(
+            F('node_id', 'int32', '1+'),
+            F('host', 'string', '1+'),
+            F('port', 'int32', '1+'),
+            F('rack', 'string', '1+', nullable='1+', default=None),
+        )),
+    ),
+)
+
+SHARE_ACKNOWLEDGE_REQUEST = MessageSchema(
+    'ShareAcknowledgeRequest', 79, 'request', '1-2', flexible='0+',
+    fields=(
+        F('group_id', 'string', '1+', nullable='1+', default=None),
+        F('member_id', 'string', '1+', nullable='1+'),
+        F('share_session_epoch', 'int32', '1+'),
+        F('is_renew_ack', 'bool', '2+', default=False),
+        F('topics', '[]AcknowledgeTopic', '1+', fields=(
+            F('topic_id', 'uuid', '1+'),
+            F('partitions', '[]AcknowledgePartition', '1+', fields=(
+                F('partition_index', 'int32', '1+'),
+                F('acknowledgement_batches', '[]AcknowledgementBatch', '1+', fields=(
+                    F('first_offset', 'int64', '1+'),
+                    F('last_offset', 'int64', '1+'),
+                    F('acknowledge_types', '[]int8', '1+'),
+                )),
+            )),
+        )),
+    ),
+)
+
+SHARE_ACKNOWLEDGE_RESPONSE = MessageSchema(
+    'ShareAcknowledgeResponse', 79, 'response', '1-2', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '1+'),
+        F('error_code', 'int16', '1+'),
+        F('error_message', 'string', '1+', nullable='1+', default=None),
+        F('acquisition_lock_timeout_ms', 'int32', '2+'),
+        F('responses', '[]ShareAcknowledgeTopicResponse', '1+', fields=(
+            F('topic_id', 'uuid', '1+'),
+            F('partitions', '[]PartitionData', '1+', fields=(
+                F('partition_index', 'int32', '1+'),
+                F('error_code', 'int16', '1+'),
+                F('error_message', 'string', '1+', nullable='1+', default=None),
+                F('current_leader', 'LeaderIdAndEpoch', '1+', fields=(
+                    F('leader_id', 'int32', '1+'),
+                    F('leader_epoch', 'int32', '1+'),
+                )),
+            )),
+        )),
+        F('node_endpoints', '[]NodeEndpoint', '1+', fields=(
+            F('node_id', 'int32', '1+'),
+            F('host', 'string', '1+'),
+            F('port', 'int32', '1+'),
+            F('rack', 'string', '1+', nullable='1+', default=None),
+        )),
+    ),
+)
+
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -1673,4 +1858,12 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     DESCRIBE_CLIENT_QUOTAS_RESPONSE,
     ALTER_CLIENT_QUOTAS_REQUEST,
     ALTER_CLIENT_QUOTAS_RESPONSE,
+    SHARE_GROUP_HEARTBEAT_REQUEST,
+    SHARE_GROUP_HEARTBEAT_RESPONSE,
+    SHARE_GROUP_DESCRIBE_REQUEST,
+    SHARE_GROUP_DESCRIBE_RESPONSE,
+    SHARE_FETCH_REQUEST,
+    SHARE_FETCH_RESPONSE,
+    SHARE_ACKNOWLEDGE_REQUEST,
+    SHARE_ACKNOWLEDGE_RESPONSE,
 )

@@ -1,21 +1,99 @@
-"""The runner of etcd-raft-style scenario files (`testdata/<core>/*.txt`).
+"""etcd-raft style scenario files (`testdata/*.txt`), shared by the pure cores' harnesses.
 
-A file is a sequence of blocks: comment/blank lines, a command line, `----`, the
-expected output, a blank line. `check_scenario` runs each command through `run` and
-compares its output with the expected block; with RAFTKA_TESTDATA_REWRITE=1 it
-rewrites the file from the code's output instead (review the diff).
+A file is a sequence of blocks:
+
+    # comments
+    command key=value ...
+    ----
+    expected output
+    <blank line>
+
+`check_scenario_file` runs each command through `run(command) -> str` and compares
+what it returns with the expected block. With RAFTKA_TESTDATA_REWRITE=1 it rewrites
+the expectations from the code's output instead (then review the diff).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 REWRITE = os.environ.get("RAFTKA_TESTDATA_REWRITE") == "1"
 
 
-def check_scenario(path: Path, run: Callable[[str], str], parse) -> None:
+@dataclass
+class Block:
+    command: str
+    expected: str
+    line: int
+
+
+def parse(text: str) -> list[tuple[list[str], Block | None]]:
+    """(comment/blank lines before it, block) pairs; a trailing pair may have no block."""
+    out: list[tuple[list[str], Block | None]] = []
+    lines = text.splitlines()
+    i, prefix = 0, []
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip() or line.startswith("#"):
+            prefix.append(line)
+            i += 1
+            continue
+        start = i
+        command = line
+        i += 1
+        if i >= len(lines) or lines[i] != "----":
+            raise ValueError(f"line {i + 1}: expected '----' after command {command!r}")
+        i += 1
+        expected = []
+        while i < len(lines) and lines[i].strip():
+            expected.append(lines[i])
+            i += 1
+        out.append((prefix, Block(command, "\n".join(expected), start + 1)))
+        prefix = []
+    if prefix:
+        out.append((prefix, None))
+    return out
+
+
+def command_args(command: str) -> tuple[str, dict[str, str]]:
+    """`name k=v k=v` -> (name, {k: v})."""
+    name, *args = command.split()
+    return name, dict(a.split("=", 1) for a in args)
+
+
+class CommandHarness:
+    """Runs `name k=v ...` as `self.cmd_<name>({k: v})`, which returns the block's output."""
+
+    def run(self, command: str) -> str:
+        name, kv = command_args(command)
+        handler = getattr(self, f"cmd_{name}", None)
+        if handler is None:
+            raise ValueError(f"unknown command {name!r}")
+        out = handler(kv)
+        return out if out is not None else ""
+
+
+def scenario_tests(testdata: Path, harness: Callable[[], CommandHarness], minimum: int):
+    """The two tests of a scenario directory: it holds at least `minimum` files, and each
+    file passes with a fresh harness. Bind them to `test_*` names in the test module."""
+    files = sorted(testdata.glob("*.txt"))
+
+    def test_there_are_scenarios() -> None:
+        assert len(files) >= minimum, files
+
+    @pytest.mark.parametrize("path", files, ids=[p.stem for p in files])
+    def test_scenario(path: Path) -> None:
+        check_scenario_file(path, harness().run)
+
+    return test_there_are_scenarios, test_scenario
+
+
+def check_scenario_file(path: Path, run: Callable[[str], str]) -> None:
     rewritten: list[str] = []
     failures: list[str] = []
     for prefix, block in parse(path.read_text()):

@@ -1,7 +1,7 @@
 """Data-driven scenarios for broker/consumer_group_state.py (KIP-848), etcd-raft style.
 
 Each file under testdata/consumer_group/ is a sequence of blocks (the format of
-test_replica_state_scenarios.py, whose parser this reuses):
+tests/unit/scenario_files.py, the runner the cores' scenario tests share):
 
     # comments
     command key=value ...
@@ -46,8 +46,7 @@ from raftka.broker.consumer_group_state import (
     TargetAssignmentMemberRecord,
 )
 from raftka.client.protocol import ErrorCode
-from tests.unit.scenario_files import check_scenario
-from tests.unit.test_replica_state_scenarios import parse
+from tests.unit.scenario_files import check_scenario_file
 
 TESTDATA = Path(__file__).parent / "testdata" / "consumer_group"
 
@@ -202,4 +201,4 @@ def test_there_are_scenarios() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_scenario(path: Path) -> None:
-    check_scenario(path, Harness().run, parse)
+    check_scenario_file(path, Harness().run)

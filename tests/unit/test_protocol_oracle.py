@@ -35,10 +35,12 @@ def _kp_supports(kp_cls, version: int) -> bool:
     return version <= kp_cls.max_version
 
 
-# kafka-python 3.0.12 has no UnregisterBroker and no KIP-848 APIs (their specs are in
-# client/protocol/specs/): the generic round trip (test_protocol_roundtrip.py) covers them.
+# kafka-python 3.0.12 has no UnregisterBroker, no KIP-848 APIs and no share-group APIs (their specs
+# are in client/protocol/specs/): the generic round trip (test_protocol_roundtrip.py) covers them,
+# and test_share_wire.py checks the share-group ones against Kafka 4.4's own serializer.
 NOT_IN_KAFKA_PYTHON = frozenset({ApiKey.UNREGISTER_BROKER, ApiKey.CONSUMER_GROUP_HEARTBEAT,
-                                 ApiKey.CONSUMER_GROUP_DESCRIBE})
+                                 ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_HEARTBEAT,
+                                 ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
 
 DECLARED = [
     (kind, key, version, sparse)

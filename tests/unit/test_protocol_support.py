@@ -61,10 +61,11 @@ def _scalar(type_name: str, counter: _Counter) -> Any:
     raise AssertionError(type_name)
 
 
-def sample(codec: MessageCodec, version: int, sparse: bool = False) -> Message:
+def sample(codec: MessageCodec, version: int, sparse: bool = False, nested: bool = False) -> Message:
     """A representative message for `version`: sparse=False fills every field
     with a distinct value and arrays with two elements; sparse=True uses null
-    wherever the version allows it and empty arrays elsewhere."""
+    wherever the version allows it and empty arrays elsewhere; nested=True uses
+    null wherever allowed and one element per array (nullability inside arrays)."""
     counter = _Counter()
 
     def build(cls: type[Message], fields: tuple[Field, ...]) -> Message:
@@ -72,13 +73,13 @@ def sample(codec: MessageCodec, version: int, sparse: bool = False) -> Message:
         for f in fields:
             if not present(f, version):
                 continue
-            if sparse and nullable(f, version):
+            if (sparse or nested) and nullable(f, version):
                 values[f.name] = None
             elif f.is_array:
                 if sparse:
                     values[f.name] = []
                 else:
-                    values[f.name] = [elem(f) for _ in range(2)]
+                    values[f.name] = [elem(f) for _ in range(1 if nested else 2)]
             elif f.is_struct:
                 values[f.name] = build(codec.classes[f.type], f.fields)
             else:

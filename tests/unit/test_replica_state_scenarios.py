@@ -37,8 +37,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 from raftka.broker.replica_state import (
     AlterIsr,
     BecameFollower,
@@ -51,44 +49,9 @@ from raftka.broker.replica_state import (
     ReplicaState,
     StoppedLeading,
 )
-from tests.unit.scenario_files import check_scenario
+from tests.unit.scenario_files import CommandHarness, scenario_tests
 
 TESTDATA = Path(__file__).parent / "testdata" / "replica_state"
-
-
-@dataclass
-class Block:
-    command: str
-    expected: str
-    line: int
-
-
-def parse(text: str) -> list[tuple[list[str], Block | None]]:
-    """(comment/blank lines before it, block) pairs; a trailing pair may have no block."""
-    out: list[tuple[list[str], Block | None]] = []
-    lines = text.splitlines()
-    i, prefix = 0, []
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip() or line.startswith("#"):
-            prefix.append(line)
-            i += 1
-            continue
-        start = i
-        command = line
-        i += 1
-        if i >= len(lines) or lines[i] != "----":
-            raise ValueError(f"line {i + 1}: expected '----' after command {command!r}")
-        i += 1
-        expected = []
-        while i < len(lines) and lines[i].strip():
-            expected.append(lines[i])
-            i += 1
-        out.append((prefix, Block(command, "\n".join(expected), start + 1)))
-        prefix = []
-    if prefix:
-        out.append((prefix, None))
-    return out
 
 
 def _ids(value: str) -> tuple[int, ...]:
@@ -119,18 +82,9 @@ def _fmt_effect(effect) -> str:
 
 
 @dataclass
-class Harness:
+class Harness(CommandHarness):
     state: ReplicaState | None = None
     epochs: list[tuple[int, int]] = field(default_factory=list)  # the log's leader-epoch cache
-
-    def run(self, command: str) -> str:
-        name, *args = command.split()
-        kv = dict(a.split("=", 1) for a in args)
-        handler = getattr(self, f"cmd_{name}", None)
-        if handler is None:
-            raise ValueError(f"unknown command {name!r}")
-        out = handler(kv)
-        return out if out is not None else ""
 
     def _with_state(self, effects) -> str:
         lines = [_fmt_effect(e) for e in effects] or ["no effects"]
@@ -238,13 +192,4 @@ class Harness:
         return self._with_state(s.on_truncate(int(kv["leo"])))
 
 
-FILES = sorted(TESTDATA.glob("*.txt"))
-
-
-def test_there_are_scenarios() -> None:
-    assert len(FILES) >= 5, FILES
-
-
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_scenario(path: Path) -> None:
-    check_scenario(path, Harness().run, parse)
+test_there_are_scenarios, test_scenario = scenario_tests(TESTDATA, Harness, minimum=5)

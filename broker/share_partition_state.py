@@ -1,0 +1,494 @@
+"""One share-partition's record states (KIP-932, Kafka's `SharePartition`), with no I/O.
+
+A share group reads a partition as a queue: many members take records from the
+same partition, each record is locked to one member at a time, and each is
+acknowledged on its own. This module is the pure core a share-fetch shell will
+drive. It reads no clock, log or socket: the caller passes `now_ms`, the offsets
+the log returned, and the log start offset when retention moves it; it asks
+`next_lock_deadline()` when to call `expire_locks`.
+
+Offsets (Kafka's names)::
+
+      SPSO                                 SPEO
+       |                                    |
+    ...[ACK][ACQ m1][AVAIL][ARCH][ACQ m2]...[ACQ m1]   next new offset: SPEO + 1
+       '------------- in flight ------------'
+
+- SPSO, the share-partition start offset: every record before it is done
+  (acknowledged or archived) and forgotten. It moves past the head records as
+  soon as they reach a terminal state.
+- SPEO, the share-partition end offset: the last offset ever acquired. With
+  nothing in flight, SPEO = SPSO (Kafka's convention).
+- In flight: the offsets from SPSO to SPEO, whatever their state. At most
+  `group.share.partition.max.record.locks` (2000) of them: one acquisition takes
+  at most the room left in the window (re-acquired records count against it
+  too), and with the window full only records inside it are served.
+
+States of a record (`RecordState`, the ids `__share_group_state` stores)::
+
+                 acquire (delivery count + 1)
+    AVAILABLE ------------------------------------> ACQUIRED (by one member, locked until
+        ^                                             |       now + group.share.record.lock.duration.ms)
+        |  RELEASE / lock timeout / member left       |
+        '---------------------------------------------+
+                                                      |-- ACCEPT ---------> ACKNOWLEDGED (terminal)
+                                                      |-- REJECT, GAP ----> ARCHIVED (terminal)
+                                                      |-- RENEW ----------> ACQUIRED, lock restarted
+                                                      '-- RELEASE / lock timeout with delivery count
+                                                          >= group.share.delivery.count.limit --> ARCHIVED
+
+- The delivery count is raised when a record is acquired, so a record is
+  delivered at most `group.share.delivery.count.limit` (5) times: released or
+  timed out at the limit, it is ARCHIVED instead of becoming AVAILABLE.
+  Records that keep coming back are isolated (Kafka's throttling, the
+  poison-pill defence): one already delivered max(2, ceil(limit / 2)) times or
+  more goes out alone, as does any record on its last attempt (limit > 2), so a
+  poisoned record cannot use up its neighbours' attempts.
+- A member leaving (its share session closed) releases its records as a RELEASE
+  would: AVAILABLE again with their delivery count kept, or ARCHIVED at the limit
+  (Kafka 4.4's `releaseAcquiredRecords`, with `DeliveryCountOps.NO_OP`).
+- Acknowledgements (`AcknowledgeType`, ShareAcknowledge's ids): GAP (0, an
+  offset with no record, e.g. compacted away), ACCEPT (1), RELEASE (2), REJECT
+  (3) and RENEW (4, KIP-1222: restarts the lock; refused with
+  INVALID_RECORD_STATE when the group sets `share.renew.acknowledge.enable`
+  to false, true by default in 4.4). An acknowledgement is all
+  or nothing per partition: an offset that is not ACQUIRED by this member, or
+  not in flight, fails the whole request with INVALID_RECORD_STATE and changes
+  nothing (Kafka rolls the transition back); a malformed batch (unordered,
+  overlapping, a bad type, a type count that is neither 1 nor one per offset)
+  is INVALID_REQUEST. Offsets below the SPSO are already done and are skipped.
+- When the log start offset moves past in-flight records (retention), the
+  AVAILABLE ones there are ARCHIVED at once and the SPSO follows; ACQUIRED ones
+  keep their lock (acknowledgements below the SPSO are skipped) and are
+  ARCHIVED when it times out or their member leaves.
+- `share.auto.offset.reset` (latest by default) places the SPSO of a share
+  partition that has no state yet: the log end (latest) or the log start
+  (earliest); `by_duration:` needs the time index and is resolved by the
+  caller (`start_offset_for_reset`).
+
+Persistence: `persisted_batches()` is what the share coordinator keeps and `load` reads
+it back (Kafka's `maybeInitialize`): a record ACQUIRED when the leader stops comes back
+AVAILABLE without that attempt counted, offsets no batch covers come back AVAILABLE,
+and what was ACKNOWLEDGED or ARCHIVED stays so.
+
+Not modelled here: the persister's I/O and its state epoch, the ARCHIVING state of the dead-letter queue (KIP-1191), Kafka's
+whole-log-batch acquisition: records are acquired one offset at a time and
+returned as ranges, which is Kafka with in-flight batches of one offset (its
+budget and throttling then count records, not cached batches),
+read_committed filtering of aborted transactions.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from raftka.client.protocol import ErrorCode
+
+NONE = 0
+INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+INVALID_RECORD_STATE = int(ErrorCode.INVALID_RECORD_STATE)
+
+NO_MEMBER = ""
+
+# Kafka's ShareGroupConfig defaults (broker configs; KIP-1240 lets a group override them).
+RECORD_LOCK_DURATION_MS_DEFAULT = 30_000    # group.share.record.lock.duration.ms
+PARTITION_MAX_RECORD_LOCKS_DEFAULT = 2000   # group.share.partition.max.record.locks
+DELIVERY_COUNT_LIMIT_DEFAULT = 5            # group.share.delivery.count.limit
+AUTO_OFFSET_RESET_DEFAULT = "latest"        # share.auto.offset.reset (group config)
+
+
+class RecordState(enum.IntEnum):
+    """Kafka's `RecordState`, with the ids `__share_group_state` stores (3 is DLQ's ARCHIVING)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+class AcknowledgeType(enum.IntEnum):
+    """ShareFetch/ShareAcknowledge's AcknowledgeTypes (0 marks a gap: no record at that offset)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ShareConfig:
+    """The share-group settings one share-partition obeys (Kafka's names in the comments)."""
+
+    record_lock_duration_ms: int = RECORD_LOCK_DURATION_MS_DEFAULT
+    max_record_locks: int = PARTITION_MAX_RECORD_LOCKS_DEFAULT
+    delivery_count_limit: int = DELIVERY_COUNT_LIMIT_DEFAULT
+    renew_acknowledge_enabled: bool = True  # share.renew.acknowledge.enable (group config, KIP-1222)
+
+
+@dataclass(slots=True)
+class InFlightRecord:
+    state: RecordState
+    delivery_count: int
+    member_id: str = NO_MEMBER
+    lock_deadline_ms: int | None = None  # set while ACQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRecords:
+    """ShareFetch's AcquiredRecords: a range of offsets delivered with one delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcknowledgementBatch:
+    """ShareFetch/ShareAcknowledge's AcknowledgementBatches entry: one type for the whole
+    range, or one per offset."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedBatch:
+    """One of `__share_group_state`'s StateBatches: a run of offsets in one state."""
+
+    first_offset: int
+    last_offset: int
+    state: RecordState
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a call did: an error (with why), and whether records became AVAILABLE (a parked
+    share fetch may now be answered) or the SPSO moved (state to persist)."""
+
+    error: int = NONE
+    reason: str = ""
+    released: bool = False
+    start_offset_moved: bool = False
+
+
+def start_offset_for_reset(reset: str, log_start_offset: int, log_end_offset: int,
+                           duration_offset: int | None = None) -> int:
+    """The SPSO of a share partition without state (`share.auto.offset.reset`). A
+    `by_duration:<ISO8601>` reset needs the offset the caller found in the time index."""
+    if reset == "latest":
+        return log_end_offset
+    if reset == "earliest":
+        return log_start_offset
+    if reset.startswith("by_duration:"):
+        if duration_offset is None:
+            raise ValueError(f"share.auto.offset.reset={reset!r} needs the offset for that time from the "
+                             "time index (duration_offset)")
+        return max(log_start_offset, min(duration_offset, log_end_offset))
+    raise ValueError(f"share.auto.offset.reset={reset!r}: expected latest, earliest or by_duration:<ISO8601>")
+
+
+class SharePartitionState:
+    """The in-flight records of one (group, topic, partition). See the module docstring."""
+
+    def __init__(self, start_offset: int, config: ShareConfig | None = None) -> None:
+        self.config = config or ShareConfig()
+        self.start_offset = start_offset
+        self._next_new = start_offset  # SPEO + 1: the first offset never acquired
+        # offset -> record, in offset order (new offsets are only ever appended past SPEO).
+        # Offsets inside the window missing here are gaps (no record in the log).
+        self.records: dict[int, InFlightRecord] = {}
+
+    @classmethod
+    def load(cls, start_offset: int, batches: list[PersistedBatch], config: ShareConfig | None = None,
+             ) -> SharePartitionState:
+        """The state read back from the share coordinator (Kafka's `maybeInitialize`): the SPSO and
+        the persisted batches. Offsets between them that no batch covers were never written
+        (acquired, then the leader stopped): they are AVAILABLE again with no delivery counted.
+        Raises ValueError for batches before the SPSO, out of order or overlapping."""
+        state = cls(start_offset, config)
+        expected = start_offset
+        for batch in batches:
+            if batch.last_offset < batch.first_offset:
+                raise ValueError(f"persisted batch {batch.first_offset}-{batch.last_offset}: last offset before first")
+            if batch.first_offset < start_offset:
+                raise ValueError(f"persisted batch {batch.first_offset}-{batch.last_offset} starts before the SPSO "
+                                 f"{start_offset}")
+            if batch.first_offset < expected:
+                raise ValueError(f"persisted batch {batch.first_offset}-{batch.last_offset} overlaps or precedes the "
+                                 f"previous one (ending at {expected - 1})")
+            for offset in range(expected, batch.first_offset):
+                state.records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
+            loaded = RecordState.AVAILABLE if batch.state is RecordState.ACQUIRED else batch.state
+            for offset in range(batch.first_offset, batch.last_offset + 1):
+                state.records[offset] = InFlightRecord(loaded, batch.delivery_count)
+            expected = batch.last_offset + 1
+        state._next_new = expected
+        state._advance_start()
+        return state
+
+    def persisted_batches(self) -> tuple[PersistedBatch, ...]:
+        """What the share coordinator keeps (from the SPSO; `load` reads it back): runs of
+        in-flight offsets by state and delivery count, gaps (no record) as ARCHIVED. A record
+        ACQUIRED now is written as it was before this attempt (AVAILABLE, one delivery fewer):
+        Kafka persists a transition only once it completes, so a restart redelivers it without
+        counting the lost attempt."""
+        out: list[PersistedBatch] = []
+
+        def add(first: int, last: int, state: RecordState, count: int) -> None:
+            prev = out[-1] if out else None
+            if prev is not None and prev.last_offset + 1 == first and (prev.state, prev.delivery_count) == (
+                    state, count):
+                out[-1] = PersistedBatch(prev.first_offset, last, state, count)
+            else:
+                out.append(PersistedBatch(first, last, state, count))
+
+        cursor = self.start_offset
+        for offset, record in self.records.items():
+            if offset < cursor:
+                continue
+            if offset > cursor:
+                add(cursor, offset - 1, RecordState.ARCHIVED, 0)
+            state, count = record.state, record.delivery_count
+            if state is RecordState.ACQUIRED:
+                state, count = RecordState.AVAILABLE, count - 1
+            add(offset, offset, state, count)
+            cursor = offset + 1
+        if out and cursor < self._next_new:
+            add(cursor, self._next_new - 1, RecordState.ARCHIVED, 0)
+        return tuple(out)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def end_offset(self) -> int:
+        """SPEO: the last offset acquired, or the SPSO when nothing is in flight (Kafka's)."""
+        return self._next_new - 1 if self._next_new > self.start_offset else self.start_offset
+
+    @property
+    def in_flight_count(self) -> int:
+        """Offsets from SPSO to SPEO, the window `max_record_locks` bounds."""
+        return max(0, self._next_new - self.start_offset)
+
+    def next_fetch_offset(self) -> int:
+        """Where the next share fetch reads the log: the first AVAILABLE record, else past SPEO."""
+        for offset, record in self.records.items():
+            if offset >= self.start_offset and record.state is RecordState.AVAILABLE:
+                return offset
+        return max(self._next_new, self.start_offset)
+
+    def can_acquire(self) -> bool:
+        """Whether a fetch could acquire anything now (Kafka's `canAcquireRecords`): an
+        AVAILABLE record in flight, or room in the window for new ones."""
+        return (self.in_flight_count < self.config.max_record_locks
+                or self.next_fetch_offset() < self._next_new)
+
+    def next_lock_deadline(self) -> int | None:
+        """The earliest acquisition-lock deadline, when `expire_locks` has work (None: no lock)."""
+        deadlines = [r.lock_deadline_ms for r in self.records.values() if r.lock_deadline_ms is not None]
+        return min(deadlines) if deadlines else None
+
+    # -- acquiring -------------------------------------------------------------------------
+
+    def acquire(self, member_id: str, first_offset: int, last_offset: int, now_ms: int,
+                max_records: int, fetch_offset: int | None = None) -> tuple[AcquiredRecords, ...]:
+        """Lock to `member_id` what it may take of the records the log returned, offsets
+        `first_offset`..`last_offset`, read from `fetch_offset` (`next_fetch_offset()` when the
+        read began). AVAILABLE records between `fetch_offset` and `first_offset` are gone from
+        the log (compacted) and are ARCHIVED (Kafka's `maybeArchiveStaleBatches`). Returns the
+        acquired ranges; nothing if none is acquirable."""
+        if fetch_offset is not None and fetch_offset < first_offset:
+            for offset, record in self.records.items():
+                if fetch_offset <= offset < first_offset and record.state is RecordState.AVAILABLE:
+                    self._finish(record, RecordState.ARCHIVED)
+            self._advance_start()
+        # Kafka's lastOffsetAndMaxRecordsToAcquire: one call takes at most the room left in the
+        # window, re-acquired records included; a full window still serves the records inside it.
+        budget = min(max_records, self.config.max_record_locks - self.in_flight_count)
+        if budget <= 0:
+            read_from = first_offset if fetch_offset is None else fetch_offset
+            if not self.records or read_from > self.end_offset:
+                return ()
+            budget = min(max_records, self.end_offset - read_from + 1)
+            last_offset = min(last_offset, self.end_offset)
+        limit = self.config.delivery_count_limit
+        throttle = throttle_delivery_count(limit)
+        deadline = now_ms + self.config.record_lock_duration_ms
+        taken: list[tuple[int, int]] = []  # (offset, delivery count)
+        offset = max(first_offset, self.start_offset)
+        while offset <= last_offset and len(taken) < budget:
+            record = self.records.get(offset)
+            if offset < self._next_new:
+                if record is None or record.state is not RecordState.AVAILABLE:
+                    offset += 1
+                    continue
+                if record.delivery_count >= throttle and taken:
+                    break  # a record delivered that often leads a later fetch
+                record.state = RecordState.ACQUIRED
+                record.delivery_count += 1
+            else:
+                if not self.records and offset > self._next_new:
+                    self.start_offset = offset  # the log has nothing before it (compacted, retention)
+                record = self.records[offset] = InFlightRecord(RecordState.ACQUIRED, 1)
+                self._next_new = offset + 1
+            record.member_id = member_id
+            record.lock_deadline_ms = deadline
+            taken.append((offset, record.delivery_count))
+            if record.delivery_count > throttle or (limit > 2 and record.delivery_count == limit):
+                break  # a throttled record, or a last attempt, goes out alone
+            offset += 1
+        return _ranges(taken)
+
+    # -- acknowledging ---------------------------------------------------------------------
+
+    def acknowledge(self, member_id: str, batches: list[AcknowledgementBatch], now_ms: int) -> Outcome:
+        """Apply a member's acknowledgements, all or nothing (see the module docstring)."""
+        plan: list[tuple[int, int]] = []  # (offset, acknowledge type)
+        previous_last = -1
+        for batch in batches:
+            error = self._check_batch(batch, previous_last)
+            if error:
+                return Outcome(INVALID_REQUEST, error)
+            previous_last = batch.last_offset
+            types = batch.acknowledge_types
+            for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
+                ack = types[0] if len(types) == 1 else types[offset - batch.first_offset]
+                if ack == AcknowledgeType.RENEW and not self.config.renew_acknowledge_enabled:
+                    return Outcome(INVALID_RECORD_STATE, "RENEW acknowledgements are not enabled for this group "
+                                                         "(share.renew.acknowledge.enable=false)")
+                record = self.records.get(offset)
+                if record is None:
+                    return Outcome(INVALID_RECORD_STATE, f"offset {offset} is not in flight "
+                                   f"(SPSO {self.start_offset}, SPEO {self.end_offset})")
+                if record.state is not RecordState.ACQUIRED:
+                    return Outcome(INVALID_RECORD_STATE, f"offset {offset} is {record.state.name}, not ACQUIRED")
+                if record.member_id != member_id:
+                    return Outcome(INVALID_RECORD_STATE, f"offset {offset} is acquired by another member, "
+                                                         f"not {member_id!r}")
+                plan.append((offset, ack))
+        released = False
+        for offset, ack in plan:
+            record = self.records[offset]
+            if ack == AcknowledgeType.RENEW:
+                record.lock_deadline_ms = now_ms + self.config.record_lock_duration_ms
+            elif ack == AcknowledgeType.ACCEPT:
+                self._finish(record, RecordState.ACKNOWLEDGED)
+            elif ack == AcknowledgeType.RELEASE:
+                released |= self._release(record)
+            else:
+                self._finish(record, RecordState.ARCHIVED)
+        return Outcome(released=released, start_offset_moved=self._advance_start())
+
+    def _check_batch(self, batch: AcknowledgementBatch, previous_last: int) -> str:
+        """Why a batch is malformed (INVALID_REQUEST), or ''."""
+        if batch.first_offset > batch.last_offset:
+            return f"acknowledgement batch first offset {batch.first_offset} > last offset {batch.last_offset}"
+        if batch.first_offset <= previous_last:
+            return (f"acknowledgement batch at {batch.first_offset} overlaps or precedes the previous batch "
+                    f"ending at {previous_last}")
+        size = batch.last_offset - batch.first_offset + 1
+        if len(batch.acknowledge_types) not in (1, size):
+            return (f"acknowledgement batch {batch.first_offset}-{batch.last_offset} has "
+                    f"{len(batch.acknowledge_types)} types: expected 1 or {size}")
+        bad = [t for t in batch.acknowledge_types if t not in AcknowledgeType._value2member_map_]
+        if bad:
+            return f"acknowledge type {bad[0]} is not one of 0 (gap) .. 4 (renew)"
+        return ""
+
+    # -- releasing -------------------------------------------------------------------------
+
+    def expire_locks(self, now_ms: int) -> Outcome:
+        """Release every record whose acquisition lock ran out by `now_ms` (AVAILABLE again,
+        or ARCHIVED at the delivery limit or below the log start)."""
+        return self._release_where(lambda r: r.lock_deadline_ms is not None and r.lock_deadline_ms <= now_ms)
+
+    def release_member(self, member_id: str) -> Outcome:
+        """The member left (or its share session closed): its records are released as by a
+        RELEASE acknowledgement; those below the log start are ARCHIVED."""
+        return self._release_where(lambda r: r.member_id == member_id)
+
+    def advance_log_start(self, log_start_offset: int) -> Outcome:
+        """The log start moved (retention, DeleteRecords): AVAILABLE records before it are
+        ARCHIVED and the SPSO follows; records still ACQUIRED there wait for their member."""
+        if log_start_offset <= self.start_offset:
+            return Outcome()
+        for offset, record in self.records.items():
+            if offset >= log_start_offset:
+                break
+            if record.state is RecordState.AVAILABLE:
+                self._finish(record, RecordState.ARCHIVED)
+        self.start_offset = log_start_offset
+        self._next_new = max(self._next_new, log_start_offset)
+        self._advance_start()
+        return Outcome(start_offset_moved=True)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _release_where(self, chosen: Callable[[InFlightRecord], bool]) -> Outcome:
+        released = False
+        for offset, record in self.records.items():
+            if record.state is RecordState.ACQUIRED and chosen(record):
+                if offset < self.start_offset:
+                    self._finish(record, RecordState.ARCHIVED)
+                else:
+                    released |= self._release(record)
+        return Outcome(released=released, start_offset_moved=self._advance_start())
+
+    def _finish(self, record: InFlightRecord, state: RecordState) -> None:
+        record.state = state
+        record.member_id = NO_MEMBER
+        record.lock_deadline_ms = None
+
+    def _release(self, record: InFlightRecord) -> bool:
+        """ACQUIRED -> AVAILABLE (True), or ARCHIVED when that attempt was the last one."""
+        if record.delivery_count >= self.config.delivery_count_limit:
+            self._finish(record, RecordState.ARCHIVED)
+            return False
+        self._finish(record, RecordState.AVAILABLE)
+        return True
+
+    def _advance_start(self) -> bool:
+        """Move the SPSO to the first record in flight that is not terminal (past gaps), and
+        forget the terminal records below it."""
+        old = self.start_offset
+        new = max(self._next_new, old)
+        for offset, record in self.records.items():
+            if offset >= old and not record.state.terminal:
+                new = offset
+                break
+        self.start_offset = new
+        done = []
+        for offset, record in self.records.items():
+            if offset >= new:
+                break
+            if record.state.terminal:
+                done.append(offset)
+        for offset in done:
+            del self.records[offset]
+        return new != old
+
+
+def throttle_delivery_count(limit: int) -> int:
+    """Kafka's `throttleRecordsDeliveryLimit`: a record already delivered this many times is
+    acquired alone."""
+    return max(2, -(-limit // 2))
+
+
+def _ranges(taken: list[tuple[int, int]]) -> tuple[AcquiredRecords, ...]:
+    """Consecutive offsets with one delivery count, as AcquiredRecords ranges."""
+    out: list[AcquiredRecords] = []
+    for offset, count in taken:
+        last = out[-1] if out else None
+        if last is not None and last.last_offset + 1 == offset and last.delivery_count == count:
+            out[-1] = AcquiredRecords(last.first_offset, offset, count)
+        else:
+            out.append(AcquiredRecords(offset, offset, count))
+    return tuple(out)
