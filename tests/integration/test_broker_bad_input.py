@@ -278,7 +278,7 @@ def test_too_new_api_versions_gets_the_v0_error_answer(server: ServerProcess, un
     (ApiKey.FETCH, 17),     # above the advertised maximum
     (ApiKey.FETCH, 3),      # below the advertised minimum
     (ApiKey.PRODUCE, 9),
-    (ApiKey.LIST_OFFSETS, 6),
+    (ApiKey.LIST_OFFSETS, 11),  # above the advertised maximum (v10)
 ])
 def test_unsupported_version_of_another_api_closes_the_connection(
         server: ServerProcess, unaffected: None, api_key: int, version: int) -> None:
