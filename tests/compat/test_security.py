@@ -55,7 +55,7 @@ class Secured:
         keystore = node.directory / "tls" / "keystore.pem"
         if not keystore.exists():
             certs.write_keystore(certs.issue(self.ca, "node-1", hosts=("127.0.0.1", "localhost")), self.ca, keystore)
-            meta = node.directory / "meta"
+            meta = node.metadata_log_dir  # Kafka's default layout: the first log dir
             meta.mkdir(parents=True, exist_ok=True)
             write_bootstrap(meta, scram_bootstrap_records((
                 "SCRAM-SHA-256=[name=alice,password=alice-secret]",
