@@ -17,7 +17,7 @@ import structlog
 import trio
 
 from raftka.chaos.cluster import ProxiedCluster
-from raftka.chaos.corruption import Corruption, corrupt_segment, detection_in_log
+from raftka.chaos.corruption import Corruption, closed_segments, corrupt_segment, detection_in_log
 from raftka.chaos.metadata_probe import direct_config, raft_leader
 from raftka.chaos.proxy import CLIENT
 from raftka.chaos.proxy import KINDS as PROXY_KINDS
@@ -36,6 +36,7 @@ QUORUM_ACTIONS = ("kill", "pause", "isolate")
 # How the corrupt nemesis damages a closed segment, and how it stops the node first.
 CORRUPTIONS = ("flip", "truncate")
 STOPS = ("term", "kill")
+CLOSED_SEGMENT_WAIT_S = 20.0  # how long a corrupt fault waits for its victim to close a segment
 PROCESS_FREE = frozenset({"none"})  # faults an --against run can inject (no process control)
 
 
@@ -260,6 +261,12 @@ class Nemesis:
         reads the node's server.log for that once the cluster is whole again."""
         victim = fault.nodes[0]
         damage, stop = fault.variant.split("/")
+        # A loaded machine may not have closed a segment on the victim yet: wait a bounded time
+        # for one, so the fault damages something rather than being skipped.
+        data_dir = self.cluster.nodes[victim].directory / "data"
+        with trio.move_on_after(CLOSED_SEGMENT_WAIT_S):
+            while not await trio.to_thread.run_sync(closed_segments, data_dir, self.topic):
+                await trio.sleep(0.25)
         if stop == "kill":
             await trio.to_thread.run_sync(self.cluster.kill, victim)
         else:
