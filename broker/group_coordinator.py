@@ -224,7 +224,8 @@ class GroupCoordinator:
         return GroupState(group_id, initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
 
     def _new_consumer_group(self, group_id: str) -> ConsumerGroupState:
-        # Kafka's group.consumer.* configs; their defaults until the node config carries them.
+        # Kafka's group.consumer.* configs (raft_meta/node_config.py); a test double's config
+        # without them gets Kafka's defaults.
         config = self.config
         assignors = getattr(config, "group_consumer_assignors", DEFAULT_ASSIGNORS)
         return ConsumerGroupState(

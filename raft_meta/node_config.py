@@ -143,6 +143,20 @@ def _str_list(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+# group.consumer.assignors: the KIP-848 server assignors (broker/consumer_assignors.py), by
+# raftka's short names or Kafka's class names, as Kafka accepts both.
+CONSUMER_ASSIGNORS = {"uniform": "uniform", "range": "range",
+                      "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
+
+
+def _consumer_assignors(raw: str) -> tuple[str, ...]:
+    names = _str_list(raw)
+    if not names or any(n not in CONSUMER_ASSIGNORS for n in names):
+        raise ValueError("a comma-separated list of uniform, range (or their Kafka class names)")
+    return tuple(dict.fromkeys(CONSUMER_ASSIGNORS[n] for n in names))
+
+
 def _roles(raw: str) -> tuple[str, ...]:
     roles = _str_list(raw)
     if not roles or any(role not in ("broker", "controller") for role in roles):
@@ -312,6 +326,10 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _non_negative_int, "3000"),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _positive_int, "6000"),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _positive_int, "1800000"),
+    # KIP-848 consumer groups (broker/consumer_group_state.py), Kafka 4.4's defaults.
+    "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _positive_int, "45000"),
+    "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _positive_int, "5000"),
+    "group.consumer.assignors": ("group_consumer_assignors", _consumer_assignors, "uniform,range"),
     "broker.rack": ("rack", _str, None),
     "rack": ("rack", _str, None),
     "num.network.threads": ("num_network_threads", _positive_int, "3"),  # accepted for Kafka files; trio ignores it
@@ -423,6 +441,9 @@ class NodeConfig:
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
+    group_consumer_session_timeout_ms: int
+    group_consumer_heartbeat_interval_ms: int
+    group_consumer_assignors: tuple[str, ...]
     rack: str | None
     num_network_threads: int
     num_io_threads: int
@@ -669,6 +690,10 @@ def _check_consistency(config: NodeConfig) -> None:
                 "node without the controller role; expected controller.listener.names not to appear in "
                 "listeners (Kafka's rule for broker-only nodes)")
     _check_rpc_ports(config)
+    if config.group_consumer_heartbeat_interval_ms >= config.group_consumer_session_timeout_ms:
+        raise ConfigError(
+            f"config key 'group.consumer.heartbeat.interval.ms': got {config.group_consumer_heartbeat_interval_ms}, "
+            f"expected less than group.consumer.session.timeout.ms ({config.group_consumer_session_timeout_ms})")
     if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
         raise ConfigError(
             "config key 'max.connections.per.ip': got 0 without max.connections.per.ip.overrides; "

@@ -334,3 +334,24 @@ def test_acls_on_the_group_and_the_subscribed_topics(tmp_path: Path) -> None:
             assert {m.member_id for m in describe(conn).members} == {"member-a"}
     finally:
         process.stop()
+
+
+def test_the_group_consumer_configs_reach_the_coordinator(tmp_path: Path) -> None:
+    # group.consumer.heartbeat.interval.ms and group.consumer.assignors from server.properties.
+    process = ServerProcess(tmp_path, properties={"offsets.topic.num.partitions": "1",
+                                                  "offsets.topic.replication.factor": "1",
+                                                  "group.consumer.heartbeat.interval.ms": "2500",
+                                                  "group.consumer.assignors": "range"})
+    try:
+        process.start()
+        with WireConnection(process.bootstrap) as conn:
+            assert conn.create_topic(TOPIC, 4) == 0
+            a = join(conn, "member-a")
+            assert a.heartbeat_interval_ms == 2500
+            b = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+                "group_id": GROUP, "member_id": "member-c", "member_epoch": 0, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [TOPIC],
+                "subscribed_topic_regex": None, "server_assignor": "uniform", "topic_partitions": []})
+            assert b.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR, b  # only range is configured
+    finally:
+        process.stop()

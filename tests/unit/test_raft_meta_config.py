@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,31 @@ def test_verify_rejects_other_node_or_mixed_clusters(tmp_path: Path) -> None:
     write_meta_properties(tmp_path / "meta", MetaProperties(random_cluster_id(), 1))
     with pytest.raises(StorageError, match="disagree on the cluster id"):
         verify_storage(config)
+
+
+@pytest.mark.parametrize(("settings", "expected"), [
+    ({}, (45000, 5000, ("uniform", "range"))),  # Kafka 4.4's defaults
+    ({"group.consumer.assignors": "range"}, (45000, 5000, ("range",))),
+    ({"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform"},
+     (45000, 5000, ("range", "uniform"))),
+    ({"group.consumer.session.timeout.ms": "60000", "group.consumer.heartbeat.interval.ms": "3000"},
+     (60000, 3000, ("uniform", "range"))),
+])
+def test_kip848_group_configs(settings, expected):
+    config = parse_node_config({**BASE_KIP848, **settings}, env={})
+    assert (config.group_consumer_session_timeout_ms, config.group_consumer_heartbeat_interval_ms,
+            config.group_consumer_assignors) == expected
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"group.consumer.assignors": "sticky"}, "got 'sticky', expected a comma-separated list of uniform, range"),
+    ({"group.consumer.heartbeat.interval.ms": "45000"}, "expected less than group.consumer.session.timeout.ms"),
+])
+def test_kip848_group_configs_refused(settings, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_node_config({**BASE_KIP848, **settings}, env={})
+
+
+BASE_KIP848 = {"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+               "controller.quorum.voters": "1@127.0.0.1:9093", "log.dirs": "/tmp/x",
+               "controller.quorum.secret": "config-test-s3cret"}
