@@ -70,6 +70,8 @@ class ApiKey(IntEnum):
     # client quotas (issue 29)
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    # KIP-966 topic description (issue 29): `kafka-topics --describe` on Kafka 3.8+ tools
+    DESCRIBE_TOPIC_PARTITIONS = 75
     # share groups (issue 30, KIP-932): declared for the codec, not yet served or advertised
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
@@ -148,6 +150,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # nothing newer matches (Fetch v16 already makes it 3.7).
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    # KIP-966, paginated (broker/handlers/describe_topic_partitions.py); flexible-only, and not
+    # read by kafka-python 3's broker-version guess. Without it Kafka's `kafka-topics --describe`
+    # falls back to Metadata and prints `Elr: N/A`.
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -229,6 +235,7 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
     ApiKey.ALTER_CLIENT_QUOTAS: 1,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
     ApiKey.SHARE_GROUP_HEARTBEAT: 0,
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,

@@ -1570,6 +1570,49 @@ ALTER_CLIENT_QUOTAS_RESPONSE = MessageSchema(
     ),
 )
 
+DESCRIBE_TOPIC_PARTITIONS_REQUEST = MessageSchema(
+    'DescribeTopicPartitionsRequest', 75, 'request', '0-0', flexible='0+',
+    fields=(
+        F('topics', '[]TopicRequest', '0+', fields=(
+            F('name', 'string', '0+'),
+        )),
+        F('response_partition_limit', 'int32', '0+', default=2000),
+        F('cursor', 'Cursor', '0+', nullable='0+', default=None, fields=(
+            F('topic_name', 'string', '0+'),
+            F('partition_index', 'int32', '0+'),
+        )),
+    ),
+)
+
+DESCRIBE_TOPIC_PARTITIONS_RESPONSE = MessageSchema(
+    'DescribeTopicPartitionsResponse', 75, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]DescribeTopicPartitionsResponseTopic', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('name', 'string', '0+', nullable='0+'),
+            F('topic_id', 'uuid', '0+'),
+            F('is_internal', 'bool', '0+', default=False),
+            F('partitions', '[]DescribeTopicPartitionsResponsePartition', '0+', fields=(
+                F('error_code', 'int16', '0+'),
+                F('partition_index', 'int32', '0+'),
+                F('leader_id', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+', default=-1),
+                F('replica_nodes', '[]int32', '0+'),
+                F('isr_nodes', '[]int32', '0+'),
+                F('eligible_leader_replicas', '[]int32', '0+', nullable='0+', default=None),
+                F('last_known_elr', '[]int32', '0+', nullable='0+', default=None),
+                F('offline_replicas', '[]int32', '0+'),
+            )),
+            F('topic_authorized_operations', 'int32', '0+', default=-2147483648),
+        )),
+        F('next_cursor', 'Cursor', '0+', nullable='0+', default=None, fields=(
+            F('topic_name', 'string', '0+'),
+            F('partition_index', 'int32', '0+'),
+        )),
+    ),
+)
+
 SHARE_GROUP_HEARTBEAT_REQUEST = MessageSchema(
     'ShareGroupHeartbeatRequest', 76, 'request', '1-1', flexible='0+',
     fields=(
@@ -1858,6 +1901,8 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     DESCRIBE_CLIENT_QUOTAS_RESPONSE,
     ALTER_CLIENT_QUOTAS_REQUEST,
     ALTER_CLIENT_QUOTAS_RESPONSE,
+    DESCRIBE_TOPIC_PARTITIONS_REQUEST,
+    DESCRIBE_TOPIC_PARTITIONS_RESPONSE,
     SHARE_GROUP_HEARTBEAT_REQUEST,
     SHARE_GROUP_HEARTBEAT_RESPONSE,
     SHARE_GROUP_DESCRIBE_REQUEST,

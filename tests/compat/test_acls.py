@@ -332,3 +332,26 @@ def test_transactional_ids_need_write_and_describe(secured: ServerProcess) -> No
         assert describe(wire, "acl-txn-ok") == 0
         listed = wire.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []})
         assert "acl-txn-ok" in {t.transactional_id for t in listed.transaction_states}
+
+
+def test_describe_topic_partitions_hides_or_refuses_what_may_not_be_described(secured: ServerProcess) -> None:
+    """DescribeTopicPartitions needs DESCRIBE on the topic: the all-topics form leaves a denied one
+    out; named, it answers TOPIC_AUTHORIZATION_FAILED with a zero id, existing or not."""
+    from raftka.client.protocol import ApiKey
+    from tests.compat.wire_client import WireConnection
+
+    for name in ("dtp-hidden", "dtp-shown"):
+        _create_topic(secured, name)
+    _deny(secured, CKResource.TOPIC, "dtp-hidden", AclOperation.DESCRIBE, CKPattern.PREFIXED)
+    with WireConnection(secured.bootstrap) as wire:
+        every = wire.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [], "response_partition_limit": 100,
+                                                                   "cursor": None})
+        assert "dtp-shown" in [t.name for t in every.topics]
+        assert not [t.name for t in every.topics if t.name.startswith("dtp-hidden")]
+        named = wire.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [
+            {"name": "dtp-hidden"}, {"name": "dtp-hidden-never-created"}, {"name": "dtp-shown"}],
+            "response_partition_limit": 100, "cursor": None})
+    assert [(t.name, t.error_code, t.topic_id.int, len(t.partitions)) for t in named.topics] == [
+        ("dtp-shown", 0, named.topics[0].topic_id.int, 1),
+        ("dtp-hidden", 29, 0, 0), ("dtp-hidden-never-created", 29, 0, 0)]
+    assert named.topics[0].topic_id.int != 0

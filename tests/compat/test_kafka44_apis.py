@@ -214,3 +214,53 @@ def test_max_timestamp_stops_at_the_last_stable_offset(bootstrap: str) -> None:
         assert committed.offset == -1
     finally:
         txn.abort_transaction(30)
+
+
+DTP_TOPIC = "kp-dtp-paged"  # 5 partitions, more than the page limit the test asks
+
+
+def test_describe_topic_partitions_pages_through_kafka_python(kp_admin: KafkaAdminClient, bootstrap: str) -> None:
+    """DescribeTopicPartitions (KIP-966) through kafka-python 3's admin, 2 partitions a page: the
+    cursor walks the topic as on Kafka 4.4, and the ELR lists are empty (raftka has no ELR)."""
+    from kafka.admin import NewTopic
+
+    kp_admin.create_topics([NewTopic(DTP_TOPIC, 5, 1)])
+    wait_until(lambda: len(kp_admin.describe_topic_partitions([DTP_TOPIC])["topics"][0]["partitions"]) == 5,
+               timeout=30, what="the topic's 5 partitions")
+    pages, cursor = [], None
+    while True:
+        page = kp_admin.describe_topic_partitions([DTP_TOPIC, "kp-dtp-missing"], response_partition_limit=2,
+                                                  cursor=cursor)
+        pages.append([(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]])
+                      for t in page["topics"]])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    # Sorted by name: the missing topic comes first, costs nothing, and is behind the cursor after.
+    assert pages == [
+        [("kp-dtp-missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []), (DTP_TOPIC, 0, [0, 1])],
+        [(DTP_TOPIC, 0, [2, 3])],
+        [(DTP_TOPIC, 0, [4])],
+    ]
+    [topic] = kp_admin.describe_topic_partitions([DTP_TOPIC])["topics"]
+    assert topic["topic_id"].int != 0 and topic["topic_authorized_operations"] > 0
+    for part in topic["partitions"]:
+        assert (part["leader_id"], part["replica_nodes"], part["isr_nodes"], part["offline_replicas"]) == (
+            1, [1], [1], [])
+        assert part["eligible_leader_replicas"] is None and part["last_known_elr"] is None  # empty lists
+
+
+def test_describe_topic_partitions_all_topics_and_a_stray_cursor(bootstrap: str) -> None:
+    """No topic named: every topic from the cursor's on. A cursor naming a topic the request does
+    not name: INVALID_REQUEST for each named topic (Kafka's InvalidRequestException answer)."""
+    with WireConnection(bootstrap) as conn:
+        every = conn.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [], "response_partition_limit": 2000,
+            "cursor": {"topic_name": "kp-dtp", "partition_index": 0}})
+        names = [t.name for t in every.topics]
+        assert names == sorted(names) and all(n >= "kp-dtp" for n in names) and every.next_cursor is None
+        stray = conn.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": "b-topic"}], "response_partition_limit": 10,
+            "cursor": {"topic_name": "a-topic", "partition_index": 0}})
+        assert [(t.name, t.error_code, t.partitions) for t in stray.topics] == [
+            ("b-topic", ErrorCode.INVALID_REQUEST, [])]

@@ -212,6 +212,12 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda rng: {
         "timeout_ms": 5000, "topics": rng.choice((None, [{"name": "fuzz-a", "partition_indexes": [0, 1]}]))},
     ApiKey.UNREGISTER_BROKER: lambda rng: {"broker_id": 4242},
+    # Named or all topics, a small page, from a cursor (one the named list lacks: INVALID_REQUEST).
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda rng: {
+        "topics": rng.choice(([], [{"name": "fuzz-a"}, {"name": "fuzz-missing"}])),
+        "response_partition_limit": rng.choice((1, 2, 2000)),
+        "cursor": rng.choice((None, {"topic_name": "fuzz-a", "partition_index": rng.randrange(3)},
+                              {"topic_name": "fuzz-b", "partition_index": 0}))},
     # Transactions: ids and producers nobody uses (answers 49/16/105), never a real one.
     ApiKey.ADD_PARTITIONS_TO_TXN: lambda rng: {
         "v3_and_below_transactional_id": "fuzz-txn", "v3_and_below_producer_id": rng.choice((-1, 4242)),
