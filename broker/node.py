@@ -39,7 +39,7 @@ from raftka.broker.tls import ListenerTransport
 from raftka.broker.txn_coordinator import TxnCoordinator
 from raftka.broker.txn_verification import TxnVerifier
 from raftka.raft_meta.authorizer import build_authorizer
-from raftka.raft_meta.bootstrap_records import read_bootstrap
+from raftka.raft_meta.bootstrap_records import cluster_default_records, read_bootstrap
 from raftka.raft_meta.client_quotas import ip_connection_rate
 from raftka.raft_meta.controller import Controller
 from raftka.raft_meta.controller_errors import ControllerError
@@ -137,7 +137,8 @@ class BrokerNode:
         try:
             async with open_quorum_from_config(config) as quorum:
                 loader = MetadataLoader(quorum, cluster_id,
-                                        bootstrap=read_bootstrap(config.metadata_log_dir))
+                                        bootstrap=(*read_bootstrap(config.metadata_log_dir),
+                                                   *cluster_default_records(config.min_insync_replicas)))
                 loader.add_publisher(replicas.publish)
                 controller = Controller(config, quorum, loader)
                 channel = ControllerChannel(config, controller, loader)

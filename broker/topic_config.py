@@ -13,6 +13,7 @@ from raftka.log import topic_configs
 from raftka.log.config import LOG_KEYS as _LOG_KEYS
 from raftka.log.config import LogConfig
 from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS
+from raftka.raft_meta.config_synonyms import TOPIC_SYNONYMS, topic_key_of
 from raftka.raft_meta.image import MetadataImage
 from raftka.raft_meta.node_config import NodeConfig
 
@@ -80,13 +81,6 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     return normalized
 
 
-# Dynamic broker keys whose value is in another unit than their topic key's (ms).
-_UNIT_MS = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
-# Kafka's precedence among the keys that set one topic key: the finest unit wins.
-_PRECEDENCE = {"log.retention.ms": 3, "log.retention.minutes": 2, "log.retention.hours": 1,
-               "log.roll.ms": 2, "log.roll.hours": 1}
-
-
 def dynamic_topic_defaults(image: MetadataImage, node_id: int) -> dict[str, str]:
     """The dynamic broker configs (AlterConfigs on brokers) as topic-level defaults: the
     cluster-wide default ("broker" resource with the empty name) overlaid with this broker's own,
@@ -95,15 +89,16 @@ def dynamic_topic_defaults(image: MetadataImage, node_id: int) -> dict[str, str]
     for resource in (("cluster", ""), ("broker", str(node_id))):
         chosen: dict[str, tuple[int, str]] = {}
         for key, value in image.configs.get(resource, {}).items():
-            topic_key = DYNAMIC_BROKER_CONFIGS.get(key)
-            if topic_key is None:
+            found = topic_key_of(key) if key in DYNAMIC_BROKER_CONFIGS else None
+            if found is None:
                 continue
-            if key in _UNIT_MS:
+            topic_key, factor = found
+            if factor != 1:
                 try:
-                    value = str(int(value) * _UNIT_MS[key])
+                    value = str(int(value) * factor)
                 except ValueError:
                     continue
-            rank = _PRECEDENCE.get(key, 0)
+            rank = -[name for name, _ in TOPIC_SYNONYMS[topic_key]].index(key)  # the first synonym wins
             if topic_key not in chosen or rank > chosen[topic_key][0]:
                 chosen[topic_key] = (rank, value)
         out.update({k: v for k, (_, v) in chosen.items()})

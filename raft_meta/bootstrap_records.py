@@ -15,7 +15,7 @@ from pathlib import Path
 import cbor2
 
 from raftka.log.atomic_file import atomic_write
-from raftka.raft_meta.records import UndecodableRecord, decode_record
+from raftka.raft_meta.records import Config, UndecodableRecord, decode_record, encode_record
 
 BOOTSTRAP_FILE = "bootstrap.records"
 
@@ -39,3 +39,11 @@ def read_bootstrap(directory: str | Path) -> tuple[bytes, ...]:
         if isinstance(decode_record(item), UndecodableRecord):
             raise ValueError(f"{path}: holds a record this version cannot read")
     return tuple(items)
+
+
+def cluster_default_records(min_insync_replicas: int) -> tuple[bytes, ...]:
+    """The cluster-wide dynamic default Kafka 4.4 writes when a cluster is formatted (for its
+    eligible leader replicas): `min.insync.replicas`, the first controller's static value, which
+    topics without their own value inherit and DescribeConfigs shows as
+    DYNAMIC_DEFAULT_BROKER_CONFIG."""
+    return (encode_record(Config("cluster", "", "min.insync.replicas", str(min_insync_replicas))),)

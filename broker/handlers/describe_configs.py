@@ -3,55 +3,52 @@
 from __future__ import annotations
 
 from raftka.broker import acl_checks
-from raftka.broker.topic_config import (
-    REPLICATION_KEYS,
-    broker_log_defaults,
-    dynamic_topic_defaults,
-    effective_topic_config,
-)
+from raftka.broker.topic_config import dynamic_topic_defaults, effective_topic_config
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 from raftka.log.topic_configs import TOPIC_CONFIGS
+from raftka.raft_meta import config_synonyms as synonyms
 from raftka.raft_meta.acls import AclOperation
 from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS, THROTTLED_RATE_KEYS
+from raftka.raft_meta.node_config import is_sensitive
+
+_DEFAULTS = synonyms.broker_defaults()
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-SOURCE_TOPIC_CONFIG = 1
-SOURCE_DYNAMIC_BROKER_CONFIG = 2
-SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-SOURCE_STATIC_BROKER_CONFIG = 4
-SOURCE_DEFAULT_CONFIG = 5
 # Kafka's ConfigEntry.ConfigType ids (DescribeConfigs v3+)
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
+
+
+def _layers(ctx, broker: str) -> list[tuple[int, dict]]:
+    """Where a broker key's value can come from, highest priority first (Kafka's order)."""
+    per_broker = ctx.image.configs.get(("broker", broker), {}) if broker else {}
+    return [(synonyms.DYNAMIC_BROKER_CONFIG, per_broker),
+            (synonyms.DYNAMIC_DEFAULT_BROKER_CONFIG, ctx.image.configs.get(("cluster", ""), {})),
+            (synonyms.STATIC_BROKER_CONFIG, ctx.config.raw),
+            (synonyms.DEFAULT_CONFIG, _DEFAULTS)]
+
+
+def _wire(chain: list[synonyms.Synonym]) -> list[dict]:
+    return [{"name": s.name, "value": s.value, "source": s.source} for s in chain]
 
 
 def _topic_configs(ctx, name: str) -> list[dict]:
     own = ctx.image.configs.get(("topic", name), {})
     node = ctx.config.node_id
-    dynamic = dynamic_topic_defaults(ctx.image, node)
-    from_this_broker = {DYNAMIC_BROKER_CONFIGS[k] for k in ctx.image.configs.get(("broker", str(node)), {})
-                        if k in DYNAMIC_BROKER_CONFIGS}
-    merged = {**dynamic, **own}
+    merged = {**dynamic_topic_defaults(ctx.image, node), **own}
     effective = effective_topic_config(ctx.config, merged)
     values = effective.log.to_properties()
     values["min.insync.replicas"] = str(effective.min_insync_replicas)
     values["unclean.leader.election.enable"] = str(effective.unclean_leader_election).lower()
     for key, spec in TOPIC_CONFIGS.items():  # the keys raftka stores without acting on them
         values.setdefault(key, merged.get(key, spec.default))
-    broker_set = set(broker_log_defaults(ctx.config)) | set(REPLICATION_KEYS)
+    layers = _layers(ctx, str(node))
     out = []
     for key, value in sorted(values.items()):
-        if key in own:
-            source = SOURCE_TOPIC_CONFIG
-        elif key in dynamic:
-            source = SOURCE_DYNAMIC_BROKER_CONFIG if key in from_this_broker else SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
-        elif key in broker_set and key in ctx.config.raw:
-            source = SOURCE_STATIC_BROKER_CONFIG
-        else:
-            source = SOURCE_DEFAULT_CONFIG
+        chain = synonyms.topic_config_synonyms(key, own, layers)
         spec = TOPIC_CONFIGS.get(key)
-        out.append({"name": key, "value": value, "read_only": False, "config_source": source,
-                    "is_sensitive": False, "synonyms": [],
+        out.append({"name": key, "value": value, "read_only": False, "config_source": synonyms.source_of(chain),
+                    "is_sensitive": False, "synonyms": _wire(chain),
                     "config_type": _CONFIG_TYPES.get(spec.kind, 0) if spec else 0, "documentation": None})
     return out
 
@@ -60,23 +57,18 @@ def _broker_configs(ctx, name: str) -> list[dict]:
     """A broker's configs: its static server.properties overlaid with the dynamic cluster-wide
     defaults and its own dynamic configs (Kafka's precedence). The empty name: only the
     dynamic cluster-wide defaults, as Kafka describes the default broker resource."""
-    cluster = ctx.image.configs.get(("cluster", ""), {})
-    values: dict[str, tuple[str | None, int, bool]] = {}  # key -> (value, source, read only)
+    layers = _layers(ctx, name)
+    keys = set(layers[1][1])
     if name:
-        for key, value in ctx.config.raw.items():
-            values[key] = (value, SOURCE_STATIC_BROKER_CONFIG,
-                           key not in DYNAMIC_BROKER_CONFIGS and key not in THROTTLED_RATE_KEYS)
-    for key, value in cluster.items():
-        values[key] = (value, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, False)
-    if name:
-        for key, value in ctx.image.configs.get(("broker", name), {}).items():
-            values[key] = (value, SOURCE_DYNAMIC_BROKER_CONFIG, False)
+        keys |= set(layers[0][1]) | set(ctx.config.raw)
     out = []
-    for key, (value, source, read_only) in sorted(values.items()):
-        sensitive = "secret" in key or "password" in key
-        out.append({"name": key, "value": None if sensitive else value, "read_only": read_only,
-                    "config_source": source, "is_sensitive": sensitive,
-                    "synonyms": [], "config_type": 0, "documentation": None})
+    for key in sorted(keys):
+        sensitive = is_sensitive(key)
+        chain = synonyms.broker_config_synonyms(key, layers, per_broker=bool(name), sensitive=sensitive)
+        out.append({"name": key, "value": chain[0].value, "config_source": chain[0].source,
+                    "read_only": key not in DYNAMIC_BROKER_CONFIGS and key not in THROTTLED_RATE_KEYS,
+                    "is_sensitive": sensitive, "synonyms": _wire(chain), "config_type": 0,
+                    "documentation": None})
     return out
 
 
@@ -109,8 +101,12 @@ async def handle(ctx, header, request, conn=None) -> DescribeConfigsResponse:
             wanted = set(resource.configuration_keys)
             result["configs"] = [c for c in result["configs"] if c["name"] in wanted]
         results.append(result)
+    if not getattr(request, "include_synonyms", False):  # v0 has no synonyms; v1+ only when asked
+        for result in results:
+            for entry in result["configs"]:
+                entry["synonyms"] = []
     if header.api_version == 0:  # v0 has is_default where later versions have config_source
         for result in results:
             for entry in result["configs"]:
-                entry["is_default"] = entry["config_source"] == SOURCE_DEFAULT_CONFIG
+                entry["is_default"] = entry["config_source"] == synonyms.DEFAULT_CONFIG
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

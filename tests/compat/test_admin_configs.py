@@ -179,3 +179,22 @@ def test_topic_compression_type_recompresses_like_kafka(admin: AdminClient, boot
         assert got == values
     finally:
         consumer.close()
+
+
+def test_describe_configs_synonyms_like_kafka(admin: AdminClient) -> None:
+    """librdkafka asks for synonyms; the chains and sources are Kafka's (ConfigHelper)."""
+    create = admin.create_topics([NewTopic("cf-cfg-synonyms", 1, 1, config={"max.message.bytes": "2000000"})])
+    _result(create["cf-cfg-synonyms"])
+    described = _describe(admin, ConfigResource("topic", "cf-cfg-synonyms"))
+    chain = [(s.name, s.value, ConfigSource(s.source)) for s in described["max.message.bytes"].synonyms.values()]
+    assert chain == [("max.message.bytes", "2000000", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+                     ("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG)]
+    segment = described["segment.bytes"]
+    assert segment.source == ConfigSource.DEFAULT_CONFIG.value
+    assert [(s.name, s.value) for s in segment.synonyms.values()] == [("log.segment.bytes", segment.value)]
+    assert described["retention.ms"].synonyms == {}  # log.retention.ms is not set: no chain, as on Kafka
+    # the cluster-wide min.insync.replicas written with the cluster, which the topic inherits
+    min_isr = described["min.insync.replicas"]
+    assert min_isr.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value and min_isr.value == "1"
+    broker = _describe(admin, ConfigResource("broker", "1"))
+    assert broker["min.insync.replicas"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
