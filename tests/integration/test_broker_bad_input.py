@@ -244,7 +244,7 @@ def test_request_just_under_the_limit_is_served(server: ServerProcess, unaffecte
 # -- versions and APIs -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("api_key", [48, 67, 9999, -1])
+@pytest.mark.parametrize("api_key", [74, 67, 9999, -1])  # 74: ListConfigResources, not served
 def test_unknown_api_key_closes_the_connection(server: ServerProcess, unaffected: None,
                                                api_key: int) -> None:
     request = encode_request(ApiKey.METADATA, 1, 5, {"topics": None}, client_id="x")

@@ -79,7 +79,10 @@ def test_isr_shrinks_and_min_isr_refuses_writes_then_recovers(tmp_path):
 def test_divergent_uncommitted_tail_is_truncated_on_rejoin(tmp_path):
     extra = {"replica.lag.time.max.ms": "60000"}  # keep the ISR intact while followers are stopped
     with running_cluster(tmp_path, nodes=3, extra=extra) as cluster:
-        create_topic(cluster, "div", 1, 3, {"min.insync.replicas": "2"})
+        # The followers' restart takes them out of the ISR (a re-registration after a crash, as
+        # Kafka fences a broker that died): only an unclean election can then pick one while the
+        # old leader is away, and its log wins. That is the divergence this test needs.
+        create_topic(cluster, "div", 1, 3, {"min.insync.replicas": "2", "unclean.leader.election.enable": "true"})
         old = partition_info(cluster, "div")
         leader = old.leader
         followers = [r for r in old.replicas if r != leader]
@@ -94,7 +97,7 @@ def test_divergent_uncommitted_tail_is_truncated_on_rejoin(tmp_path):
                        acks="1")
         assert all(isinstance(r, int) for _, r in lost), lost[:3]
 
-        # The leader stops; the followers restart and elect a new leader (higher epoch).
+        # The leader stops; the followers restart and one is elected, uncleanly (higher epoch).
         cluster.pause(leader)
         try:
             for f in followers:
