@@ -31,7 +31,7 @@ from pathlib import Path
 
 import trio
 
-from raftka.client.protocol import ApiKey, FrameDecoder, ProtocolError, encode_request
+from raftka.client.protocol import ApiKey, ErrorCode, FrameDecoder, ProtocolError, encode_request
 from tests.fuzz.corpus import FUZZ_TOPICS
 from tests.fuzz.mutate import ALL_KINDS, PROTOCOL_KINDS, FuzzFrame, Mutator
 
@@ -170,8 +170,15 @@ def round_trip(bootstrap: str, topic: str, count: int = 20) -> str | None:
 
     from tests.compat.wire_client import WireConnection
 
+    # A fuzzed UnregisterBroker may have named the live broker itself (an admin may do that):
+    # it re-registers and is unfenced within a few heartbeats, and until then a topic cannot be
+    # placed (INVALID_REPLICATION_FACTOR, no unfenced broker). Wait for that, bounded.
+    deadline = time.monotonic() + 30
     with WireConnection(bootstrap) as conn:
         code = conn.create_topic(topic)
+        while code == ErrorCode.INVALID_REPLICATION_FACTOR and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling the broker's registration, with the deadline above
+            code = conn.create_topic(topic)
         if code != 0:
             return f"CreateTopics {topic}: error {code}"
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 0})
