@@ -19,14 +19,20 @@ def _snippet(heading: str) -> str:
     return match.group(1)
 
 
-def test_the_consumer_group_snippet_runs_as_shown(tmp_path: Path) -> None:
-    code = _snippet("### Consumer groups")
-    assert "trio.run(main)" in code
+def _run_as_shown(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run a README block in a fresh Python against a one-node server (only the address changed)."""
     with one_node_server(tmp_path, num_partitions=3) as bootstrap:
         ran = subprocess.run([sys.executable, "-c", code.replace("127.0.0.1:9092", bootstrap)],
                              capture_output=True, text=True, env=raftka_env(), cwd=tmp_path,
                              timeout=180)
     assert ran.returncode == 0, ran.stderr
+    return ran
+
+
+def test_the_consumer_group_snippet_runs_as_shown(tmp_path: Path) -> None:
+    code = _snippet("### Consumer groups")
+    assert "trio.run(main)" in code
+    ran = _run_as_shown(code, tmp_path)
     # on_partitions_assigned=print shows the three partitions of the topic the snippet created.
     assert "orders" in ran.stdout and "partition=2" in ran.stdout, ran.stdout
 
@@ -34,9 +40,5 @@ def test_the_consumer_group_snippet_runs_as_shown(tmp_path: Path) -> None:
 def test_the_kip848_snippet_runs_as_shown(tmp_path: Path) -> None:
     code = _snippet("#### Consumer groups: `group.protocol=consumer`")
     assert '"group.protocol": "consumer"' in code
-    with one_node_server(tmp_path, num_partitions=3) as bootstrap:
-        ran = subprocess.run([sys.executable, "-c", code.replace("127.0.0.1:9092", bootstrap)],
-                             capture_output=True, text=True, env=raftka_env(), cwd=tmp_path,
-                             timeout=180)
-    assert ran.returncode == 0, ran.stderr
+    ran = _run_as_shown(code, tmp_path)
     assert "consumed 10" in ran.stdout, ran.stdout
