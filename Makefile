@@ -58,7 +58,7 @@ fuzz: $(DEV_STAMP)
 	$(PY) -m tests.fuzz --frames $(N) --kinds $(KINDS) $(if $(SEED),--seed $(SEED))
 
 simulate: $(STAMP)
-	$(PY) -m raftka.raft_meta.simulation --seeds $(SEEDS) --first-seed $(FIRST_SEED) --jobs $(JOBS)
+	$(PY) -m raftka.raft_meta.quorum.simulation --seeds $(SEEDS) --first-seed $(FIRST_SEED) --jobs $(JOBS)
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .

@@ -22,7 +22,7 @@ from bench import (
 
 
 def main() -> None:
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(f"# raftka benchmarks — {platform.node()}, Python {sys.version.split()[0]}, "

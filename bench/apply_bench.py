@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from raftka.raft_meta.apply import apply_entry, replay  # noqa: E402
-from raftka.raft_meta.records import (  # noqa: E402
+from raftka.raft_meta.metadata.apply import apply_entry, replay  # noqa: E402
+from raftka.raft_meta.metadata.records import (  # noqa: E402
     Partition,
     PartitionChange,
     RecordBatch,

@@ -21,8 +21,8 @@ import confluent_kafka
 from raftka.client.admin import NewTopic
 from raftka.client.blocking import Admin, Consumer
 from raftka.client.errors import TopicAlreadyExistsError
-from raftka.client.local_cluster import LocalCluster
 from raftka.client.records import TopicPartition
+from raftka.testing.local_cluster import LocalCluster
 
 RECORD = 1024
 MB = 1_000_000
@@ -41,7 +41,7 @@ class Row:
 
 
 def _free_base(nodes: int) -> int:
-    from raftka.client.local_cluster import free_port_base
+    from raftka.testing.local_cluster import free_port_base
 
     return free_port_base(nodes)
 
@@ -95,7 +95,7 @@ def _sdk_produce(bootstrap: str, topic: str, count: int, acks) -> float:
     blocking facade adds a thread hop per send and measures that instead)."""
     import trio
 
-    from raftka.client.perf import ProducePerfConfig, produce_perf
+    from raftka.testing.perf import ProducePerfConfig, produce_perf
 
     config = ProducePerfConfig(bootstrap, topic, count, RECORD, acks=str(acks),
                                batch_size=1 << 20, linger_ms=5)
@@ -414,7 +414,7 @@ def produce_rf3(records: int = 100_000, runs: int = 5) -> Row:
 if __name__ == "__main__":
     import sys
 
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     if sys.argv[1:2] == ["produce-rf3"]:  # python -m bench.cluster_bench produce-rf3 [RECORDS [RUNS]]

@@ -4,7 +4,7 @@ Anyone on the network path can read control frames (they are authenticated, not
 encrypted). With a frame in hand, each candidate secret can be checked offline.
 
 - before (plain HMAC-SHA256 keyed with the secret, until issue 17): one HMAC per guess;
-- now (broker/control_rpc.py): one scrypt (n=2**14, r=8, p=1, salted with the cluster id)
+- now (broker/net/control_rpc.py): one scrypt (n=2**14, r=8, p=1, salted with the cluster id)
   to get the cluster key, then two HMACs (the session key from the two nonces of the
   captured hellos, then the frame's MAC).
 
@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from raftka.broker.control_rpc import (
+from raftka.broker.net.control_rpc import (
     KEY_SALT_PREFIX,
     SCRYPT_N,
     SCRYPT_P,

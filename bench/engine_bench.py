@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raftka.client.local_cluster import LocalCluster, free_port_base
 from raftka.client.protocol import ApiKey, FrameDecoder, decode_response, encode_request
 from raftka.log.record_batch import Record, encode_batch
+from raftka.testing.local_cluster import LocalCluster, free_port_base
 
 PARTITIONS = 2000
 SEGMENT_BYTES = 64 * 1024 * 1024
@@ -249,7 +249,7 @@ def format_table(rows: list[Row]) -> str:
 
 
 if __name__ == "__main__":
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(format_table(run(float(sys.argv[1]) if len(sys.argv) > 1 else BULK_MB_PER_S)), file=sys.stdout)

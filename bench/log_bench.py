@@ -138,7 +138,7 @@ def format_table(rows: list[Row]) -> str:
 
 
 if __name__ == "__main__":
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(format_table(run()))

@@ -34,10 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import trio  # noqa: E402
 
 from raftka.client.admin import NewTopic  # noqa: E402
-from raftka.client.local_cluster import LocalCluster, free_low_port  # noqa: E402
-from raftka.raft_meta.metadata_loader import MetadataLoader  # noqa: E402
-from raftka.raft_meta.quorum import QuorumSettings, open_quorum  # noqa: E402
-from raftka.raft_meta.records import (  # noqa: E402
+from raftka.raft_meta.metadata.metadata_loader import MetadataLoader  # noqa: E402
+from raftka.raft_meta.metadata.records import (  # noqa: E402
     ControllerClaim,
     Partition,
     RecordBatch,
@@ -45,6 +43,8 @@ from raftka.raft_meta.records import (  # noqa: E402
     Topic,
     encode_record,
 )
+from raftka.raft_meta.quorum.quorum import QuorumSettings, open_quorum  # noqa: E402
+from raftka.testing.local_cluster import LocalCluster, free_low_port  # noqa: E402
 
 METADATA_SUBDIR = "__cluster_metadata-0"
 
@@ -133,9 +133,9 @@ def run_direct(entries: int, per_entry: int = 50, snapshot_bytes: int | None = N
 
 
 def run_codec(partitions: int) -> str:
-    from raftka.raft_meta.apply import apply_entry, replay
-    from raftka.raft_meta.records import RegisterBroker
-    from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot
+    from raftka.raft_meta.metadata.apply import apply_entry, replay
+    from raftka.raft_meta.metadata.records import RegisterBroker
+    from raftka.raft_meta.metadata.snapshot import decode_snapshot, encode_snapshot
 
     listeners = (("PLAINTEXT", "127.0.0.1", 9092),)
     image = replay(list(enumerate([RegisterBroker(b, f"inc-{b}", listeners, None) for b in (1, 2, 3)], 1)))
@@ -180,7 +180,7 @@ if __name__ == "__main__":
     if args.codec is not None:
         print(run_codec(args.codec))
         sys.exit(0)
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(HEADER)

@@ -18,7 +18,7 @@ import time
 import urllib.request
 
 from bench.cluster_bench import MB, RECORD, Row, _confluent_produce, _create, format_table
-from raftka.client.local_cluster import (
+from raftka.testing.local_cluster import (
     METRICS_PORT_OFFSET,
     PORT_OFFSETS,
     LocalCluster,
@@ -88,7 +88,7 @@ def run(records: int = 100_000, rounds: int = 3) -> list[Row]:
 if __name__ == "__main__":
     import sys
 
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(format_table(run(*(int(a) for a in sys.argv[1:3]))))

@@ -167,7 +167,7 @@ def raftka_sdk_publish(count: int) -> float:
     import trio
 
     from bench.cluster_bench import _cluster, _create
-    from raftka.client.perf import ProducePerfConfig, produce_perf
+    from raftka.testing.perf import ProducePerfConfig, produce_perf
 
     with tempfile.TemporaryDirectory(prefix="raftka-bench-peer-") as tmp:
         cluster = _cluster(tmp, 3)
@@ -206,7 +206,7 @@ def format_table(rows: list[Row]) -> str:
 
 
 if __name__ == "__main__":
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(format_table(run()))

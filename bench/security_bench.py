@@ -3,7 +3,7 @@ SASL_SSL (SCRAM-SHA-512, TLS 1.3; brokers replicate over SASL_SSL too) next to P
 
 Under TLS the broker cannot sendfile record bytes (the kernel does not encrypt): fetch
 responses are read from the segments in a worker thread and written through the TLS
-stream (broker/zero_copy.py), so the read path is measured too. Run alone:
+stream (broker/net/zero_copy.py), so the read path is measured too. Run alone:
 
     .venv/bin/python -m bench.security_bench [records]
 """
@@ -19,8 +19,8 @@ import confluent_kafka
 
 from raftka.client.admin import NewTopic
 from raftka.client.blocking import Admin
-from raftka.client.local_cluster import LocalCluster, free_port_base
-from raftka.secure_cluster import secure_cluster
+from raftka.testing.local_cluster import LocalCluster, free_port_base
+from raftka.testing.secure_cluster import secure_cluster
 
 RECORD = 1024
 RECORDS = 50_000
@@ -99,7 +99,7 @@ def format_table(results: list[Result]) -> str:
 
 
 if __name__ == "__main__":
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(format_table(run(int(sys.argv[1]) if len(sys.argv) > 1 else RECORDS)))

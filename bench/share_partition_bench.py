@@ -1,4 +1,4 @@
-"""The share-partition core alone (broker/share_partition_state.py): records acquired and accepted
+"""The share-partition core alone (broker/group/share_partition_state.py): records acquired and accepted
 per second by three members taking turns, with Kafka's defaults (2000 record locks).
 
 Run: .venv/bin/python bench/share_partition_bench.py [--seconds 5] [--batch 500]
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from raftka.broker.share_partition_state import (  # noqa: E402
+from raftka.broker.group.share_partition_state import (  # noqa: E402
     AcknowledgementBatch,
     AcknowledgeType,
     SharePartitionState,

@@ -40,7 +40,7 @@ from pathlib import Path
 import trio
 
 from raftka.client import AsyncAdmin, AsyncProducer, NewTopic
-from raftka.client.local_cluster import LocalCluster
+from raftka.testing.local_cluster import LocalCluster
 
 TOPIC = "bench-spark"
 FIRST_TOPIC = "bench-spark-first"

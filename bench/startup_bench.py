@@ -53,7 +53,7 @@ def _import_seconds(statement: str) -> float:
 def _first_ack_seconds(directory: Path) -> float:
     from confluent_kafka import Producer
 
-    from raftka.client.local_cluster import LocalCluster
+    from raftka.testing.local_cluster import LocalCluster
 
     cluster = LocalCluster(directory, 1, log_level="WARNING")
     cluster.prepare()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import confluent_kafka
 
-from raftka.client.local_cluster import FAST_FAILURE_DETECTION, LocalCluster, free_port_base
+from raftka.testing.local_cluster import FAST_FAILURE_DETECTION, LocalCluster, free_port_base
 
 TRANSACTIONS = 200
 RECORDS_PER_BATCH = 100
@@ -92,7 +92,7 @@ def format_table(results: list[Result]) -> str:
 
 
 if __name__ == "__main__":
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
 
     configure_logging(level="WARNING")
     print(format_table(run(int(sys.argv[1]) if len(sys.argv) > 1 else TRANSACTIONS)))

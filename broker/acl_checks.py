@@ -1,10 +1,10 @@
 """What each API must be allowed to do, in one place (docs/SECURITY.md "Which check each API
 makes"). Handlers make one call here; the decision itself is the pure StandardAuthorizer
-(raft_meta/authorizer.py) over the current image's ACLs.
+(raft_meta/security/authorizer.py) over the current image's ACLs.
 
 No authorizer configured (`ctx.authorizer` None, `authorizer.class.name` empty) means every
 check passes, as in Kafka. The caller is `conn.principal` at `conn.host`
-(broker/network.py); a handler called without a connection (in-process tests) is
+(broker/net/network.py); a handler called without a connection (in-process tests) is
 `User:ANONYMOUS` with no host.
 
 Kafka's rules kept here:
@@ -22,10 +22,10 @@ from collections.abc import Iterable
 import structlog
 
 from raftka.client.protocol import ErrorCode
-from raftka.raft_meta.acls import CLUSTER_NAME
-from raftka.raft_meta.acls import AclOperation as Op
-from raftka.raft_meta.acls import ResourceType as Res
-from raftka.raft_meta.authorizer import OPERATIONS_BY_TYPE, operations_bitfield
+from raftka.raft_meta.security.acls import CLUSTER_NAME
+from raftka.raft_meta.security.acls import AclOperation as Op
+from raftka.raft_meta.security.acls import ResourceType as Res
+from raftka.raft_meta.security.authorizer import OPERATIONS_BY_TYPE, operations_bitfield
 
 log = structlog.get_logger("broker.acl")
 

@@ -44,7 +44,7 @@ def authorized_operations(ctx, conn, resource_type: str, resource_name: str, wan
         return OMITTED
     if getattr(ctx, "authorizer", None) is not None:  # the StandardAuthorizer's answer (broker/acl_checks.py)
         from raftka.broker import acl_checks
-        from raftka.raft_meta.acls import ResourceType
+        from raftka.raft_meta.security.acls import ResourceType
 
         kind = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP, CLUSTER: ResourceType.CLUSTER}[resource_type]
         return acl_checks.authorized_operations(ctx, conn, kind, resource_name or "kafka-cluster")

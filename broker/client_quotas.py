@@ -1,6 +1,6 @@
 """Client byte-rate quotas enforced (KIP-13, KIP-55, KIP-219): Kafka's ClientQuotaManager.
 
-The quotas live in the metadata image (`ClientQuota` records; raft_meta/client_quotas.py).
+The quotas live in the metadata image (`ClientQuota` records; raft_meta/controller/client_quotas.py).
 Per quota type (`producer_byte_rate` for Produce, `consumer_byte_rate` for consumer Fetch),
 each connection's bytes go to a sensor shared by every connection the same quota applies to
 (`quota_for`: the first of KIP-55's eight entities that sets the key, e.g. all of a user's
@@ -17,7 +17,7 @@ client ids for a user-level quota). Kafka's decisions, followed:
   long the client must stay silent for the rate over the window to come back to the bound.
   It is capped at the whole sampled window (`quota.window.num * quota.window.size.seconds`).
 - The response carries it in `throttle_time_ms` and the connection is muted for that long
-  (`ConnectionInfo.muted_until`; broker/network.py stops reading it), so a client that does
+  (`ConnectionInfo.muted_until`; broker/net/network.py stops reading it), so a client that does
   not back off is delayed anyway (KIP-219).
 - A sensor unused for an hour is dropped (Kafka's `InactiveSensorExpirationTimeSeconds`).
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from raftka.raft_meta.client_quotas import (
+from raftka.raft_meta.controller.client_quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     QuotaMap,

@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from raftka.broker.client_quotas import ClientQuotas
-from raftka.broker.controller_channel import ControllerChannel
-from raftka.broker.fetch_session import FetchSessionCache
-from raftka.broker.group_coordinator import GroupCoordinator
+from raftka.broker.group.group_coordinator import GroupCoordinator
 from raftka.broker.metrics import BrokerMetrics
-from raftka.broker.producer_ids import ProducerIdManager
-from raftka.broker.replica_manager import ReplicaManager
-from raftka.broker.txn_coordinator import TxnCoordinator
-from raftka.broker.txn_verification import TxnVerifier
-from raftka.raft_meta.authorizer import StandardAuthorizer
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.node_config import NodeConfig
+from raftka.broker.net.controller_channel import ControllerChannel
+from raftka.broker.replication.fetch_session import FetchSessionCache
+from raftka.broker.replication.replica_manager import ReplicaManager
+from raftka.broker.txn.producer_ids import ProducerIdManager
+from raftka.broker.txn.txn_coordinator import TxnCoordinator
+from raftka.broker.txn.txn_verification import TxnVerifier
+from raftka.raft_meta.config.node_config import NodeConfig
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
+from raftka.raft_meta.security.authorizer import StandardAuthorizer
 
 
 @dataclass

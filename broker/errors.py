@@ -5,8 +5,8 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker.acl_checks import AuthorizationError
-from raftka.broker.partition import PartitionError
-from raftka.broker.replica_manager import UnknownTopicOrPartition
+from raftka.broker.replication.partition import PartitionError
+from raftka.broker.replication.replica_manager import UnknownTopicOrPartition
 from raftka.client.protocol import ErrorCode
 from raftka.log.errors import (
     CorruptRecord,
@@ -19,7 +19,7 @@ from raftka.log.errors import (
     TransactionCoordinatorFenced,
     UnsupportedCompression,
 )
-from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.controller.controller_errors import ControllerError
 
 log = structlog.get_logger("broker.errors")
 

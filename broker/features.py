@@ -12,11 +12,11 @@ level is fixed, the highest level raftka implements.
   quorum, which raftka does not have.
 - transaction.version 0: Kafka's level 1 is the flexible `__transaction_state` value
   (TransactionLogValue v1) and level 2 KIP-890 part 2's epoch bump per transaction; raftka
-  writes v0 values (broker/txn_records.py), so clients use the classic transaction protocol.
+  writes v0 values (broker/txn/txn_records.py), so clients use the classic transaction protocol.
   KIP-890 part 1 (partition leaders verify, AddPartitionsToTxn v4) is not gated by a level:
   Kafka gates it by `transaction.partition.verification.enable`, as raftka does.
 - group.version 1: the KIP-848 consumer protocol (ConsumerGroupHeartbeat,
-  broker/consumer_group_state.py), as Kafka 4.4 finalizes it.
+  broker/group/consumer_group_state.py), as Kafka 4.4 finalizes it.
 
 Kafka's rules for the answer (ApiVersionsResponse.Builder): a finalized level of 0 is not
 listed, and before ApiVersions v4 a supported feature whose minimum is 0 is left out
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raftka.broker.consumer_group_state import GROUP_VERSION
+from raftka.broker.group.consumer_group_state import GROUP_VERSION
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ import structlog
 import trio
 
 from raftka.broker.client_quotas import user_of
-from raftka.broker.fetch_session import FINAL_EPOCH
 from raftka.broker.handlers import (
     acls,
     alter_configs,
@@ -44,9 +43,10 @@ from raftka.broker.handlers import (
 )
 from raftka.broker.handlers import sasl as sasl_handlers
 from raftka.broker.metrics import request_name
-from raftka.broker.network import CloseConnection, ConnectionInfo, Deferred, FinalResponse
-from raftka.broker.sasl_server import FAILED, PreAuthViolation
-from raftka.broker.zero_copy import ChunkedResponse
+from raftka.broker.net.network import CloseConnection, ConnectionInfo, Deferred, FinalResponse
+from raftka.broker.net.sasl_server import FAILED, PreAuthViolation
+from raftka.broker.net.zero_copy import ChunkedResponse
+from raftka.broker.replication.fetch_session import FINAL_EPOCH
 from raftka.client.protocol import (
     ApiKey,
     ProtocolError,
@@ -183,7 +183,7 @@ class KafkaApis:
         if authenticator is not None and authenticator.state == FAILED:  # answered, then closed
             return FinalResponse(encode_response(header, key, header.api_version, response),
                                  f"SASL authentication failed ({key.name})")
-        if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/zero_copy.py)
+        if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/net/zero_copy.py)
             chunks = encode_response_chunks(header, key, header.api_version, response)
             if request.replica_id < 0 and self.ctx.image.client_quotas:  # a consumer: its response's size
                 size = sum(map(len, chunks[1:]))

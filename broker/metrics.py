@@ -188,7 +188,7 @@ class Snapshot:
     groups: list[GroupOffset]
     groups_by_state: dict[str, int]
     open_connections: int
-    # KIP-73 replication quotas (broker/replication_quota.py): bytes/s of the throttled partitions.
+    # KIP-73 replication quotas (broker/replication/replication_quota.py): bytes/s of the throttled partitions.
     leader_replication_byte_rate: float = 0.0
     follower_replication_byte_rate: float = 0.0
     # Client quotas (broker/client_quotas.py): Kafka's type ("Produce", "Fetch") -> (user,

@@ -1,7 +1,7 @@
 """One raftka node: metadata quorum voter + controller + broker, under one nursery.
 
 A broker-only node (`process.roles=broker`) is the same minus the controller: its quorum is
-an observer that follows the committed metadata log (raft_meta/quorum.py), and it reaches the
+an observer that follows the committed metadata log (raft_meta/quorum/quorum.py), and it reaches the
 active controller over the control RPC like any broker that is not the controller.
 
 Start-up order: verify the storage format (cluster id), start the quorum
@@ -26,27 +26,27 @@ import trio
 from raftka.broker.acl_checks import anonymous_inter_broker_warning
 from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.context import BrokerContext
-from raftka.broker.control_rpc import ControlRpcServer
-from raftka.broker.controller_channel import ControllerChannel
-from raftka.broker.group_coordinator import GroupCoordinator
+from raftka.broker.group.group_coordinator import GroupCoordinator
 from raftka.broker.kafka_apis import KafkaApis
 from raftka.broker.metrics_http import MetricsServer
-from raftka.broker.network import ListenerLimits, serve_listener
-from raftka.broker.producer_ids import ProducerIdManager
-from raftka.broker.replica_manager import ReplicaManager
-from raftka.broker.sasl_server import scram_lookup_from_image
-from raftka.broker.tls import ListenerTransport
-from raftka.broker.txn_coordinator import TxnCoordinator
-from raftka.broker.txn_verification import TxnVerifier
-from raftka.raft_meta.authorizer import build_authorizer
-from raftka.raft_meta.bootstrap_records import cluster_default_records, read_bootstrap
-from raftka.raft_meta.client_quotas import ip_connection_rate
-from raftka.raft_meta.controller import Controller
-from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.node_config import NodeConfig
-from raftka.raft_meta.quorum import open_quorum_from_config
-from raftka.raft_meta.storage_format import verify_storage
+from raftka.broker.net.control_rpc import ControlRpcServer
+from raftka.broker.net.controller_channel import ControllerChannel
+from raftka.broker.net.network import ListenerLimits, serve_listener
+from raftka.broker.net.sasl_server import scram_lookup_from_image
+from raftka.broker.net.tls import ListenerTransport
+from raftka.broker.replication.replica_manager import ReplicaManager
+from raftka.broker.txn.producer_ids import ProducerIdManager
+from raftka.broker.txn.txn_coordinator import TxnCoordinator
+from raftka.broker.txn.txn_verification import TxnVerifier
+from raftka.raft_meta.config.node_config import NodeConfig
+from raftka.raft_meta.controller.client_quotas import ip_connection_rate
+from raftka.raft_meta.controller.controller import Controller
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.metadata.bootstrap_records import cluster_default_records, read_bootstrap
+from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
+from raftka.raft_meta.quorum.quorum import open_quorum_from_config
+from raftka.raft_meta.quorum.storage_format import verify_storage
+from raftka.raft_meta.security.authorizer import build_authorizer
 
 log = structlog.get_logger("broker.node")
 

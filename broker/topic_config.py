@@ -9,18 +9,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from raftka.log import topic_configs
 from raftka.log.config import LOG_KEYS as _LOG_KEYS
 from raftka.log.config import LogConfig
-from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS
-from raftka.raft_meta.config_synonyms import TOPIC_SYNONYMS, topic_key_of
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.node_config import NodeConfig
+from raftka.raft_meta.config import topic_configs
+from raftka.raft_meta.config.config_synonyms import TOPIC_SYNONYMS, topic_key_of
+from raftka.raft_meta.config.node_config import NodeConfig
+from raftka.raft_meta.controller.config_decisions import DYNAMIC_BROKER_CONFIGS
+from raftka.raft_meta.metadata.image import MetadataImage
 
 # Topic-level keys that are not the log's business.
 REPLICATION_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
 # Kafka's reassignment throttle lists ("*", or "partition:broker,..."), enforced by the fetch
-# path against the brokers' *.replication.throttled.rate (broker/replication_quota.py).
+# path against the brokers' *.replication.throttled.rate (broker/replication/replication_quota.py).
 THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
@@ -50,13 +50,13 @@ def broker_log_defaults(config: NodeConfig) -> dict[str, str]:
 
 
 def _log_props(configs: Mapping[str, str]) -> dict[str, str]:
-    """The keys the partition log acts on (the others are stored only: log/topic_configs.py)."""
+    """The keys the partition log acts on (the others are stored only: raft_meta/config/topic_configs.py)."""
     return {k: v for k, v in configs.items() if k in _LOG_KEYS}
 
 
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     """The configs as stored (normalised); ValueError naming the key for one Kafka would refuse
-    (any key of Kafka 4's topic configs is accepted: log/topic_configs.py)."""
+    (any key of Kafka 4's topic configs is accepted: raft_meta/config/topic_configs.py)."""
     normalized = topic_configs.validate(configs)
     LogConfig.from_properties(_log_props(normalized))
     for key in THROTTLE_KEYS:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from raftka.chaos.proxy import ProxyNet, Route
-from raftka.client.local_cluster import (
+from raftka.testing.local_cluster import (
     FAST_FAILURE_DETECTION,
     PORT_STRIDE,
     LocalCluster,

@@ -26,8 +26,8 @@ from raftka.chaos.cluster import QUORUM_BIND_HOST, REAL_CLIENT_OFFSET, ProxiedCl
 from raftka.chaos.workload import Recorder
 from raftka.client.connection import BrokerConnection
 from raftka.client.errors import KafkaError
-from raftka.client.local_cluster import Node, _child_env
 from raftka.client.protocol import ApiKey, MetadataRequest
+from raftka.testing.local_cluster import Node, _child_env
 
 PROBE = "probe"  # the history's process for samples
 # Fields of `raftka quorum status --json` the checker uses.

@@ -6,7 +6,7 @@ loggers do, but through `logging.getLogger("raftka.client....")`: the record's
 message is `event.name key=value ...`, and the event name and fields ride in
 the record (`raftka_event`, `raftka_fields`) so the CLI and the server, which
 configure structlog, render them like their own events
-(raftka/logging_setup.py). A NullHandler on "raftka.client" keeps Python's
+(raftka/cli/logging_setup.py). A NullHandler on "raftka.client" keeps Python's
 last-resort handler from printing warnings to stderr in an application that
 configured nothing.
 """

@@ -196,5 +196,5 @@ BROKER_KEYS: dict[str, str] = {
     "file.delete.delay.ms": "log.segment.delete.delay.ms",
 }
 
-# The topic keys the partition log acts on (log/topic_configs.py lists every key Kafka defines).
+# The topic keys the partition log acts on (raft_meta/config/topic_configs.py lists every key Kafka defines).
 LOG_KEYS = frozenset(_SPECS)

@@ -1,3 +1,3 @@
-from raftka.cli import main
+from raftka.cli.main import main
 
 main()

@@ -8,7 +8,7 @@ import time
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from raftka.logging_setup import configure_logging
+from raftka.cli.logging_setup import configure_logging
 
 configure_logging(level="WARNING")
 

@@ -3,7 +3,7 @@
 Without an authorizer (`authorizer.class.name` empty) all three answer SECURITY_DISABLED (54),
 as Kafka does. DescribeAcls needs DESCRIBE on the cluster, the other two ALTER on the cluster
 (CLUSTER_AUTHORIZATION_FAILED otherwise). Creations and deletions are decided by the active
-controller (raft_meta/acls.py) and committed as one metadata entry per request; the answer
+controller (raft_meta/security/acls.py) and committed as one metadata entry per request; the answer
 comes once committed. Invalid ACLs and filters get INVALID_REQUEST each, the rest go on.
 """
 
@@ -15,7 +15,8 @@ from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
-from raftka.raft_meta.acls import (
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.security.acls import (
     AclBinding,
     AclFilter,
     AclOperation,
@@ -24,7 +25,6 @@ from raftka.raft_meta.acls import (
     filter_error,
     matching,
 )
-from raftka.raft_meta.controller_errors import ControllerError
 
 log = structlog.get_logger("broker.acls")
 

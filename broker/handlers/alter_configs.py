@@ -1,6 +1,6 @@
 """AlterConfigs and IncrementalAlterConfigs: topics and dynamic broker configs.
 
-The controller decides (raft_meta/config_decisions.py) and commits the changes as Config
+The controller decides (raft_meta/controller/config_decisions.py) and commits the changes as Config
 records in one metadata entry; every broker applies them to its image, and the replica
 manager re-reads a changed topic's effective config. `validate_only` runs the same pure
 decision on this broker's image and discards it. Errors are per resource, as in Kafka.
@@ -14,10 +14,10 @@ from raftka.broker import acl_checks
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.config_decisions import SET, AlterResource, ConfigOp, alter_configs
-from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.node_config import STATIC_BROKER_KEYS
+from raftka.raft_meta.config.node_config import STATIC_BROKER_KEYS
+from raftka.raft_meta.controller.config_decisions import SET, AlterResource, ConfigOp, alter_configs
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.admin")
 

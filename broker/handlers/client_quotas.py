@@ -1,7 +1,7 @@
 """DescribeClientQuotas (48) and AlterClientQuotas (49), Kafka's way (KIP-546).
 
 Describe answers from this broker's metadata image, matched as Kafka's ClientQuotasImage
-does (raft_meta/client_quotas.py); it needs DESCRIBE_CONFIGS on the cluster. Alter goes to
+does (raft_meta/controller/client_quotas.py); it needs DESCRIBE_CONFIGS on the cluster. Alter goes to
 the active controller, which validates every entry and commits the changes as ClientQuota
 records; it needs ALTER_CONFIGS on the cluster. `validate_only` checks without committing.
 """
@@ -12,9 +12,13 @@ from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
-from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.client_quotas import DescribeError, QuotaAlteration, describe_client_quotas
-from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.controller.client_quotas import (
+    DescribeError,
+    QuotaAlteration,
+    describe_client_quotas,
+)
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.security.acls import AclOperation
 
 DescribeResponse = response_class(ApiKey.DESCRIBE_CLIENT_QUOTAS)
 AlterResponse = response_class(ApiKey.ALTER_CLIENT_QUOTAS)

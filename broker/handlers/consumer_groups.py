@@ -1,6 +1,6 @@
 """KIP-848's APIs, ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69): request
-translation around `ctx.groups` (broker/group_coordinator.py), whose core
-(broker/consumer_group_state.py) makes every decision."""
+translation around `ctx.groups` (broker/group/group_coordinator.py), whose core
+(broker/group/consumer_group_state.py) makes every decision."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import uuid
 
 from raftka.broker import acl_checks
 from raftka.broker import authorized_operations as authz
-from raftka.broker.consumer_group_state import Heartbeat, Partitions
+from raftka.broker.group.consumer_group_state import Heartbeat, Partitions
 from raftka.broker.handlers.groups import _peer_host
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 ConsumerGroupHeartbeatResponse = response_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 ConsumerGroupDescribeResponse = response_class(ApiKey.CONSUMER_GROUP_DESCRIBE)

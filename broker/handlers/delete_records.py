@@ -22,7 +22,7 @@ from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.admin")
 

@@ -9,7 +9,7 @@ from raftka.broker.handlers.metadata import live_broker_endpoints
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 DescribeClusterResponse = response_class(ApiKey.DESCRIBE_CLUSTER)
 

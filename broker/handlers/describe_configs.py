@@ -5,11 +5,11 @@ from __future__ import annotations
 from raftka.broker import acl_checks
 from raftka.broker.topic_config import dynamic_topic_defaults, effective_topic_config
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
-from raftka.log.topic_configs import TOPIC_CONFIGS
-from raftka.raft_meta import config_synonyms as synonyms
-from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS, THROTTLED_RATE_KEYS
-from raftka.raft_meta.node_config import is_sensitive
+from raftka.raft_meta.config import config_synonyms as synonyms
+from raftka.raft_meta.config.node_config import is_sensitive
+from raftka.raft_meta.config.topic_configs import TOPIC_CONFIGS
+from raftka.raft_meta.controller.config_decisions import DYNAMIC_BROKER_CONFIGS, THROTTLED_RATE_KEYS
+from raftka.raft_meta.security.acls import AclOperation
 
 _DEFAULTS = synonyms.broker_defaults()
 

@@ -11,7 +11,7 @@ from raftka.broker import acl_checks
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 DescribeLogDirsResponse = response_class(ApiKey.DESCRIBE_LOG_DIRS)
 

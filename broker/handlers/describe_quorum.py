@@ -12,7 +12,7 @@ from __future__ import annotations
 from raftka.broker import acl_checks
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 METADATA_TOPIC = "__cluster_metadata"
 

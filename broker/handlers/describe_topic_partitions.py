@@ -29,8 +29,8 @@ from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.image import MetadataImage
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.security.acls import AclOperation
 
 DescribeTopicPartitionsResponse = response_class(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 

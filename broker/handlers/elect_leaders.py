@@ -1,5 +1,5 @@
 """ElectLeaders (preferred and unclean), decided and committed by the controller
-(raft_meta/controller_decisions.py::elect_leaders); errors per partition, as in Kafka."""
+(raft_meta/controller/controller_decisions.py::elect_leaders); errors per partition, as in Kafka."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.controller_decisions import PREFERRED_ELECTION
-from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.controller.controller_decisions import PREFERRED_ELECTION
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.admin")
 

@@ -8,7 +8,7 @@ and keeps it in the ISR). The response is built, and if it holds fewer than
 high-watermark move (consumers) or an append (followers), then is built
 again.
 
-Followers may use incremental fetch sessions (broker/fetch_session.py): the
+Followers may use incremental fetch sessions (broker/replication/fetch_session.py): the
 leader then remembers every partition of the session and the follower's
 position in it, updates the follower state of all of them on each fetch
 (the ISR needs that), and answers only for partitions with news. Consumers
@@ -34,11 +34,17 @@ import uuid
 import structlog
 import trio
 
-from raftka.broker import acl_checks, replica_selector
+from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
-from raftka.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionError, SessionPartition
 from raftka.broker.handlers.metadata import ZERO_UUID, topic_uuid
-from raftka.broker.zero_copy import FileRegion
+from raftka.broker.net.zero_copy import FileRegion
+from raftka.broker.replication import replica_selector
+from raftka.broker.replication.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    SessionError,
+    SessionPartition,
+)
 from raftka.client.protocol import ErrorCode, FetchResponse
 
 log = structlog.get_logger("broker.fetch")

@@ -1,6 +1,6 @@
 """The group APIs: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit/Fetch,
 DescribeGroups, ListGroups, DeleteGroups — request translation around `ctx.groups`
-(broker/group_coordinator.py), where the decisions are made."""
+(broker/group/group_coordinator.py), where the decisions are made."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import structlog
 from raftka.broker import acl_checks
 from raftka.broker import authorized_operations as authz
 from raftka.broker.errors import error_code_for
-from raftka.broker.group_coordinator import OFFSETS_TOPIC, CoordinatorError
-from raftka.broker.group_state import CommittedOffset, GroupPhase
-from raftka.broker.txn_records import TRANSACTION_STATE_TOPIC
+from raftka.broker.group.group_coordinator import OFFSETS_TOPIC, CoordinatorError
+from raftka.broker.group.group_state import CommittedOffset, GroupPhase
+from raftka.broker.txn.txn_records import TRANSACTION_STATE_TOPIC
 from raftka.client.protocol import (
     DeleteGroupsResponse,
     DescribeGroupsResponse,
@@ -29,7 +29,7 @@ from raftka.client.protocol import (
 )
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.groups")
 
@@ -279,7 +279,7 @@ async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGro
 
 
 GROUP_TYPE_CLASSIC = "classic"
-GROUP_TYPE_CONSUMER = "consumer"  # KIP-848 (broker/consumer_group_state.py)
+GROUP_TYPE_CONSUMER = "consumer"  # KIP-848 (broker/group/consumer_group_state.py)
 
 
 async def handle_list_groups(ctx, header, request, conn=None) -> ListGroupsResponse:

@@ -1,5 +1,5 @@
 """ListOffsets: earliest (-2), latest (-1: the high watermark for consumers, the last stable offset
-for read_committed ones), max timestamp (-3, KIP-734: broker/max_timestamp.py), earliest local
+for read_committed ones), max timestamp (-3, KIP-734: broker/replication/max_timestamp.py), earliest local
 (-4, KIP-405: the log start offset, as no segment is ever tiered), latest tiered (-5, KIP-1005:
 -1, Kafka's answer for a topic without remote storage), or by timestamp.
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
-from raftka.broker.max_timestamp import max_timestamp_and_offset
+from raftka.broker.replication.max_timestamp import max_timestamp_and_offset
 from raftka.client.protocol import ListOffsetsResponse
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 LATEST = -1
 EARLIEST = -2

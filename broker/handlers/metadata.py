@@ -24,10 +24,10 @@ from raftka.broker import authorized_operations as authz
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode, MetadataResponse
-from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.controller_decisions import NewTopic
-from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.image import MetadataImage, TopicImage
+from raftka.raft_meta.controller.controller_decisions import NewTopic
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.metadata.image import MetadataImage, TopicImage
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.metadata")
 

@@ -10,7 +10,7 @@ this API. Transactional batches (KIP-98) need the request's `transactional_id`
 and its WRITE ACL (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise); the log
 refuses a plain batch from a producer whose transaction is open (INVALID_TXN_STATE).
 A producer's first transactional batch in a partition is verified with the
-transaction coordinator first (KIP-890 part 1, broker/txn_verification.py).
+transaction coordinator first (KIP-890 part 1, broker/txn/txn_verification.py).
 acks=0 gets no response at all (the dispatcher drops it); acks=1
 answers after the local append; acks=-1 waits in "purgatory" until the high
 watermark passes the batch or `timeout_ms` expires (REQUEST_TIMED_OUT).
@@ -27,7 +27,7 @@ from raftka.broker.topic_names import INTERNAL_TOPICS
 from raftka.client.protocol import ErrorCode, ProduceResponse
 from raftka.log.batch_header import parse_header
 from raftka.log.errors import InvalidRecord, LogError
-from raftka.raft_meta.acls import AclOperation, ResourceType
+from raftka.raft_meta.security.acls import AclOperation, ResourceType
 
 log = structlog.get_logger("broker.produce")
 
@@ -121,13 +121,13 @@ async def handle(ctx, header, request, conn=None) -> ProduceResponse:
                 waits.append((key, partition, info.last_offset + 1))
     if waits:
         # The appends are done, in request order; only the wait for the ISR remains, and the
-        # connection may process its next requests meanwhile (see broker/network.py).
+        # connection may process its next requests meanwhile (see broker/net/network.py).
         return ReplicationWait(results, waits, request.timeout_ms / 1000.0)
     return _response(results)
 
 
 async def _verify_transaction(ctx, transactional_id: str, topic: str, pdata) -> int:
-    """KIP-890 part 1 (broker/txn_verification.py): 0 to append, else the Produce error.
+    """KIP-890 part 1 (broker/txn/txn_verification.py): 0 to append, else the Produce error.
     Only a producer's first transactional batch where it has no open transaction is asked
     about; any problem finding the partition is left to the append to report."""
     verifier = getattr(ctx, "txn_verifier", None)

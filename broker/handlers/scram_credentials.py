@@ -3,7 +3,7 @@
 Both are v0 only and flexible, and advertised: `kafka-configs --entity-type users`,
 librdkafka's `alter_user_scram_credentials`, the SDK and `raftka users` call them. 51 carries the
 *salted password* (the client salts and hashes); this broker derives StoredKey
-and ServerKey and the controller decides (raft_meta/scram_decisions.py) and
+and ServerKey and the controller decides (raft_meta/security/scram_decisions.py) and
 commits UserScramCredential / RemoveUserScramCredential records. Passwords
 never reach the broker, and nothing secret is ever returned.
 """
@@ -17,9 +17,9 @@ from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.scram import MECHANISM_NAMES, credential_from_salted_password
-from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.scram_decisions import ScramUpsertion
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.security.acls import AclOperation
+from raftka.raft_meta.security.scram_decisions import ScramUpsertion
 
 DescribeResponse = response_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 AlterResponse = response_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)

@@ -19,7 +19,7 @@ Manual replica assignments (CreateTopics `assignments`, CreatePartitions `assign
 checked by the controller as Kafka does (`controller_decisions.check_manual_assignment`):
 INVALID_REPLICA_ASSIGNMENT for an unknown broker, duplicates, uneven replication or a count
 that does not match; with an assignment, CreateTopics' counts must be -1 (INVALID_REQUEST).
-Topic configs are validated against Kafka 4's full list (log/topic_configs.py).
+Topic configs are validated against Kafka 4's full list (raft_meta/config/topic_configs.py).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from raftka.client.protocol import (
     DeleteTopicsResponse,
     ErrorCode,
 )
-from raftka.raft_meta import controller_decisions as decide
-from raftka.raft_meta.acls import AclOperation
-from raftka.raft_meta.controller import TopicResult
-from raftka.raft_meta.controller_errors import ControllerError
+from raftka.raft_meta.controller import controller_decisions as decide
+from raftka.raft_meta.controller.controller import TopicResult
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.admin")
 

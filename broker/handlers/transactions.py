@@ -1,7 +1,7 @@
 """The transaction coordinator's APIs: InitProducerId (with a transactional id),
 AddPartitionsToTxn (v0-3 from producers, v4 `verify_only` from partition leaders),
 AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions — request
-translation around `ctx.txns` (broker/txn_coordinator.py), where decisions are made.
+translation around `ctx.txns` (broker/txn/txn_coordinator.py), where decisions are made.
 
 PRODUCER_FENCED (90) goes only to the versions that declare it (InitProducerId v4+,
 AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+); older ones get INVALID_PRODUCER_EPOCH
@@ -13,13 +13,13 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
-from raftka.broker.group_records import partition_for_group
-from raftka.broker.txn_coordinator import wall_ms
-from raftka.broker.txn_state import STATE_BY_NAME, TxnState
+from raftka.broker.group.group_records import partition_for_group
+from raftka.broker.txn.txn_coordinator import wall_ms
+from raftka.broker.txn.txn_state import STATE_BY_NAME, TxnState
 from raftka.client.protocol import ErrorCode, InitProducerIdResponse
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.transactions")
 

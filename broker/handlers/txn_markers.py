@@ -21,10 +21,10 @@ import trio
 
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
-from raftka.broker.group_metadata_manager import OFFSETS_TOPIC
+from raftka.broker.group.group_metadata_manager import OFFSETS_TOPIC
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.txn_markers")
 

@@ -5,7 +5,7 @@ the transactional id (53), READ on the group (30), READ on each topic (29). The
 offsets are validated against the group (KIP-447 fencing with v3's generation,
 member and instance ids), written as one transactional batch of the producer to
 the group's `__consumer_offsets` partition, and held pending until the
-producer's marker lands there (broker/txn_offsets.py). The partition is first
+producer's marker lands there (broker/group/txn_offsets.py). The partition is first
 verified with the transaction coordinator (KIP-890 part 1, as a Produce: it must
 have been added by AddOffsetsToTxn). v0-1 get
 COORDINATOR_NOT_AVAILABLE where later versions get COORDINATOR_LOAD_IN_PROGRESS.
@@ -16,18 +16,18 @@ from __future__ import annotations
 import time
 
 from raftka.broker import acl_checks
-from raftka.broker.group_metadata_manager import OFFSETS_TOPIC
-from raftka.broker.group_state import CommittedOffset
+from raftka.broker.group.group_metadata_manager import OFFSETS_TOPIC
+from raftka.broker.group.group_state import CommittedOffset
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.messages import response_class
-from raftka.raft_meta.acls import AclOperation, ResourceType
+from raftka.raft_meta.security.acls import AclOperation, ResourceType
 
 TxnOffsetCommitResponse = response_class(ApiKey.TXN_OFFSET_COMMIT)
 
 
 async def _verify(ctx, request) -> int:
     """KIP-890 part 1 for the group's `__consumer_offsets` partition, as for a Produce
-    (broker/txn_verification.py): 0, or the error for every offset. NOT_ENOUGH_REPLICAS
+    (broker/txn/txn_verification.py): 0, or the error for every offset. NOT_ENOUGH_REPLICAS
     becomes COORDINATOR_NOT_AVAILABLE, Kafka's mapping for offset writes (clients retry)."""
     verifier = getattr(ctx, "txn_verifier", None)
     if verifier is None or not ctx.config.transaction_partition_verification_enable:

@@ -1,5 +1,5 @@
 """UnregisterBroker (key 64), what `kafka-cluster unregister --id N` sends: the controller
-removes the broker's registration (raft_meta/broker_unregistration.py). ACL as Kafka: ALTER
+removes the broker's registration (raft_meta/controller/broker_unregistration.py). ACL as Kafka: ALTER
 on the CLUSTER."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import response_class
 from raftka.client.protocol.api_keys import ApiKey
-from raftka.raft_meta.acls import AclOperation
+from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.admin")
 

@@ -10,7 +10,7 @@ import pytest
 from raftka.chaos.checker import check
 from raftka.chaos.history import read_history
 from raftka.chaos.run import RunConfig, run
-from raftka.cli import main
+from raftka.cli.main import main
 from raftka.log.batch_header import iter_headers
 
 

@@ -1,6 +1,6 @@
 """A one-node raftka server that tests can kill (-9) and restart on the same data and ports.
 
-A thin view of `raftka.client.local_cluster.LocalCluster` (the one way every
+A thin view of `raftka.testing.local_cluster.LocalCluster` (the one way every
 launcher starts nodes) for the restart and robustness tests: broker
 properties (limits), the process, and the server's structlog records.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from raftka.client.local_cluster import LocalCluster, NodeExited
+from raftka.testing.local_cluster import LocalCluster, NodeExited
 
 
 class ServerProcess:

@@ -41,8 +41,8 @@ from kafka.admin import (
     ResourceType,
 )
 
-from raftka.cli import main as cli
-from raftka.raft_meta.authorizer import STANDARD_AUTHORIZER
+from raftka.cli.main import main as cli
+from raftka.raft_meta.security.authorizer import STANDARD_AUTHORIZER
 from tests.compat.server_process import ServerProcess, running_server
 from tests.support import wait_until
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import select
 import signal
 
-from raftka.broker.group_records import partition_for_group
+from raftka.broker.group.group_records import partition_for_group
 from tests.integration.cluster_support import (
     bootstrap_of,
     create_topic,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from raftka.client.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
+from raftka.testing.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
 from tests.integration.cluster_support import bootstrap_of, create_topic, partition_info
 from tests.support import wait_until
 

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka import certs
+from raftka.cli.storage import scram_bootstrap_records
 from raftka.client.admin import AsyncAdmin
 from raftka.client.errors import KafkaError
-from raftka.client.local_cluster import LocalCluster, free_low_port
 from raftka.client.scram_admin import ScramUpsert, alter_users, describe_users
 from raftka.client.security import ClientSecurity
-from raftka.cmd_storage import scram_bootstrap_records
-from raftka.raft_meta.bootstrap_records import write_bootstrap
+from raftka.raft_meta.metadata.bootstrap_records import write_bootstrap
+from raftka.testing import certs
+from raftka.testing.local_cluster import LocalCluster, free_low_port
 from tests.support import wait_until
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
@@ -335,7 +335,7 @@ def test_spark_source_options_reach_a_secured_broker(secured: Secured) -> None:
 
 def test_large_fetch_over_tls_falls_back_from_sendfile(secured: Secured) -> None:
     """Record bytes of 16 KiB and more go out by sendfile on PLAINTEXT; under TLS they are read
-    in a worker thread and encrypted (broker/zero_copy.py)."""
+    in a worker thread and encrypted (broker/net/zero_copy.py)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     conf = secured.confluent("SCRAM-SHA-512")
@@ -357,7 +357,7 @@ def test_large_fetch_over_tls_falls_back_from_sendfile(secured: Secured) -> None
 
 def test_sdk_mtls_with_a_pem_key_store(secured: Secured) -> None:
     """The SDK over SSL with a client certificate from one PEM key store file (key + chain),
-    as a broker connects to an SSL inter-broker listener (broker/tls.py inter_broker_security)."""
+    as a broker connects to an SSL inter-broker listener (broker/net/tls.py inter_broker_security)."""
     keystore = certs.write_keystore(certs.issue(secured.ca, "sdk-client", unit="Svc"), secured.ca,
                                     secured.tls / "sdk-keystore.pem")
     security = ClientSecurity("SSL", ssl_cafile=str(secured.ca_path), ssl_certfile=str(keystore))

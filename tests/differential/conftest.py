@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from raftka.client.local_cluster import LocalCluster
+from raftka.testing.local_cluster import LocalCluster
 from tests.differential.kafka_jars import KafkaJars, KafkaJarsUnavailable, kafka_jars
 from tests.differential.kafka_server import KafkaDidNotStart, running_kafka
 from tests.differential.runner import StepResult, Target, load_known, report, summary

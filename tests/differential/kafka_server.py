@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from raftka.client.local_cluster import free_low_port
+from raftka.testing.local_cluster import free_low_port
 from tests.differential.kafka_jars import KafkaJars, die_with_parent
 
 SERVER_MAIN = "kafka.Kafka"

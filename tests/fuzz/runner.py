@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=None, help="stop sending after this long")
     parser.add_argument("--keep", action="store_true", help="keep the broker's directory")
     args = parser.parse_args(argv)
-    from raftka.logging_setup import configure_logging
+    from raftka.cli.logging_setup import configure_logging
     from tests.compat.server_process import ServerProcess
 
     configure_logging(level="WARNING")

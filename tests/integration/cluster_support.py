@@ -7,8 +7,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from raftka.client.blocking import Admin
-from raftka.client.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
 from raftka.client.metadata import PartitionInfo
+from raftka.testing.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
 from tests.support import wait_until
 
 

@@ -35,9 +35,9 @@ import time
 import structlog
 import trio
 
-from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.quorum import QuorumSettings, SubmitError, open_quorum
-from raftka.raft_meta.records import Config, Partition, RecordBatch, Topic, encode_record
+from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
+from raftka.raft_meta.metadata.records import Config, Partition, RecordBatch, Topic, encode_record
+from raftka.raft_meta.quorum.quorum import QuorumSettings, SubmitError, open_quorum
 
 _emit_lock = threading.Lock()  # the tick thread logs too: one whole line at a time
 

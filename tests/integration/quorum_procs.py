@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from raftka.client.local_cluster import free_low_port
+from raftka.testing.local_cluster import free_low_port
 
 NODE_SCRIPT = Path(__file__).with_name("quorum_node.py")
 REPO = Path(__file__).resolve().parents[2]

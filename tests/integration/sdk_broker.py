@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from raftka.client.local_cluster import LocalCluster
+from raftka.testing.local_cluster import LocalCluster
 
 REPO = Path(__file__).resolve().parents[2]
 RAFTKA = [sys.executable, "-m", "raftka"]

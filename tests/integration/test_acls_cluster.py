@@ -18,7 +18,7 @@ from confluent_kafka.admin import ResourcePatternType as Pattern
 from confluent_kafka.admin import ResourceType as Resource
 
 from raftka.client.blocking import Admin
-from raftka.raft_meta.authorizer import STANDARD_AUTHORIZER
+from raftka.raft_meta.security.authorizer import STANDARD_AUTHORIZER
 from tests.integration.cluster_support import bootstrap_of, create_topic, running_cluster
 from tests.support import wait_until
 

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.client.local_cluster import free_low_port
-from raftka.raft_meta.acls import AclBinding, AclFilter
-from raftka.raft_meta.acls import AclOperation as Op
-from raftka.raft_meta.acls import AclPermissionType as Perm
-from raftka.raft_meta.acls import PatternType as Pat
-from raftka.raft_meta.acls import ResourceType as Res
-from raftka.raft_meta.controller import Controller
-from raftka.raft_meta.image import SnapshotLoaded
-from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.node_config import parse_node_config
-from raftka.raft_meta.quorum import open_quorum_from_config
+from raftka.raft_meta.config.node_config import parse_node_config
+from raftka.raft_meta.controller.controller import Controller
+from raftka.raft_meta.metadata.image import SnapshotLoaded
+from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
+from raftka.raft_meta.quorum.quorum import open_quorum_from_config
+from raftka.raft_meta.security.acls import AclBinding, AclFilter
+from raftka.raft_meta.security.acls import AclOperation as Op
+from raftka.raft_meta.security.acls import AclPermissionType as Perm
+from raftka.raft_meta.security.acls import PatternType as Pat
+from raftka.raft_meta.security.acls import ResourceType as Res
+from raftka.testing.local_cluster import free_low_port
 
 pytestmark = pytest.mark.timeout(120)
 CLUSTER = "AAAAAAAAAAAAAAAAAAAAAA"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raftka.client.local_cluster import free_port_base
+from raftka.testing.local_cluster import free_port_base
 from tests.support import wait_until
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from raftka.client.blocking import Admin
-from raftka.client.local_cluster import free_port_base
-from raftka.cluster_control import ControlError, send
+from raftka.testing.cluster_control import ControlError, send
+from raftka.testing.local_cluster import free_port_base
 from tests.integration.test_cluster_cli import REPO, _env, _node_pids, _raftka
 from tests.support import wait_until
 

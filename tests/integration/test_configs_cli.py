@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from raftka.cmd_configs import parse_add_config
+from raftka.cli.configs import parse_add_config
 from tests.integration.sdk_broker import one_node_server
 from tests.integration.test_sdk_cli import raftka
 

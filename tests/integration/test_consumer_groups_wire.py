@@ -306,7 +306,7 @@ def test_acls_on_the_group_and_the_subscribed_topics(tmp_path: Path) -> None:
     from confluent_kafka.admin import ResourcePatternType as Pattern
     from confluent_kafka.admin import ResourceType as Resource
 
-    from raftka.raft_meta.authorizer import STANDARD_AUTHORIZER
+    from raftka.raft_meta.security.authorizer import STANDARD_AUTHORIZER
 
     process = ServerProcess(tmp_path, properties={
         "offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",

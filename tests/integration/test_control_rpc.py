@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.broker.control_rpc import ControlRpcClient, ControlRpcServer
-from raftka.client.local_cluster import free_low_port
-from raftka.raft_meta.controller import Controller
-from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.node_config import parse_node_config
-from raftka.raft_meta.quorum import open_quorum_from_config
+from raftka.broker.net.control_rpc import ControlRpcClient, ControlRpcServer
+from raftka.raft_meta.config.node_config import parse_node_config
+from raftka.raft_meta.controller.controller import Controller
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
+from raftka.raft_meta.quorum.quorum import open_quorum_from_config
+from raftka.testing.local_cluster import free_low_port
 from tests.support import free_port, wait_until_async
 
 pytestmark = pytest.mark.timeout(60)

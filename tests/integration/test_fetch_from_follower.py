@@ -7,7 +7,7 @@ from __future__ import annotations
 import confluent_kafka
 import pytest
 
-from raftka.client.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
+from raftka.testing.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
 from tests.integration.cluster_support import create_topic, partition_info
 from tests.integration.test_metrics_endpoint import scrape, value
 from tests.support import wait_until

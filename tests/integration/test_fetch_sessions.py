@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from raftka.client.local_cluster import LocalCluster
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.log.record_batch import iter_batches
+from raftka.testing.local_cluster import LocalCluster
 from tests.compat.wire_client import WireConnection, values_batch
 from tests.integration.cluster_support import create_topic, partition_info, running_cluster
 from tests.support import wait_until

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from raftka.broker.group_records import offset_key, offset_value
-from raftka.broker.group_state import CommittedOffset
+from raftka.broker.group.group_records import offset_key, offset_value
+from raftka.broker.group.group_state import CommittedOffset
 from raftka.client.protocol import ErrorCode
 from raftka.log.batch_header import HEADER_SIZE, iter_headers, update_crc
 from raftka.log.record_batch import Record, encode_batch

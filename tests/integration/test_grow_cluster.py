@@ -22,13 +22,13 @@ import pytest
 from kafka import KafkaAdminClient, TopicPartition
 
 from raftka.client.blocking import Admin
-from raftka.client.local_cluster import (
+from raftka.testing.cluster_control import ControlServer, send
+from raftka.testing.local_cluster import (
     FAST_FAILURE_DETECTION,
     READY_MARKER,
     LocalCluster,
     _child_env,
 )
-from raftka.cluster_control import ControlServer, send
 from tests.integration.cluster_support import (
     bootstrap_of,
     create_topic,

@@ -18,13 +18,13 @@ import confluent_kafka
 import pytest
 import trio
 
-from raftka.broker.control_rpc import ControlRpcClient, ControlRpcServer
+from raftka.broker.net.control_rpc import ControlRpcClient, ControlRpcServer
 from raftka.client.blocking import Admin
-from raftka.client.local_cluster import LocalCluster, free_low_port
-from raftka.raft_meta.controller import PROBES_PER_HINT, Controller
-from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.node_config import parse_node_config
-from raftka.raft_meta.quorum import open_quorum_from_config
+from raftka.raft_meta.config.node_config import parse_node_config
+from raftka.raft_meta.controller.controller import PROBES_PER_HINT, Controller
+from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
+from raftka.raft_meta.quorum.quorum import open_quorum_from_config
+from raftka.testing.local_cluster import LocalCluster, free_low_port
 from tests.integration.cluster_support import (
     bootstrap_of,
     create_topic,

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.client.local_cluster import free_low_port
-from raftka.raft_meta.metadata_dump import dump_json, read_metadata_log
-from raftka.raft_meta.quorum import QuorumSettings, open_quorum
-from raftka.raft_meta.records import Config, Partition, Topic
+from raftka.raft_meta.metadata.metadata_dump import dump_json, read_metadata_log
+from raftka.raft_meta.metadata.records import Config, Partition, Topic
+from raftka.raft_meta.quorum.quorum import QuorumSettings, open_quorum
+from raftka.testing.local_cluster import free_low_port
 from tests.integration.quorum_procs import REPO
 
 pytestmark = pytest.mark.timeout(120)

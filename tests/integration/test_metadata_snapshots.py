@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.client.local_cluster import free_low_port
-from raftka.raft_meta.controller import Controller
-from raftka.raft_meta.image import SnapshotLoaded
-from raftka.raft_meta.metadata_loader import MetadataLoader
-from raftka.raft_meta.node_config import parse_node_config
-from raftka.raft_meta.quorum import (
+from raftka.raft_meta.config.node_config import parse_node_config
+from raftka.raft_meta.controller.controller import Controller
+from raftka.raft_meta.metadata.image import SnapshotLoaded
+from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
+from raftka.raft_meta.metadata.records import Config
+from raftka.raft_meta.metadata.snapshot import image_digest
+from raftka.raft_meta.quorum.quorum import (
     METADATA_SUBDIR,
     QuorumSettings,
     open_quorum,
     open_quorum_from_config,
 )
-from raftka.raft_meta.records import Config
-from raftka.raft_meta.snapshot import image_digest
+from raftka.testing.local_cluster import free_low_port
 from tests.support import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftka.broker.metrics_http import MAX_CONNECTIONS
-from raftka.client.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
+from raftka.testing.local_cluster import FAST_FAILURE_DETECTION, LocalCluster
 from tests.integration.cluster_support import bootstrap_of, create_topic, partition_info
 from tests.support import wait_until
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raftka.client.local_cluster import LocalCluster
+from raftka.testing.local_cluster import LocalCluster
 from tests.support import wait_until
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raftka import NotEnoughReplicasError, Producer
-from raftka.client.local_cluster import LocalCluster
+from raftka.testing.local_cluster import LocalCluster
 
 
 def test_repeated_retries_are_one_line_with_a_count(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -1,4 +1,4 @@
-"""raftka's pytest plugin (raftka/pytest_plugin.py), used as its users use it.
+"""raftka's pytest plugin (raftka/testing/pytest_plugin.py), used as its users use it.
 
 The fixtures below come from the installed plugin itself (the `pytest11`
 entry point); nothing in this suite's conftest defines them. Sessions of

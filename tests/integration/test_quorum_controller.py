@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.client.local_cluster import free_low_port
-from raftka.raft_meta.controller import Controller
-from raftka.raft_meta.controller_decisions import NewTopic
-from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.metadata_loader import ClusterIdMismatch, MetadataLoader
-from raftka.raft_meta.node_config import parse_node_config
-from raftka.raft_meta.quorum import SubmitError, open_quorum, open_quorum_from_config
-from raftka.raft_meta.records import ControllerClaim, RecordBatch, Topic, decode_record
+from raftka.raft_meta.config.node_config import parse_node_config
+from raftka.raft_meta.controller.controller import Controller
+from raftka.raft_meta.controller.controller_decisions import NewTopic
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.metadata.metadata_loader import ClusterIdMismatch, MetadataLoader
+from raftka.raft_meta.metadata.records import ControllerClaim, RecordBatch, Topic, decode_record
+from raftka.raft_meta.quorum.quorum import SubmitError, open_quorum, open_quorum_from_config
+from raftka.testing.local_cluster import free_low_port
 from tests.support import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
@@ -115,8 +115,8 @@ async def test_cluster_id_mismatch_is_refused(tmp_path: Path) -> None:
 
 
 async def test_restart_from_snapshot_keeps_records_and_offsets(tmp_path: Path) -> None:
-    from raftka.raft_meta.quorum import QuorumSettings
-    from raftka.raft_meta.records import Config
+    from raftka.raft_meta.metadata.records import Config
+    from raftka.raft_meta.quorum.quorum import QuorumSettings
 
     port = free_low_port(set())
     voters = {1: f"127.0.0.1:{port}"}
@@ -143,7 +143,7 @@ async def test_restart_from_snapshot_keeps_records_and_offsets(tmp_path: Path) -
 async def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
     import socket
 
-    from raftka.raft_meta.quorum import QuorumError, QuorumSettings
+    from raftka.raft_meta.quorum.quorum import QuorumError, QuorumSettings
 
     port = free_low_port(set())
     with socket.socket() as squatter:
@@ -248,7 +248,7 @@ async def test_a_slow_commit_is_never_answered_not_controller(tmp_path: Path, mo
     """A call without a deadline of its own (here the one-topic `create_topic`) waits
     DEFAULT_COMMIT_WAIT_S for its commit; a commit still pending then is REQUEST_TIMED_OUT
     (it used to be NOT_CONTROLLER: "could not commit Topic ...: TIMEOUT")."""
-    from raftka.raft_meta import controller as controller_module
+    from raftka.raft_meta.controller import controller as controller_module
 
     monkeypatch.setattr(controller_module, "DEFAULT_COMMIT_WAIT_S", 0.5, raising=False)
     config = _config(tmp_path, **{"default.replication.factor": "1"})

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.client.local_cluster import free_low_port
-from raftka.raft_meta.apply import replay
-from raftka.raft_meta.quorum import open_quorum
-from raftka.raft_meta.quorum_admin import query_voter
-from raftka.raft_meta.records import Config, Partition, Topic
-from raftka.raft_meta.snapshot import image_digest
+from raftka.raft_meta.metadata.apply import replay
+from raftka.raft_meta.metadata.records import Config, Partition, Topic
+from raftka.raft_meta.metadata.snapshot import image_digest
+from raftka.raft_meta.quorum.quorum import open_quorum
+from raftka.raft_meta.quorum.quorum_admin import query_voter
+from raftka.testing.local_cluster import free_low_port
 
 pytestmark = pytest.mark.timeout(120)
 

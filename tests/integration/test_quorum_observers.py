@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.client.local_cluster import free_low_port
-from raftka.raft_meta.quorum import Quorum, QuorumSettings, SubmitError, open_quorum
-from raftka.raft_meta.records import Config
+from raftka.raft_meta.metadata.records import Config
+from raftka.raft_meta.quorum.quorum import Quorum, QuorumSettings, SubmitError, open_quorum
+from raftka.testing.local_cluster import free_low_port
 from tests.support import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)

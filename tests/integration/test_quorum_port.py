@@ -1,4 +1,4 @@
-"""The quorum port against peers that do not know the secret (raft_meta/quorum_transport.py).
+"""The quorum port against peers that do not know the secret (raft_meta/quorum/quorum_transport.py).
 
 Real voters (quorum_node.py processes, or open_quorum in this process when the test must
 reach the listening socket itself), real sockets on 127.0.0.1. Each test failed against
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.client.local_cluster import free_low_port
-from raftka.raft_meta.quorum import QuorumError, QuorumSettings, open_quorum
-from raftka.raft_meta.quorum_admin import query_voter
-from raftka.raft_meta.records import Config
+from raftka.raft_meta.metadata.records import Config
+from raftka.raft_meta.quorum.quorum import QuorumError, QuorumSettings, open_quorum
+from raftka.raft_meta.quorum.quorum_admin import query_voter
+from raftka.testing.local_cluster import free_low_port
 from tests.integration.quorum_procs import Voter, active_epoch, make_voters
 from tests.support import wait_until
 

@@ -1,5 +1,5 @@
 """Two voters with different quorum secrets: BOTH logs say the secret may be wrong, not only
-the log of the node that received the other's frames (raft_meta/quorum_transport.py)."""
+the log of the node that received the other's frames (raft_meta/quorum/quorum_transport.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import threading
 
 import trio
 
-from raftka.raft_meta.quorum import open_quorum
+from raftka.raft_meta.quorum.quorum import open_quorum
 from tests.support import free_port
 
 

@@ -32,7 +32,7 @@ from raftka.chaos.checker import check
 from raftka.chaos.history import HistoryWriter, Op, read_history
 from raftka.chaos.metadata_probe import critical_lines, node_metadata
 from raftka.chaos.workload import Recorder, Workload, WorkloadConfig, drain
-from raftka.client.local_cluster import LocalCluster, Node, _child_env
+from raftka.testing.local_cluster import LocalCluster, Node, _child_env
 
 REPO = Path(__file__).resolve().parents[2]
 SECTION = "## Several machines"

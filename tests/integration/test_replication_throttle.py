@@ -14,7 +14,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from raftka.broker.replica_fetcher import PARTITION_MAX_BYTES
+from raftka.broker.replication.replica_fetcher import PARTITION_MAX_BYTES
 from raftka.client.blocking import Admin
 from tests.integration.cluster_support import (
     create_topic,

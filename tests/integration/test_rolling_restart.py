@@ -21,7 +21,7 @@ import confluent_kafka
 import pytest
 
 from raftka.client.blocking import Admin
-from raftka.client.local_cluster import LocalCluster
+from raftka.testing.local_cluster import LocalCluster
 from tests.integration.cluster_support import running_cluster
 from tests.support import wait_until
 

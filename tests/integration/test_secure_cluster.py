@@ -17,7 +17,7 @@ from raftka.client.consumer import AsyncConsumer
 from raftka.client.producer import AsyncProducer
 from raftka.client.records import TopicPartition
 from raftka.client.security import ClientSecurity, read_properties_file
-from raftka.secure_cluster import secure_cluster
+from raftka.testing.secure_cluster import secure_cluster
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Certificates reload without a restart (broker/tls.py ListenerTransport.reload_if_changed):
+"""Certificates reload without a restart (broker/net/tls.py ListenerTransport.reload_if_changed):
 a replaced key store file is served to the next connection, on a real socket."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import ssl
 
 import trio
 
-from raftka import certs
-from raftka.broker.network import serve_listener
-from raftka.broker.tls import ListenerTransport
-from raftka.raft_meta.security_config import ListenerSecurity, SslSettings
+from raftka.broker.net.network import serve_listener
+from raftka.broker.net.tls import ListenerTransport
+from raftka.raft_meta.config.security_config import ListenerSecurity, SslSettings
+from raftka.testing import certs
 
 
 async def _served_cn(port: int, ca_path) -> str:

@@ -17,10 +17,10 @@ import trio
 from raftka.client.blocking import Consumer, Producer
 from raftka.client.consumer import AsyncConsumer
 from raftka.client.errors import FatalTransactionError, KafkaError
-from raftka.client.local_cluster import LocalCluster
 from raftka.client.producer import AsyncProducer
 from raftka.client.records import TopicPartition
 from raftka.client.transactions import TxnState
+from raftka.testing.local_cluster import LocalCluster
 from tests.integration.cluster_support import create_topic, running_cluster
 from tests.integration.sdk_broker import raftka_env
 from tests.support import wait_until

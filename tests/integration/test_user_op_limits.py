@@ -23,7 +23,7 @@ import pytest
 from raftka import Admin, NewTopic
 from raftka.client.errors import TopicAlreadyExistsError
 from raftka.client.protocol import ApiKey, ErrorCode
-from raftka.raft_meta.controller_decisions import MAX_RECORDS_PER_USER_OP
+from raftka.raft_meta.controller.controller_decisions import MAX_RECORDS_PER_USER_OP
 from tests.compat.server_process import ServerProcess, running_server
 from tests.compat.wire_client import WireConnection, batch_values, values_batch
 

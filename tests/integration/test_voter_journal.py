@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 
 from raftka.client.blocking import Admin, Consumer, Producer
-from raftka.client.local_cluster import (
+from raftka.client.records import TopicPartition
+from raftka.raft_meta.config.node_config import load_node_config
+from raftka.raft_meta.quorum.voter_guard import VoterCheckpoint
+from raftka.testing.local_cluster import (
     READY_MARKER,
     LocalCluster,
     NodeExited,
     free_low_port,
     free_port_base,
 )
-from raftka.client.records import TopicPartition
-from raftka.raft_meta.node_config import load_node_config
-from raftka.raft_meta.voter_guard import VoterCheckpoint
 from tests.support import wait_until
 
 RECORDS = 200
@@ -209,15 +209,15 @@ def test_cluster_up_surfaces_the_refusal(tmp_path: Path) -> None:
 async def test_a_running_voter_records_what_it_synced(tmp_path: Path) -> None:
     """In one process: the checkpoint follows the voter's commits (and the term it reached),
     never ahead of its journal, and the clean stop records the last of them."""
-    from raftka.raft_meta.quorum import open_quorum
-    from raftka.raft_meta.raft_core import read_journal_state
-    from raftka.raft_meta.records import Config
-    from raftka.raft_meta.storage_format import (
+    from raftka.raft_meta.metadata.records import Config
+    from raftka.raft_meta.quorum.pysyncobj_patches import read_journal_state
+    from raftka.raft_meta.quorum.quorum import open_quorum
+    from raftka.raft_meta.quorum.storage_format import (
         MetaProperties,
         random_cluster_id,
         write_meta_properties,
     )
-    from raftka.raft_meta.voter_guard import read_checkpoint
+    from raftka.raft_meta.quorum.voter_guard import read_checkpoint
     from tests.support import wait_until_async
 
     meta = tmp_path / "meta"
@@ -241,15 +241,15 @@ async def test_a_journal_cleared_by_a_kill_during_compaction_starts_from_its_dum
     not a lost journal: the guard reads the dump before refusing."""
     from pysyncobj.journal import FileJournal
 
-    from raftka.raft_meta.quorum import QuorumSettings, open_quorum
-    from raftka.raft_meta.raft_core import dump_last_index
-    from raftka.raft_meta.records import Config
-    from raftka.raft_meta.storage_format import (
+    from raftka.raft_meta.metadata.records import Config
+    from raftka.raft_meta.quorum.pysyncobj_patches import dump_last_index
+    from raftka.raft_meta.quorum.quorum import QuorumSettings, open_quorum
+    from raftka.raft_meta.quorum.storage_format import (
         MetaProperties,
         random_cluster_id,
         write_meta_properties,
     )
-    from raftka.raft_meta.voter_guard import JournalLost, guard_start, read_checkpoint
+    from raftka.raft_meta.quorum.voter_guard import JournalLost, guard_start, read_checkpoint
     from tests.support import wait_until_async
 
     meta = tmp_path / "meta"

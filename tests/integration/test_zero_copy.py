@@ -1,4 +1,4 @@
-"""The sendfile path of Fetch responses (broker/zero_copy.py): the bytes on the
+"""The sendfile path of Fetch responses (broker/net/zero_copy.py): the bytes on the
 wire equal the read path's bytes, whatever the socket buffers, and a client
 that goes away mid-transfer costs nobody else anything.
 
@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from raftka.broker.zero_copy import SENDFILE_MIN_BYTES, ChunkedResponse, FileRegion, send_response
+from raftka.broker.net.zero_copy import (
+    SENDFILE_MIN_BYTES,
+    ChunkedResponse,
+    FileRegion,
+    send_response,
+)
 from raftka.client.protocol import ApiKey, FetchResponse, decode_response, encode_request
 from raftka.client.protocol.messages import encode_response, encode_response_chunks
 from raftka.log.config import LogConfig

@@ -85,7 +85,7 @@ def test_the_wheel_adds_exactly_two_top_level_names(installed):
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     with zipfile.ZipFile(installed["wheel"]) as whl:
         text = whl.read(entry_points).decode()
-    assert "[pytest11]" in text and "raftka = raftka.pytest_plugin" in text
+    assert "[pytest11]" in text and "raftka = raftka.testing.pytest_plugin" in text
 
 
 def test_installed_raftka_comes_from_the_wheel_and_imports_lazily(installed):
@@ -257,7 +257,7 @@ def test_first_hour_mistakes_answer_in_one_line_from_the_wheel(installed, tmp_pa
     """#31, as a new user meets them: the installed `raftka` command, from the app folder."""
     import socket
 
-    from raftka.client.local_cluster import free_port_base
+    from raftka.testing.local_cluster import free_port_base
     from tests.integration.sdk_broker import one_node_server
 
     raftka = [str(installed["python"]), "-m", "raftka"]

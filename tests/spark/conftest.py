@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from raftka.client.local_cluster import LocalCluster
+from raftka.testing.local_cluster import LocalCluster
 from tests.integration.cluster_support import running_cluster
 
 RETENTION_CHECK = {"log.retention.check.interval.ms": "500"}

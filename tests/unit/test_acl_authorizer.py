@@ -1,16 +1,16 @@
-"""The StandardAuthorizer's decisions (raft_meta/authorizer.py) as tables: each row is the ACLs
+"""The StandardAuthorizer's decisions (raft_meta/security/authorizer.py) as tables: each row is the ACLs
 in force, who asks what about which resource, and the expected answer."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftka.raft_meta.acls import AclBinding
-from raftka.raft_meta.acls import AclOperation as Op
-from raftka.raft_meta.acls import AclPermissionType as Perm
-from raftka.raft_meta.acls import PatternType as Pat
-from raftka.raft_meta.acls import ResourceType as Res
-from raftka.raft_meta.authorizer import (
+from raftka.raft_meta.security.acls import AclBinding
+from raftka.raft_meta.security.acls import AclOperation as Op
+from raftka.raft_meta.security.acls import AclPermissionType as Perm
+from raftka.raft_meta.security.acls import PatternType as Pat
+from raftka.raft_meta.security.acls import ResourceType as Res
+from raftka.raft_meta.security.authorizer import (
     STANDARD_AUTHORIZER,
     StandardAuthorizer,
     build_authorizer,

@@ -8,15 +8,15 @@ from types import SimpleNamespace
 import pytest
 
 from raftka.broker import acl_checks
-from raftka.broker.network import ConnectionInfo
+from raftka.broker.net.network import ConnectionInfo
 from raftka.client.protocol import ErrorCode
-from raftka.raft_meta.acls import AclBinding
-from raftka.raft_meta.acls import AclOperation as Op
-from raftka.raft_meta.acls import AclPermissionType as Perm
-from raftka.raft_meta.acls import PatternType as Pat
-from raftka.raft_meta.acls import ResourceType as Res
-from raftka.raft_meta.authorizer import StandardAuthorizer
-from raftka.raft_meta.image import MetadataImage
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.security.acls import AclBinding
+from raftka.raft_meta.security.acls import AclOperation as Op
+from raftka.raft_meta.security.acls import AclPermissionType as Perm
+from raftka.raft_meta.security.acls import PatternType as Pat
+from raftka.raft_meta.security.acls import ResourceType as Res
+from raftka.raft_meta.security.authorizer import StandardAuthorizer
 
 ALICE = ConnectionInfo(1, "PLAINTEXT", "10.0.0.1:50000", "User:alice")
 BROKER = ConnectionInfo(2, "PLAINTEXT", "10.0.0.2:50001", "User:broker")
@@ -148,7 +148,7 @@ def test_authorized_operations_bitfield() -> None:
       "super.users": "User:ANONYMOUS"}, False),
 ])
 def test_anonymous_inter_broker_warning(properties: dict, warned: bool) -> None:
-    from raftka.raft_meta.node_config import parse_node_config
+    from raftka.raft_meta.config.node_config import parse_node_config
 
     config = parse_node_config({"node.id": "1", "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
                                 "controller.quorum.voters": "1@localhost:9093", "log.dirs": "/tmp/unused",

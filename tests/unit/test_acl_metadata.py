@@ -1,37 +1,37 @@
 """ACLs in the metadata: the records, `apply`, snapshots, filters and the controller's decisions
-(raft_meta/acls.py), as tables."""
+(raft_meta/security/acls.py), as tables."""
 
 from __future__ import annotations
 
 import cbor2
 import pytest
 
-from raftka.raft_meta.acls import (
-    AclBinding,
-    AclFilter,
-    create_acls,
-    delete_acls,
-    filter_matches,
-)
-from raftka.raft_meta.acls import AclOperation as Op
-from raftka.raft_meta.acls import AclPermissionType as Perm
-from raftka.raft_meta.acls import PatternType as Pat
-from raftka.raft_meta.acls import ResourceType as Res
-from raftka.raft_meta.apply import apply, replay
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.records import (
+from raftka.raft_meta.metadata.apply import apply, replay
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.metadata.records import (
     AccessControlEntry,
     RemoveAccessControlEntry,
     decode_record,
     encode_record,
 )
-from raftka.raft_meta.snapshot import (
+from raftka.raft_meta.metadata.snapshot import (
     SnapshotError,
     decode_snapshot,
     encode_snapshot,
     image_digest,
     snapshot_delta,
 )
+from raftka.raft_meta.security.acls import (
+    AclBinding,
+    AclFilter,
+    create_acls,
+    delete_acls,
+    filter_matches,
+)
+from raftka.raft_meta.security.acls import AclOperation as Op
+from raftka.raft_meta.security.acls import AclPermissionType as Perm
+from raftka.raft_meta.security.acls import PatternType as Pat
+from raftka.raft_meta.security.acls import ResourceType as Res
 
 READ_ORDERS = AclBinding(Res.TOPIC, "orders", Pat.LITERAL, "User:alice", "*", Op.READ, Perm.ALLOW)
 DENY_PREFIX = AclBinding(Res.TOPIC, "ord", Pat.PREFIXED, "User:bob", "10.0.0.1", Op.WRITE, Perm.DENY)
@@ -158,8 +158,8 @@ def test_delete_decision_removes_each_once_and_reports_per_filter() -> None:
 
 
 def test_requests_too_big_for_one_control_frame_are_refused() -> None:
-    from raftka.raft_meta.acls import MAX_ACL_BYTES_PER_REQUEST, MAX_ACL_FIELD_CHARS
-    from raftka.raft_meta.controller_errors import ControllerError
+    from raftka.raft_meta.controller.controller_errors import ControllerError
+    from raftka.raft_meta.security.acls import MAX_ACL_BYTES_PER_REQUEST, MAX_ACL_FIELD_CHARS
 
     big = [AclBinding(Res.TOPIC, f"{i:04d}" + "x" * (MAX_ACL_FIELD_CHARS - 4), Pat.LITERAL, "User:a", "*", Op.READ,
                       Perm.ALLOW) for i in range(MAX_ACL_BYTES_PER_REQUEST // MAX_ACL_FIELD_CHARS + 1)]

@@ -5,7 +5,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from raftka.cli import NOT_BUILT_EXIT, _placeholder, main
+from raftka.cli.main import NOT_BUILT_EXIT, _placeholder, main
 
 TREE = {
     "storage": ["random-uuid", "format"],
@@ -103,8 +103,8 @@ metadata.log.dir={meta}
 
 
 def test_storage_format_add_scram_writes_credentials_never_passwords(tmp_path):
-    from raftka.raft_meta.bootstrap_records import BOOTSTRAP_FILE, read_bootstrap
-    from raftka.raft_meta.records import decode_record
+    from raftka.raft_meta.metadata.bootstrap_records import BOOTSTRAP_FILE, read_bootstrap
+    from raftka.raft_meta.metadata.records import decode_record
 
     config = tmp_path / "server.properties"
     config.write_text(FORMAT_CONFIG.format(data=tmp_path / "data", meta=tmp_path / "meta"))

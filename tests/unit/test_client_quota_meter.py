@@ -92,14 +92,14 @@ IP_RATE_CASES = [
 
 @pytest.mark.parametrize(("quotas", "ip", "expected"), IP_RATE_CASES)
 def test_ip_connection_rate_lookup(quotas, ip, expected):
-    from raftka.raft_meta.client_quotas import ip_connection_rate
+    from raftka.raft_meta.controller.client_quotas import ip_connection_rate
 
     image_quotas = {entity: {"connection_creation_rate": v} for entity, v in quotas.items()}
     assert ip_connection_rate(image_quotas, ip) == expected
 
 
 def test_connection_creation_rate_throttles_the_connection_over_it():
-    from raftka.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
+    from raftka.broker.net.connection_quotas import ConnectionLimits, ConnectionQuotas
 
     quotas = ConnectionQuotas(ConnectionLimits())
     assert quotas.creation_throttle_ms("10.0.0.1", 0.0) == 0  # no quota: nothing counted

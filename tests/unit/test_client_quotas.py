@@ -1,22 +1,22 @@
 """Client quotas in the metadata log: the record, apply, snapshot, and the pure decisions of
-raft_meta/client_quotas.py (AlterClientQuotas validation, DescribeClientQuotas matching, the
+raft_meta/controller/client_quotas.py (AlterClientQuotas validation, DescribeClientQuotas matching, the
 KIP-55 lookup order), as tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftka.raft_meta.apply import apply_entry, replay
-from raftka.raft_meta.client_quotas import (
+from raftka.raft_meta.controller.client_quotas import (
     DescribeError,
     QuotaAlteration,
     alter_client_quotas,
     describe_client_quotas,
     quota_for,
 )
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.records import ClientQuota, decode_record, encode_record
-from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot, image_digest
+from raftka.raft_meta.metadata.apply import apply_entry, replay
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.metadata.records import ClientQuota, decode_record, encode_record
+from raftka.raft_meta.metadata.snapshot import decode_snapshot, encode_snapshot, image_digest
 
 ALICE = (("user", "alice"),)
 ALICE_P1 = (("client-id", "p1"), ("user", "alice"))
@@ -229,8 +229,8 @@ def test_wire_round_trip(kind, key, body, version):
 
 
 def test_control_rpc_carries_alterations_and_results():
-    from raftka.broker.control_rpc import METHODS, _wire_args, check_arguments
-    from raftka.raft_meta.client_quotas import QuotaResult
+    from raftka.broker.net.control_rpc import METHODS, _wire_args, check_arguments
+    from raftka.raft_meta.controller.client_quotas import QuotaResult
 
     alterations = [QuotaAlteration((("user", None), ("client-id", "p1")), (("producer_byte_rate", 5.0),
                                                                            ("consumer_byte_rate", None)))]

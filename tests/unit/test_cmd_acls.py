@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.client.acl_admin import Acl, AclFilter
-from raftka.cmd_acls import (
+from raftka.cli.acls import (
     AclOptions,
     UsageError,
     acls_to_add,
@@ -14,10 +13,11 @@ from raftka.cmd_acls import (
     format_acls,
     parse_operation,
 )
-from raftka.raft_meta.acls import AclOperation as Op
-from raftka.raft_meta.acls import AclPermissionType as Perm
-from raftka.raft_meta.acls import PatternType as Pat
-from raftka.raft_meta.acls import ResourceType as Res
+from raftka.client.acl_admin import Acl, AclFilter
+from raftka.raft_meta.security.acls import AclOperation as Op
+from raftka.raft_meta.security.acls import AclPermissionType as Perm
+from raftka.raft_meta.security.acls import PatternType as Pat
+from raftka.raft_meta.security.acls import ResourceType as Res
 
 
 @pytest.mark.parametrize("text, op", [("Read", Op.READ), ("IdempotentWrite", Op.IDEMPOTENT_WRITE),

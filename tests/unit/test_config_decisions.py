@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.raft_meta import controller_decisions as cd
-from raftka.raft_meta.config_decisions import (
+from raftka.raft_meta.controller import controller_decisions as cd
+from raftka.raft_meta.controller.config_decisions import (
     APPEND,
     DELETE,
     SUBTRACT,
@@ -14,8 +14,8 @@ from raftka.raft_meta.config_decisions import (
     ConfigOp,
     alter_configs,
 )
-from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.records import Config, FenceBroker, Partition, Topic
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.metadata.records import Config, FenceBroker, Partition, Topic
 from tests.unit.test_raft_meta_controller import cluster, commit
 
 T = "tid"
@@ -224,7 +224,7 @@ ELECT_CASES = [
 @pytest.mark.parametrize(("name", "parts", "extra", "kind", "partitions", "changes", "errors"), ELECT_CASES,
                          ids=[c[0] for c in ELECT_CASES])
 def test_elect_leaders(name, parts, extra, kind, partitions, changes, errors) -> None:
-    from raftka.raft_meta.records import PartitionChange
+    from raftka.raft_meta.metadata.records import PartitionChange
 
     image = cluster(Topic("t", T), *parts)
     if extra:  # fence without the controller's own reassignment, to set the scene exactly

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from raftka.raft_meta.config_reference import render
-from raftka.raft_meta.node_config import ConfigError, parse_node_config
+from raftka.raft_meta.config.config_reference import render
+from raftka.raft_meta.config.node_config import ConfigError, parse_node_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 BASE = {"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
@@ -17,12 +17,12 @@ BASE = {"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://12
 
 def test_the_published_reference_is_up_to_date() -> None:
     assert DOC.read_text() == render(), (
-        "docs/configuration.md is stale: python -m raftka.raft_meta.config_reference "
+        "docs/configuration.md is stale: python -m raftka.raft_meta.config.config_reference "
         "> docs/configuration.md")
 
 
 def test_every_key_is_documented() -> None:
-    from raftka.raft_meta import node_config
+    from raftka.raft_meta.config import node_config
 
     text = DOC.read_text()
     for key in [*node_config._KEYS, *node_config._ACCEPTED_IGNORED]:

@@ -1,11 +1,10 @@
-"""Kafka's DescribeConfigs synonym chains (raft_meta/config_synonyms.py), case by case."""
+"""Kafka's DescribeConfigs synonym chains (raft_meta/config/config_synonyms.py), case by case."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftka.raft_meta.config_decisions import DYNAMIC_BROKER_CONFIGS
-from raftka.raft_meta.config_synonyms import (
+from raftka.raft_meta.config.config_synonyms import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
@@ -18,6 +17,7 @@ from raftka.raft_meta.config_synonyms import (
     topic_config_synonyms,
     topic_key_of,
 )
+from raftka.raft_meta.controller.config_decisions import DYNAMIC_BROKER_CONFIGS
 
 DEFAULTS = broker_defaults()
 

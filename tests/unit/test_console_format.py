@@ -1,4 +1,4 @@
-"""raftka/console_format.py: kafka-console-producer/consumer's line formats, table-driven."""
+"""raftka/cli/console_format.py: kafka-console-producer/consumer's line formats, table-driven."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from raftka.client.records import ConsumerRecord
-from raftka.console_format import (
+from raftka.cli.console_format import (
     CONSUMER_PROPERTIES,
     PRODUCER_PROPERTIES,
     LineError,
@@ -16,6 +15,7 @@ from raftka.console_format import (
     parse_properties,
     record_json,
 )
+from raftka.client.records import ConsumerRecord
 
 
 @pytest.mark.parametrize(("props", "line", "expected"), [

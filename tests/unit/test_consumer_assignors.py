@@ -1,4 +1,4 @@
-"""The KIP-848 server-side assignors (broker/consumer_assignors.py): every subscribed
+"""The KIP-848 server-side assignors (broker/group/consumer_assignors.py): every subscribed
 partition assigned exactly once, to a subscriber; uniform balanced and sticky."""
 
 from __future__ import annotations
@@ -6,7 +6,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftka.broker.consumer_assignors import ASSIGNORS, TopicMeta, range_assign, uniform_assign
+from raftka.broker.group.consumer_assignors import (
+    ASSIGNORS,
+    TopicMeta,
+    range_assign,
+    uniform_assign,
+)
 
 TOPICS = {name: TopicMeta(f"id-{name}", name, n) for name, n in (("a", 5), ("b", 3), ("c", 8))}
 

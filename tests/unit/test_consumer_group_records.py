@@ -1,4 +1,4 @@
-"""KIP-848 records in `__consumer_offsets` (broker/consumer_group_records.py): each of
+"""KIP-848 records in `__consumer_offsets` (broker/group/consumer_group_records.py): each of
 Kafka's six record types round-trips, tombstones included, with Kafka's key versions."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from raftka.broker.consumer_assignors import TopicMeta
-from raftka.broker.consumer_group_records import decode_key, decode_record, encode_record
-from raftka.broker.consumer_group_state import (
+from raftka.broker.group.consumer_assignors import TopicMeta
+from raftka.broker.group.consumer_group_records import decode_key, decode_record, encode_record
+from raftka.broker.group.consumer_group_state import (
     CurrentAssignmentRecord,
     GroupEpochRecord,
     MemberAssignment,

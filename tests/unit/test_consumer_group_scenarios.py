@@ -1,4 +1,4 @@
-"""Data-driven scenarios for broker/consumer_group_state.py (KIP-848), etcd-raft style.
+"""Data-driven scenarios for broker/group/consumer_group_state.py (KIP-848), etcd-raft style.
 
 Each file under testdata/consumer_group/ is a sequence of blocks (the format of
 tests/unit/scenario_files.py, the runner the cores' scenario tests share):
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from raftka.broker.consumer_assignors import TopicMeta
-from raftka.broker.consumer_group_state import (
+from raftka.broker.group.consumer_assignors import TopicMeta
+from raftka.broker.group.consumer_group_state import (
     ConsumerGroupState,
     CurrentAssignmentRecord,
     GroupEpochRecord,

@@ -1,5 +1,5 @@
 """Random schedules of well-behaved KIP-848 clients against the pure core
-(broker/consumer_group_state.py), checking Kafka's promises at every step:
+(broker/group/consumer_group_state.py), checking Kafka's promises at every step:
 
 - safety: no partition is ever owned by two live clients at once (a client owns what its
   last answer assigned it, and gives up the rest at once, as the protocol asks), and on the
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftka.broker.consumer_assignors import TopicMeta
-from raftka.broker.consumer_group_state import ConsumerGroupState, Heartbeat
+from raftka.broker.group.consumer_assignors import TopicMeta
+from raftka.broker.group.consumer_group_state import ConsumerGroupState, Heartbeat
 
 TOPICS = {"a": TopicMeta("id-a", "a", 6), "b": TopicMeta("id-b", "b", 3)}
 SUBSCRIPTIONS = (("a",), ("a", "b"), ("b",))

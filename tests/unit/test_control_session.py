@@ -1,4 +1,4 @@
-"""The control RPC's sans-IO part: hellos, sealed frames, the slow key (broker/control_rpc.py)."""
+"""The control RPC's sans-IO part: hellos, sealed frames, the slow key (broker/net/control_rpc.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hmac
 
 import pytest
 
-from raftka.broker.control_rpc import (
+from raftka.broker.net.control_rpc import (
     HELLO_MAGIC,
     ControlSession,
     RpcProtocolError,

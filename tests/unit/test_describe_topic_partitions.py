@@ -9,7 +9,12 @@ import pytest
 
 from raftka.broker.handlers.describe_topic_partitions import describe_page, select_topics
 from raftka.client.protocol import ErrorCode
-from raftka.raft_meta.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
+from raftka.raft_meta.metadata.image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
 
 COUNTS = {"a": 3, "b": 1, "c": 4}  # topic -> partitions
 

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from raftka.cli import main
-from raftka.cmd_chaos import plot_warning
-from raftka.secure_cluster import SecureSetup
+from raftka.cli.chaos import plot_warning
+from raftka.cli.main import main
+from raftka.testing.secure_cluster import SecureSetup
 
 
 def test_the_secure_sdk_snippet_runs_as_printed(tmp_path: Path):

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from raftka.broker.group_records import (
+from raftka.broker.group.group_records import (
     GroupKey,
     GroupMetadata,
     OffsetKey,
@@ -20,7 +20,7 @@ from raftka.broker.group_records import (
     offset_value,
     partition_for_group,
 )
-from raftka.broker.group_state import (
+from raftka.broker.group.group_state import (
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
     MEMBER_ID_REQUIRED,

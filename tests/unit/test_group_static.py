@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from raftka.broker.group_state import (
+from raftka.broker.group.group_state import (
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
     NONE,

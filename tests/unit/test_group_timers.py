@@ -6,8 +6,8 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from raftka.broker.group_state import GroupPhase
-from raftka.broker.group_timers import MIN_REFIRE_MS, DeadlineTimers, now_ms
+from raftka.broker.group.group_state import GroupPhase
+from raftka.broker.group.group_timers import MIN_REFIRE_MS, DeadlineTimers, now_ms
 from tests.unit.test_group_static import SESSION, join, make_group
 
 

@@ -1,11 +1,15 @@
-"""The layering of DESIGN.md, checked on the imports themselves.
+"""The layering of docs/architecture.md, checked on the imports themselves.
 
 The folders install as sub-packages of `raftka` (raftka.log, raftka.client, ...),
 so import graphs drawn by folder cannot see `raftka.broker` -> `broker/`; this
 test reads every module's imports (including those inside functions) and holds
-them against the DAG: log <- client <- broker -> raft_meta; spark_source and
-chaos on top of client; nothing imports the top package's own modules (the CLI,
-the pytest plugin).
+them against the DAG:
+
+    client/protocol  (the wire codec and Kafka's error codes: the base every layer may import)
+    log  <-  client  <-  broker  ->  raft_meta  ->  log
+    spark_source -> client;  testing -> broker, raft_meta, client;  chaos -> testing;  cli -> all
+
+Nothing imports the top package `raftka` itself, which sits above every layer.
 """
 
 from __future__ import annotations
@@ -17,19 +21,30 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# layer -> the raftka layers it may import (itself included)
+PROTOCOL = "client/protocol"
+TOP = "raftka"  # the top package's own names: __version__, the lazily re-exported SDK
+# layer -> its folder in the repository (raftka.<layer> installs from there)
+FOLDERS = {
+    PROTOCOL: "client/protocol", "log": "log", "client": "client", "raft_meta": "raft_meta",
+    "broker": "broker", "spark_source": "spark_source", "testing": "raftka/testing",
+    "chaos": "chaos", "cli": "raftka/cli",
+}
+# layer -> the layers it may import (itself included)
 ALLOWED = {
-    "log": {"log"},
-    "client": {"client", "log"},
-    "raft_meta": {"raft_meta", "log"},  # DESIGN.md: raft_meta must not import broker or client
-    "broker": {"broker", "client", "log", "raft_meta"},
-    "spark_source": {"spark_source", "client", "log"},
-    "chaos": {"chaos", "client", "log"},
+    PROTOCOL: {PROTOCOL},
+    "log": {"log", PROTOCOL},
+    "client": {"client", "log", PROTOCOL},
+    "raft_meta": {"raft_meta", "log", PROTOCOL},  # raft_meta must not import broker or the SDK
+    "broker": {"broker", "client", "log", "raft_meta", PROTOCOL},
+    "spark_source": {"spark_source", "client", "log", PROTOCOL},
+    "testing": {"testing", "broker", "client", "log", "raft_meta", PROTOCOL},
+    "chaos": {"chaos", "testing", "client", "log", "raft_meta", PROTOCOL},
+    "cli": {*FOLDERS, TOP},
 }
 # third-party or standard modules a layer must not use
 FORBIDDEN = {
     "log": {"trio", "socket"},
-    "client/protocol": {"trio", "socket", "threading"},
+    PROTOCOL: {"trio", "socket", "threading"},
     "raft_meta": set(),
 }
 # only these may touch pysyncobj
@@ -43,10 +58,25 @@ def _imports(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-            if node.module == "raftka":  # `from raftka import X`: X may be a sub-package
-                found += [(node.lineno, f"raftka.{alias.name}") for alias in node.names]
+            if node.module != "raftka":
+                found.append((node.lineno, node.module))
+            if node.module in ("raftka", "raftka.client"):  # `from raftka import x`: x may be a package
+                found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
     return found
+
+
+def _target(name: str) -> str:
+    """The layer of an imported `raftka...` name; TOP for the top package's own names."""
+    parts = name.split(".")[1:]
+    if parts[:2] == ["client", "protocol"]:
+        return PROTOCOL
+    return parts[0] if parts and parts[0] in FOLDERS else TOP
+
+
+def _layer_of(rel: Path) -> str:
+    posix = rel.as_posix()
+    return max((lay for lay, folder in FOLDERS.items() if posix.startswith(folder + "/")),
+               key=lambda lay: len(FOLDERS[lay]))
 
 
 def _modules(root: Path, folder: str) -> list[Path]:
@@ -55,23 +85,21 @@ def _modules(root: Path, folder: str) -> list[Path]:
 
 def _violations(layer: str, root: Path = REPO) -> list[str]:
     bad = []
-    for path in _modules(root, layer):
+    for path in _modules(root, FOLDERS[layer]):
         rel = path.relative_to(root)
-        sub = "client/protocol" if str(rel).startswith("client/protocol/") else layer
+        if _layer_of(rel) != layer:  # client/protocol/ inside client/: checked as its own layer
+            continue
         for line, name in _imports(path):
-            parts = name.split(".")
-            if parts[0] == "raftka":
-                target = parts[1] if len(parts) > 1 else None
-                if target is None or target not in ALLOWED:
+            top = name.split(".")[0]
+            if top == "raftka":
+                target = _target(name)
+                if target == TOP and TOP not in ALLOWED[layer]:
                     bad.append(f"{rel}:{line} imports {name} (the top package sits above every layer)")
                 elif target not in ALLOWED[layer]:
                     bad.append(f"{rel}:{line} imports {name} ({layer} may import {sorted(ALLOWED[layer])})")
-                elif sub == "client/protocol" and name.split(".")[:3] != ["raftka", "client", "protocol"] \
-                        and target == "client":
-                    bad.append(f"{rel}:{line} imports {name} (the wire codec imports no SDK module)")
-            elif parts[0] in FORBIDDEN.get(sub, set()) | FORBIDDEN.get(layer, set()):
-                bad.append(f"{rel}:{line} imports {name} ({sub} is sans-IO / has no sockets)")
-            elif parts[0] == "pysyncobj" and layer not in PYSYNCOBJ:
+            elif top in FORBIDDEN.get(layer, set()):
+                bad.append(f"{rel}:{line} imports {name} ({layer} is sans-IO / has no sockets)")
+            elif top == "pysyncobj" and layer not in PYSYNCOBJ:
                 bad.append(f"{rel}:{line} imports pysyncobj (hidden behind raft_meta's Quorum)")
     return bad
 

@@ -1,5 +1,5 @@
 """The pure parts of the Kafka listener limits: connection quotas and the request-memory
-budget (broker/connection_quotas.py, broker/request_memory.py), and the frame decoder's
+budget (broker/net/connection_quotas.py, broker/net/request_memory.py), and the frame decoder's
 view of the request in progress."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftka.broker.connection_quotas import ConnectionLimits, ConnectionQuotas, normalise_ip
-from raftka.broker.request_memory import RequestMemoryPool
+from raftka.broker.net.connection_quotas import ConnectionLimits, ConnectionQuotas, normalise_ip
+from raftka.broker.net.request_memory import RequestMemoryPool
 from raftka.client.protocol import FrameDecoder
 
 

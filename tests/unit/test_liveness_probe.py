@@ -7,10 +7,9 @@ import socket
 import pytest
 import trio
 
-from raftka.raft_meta import controller_decisions as cd
-from raftka.raft_meta.apply import replay
-from raftka.raft_meta.liveness_probe import Reachability, probe_endpoint, probe_listeners
-from raftka.raft_meta.records import (
+from raftka.raft_meta.controller import controller_decisions as cd
+from raftka.raft_meta.metadata.apply import replay
+from raftka.raft_meta.metadata.records import (
     FenceBroker,
     Partition,
     PartitionChange,
@@ -18,6 +17,7 @@ from raftka.raft_meta.records import (
     Topic,
     UnfenceBroker,
 )
+from raftka.raft_meta.quorum.liveness_probe import Reachability, probe_endpoint, probe_listeners
 from tests.support import free_port
 
 L = (("PLAINTEXT", "h", 1),)

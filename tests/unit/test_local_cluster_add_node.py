@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from raftka.client.local_cluster import LocalCluster, free_port_base
-from raftka.raft_meta.node_config import load_node_config
+from raftka.raft_meta.config.node_config import load_node_config
+from raftka.testing.local_cluster import LocalCluster, free_port_base
 
 
 def _prepared(directory: Path, base: int) -> LocalCluster:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from raftka.client.local_cluster import LocalCluster
-from raftka.raft_meta.node_config import load_node_config
+from raftka.raft_meta.config.node_config import load_node_config
+from raftka.testing.local_cluster import LocalCluster
 
 
 def _dirs(cluster: LocalCluster) -> dict[int, tuple[list[str], str]]:

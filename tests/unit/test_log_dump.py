@@ -6,7 +6,7 @@ import re
 
 from click.testing import CliRunner
 
-from raftka.cli import main
+from raftka.cli.main import main
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
 from raftka.log.record_batch import Record, encode_batch

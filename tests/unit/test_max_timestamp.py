@@ -1,4 +1,4 @@
-"""ListOffsets' MAX_TIMESTAMP lookup (broker/max_timestamp.py) on real partition logs: scenario
+"""ListOffsets' MAX_TIMESTAMP lookup (broker/replication/max_timestamp.py) on real partition logs: scenario
 tables of appended batches (per-record timestamps, leader epoch, segment size) and the record
 Kafka's UnifiedLog names."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.broker.max_timestamp import TimestampAndOffset, max_timestamp_and_offset
+from raftka.broker.replication.max_timestamp import TimestampAndOffset, max_timestamp_and_offset
 from raftka.log.compression import Compression
 from raftka.log.record_batch import Record, encode_batch
 

@@ -1,4 +1,4 @@
-"""raft_meta/metadata_dump.py on journals written by pysyncobj's own FileJournal, and on
+"""raft_meta/metadata/metadata_dump.py on journals written by pysyncobj's own FileJournal, and on
 damaged or hostile files: the reader stops at a torn record and never runs a pickle's code."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pysyncobj.journal import FileJournal
 
-from raftka.raft_meta.apply import replay
-from raftka.raft_meta.metadata_dump import (
+from raftka.raft_meta.metadata.apply import replay
+from raftka.raft_meta.metadata.metadata_dump import (
     MetadataDumpError,
     dump_json,
     read_dump,
@@ -21,8 +21,14 @@ from raftka.raft_meta.metadata_dump import (
     read_metadata_log,
     record_json,
 )
-from raftka.raft_meta.records import Partition, RecordBatch, Topic, decode_record, encode_record
-from raftka.raft_meta.snapshot import encode_snapshot, image_digest
+from raftka.raft_meta.metadata.records import (
+    Partition,
+    RecordBatch,
+    Topic,
+    decode_record,
+    encode_record,
+)
+from raftka.raft_meta.metadata.snapshot import encode_snapshot, image_digest
 
 RECORDS = [encode_record(Topic("t", "id-t")), encode_record(Partition("id-t", 0, (1, 2), (1, 2), 1, 4))]
 

@@ -1,4 +1,4 @@
-"""broker/partition.py, the shell over broker/replica_state.py, on a real PartitionLog.
+"""broker/replication/partition.py, the shell over broker/replication/replica_state.py, on a real PartitionLog.
 
 The rules themselves are in the scenario files (test_replica_state_scenarios.py); these
 check that the shell feeds the core the log's offsets and the clock, assigns the leader
@@ -11,8 +11,8 @@ import pytest
 import trio
 import trio.testing
 
-from raftka.broker.partition import NotEnoughReplicas, NotLeaderOrFollower, Partition
-from raftka.raft_meta.image import PartitionImage
+from raftka.broker.replication.partition import NotEnoughReplicas, NotLeaderOrFollower, Partition
+from raftka.raft_meta.metadata.image import PartitionImage
 
 from .conftest import make_batch
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from raftka.client.perf import (
+from raftka.testing.perf import (
     MB,
     LatencySummary,
     ProduceResult,

@@ -6,8 +6,8 @@ import os
 import stat
 from pathlib import Path
 
-from raftka.client.local_cluster import LocalCluster
-from raftka.raft_meta.node_config import load_node_config
+from raftka.raft_meta.config.node_config import load_node_config
+from raftka.testing.local_cluster import LocalCluster
 
 
 def _mode(path: Path) -> int:

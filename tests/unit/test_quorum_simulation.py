@@ -1,4 +1,4 @@
-"""The metadata quorum under the deterministic simulation (raft_meta/simulation/), and the
+"""The metadata quorum under the deterministic simulation (raft_meta/quorum/simulation/), and the
 pysyncobj deviations it found, each pinned by a test that fails with pysyncobj's own handling.
 
 `make simulate SEEDS=N FIRST_SEED=S` runs long campaigns; a failing seed prints itself and
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.raft_meta.records import RegisterBroker, encode_record
-from raftka.raft_meta.simulation import Simulation, SimulationFailure, run_seed
-from raftka.raft_meta.simulation.checker import InvariantViolation
+from raftka.raft_meta.metadata.records import RegisterBroker, encode_record
+from raftka.raft_meta.quorum.simulation import Simulation, SimulationFailure, run_seed
+from raftka.raft_meta.quorum.simulation.checker import InvariantViolation
 
 SEEDS = 240  # about 30 s of one core; `make test` spreads the chunks over its workers
 CHUNK = 30
@@ -126,7 +126,7 @@ def test_without_fsync_a_power_loss_changes_committed_entries(seed: int) -> None
 def test_acknowledgements_wait_for_the_journal_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checker's durability invariant can fail: a voter that acknowledges before syncing
     (RaftSyncObj's hold disabled) is caught at once."""
-    from raftka.raft_meta import raft_core
+    from raftka.raft_meta.quorum import pysyncobj_patches as raft_core
     monkeypatch.setattr(raft_core.RaftSyncObj, "_journal_dirty", lambda self: False)
     with pytest.raises(SimulationFailure, match="before it was durable"):
         run_seed(0)
@@ -137,7 +137,7 @@ def test_a_compaction_does_not_start_a_busy_loop(monkeypatch: pytest.MonkeyPatch
     the snapshot's bytes): a leader that must send a snapshot right after writing its dump (no
     fork) looped on `serialized: None` messages; the simulation's clock does not move inside a
     step, so the loop never ended (it ran out of memory before the guard existed)."""
-    from raftka.raft_meta import raft_core
+    from raftka.raft_meta.quorum import pysyncobj_patches as raft_core
     run_seed(7154)
     monkeypatch.delattr(raft_core.RaftSyncObj, "_SyncObj__tryLogCompaction")
     with pytest.raises(SimulationFailure, match="busy loop"):
@@ -148,7 +148,7 @@ def test_a_campaign_over_worker_processes_reports_what_one_process_does() -> Non
     """`make simulate JOBS=2`: chunks of seeds run in worker processes, the results are taken in
     seed order, so the failures (and the first one) are those of a one-process campaign.
     pysyncobj as-is, seeds 11-17: 11 fails late (t=9 s), 16 and 17 early; the others pass."""
-    from raftka.raft_meta.simulation import campaign
+    from raftka.raft_meta.quorum.simulation import campaign
 
     def run(jobs: int, stop_at_first: bool) -> list[tuple[int, str]]:
         failures = campaign(7, 11, fix=False, jobs=jobs, chunk=1, stop_at_first=stop_at_first, report=lambda line: None)
@@ -165,7 +165,7 @@ def test_a_campaign_over_worker_processes_takes_failures_in_seed_order(monkeypat
     failure is still the first reported, and the only one when the campaign stops at the first."""
     import multiprocessing
 
-    from raftka.raft_meta.simulation import campaign, runner
+    from raftka.raft_meta.quorum.simulation import campaign, runner
 
     context = multiprocessing.get_context("fork")
     seed_4_done = context.Event()
@@ -187,8 +187,8 @@ def test_a_campaign_over_worker_processes_takes_failures_in_seed_order(monkeypat
 
 
 def test_a_seed_fingerprint_is_stable_and_matches_the_run() -> None:
-    """raft_meta/simulation/fingerprint.py (how an optimisation is shown to change no seed)."""
-    from raftka.raft_meta.simulation.fingerprint import fingerprint
+    """raft_meta/quorum/simulation/fingerprint.py (how an optimisation is shown to change no seed)."""
+    from raftka.raft_meta.quorum.simulation.fingerprint import fingerprint
 
     first, again = fingerprint(7), fingerprint(7)
     assert first == again

@@ -1,4 +1,4 @@
-"""The simulation's checker (raft_meta/simulation/checker.py), fed histories that break each
+"""The simulation's checker (raft_meta/quorum/simulation/checker.py), fed histories that break each
 invariant it checks: every one is caught, at the step that breaks it. The checker is
 incremental (each step looks only at what changed since the node's last check), so several
 histories break the invariant only after steps that pass.
@@ -15,8 +15,8 @@ import pysyncobj.pickle as pysyncobj_pickle
 import pytest
 from pysyncobj.syncobj import _RAFT_STATE
 
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.simulation.checker import Checker, InvariantViolation
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.quorum.simulation.checker import Checker, InvariantViolation
 
 
 def _command(record: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""raft_meta/raft_core.py's durable journal on real files (the Raft fixes are tested through the
+"""raft_meta/quorum/pysyncobj_patches.py's durable journal on real files (the Raft fixes are tested through the
 simulation: tests/unit/test_quorum_simulation.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,11 @@ from pathlib import Path
 
 from pysyncobj.journal import FileJournal
 
-from raftka.raft_meta.raft_core import DurableFileJournal, JournalSpec, _create_journal
+from raftka.raft_meta.quorum.pysyncobj_patches import (
+    DurableFileJournal,
+    JournalSpec,
+    _create_journal,
+)
 
 
 def test_durable_journal_knows_what_is_unsynced(tmp_path: Path) -> None:

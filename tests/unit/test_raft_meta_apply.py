@@ -5,9 +5,9 @@ from __future__ import annotations
 import cbor2
 import pytest
 
-from raftka.raft_meta.apply import apply, replay
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.records import (
+from raftka.raft_meta.metadata.apply import apply, replay
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.metadata.records import (
     NO_LEADER,
     Config,
     ControllerClaim,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from raftka.raft_meta.apply import apply, apply_entry, replay
-from raftka.raft_meta.records import (
+from raftka.raft_meta.metadata.apply import apply, apply_entry, replay
+from raftka.raft_meta.metadata.records import (
     Config,
     ControllerClaim,
     FenceBroker,
@@ -74,7 +74,7 @@ def _count_replaces(monkeypatch) -> dict[str, int]:
     """Count `dataclasses.replace` calls in `apply`, by the type of the object replaced."""
     import dataclasses
 
-    from raftka.raft_meta import apply as apply_module
+    from raftka.raft_meta.metadata import apply as apply_module
 
     counts: dict[str, int] = {}
     real = dataclasses.replace

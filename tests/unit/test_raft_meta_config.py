@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from raftka.raft_meta.node_config import (
+from raftka.raft_meta.config.node_config import (
     ConfigError,
     load_node_config,
     parse_node_config,
     parse_properties,
 )
-from raftka.raft_meta.storage_format import (
+from raftka.raft_meta.quorum.storage_format import (
     StorageError,
     format_storage,
     random_cluster_id,
@@ -254,7 +254,7 @@ def test_verify_rejects_other_node_or_mixed_clusters(tmp_path: Path) -> None:
     (tmp_path / "data" / "meta.properties").unlink()
     format_storage(config, random_cluster_id())
     (tmp_path / "meta" / "meta.properties").unlink()
-    from raftka.raft_meta.storage_format import MetaProperties, write_meta_properties
+    from raftka.raft_meta.quorum.storage_format import MetaProperties, write_meta_properties
 
     write_meta_properties(tmp_path / "meta", MetaProperties(random_cluster_id(), 1))
     with pytest.raises(StorageError, match="disagree on the cluster id"):

@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 
-from raftka.raft_meta import controller_decisions as cd
-from raftka.raft_meta.apply import apply, replay
-from raftka.raft_meta.controller_errors import ControllerError
-from raftka.raft_meta.image import BrokerRegistration, MetadataImage
-from raftka.raft_meta.records import (
+from raftka.raft_meta.controller import controller_decisions as cd
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.metadata.apply import apply, replay
+from raftka.raft_meta.metadata.image import BrokerRegistration, MetadataImage
+from raftka.raft_meta.metadata.records import (
     NO_LEADER,
     Config,
     FenceBroker,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftka.raft_meta.apply import replay
-from raftka.raft_meta.image import MetadataImage, SnapshotLoaded
-from raftka.raft_meta.records import (
+from raftka.raft_meta.metadata.apply import replay
+from raftka.raft_meta.metadata.image import MetadataImage, SnapshotLoaded
+from raftka.raft_meta.metadata.records import (
     Config,
     ControllerClaim,
     Partition,
@@ -23,7 +23,7 @@ from raftka.raft_meta.records import (
     UnfenceBroker,
     encode_record,
 )
-from raftka.raft_meta.snapshot import (
+from raftka.raft_meta.metadata.snapshot import (
     SnapshotError,
     decode_snapshot,
     encode_snapshot,
@@ -169,7 +169,7 @@ def test_property_round_trip_and_digest(records) -> None:
 
 
 def _state(**fields):
-    from raftka.raft_meta.quorum import _MetadataLog
+    from raftka.raft_meta.quorum.quorum import _MetadataLog
 
     changes = []
     state = _MetadataLog(lambda: changes.append(1), snapshot_bytes=1 << 20)

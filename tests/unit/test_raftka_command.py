@@ -1,4 +1,4 @@
-"""`cluster up`'s hints name raftka the way the user can run it again (raftka/cmd_cluster.py)."""
+"""`cluster up`'s hints name raftka the way the user can run it again (raftka/cli/cluster.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from raftka.cmd_cluster import raftka_command
+from raftka.cli.cluster import raftka_command
 
 
 def test_on_path_it_is_just_raftka(tmp_path, monkeypatch) -> None:

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.raft_meta import controller_decisions as cd
-from raftka.raft_meta.apply import apply, replay
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.reassignment import (
+from raftka.raft_meta.controller import controller_decisions as cd
+from raftka.raft_meta.controller.reassignment import (
     OngoingReassignment,
     Reassignment,
     alter_partition_reassignments,
     completed,
     list_partition_reassignments,
 )
-from raftka.raft_meta.records import (
+from raftka.raft_meta.metadata.apply import apply, replay
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.metadata.records import (
     FenceBroker,
     Partition,
     PartitionChange,
@@ -23,7 +23,7 @@ from raftka.raft_meta.records import (
     Topic,
     UnfenceBroker,
 )
-from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot, image_digest
+from raftka.raft_meta.metadata.snapshot import decode_snapshot, encode_snapshot, image_digest
 
 L = (("PLAINTEXT", "h", 1),)
 T = "tid"
@@ -176,9 +176,9 @@ def test_isr_change_keeps_a_running_reassignment_and_snapshot_round_trips_it():
 
 
 def test_unregister_broker_moves_its_leaderships_then_removes_it():
-    from raftka.raft_meta.broker_unregistration import unregister_broker
-    from raftka.raft_meta.controller_errors import ControllerError
-    from raftka.raft_meta.records import UnregisterBroker
+    from raftka.raft_meta.controller.broker_unregistration import unregister_broker
+    from raftka.raft_meta.controller.controller_errors import ControllerError
+    from raftka.raft_meta.metadata.records import UnregisterBroker
 
     image = cluster(*topic())
     decision = unregister_broker(image, 1)
@@ -196,7 +196,7 @@ def test_unregister_broker_moves_its_leaderships_then_removes_it():
 def test_leader_balance_moves_leaders_back_only_above_the_percentage():
     """Kafka's leader.imbalance.per.broker.percentage: broker 1 prefers 4 partitions and leads
     1 of them (75 % imbalanced); broker 2 prefers 4 and leads 3 (25 %)."""
-    from raftka.raft_meta.leader_balance import imbalance, rebalance_leaders
+    from raftka.raft_meta.controller.leader_balance import imbalance, rebalance_leaders
 
     records = [Topic("t", T)]
     for p in range(4):  # preferred 1; leader 1 only for p0
@@ -226,7 +226,7 @@ def test_throttled_replicas_topic_configs_are_accepted_and_validated(value, ok):
 
 
 def test_throttle_rates_and_imbalance_percentage_in_server_properties(tmp_path):
-    from raftka.raft_meta.node_config import parse_node_config
+    from raftka.raft_meta.config.node_config import parse_node_config
     from tests.unit.test_raft_meta_config import _props
 
     props = _props(tmp_path, **{"leader_replication_throttled_rate": "1048576",
@@ -246,7 +246,7 @@ def test_throttle_rates_and_imbalance_percentage_in_server_properties(tmp_path):
     ("r9", -1),          # no replica in that rack
 ])
 def test_rack_aware_replica_selector(client_rack, expected):
-    from raftka.broker.replica_selector import preferred_read_replica
+    from raftka.broker.replication.replica_selector import preferred_read_replica
 
     racks = {1: "r1", 2: "r2", 3: "r2", 4: "r2"}
     ends = {2: 90, 3: 100, 4: 200}  # 4 is not in the ISR
@@ -254,7 +254,7 @@ def test_rack_aware_replica_selector(client_rack, expected):
 
 
 def test_rack_aware_replica_selector_skips_followers_without_the_offset():
-    from raftka.broker.replica_selector import preferred_read_replica
+    from raftka.broker.replication.replica_selector import preferred_read_replica
 
     assert preferred_read_replica("r2", 1, (1, 2), {2: 40}, 50, {1: "r1", 2: "r2"}.get) == -1
 
@@ -262,7 +262,7 @@ def test_rack_aware_replica_selector_skips_followers_without_the_offset():
 def test_a_move_waiting_for_a_live_leader_finishes_once_the_target_is_back():
     """Target [4] already in the ISR, leader 1 removed, 4 fenced: the ISR change could not
     finish it; once 4 is unfenced, the controller's tick does, without any ISR change."""
-    from raftka.raft_meta.reassignment import pending_completions
+    from raftka.raft_meta.controller.reassignment import pending_completions
 
     image = cluster(*moving(replicas=(4, 1), isr=(1, 4), adding=(4,), removing=(1,)), FenceBroker(4, 4))
     assert pending_completions(image) == ()

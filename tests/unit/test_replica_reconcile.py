@@ -13,14 +13,20 @@ import trio
 import trio.testing
 from structlog.testing import capture_logs
 
-from raftka.broker.partition import NotLeaderOrFollower
-from raftka.broker.replica_manager import ReplicaManager, UnknownTopicOrPartition
+from raftka.broker.replication.partition import NotLeaderOrFollower
+from raftka.broker.replication.replica_manager import ReplicaManager, UnknownTopicOrPartition
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
 from raftka.log.partition_metadata import read_topic_id, write_topic_id
-from raftka.raft_meta.apply import apply_entry
-from raftka.raft_meta.node_config import parse_node_config, parse_properties
-from raftka.raft_meta.records import Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic
+from raftka.raft_meta.config.node_config import parse_node_config, parse_properties
+from raftka.raft_meta.metadata.apply import apply_entry
+from raftka.raft_meta.metadata.records import (
+    Partition,
+    PartitionChange,
+    RegisterBroker,
+    RemoveTopic,
+    Topic,
+)
 from tests.support import wait_until_async
 
 from .conftest import make_batch

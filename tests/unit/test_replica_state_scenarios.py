@@ -1,4 +1,4 @@
-"""Data-driven scenarios for broker/replica_state.py (etcd-raft's `testdata/*.txt` style).
+"""Data-driven scenarios for broker/replication/replica_state.py (etcd-raft's `testdata/*.txt` style).
 
 Each file under testdata/replica_state/ is a sequence of blocks:
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raftka.broker.replica_state import (
+from raftka.broker.replication.replica_state import (
     AlterIsr,
     BecameFollower,
     BecameLeader,

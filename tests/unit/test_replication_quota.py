@@ -1,4 +1,4 @@
-"""Table tests of the replication throttles' core (broker/replication_quota.py): Kafka's
+"""Table tests of the replication throttles' core (broker/replication/replication_quota.py): Kafka's
 SimpleRate meter, the throttled-replica lists, the rate's precedence, and the two
 decisions (shouldLeaderThrottle / shouldFollowerThrottle)."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from raftka.broker.replication_quota import (
+from raftka.broker.replication.replication_quota import (
     ALL_PARTITIONS,
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -20,8 +20,8 @@ from raftka.broker.replication_quota import (
     throttle_rate,
     throttled_partitions,
 )
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.node_config import ConfigError, parse_node_config
+from raftka.raft_meta.config.node_config import ConfigError, parse_node_config
+from raftka.raft_meta.metadata.image import MetadataImage
 from tests.unit.test_raft_meta_config import _props
 
 # (name, samples, window_s, steps): ("record", t, bytes) or ("rate", t, expected bytes/s)

@@ -1,10 +1,10 @@
-"""The per-connection SASL state machine (broker/sasl_server.py), as tables."""
+"""The per-connection SASL state machine (broker/net/sasl_server.py), as tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftka.broker.sasl_server import (
+from raftka.broker.net.sasl_server import (
     AUTHENTICATE,
     DONE,
     FAILED,
@@ -14,7 +14,7 @@ from raftka.broker.sasl_server import (
 )
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.scram import ScramClient, make_credential
-from raftka.raft_meta.security_config import JaasConfig, ListenerSecurity
+from raftka.raft_meta.config.security_config import JaasConfig, ListenerSecurity
 
 CREDS = {("alice", "SCRAM-SHA-256"): make_credential("SCRAM-SHA-256", "alice-secret")}
 LISTENER = ListenerSecurity(

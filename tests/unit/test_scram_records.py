@@ -7,17 +7,17 @@ import base64
 
 import pytest
 
-from raftka.raft_meta.apply import replay
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.records import (
+from raftka.cli.scram_args import parse_scram_argument
+from raftka.raft_meta.metadata.apply import replay
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.metadata.records import (
     RemoveUserScramCredential,
     UserScramCredential,
     decode_record,
     encode_record,
 )
-from raftka.raft_meta.scram_decisions import ScramUpsertion, alter_scram_credentials
-from raftka.raft_meta.snapshot import decode_snapshot, encode_snapshot, image_digest
-from raftka.scram_args import parse_scram_argument
+from raftka.raft_meta.metadata.snapshot import decode_snapshot, encode_snapshot, image_digest
+from raftka.raft_meta.security.scram_decisions import ScramUpsertion, alter_scram_credentials
 
 CRED = dict(salt=b"s" * 32, stored_key=b"k" * 32, server_key=b"v" * 32, iterations=4096)
 
@@ -40,7 +40,7 @@ APPLY_CASES = [
 
 @pytest.mark.parametrize(("records", "stored", "rejection"), APPLY_CASES)
 def test_apply(records, stored, rejection):
-    from raftka.raft_meta.apply import apply_entry
+    from raftka.raft_meta.metadata.apply import apply_entry
 
     image = MetadataImage()
     reasons = []

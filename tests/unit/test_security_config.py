@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.raft_meta.principal_mapping import NoMatchingRule, map_principal, parse_rules
-from raftka.raft_meta.security_config import (
+from raftka.raft_meta.config.security_config import (
     is_security_key,
     normalise_pem,
     parse_jaas,
     parse_protocol_map,
     parse_security,
 )
+from raftka.raft_meta.security.principal_mapping import NoMatchingRule, map_principal, parse_rules
 
 JAAS_CASES = [
     ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

@@ -1,4 +1,4 @@
-"""Table and property tests for broker/share_assignor.py (Kafka's SimpleAssignor rules), and its
+"""Table and property tests for broker/group/share_assignor.py (Kafka's SimpleAssignor rules), and its
 shapes and stickiness against Kafka 4.4's own SimpleAssignor."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raftka.broker.share_assignor import assign
+from raftka.broker.group.share_assignor import assign
 
 
 def _subs(members: int, topics: tuple[str, ...]) -> dict[str, frozenset[str]]:

@@ -1,4 +1,4 @@
-"""Data-driven scenarios for broker/share_group_state.py (etcd-raft's `testdata/*.txt` style).
+"""Data-driven scenarios for broker/group/share_group_state.py (etcd-raft's `testdata/*.txt` style).
 
 The files under testdata/share_group/ follow tests/unit/scenario_files.py; each command
 runs against one `ShareGroupState` and prints the answer, then the group:
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raftka.broker.share_group_state import Heartbeat, ShareGroupConfig, ShareGroupState
+from raftka.broker.group.share_group_state import Heartbeat, ShareGroupConfig, ShareGroupState
 from tests.unit.scenario_files import CommandHarness, scenario_tests
 
 TESTDATA = Path(__file__).parent / "testdata" / "share_group"

@@ -1,4 +1,4 @@
-"""broker/share_partition_state.py against Apache Kafka 4.4's own SharePartition.
+"""broker/group/share_partition_state.py against Apache Kafka 4.4's own SharePartition.
 
 testdata/share_partition_kafka/kafka_4_4.json holds seeded schedules (three members fetching,
 acknowledging with ACCEPT/RELEASE/REJECT, some for records they do not hold, locks timing out,
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from raftka.broker.share_partition_state import (
+from raftka.broker.group.share_partition_state import (
     AcknowledgementBatch,
     RecordState,
     ShareConfig,

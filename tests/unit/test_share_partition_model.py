@@ -1,4 +1,4 @@
-"""Queue semantics of broker/share_partition_state.py under random schedules (seeded, pure).
+"""Queue semantics of broker/group/share_partition_state.py under random schedules (seeded, pure).
 
 Three members share one partition of N records: they fetch at random, acknowledge at random
 (mostly ACCEPT, some RELEASE and REJECT), let locks time out, and leave, and the leader restarts
@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from raftka.broker.share_partition_state import (
+from raftka.broker.group.share_partition_state import (
     INVALID_RECORD_STATE,
     NONE,
     AcknowledgementBatch,

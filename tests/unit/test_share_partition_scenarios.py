@@ -1,4 +1,4 @@
-"""Data-driven scenarios for broker/share_partition_state.py (etcd-raft's `testdata/*.txt` style).
+"""Data-driven scenarios for broker/group/share_partition_state.py (etcd-raft's `testdata/*.txt` style).
 
 The files under testdata/share_partition/ follow tests/unit/scenario_files.py; each
 command runs against one `SharePartitionState` and prints its effects, then the state:
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raftka.broker.share_partition_state import (
+from raftka.broker.group.share_partition_state import (
     AcknowledgementBatch,
     AcknowledgeType,
     Outcome,

@@ -1,4 +1,4 @@
-"""The simulation's checker (raft_meta/simulation/checker.py) on hand-made states: each
+"""The simulation's checker (raft_meta/quorum/simulation/checker.py) on hand-made states: each
 invariant fires on the state that breaks it."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pysyncobj.pickle as pysyncobj_pickle
 import pytest
 from pysyncobj.syncobj import _RAFT_STATE
 
-from raftka.raft_meta.image import MetadataImage
-from raftka.raft_meta.simulation.checker import Checker, InvariantViolation
+from raftka.raft_meta.metadata.image import MetadataImage
+from raftka.raft_meta.quorum.simulation.checker import Checker, InvariantViolation
 
 _LEADER, _FOLLOWER = _RAFT_STATE.LEADER, _RAFT_STATE.FOLLOWER
 

@@ -1,10 +1,15 @@
-"""Kafka 4's topic configs (log/topic_configs.py): every key accepted, values validated like Kafka."""
+"""Kafka 4's topic configs (raft_meta/config/topic_configs.py): every key accepted, values validated like Kafka."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftka.log.topic_configs import TOPIC_CONFIGS, TopicConfigError, normalize, validate
+from raftka.raft_meta.config.topic_configs import (
+    TOPIC_CONFIGS,
+    TopicConfigError,
+    normalize,
+    validate,
+)
 
 # The keys of Kafka 4's TopicConfig / LogConfig a user is most likely to send (issue #18 names them).
 KAFKA_KEYS = [

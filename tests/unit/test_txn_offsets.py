@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.broker.group_state import CommittedOffset, GroupState, Member
-from raftka.broker.txn_offsets import PendingTxnOffsets, validate_txn_commit
+from raftka.broker.group.group_state import CommittedOffset, GroupState, Member
+from raftka.broker.group.txn_offsets import PendingTxnOffsets, validate_txn_commit
 from raftka.client.protocol import ErrorCode
 
 

@@ -1,5 +1,5 @@
-"""The transaction coordinator's pure state machine (broker/txn_state.py), table-driven,
-and the `__transaction_state` record format (broker/txn_records.py)."""
+"""The transaction coordinator's pure state machine (broker/txn/txn_state.py), table-driven,
+and the `__transaction_state` record format (broker/txn/txn_records.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from raftka.broker import txn_state as ts
-from raftka.broker.txn_records import (
+from raftka.broker.txn import txn_state as ts
+from raftka.broker.txn.txn_records import (
     TxnLogValue,
     decode_txn_key,
     decode_txn_value,
@@ -16,7 +16,7 @@ from raftka.broker.txn_records import (
     txn_key,
     txn_value,
 )
-from raftka.broker.txn_state import TxnMetadata, TxnState
+from raftka.broker.txn.txn_state import TxnMetadata, TxnState
 
 S = TxnState
 TID = "t1"

@@ -1,4 +1,4 @@
-"""A voter never forgets (raft_meta/voter_guard.py): the start decision as a table, the journal
+"""A voter never forgets (raft_meta/quorum/voter_guard.py): the start decision as a table, the journal
 reader on journals pysyncobj wrote, and the shell on real directories."""
 
 from __future__ import annotations
@@ -7,16 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from raftka.raft_meta.node_config import NodeConfig, parse_node_config, parse_properties
-from raftka.raft_meta.raft_core import DurableFileJournal, JournalState, read_journal_state
-from raftka.raft_meta.storage_format import (
+from raftka.raft_meta.config.node_config import NodeConfig, parse_node_config, parse_properties
+from raftka.raft_meta.quorum.pysyncobj_patches import (
+    DurableFileJournal,
+    JournalState,
+    read_journal_state,
+)
+from raftka.raft_meta.quorum.storage_format import (
     MetaProperties,
     format_storage,
     random_cluster_id,
     read_meta_properties,
     write_meta_properties,
 )
-from raftka.raft_meta.voter_guard import (
+from raftka.raft_meta.quorum.voter_guard import (
     CHECKPOINT_FILE,
     Action,
     JournalLost,

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from raftka.broker.share_partition_state import RecordState, ShareConfig, SharePartitionState
+from raftka.broker.group.share_partition_state import RecordState, ShareConfig, SharePartitionState
 from tests.unit.test_share_partition_kafka import CONFIGS, LOCK_MS, RECORDS, STEPS, apply
 
 HERE = Path(__file__).resolve().parent

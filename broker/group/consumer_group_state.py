@@ -1,0 +1,666 @@
+"""One KIP-848 consumer group (`group.protocol=consumer`), as a pure state machine.
+
+The coordinator computes the assignment; members only heartbeat
+(ConsumerGroupHeartbeat). Driven by `heartbeat(...)` and timers (`tick(now_ms)` at
+`next_deadline_ms()`); it reads no clock and does no I/O. Every change is expressed
+as Kafka's `__consumer_offsets` records (`ConsumerGroupMetadata`,
+`ConsumerGroupPartitionMetadata`, `ConsumerGroupMemberMetadata`,
+`ConsumerGroupTargetAssignmentMetadata`/`Member`, `ConsumerGroupCurrentMemberAssignment`),
+which the methods return and apply through `replay` — the same `replay` a new
+coordinator uses to load the group — so what is stored is exactly what is served.
+
+Epochs (Kafka's names):
+
+- group epoch: bumped when membership or a subscription changes, or the metadata of a
+  subscribed topic (its partition count) does.
+- assignment epoch: the group epoch the target assignment was computed at. When the
+  group epoch is ahead, the next heartbeat runs the server-side assignor
+  (`group.consumer.assignors`; the members' most requested one, else the first).
+- member epoch: the target epoch a member has reconciled to. 0 joins, -1 leaves,
+  -2 is a static member's temporary leave (it keeps its assignment for a session).
+
+A member's reconciliation towards its target (Kafka's `CurrentAssignmentBuilder`)::
+
+                      target epoch moves; partitions to revoke
+        STABLE ─────────────────────────────────────────────────> UNREVOKED_PARTITIONS
+          ^  ^                                                          │
+          │  │   the member no longer reports them as owned:           │
+          │  └── epoch + 1, towards the target ───────────────────────┘
+          │
+          │ released by their previous owners
+        UNRELEASED_PARTITIONS  <── target has partitions another member still owns
+
+Revocation comes first: a member keeps its epoch until it stops owning the partitions
+it must give up (or its rebalance timeout fences it). Partitions still owned by another
+member (assigned to it or pending its revocation) are handed out only once released;
+meanwhile the member is at the target epoch in UNRELEASED_PARTITIONS.
+
+Fencing: a heartbeat with an epoch ahead of the member's, or behind it (unless it is
+the previous epoch and the reported partitions are a subset of the assignment: the
+answer bumping the epoch was lost), gets FENCED_MEMBER_EPOCH; an unknown member id
+UNKNOWN_MEMBER_ID. A fenced member rejoins with epoch 0 and the same member id
+(KAFKA-19233: epoch 0 is always accepted). Sessions expire after
+`group.consumer.session.timeout.ms`; a member stuck in UNREVOKED_PARTITIONS past its
+rebalance timeout is removed. Static members (`group.instance.id`): a new process
+with the same instance id takes over a member that left with epoch -2 (its
+assignment included, no epoch bump); while that member is still in, its instance id
+is UNRELEASED_INSTANCE_ID; a request naming the instance with another member id is
+FENCED_INSTANCE_ID.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from raftka.broker.group.consumer_assignors import ASSIGNORS, TopicMeta
+from raftka.broker.group.group_state import CommittedOffset
+from raftka.client.protocol import ErrorCode
+
+NONE = 0
+INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+UNKNOWN_MEMBER_ID = int(ErrorCode.UNKNOWN_MEMBER_ID)
+FENCED_MEMBER_EPOCH = int(ErrorCode.FENCED_MEMBER_EPOCH)
+UNRELEASED_INSTANCE_ID = int(ErrorCode.UNRELEASED_INSTANCE_ID)
+FENCED_INSTANCE_ID = int(ErrorCode.FENCED_INSTANCE_ID)
+UNSUPPORTED_ASSIGNOR = int(ErrorCode.UNSUPPORTED_ASSIGNOR)
+GROUP_MAX_SIZE_REACHED = int(ErrorCode.GROUP_MAX_SIZE_REACHED)
+STALE_MEMBER_EPOCH = int(ErrorCode.STALE_MEMBER_EPOCH)
+UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
+ILLEGAL_GENERATION = int(ErrorCode.ILLEGAL_GENERATION)
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+# The `group.version` feature level this serves (1: the KIP-848 consumer protocol), for the
+# finalized features of ApiVersions v3+ (Kafka 4 finalizes it by default).
+GROUP_VERSION = 1
+
+DEFAULT_ASSIGNORS = ("uniform", "range")  # group.consumer.assignors
+SESSION_TIMEOUT_MS = 45_000  # group.consumer.session.timeout.ms
+HEARTBEAT_INTERVAL_MS = 5_000  # group.consumer.heartbeat.interval.ms
+
+# topic id -> partitions
+Partitions = Mapping[str, frozenset[int]]
+
+
+class MemberState(enum.IntEnum):
+    """Kafka's `MemberState` and its byte in ConsumerGroupCurrentMemberAssignmentValue."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+
+
+# --- records: Kafka's ConsumerGroup* record types; `None` values are tombstones ----------
+
+@dataclass(frozen=True)
+class GroupEpochRecord:
+    """ConsumerGroupMetadataKey/Value: the group epoch. `epoch` None deletes the group."""
+
+    epoch: int | None
+
+
+@dataclass(frozen=True)
+class SubscriptionMetadataRecord:
+    """ConsumerGroupPartitionMetadataKey/Value: the subscribed topics' metadata (None: a
+    tombstone, the group is deleted)."""
+
+    topics: tuple[TopicMeta, ...] | None
+
+
+@dataclass(frozen=True)
+class MemberMetadata:
+    """ConsumerGroupMemberMetadataValue."""
+
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+
+
+@dataclass(frozen=True)
+class MemberMetadataRecord:
+    member_id: str
+    metadata: MemberMetadata | None
+
+
+@dataclass(frozen=True)
+class TargetAssignmentEpochRecord:
+    """ConsumerGroupTargetAssignmentMetadataKey/Value."""
+
+    epoch: int | None
+
+
+@dataclass(frozen=True)
+class TargetAssignmentMemberRecord:
+    member_id: str
+    partitions: Partitions | None
+
+
+@dataclass(frozen=True)
+class MemberAssignment:
+    """ConsumerGroupCurrentMemberAssignmentValue: where a member's reconciliation stands."""
+
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Partitions = field(default_factory=dict)
+    pending_revocation: Partitions = field(default_factory=dict)
+
+    def is_reconciled_to(self, epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == epoch
+
+
+@dataclass(frozen=True)
+class CurrentAssignmentRecord:
+    member_id: str
+    assignment: MemberAssignment | None
+
+
+GroupRecord = (GroupEpochRecord | SubscriptionMetadataRecord | MemberMetadataRecord
+               | TargetAssignmentEpochRecord | TargetAssignmentMemberRecord | CurrentAssignmentRecord)
+
+
+# --- requests and answers -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A ConsumerGroupHeartbeat request. None fields did not change since the last one."""
+
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    server_assignor: str | None = None
+    owned: Partitions | None = None  # TopicPartitions
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    error_code: int
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Partitions | None = None  # None: unchanged, not sent
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    metadata: MemberMetadata = field(default_factory=MemberMetadata)
+    assignment: MemberAssignment = field(default_factory=MemberAssignment)
+    session_deadline_ms: float = math.inf
+    # Set while the member is in UNREVOKED_PARTITIONS: (deadline, the epoch it must leave).
+    rebalance_deadline: tuple[float, int] | None = None
+
+    @property
+    def member_epoch(self) -> int:
+        return self.assignment.member_epoch
+
+    @property
+    def instance_id(self) -> str | None:
+        return self.metadata.instance_id
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _norm(partitions: Mapping[str, Iterable[int]]) -> dict[str, frozenset[int]]:
+    return {t: frozenset(ps) for t, ps in sorted(partitions.items()) if ps}
+
+
+def _contains(partitions: Partitions, topic_id: str, p: int) -> bool:
+    return p in partitions.get(topic_id, ())
+
+
+def _is_subset(owned: Partitions | None, assigned: Partitions) -> bool:
+    if owned is None:
+        return False
+    return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
+
+
+def reconcile(assignment: MemberAssignment, target_epoch: int, target: Partitions,
+              owned_elsewhere: Callable[[str, int], bool], owned: Partitions | None) -> MemberAssignment:
+    """Kafka's `CurrentAssignmentBuilder.build`: the member's next step towards `target`.
+    `owned`: what the member reported owning (None: not reported, assumed unchanged);
+    `owned_elsewhere(topic_id, p)`: another member still holds that partition."""
+    def owns_any(revoking: Partitions) -> bool:
+        if owned is None:
+            return True
+        return any(_contains(revoking, t, p) for t, ps in owned.items() for p in ps)
+
+    def next_assignment(member_epoch: int) -> MemberAssignment:
+        current = assignment.assigned
+        kept: dict[str, set[int]] = {}
+        revoking: dict[str, set[int]] = {}
+        adding: dict[str, set[int]] = {}
+        unreleased = False
+        for topic_id in sorted(set(target) | set(current)):
+            want, have = target.get(topic_id, frozenset()), current.get(topic_id, frozenset())
+            kept[topic_id] = set(have & want)
+            revoking[topic_id] = set(have - want)
+            free = {p for p in want - have if not owned_elsewhere(topic_id, p)}
+            unreleased |= len(free) < len(want - have)
+            adding[topic_id] = free
+        new_kept, new_revoking = _norm(kept), _norm(revoking)
+        if new_revoking and owns_any(new_revoking):
+            return MemberAssignment(member_epoch, assignment.member_epoch, MemberState.UNREVOKED_PARTITIONS,
+                                    new_kept, new_revoking)
+        merged = _norm({t: kept.get(t, set()) | adding.get(t, set()) for t in set(kept) | set(adding)})
+        state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+        return MemberAssignment(target_epoch, assignment.member_epoch, state, merged, {})
+
+    match assignment.state:
+        case MemberState.STABLE:
+            if assignment.member_epoch != target_epoch:
+                return next_assignment(assignment.member_epoch)
+            return assignment
+        case MemberState.UNREVOKED_PARTITIONS:
+            if owns_any(assignment.pending_revocation):
+                return assignment
+            return next_assignment(assignment.member_epoch + 1)
+        case _:  # UNRELEASED_PARTITIONS
+            return next_assignment(assignment.member_epoch)
+
+
+@dataclass
+class ConsumerGroupState:
+    group_id: str
+    assignors: tuple[str, ...] = DEFAULT_ASSIGNORS
+    session_timeout_ms: int = SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+    min_commit_version: int = 9  # the OffsetCommit version members must use (Kafka: 9)
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Partitions] = field(default_factory=dict)
+    subscription_metadata: dict[str, TopicMeta] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    deleted: bool = False
+
+    # --- queries ------------------------------------------------------------------------
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def describe_state(self) -> str:
+        """Kafka's ConsumerGroupState names (DescribeGroups, ConsumerGroupDescribe, ListGroups)."""
+        if self.deleted:
+            return "Dead"
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(not m.assignment.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def static_member(self, instance_id: str | None) -> ConsumerMember | None:
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+    def preferred_assignor(self) -> str:
+        """The server assignor most members ask for; the first configured if none asks."""
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            if m.metadata.server_assignor is not None:
+                counts[m.metadata.server_assignor] = counts.get(m.metadata.server_assignor, 0) + 1
+        if not counts:
+            return self.assignors[0]
+        order = {name: i for i, name in enumerate(self.assignors)}
+        return min(counts, key=lambda n: (-counts[n], order.get(n, len(order)), n))
+
+    def subscribed_topics(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.metadata.subscribed_topic_names}
+
+    def _owned_elsewhere(self, member_id: str) -> Callable[[str, int], bool]:
+        held: set[tuple[str, int]] = set()
+        for m in self.members.values():
+            if m.member_id == member_id:
+                continue
+            for partitions in (m.assignment.assigned, m.assignment.pending_revocation):
+                held.update((t, p) for t, ps in partitions.items() for p in ps)
+        return lambda t, p: (t, p) in held
+
+    # --- replay: the one way state changes --------------------------------------------------
+    def replay(self, record: GroupRecord) -> None:
+        """Apply one record (what a new coordinator does when it loads the group)."""
+        match record:
+            case GroupEpochRecord(epoch):
+                if epoch is None:
+                    self.deleted = True
+                else:
+                    self.group_epoch = epoch
+            case SubscriptionMetadataRecord(topics):
+                self.subscription_metadata = {t.name: t for t in topics or ()}
+            case MemberMetadataRecord(member_id, metadata):
+                if metadata is None:
+                    self.members.pop(member_id, None)
+                else:
+                    member = self.members.setdefault(member_id, ConsumerMember(member_id))
+                    member.metadata = metadata
+            case TargetAssignmentEpochRecord(epoch):
+                self.assignment_epoch = epoch if epoch is not None else 0
+            case TargetAssignmentMemberRecord(member_id, partitions):
+                if partitions is None:
+                    self.target.pop(member_id, None)
+                else:
+                    self.target[member_id] = _norm(partitions)
+            case CurrentAssignmentRecord(member_id, assignment):
+                member = self.members.get(member_id)
+                if assignment is None:
+                    if member is not None:
+                        member.assignment = MemberAssignment()
+                elif member is None:
+                    self.members[member_id] = ConsumerMember(member_id, assignment=assignment)
+                else:
+                    member.assignment = assignment
+
+    def _write(self, out: list[GroupRecord], record: GroupRecord) -> None:
+        out.append(record)
+        self.replay(record)
+
+    # --- heartbeat ----------------------------------------------------------------------
+    def _validate(self, hb: Heartbeat) -> None:
+        """Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`."""
+        if hb.instance_id == "":
+            raise HeartbeatError(INVALID_REQUEST, "InstanceId can't be empty.")
+        if hb.rack_id == "":
+            raise HeartbeatError(INVALID_REQUEST, "RackId can't be empty.")
+        if hb.member_epoch > 0 or hb.member_epoch == LEAVE_EPOCH:
+            if not hb.member_id:
+                raise HeartbeatError(INVALID_REQUEST, "MemberId can't be empty.")
+        elif hb.member_epoch == JOIN_EPOCH:
+            if hb.rebalance_timeout_ms == -1:
+                raise HeartbeatError(INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+            if hb.owned is None or any(hb.owned.values()):
+                raise HeartbeatError(INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+            if not hb.subscribed_topic_names:
+                raise HeartbeatError(INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        elif hb.member_epoch == STATIC_LEAVE_EPOCH:
+            if not hb.member_id:
+                raise HeartbeatError(INVALID_REQUEST, "MemberId can't be empty.")
+            if hb.instance_id is None:
+                raise HeartbeatError(INVALID_REQUEST, "InstanceId can't be null.")
+        else:
+            raise HeartbeatError(INVALID_REQUEST, f"MemberEpoch {hb.member_epoch} is invalid; expected "
+                                 "0 (join), -1 (leave), -2 (static leave) or a positive epoch.")
+        if hb.server_assignor is not None and hb.server_assignor not in self.assignors:
+            raise HeartbeatError(UNSUPPORTED_ASSIGNOR, f"ServerAssignor {hb.server_assignor} is not supported. "
+                                 f"Supported assignors: {', '.join(self.assignors)}.")
+
+    def heartbeat(self, hb: Heartbeat, topics: Mapping[str, TopicMeta], now_ms: float,
+                  new_member_id: Callable[[], str] | None = None) -> tuple[HeartbeatResult, list[GroupRecord]]:
+        """Handle a ConsumerGroupHeartbeat. `topics`: the metadata image's topics by name;
+        `new_member_id`: for a v0 join without a member id. Returns the answer and the
+        records to persist before sending it (already applied here)."""
+        out: list[GroupRecord] = []
+        try:
+            self._validate(hb)
+            if hb.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                return self._leave(hb, topics, out), out
+            if hb.member_epoch == JOIN_EPOCH and not hb.member_id:
+                if new_member_id is None:
+                    raise HeartbeatError(INVALID_REQUEST, "MemberId can't be empty.")
+                hb = replace(hb, member_id=new_member_id())
+            return self._heartbeat(hb, topics, now_ms, out), out
+        except HeartbeatError as exc:
+            return HeartbeatResult(exc.code, str(exc)), out
+
+    def _member_for(self, hb: Heartbeat, out: list[GroupRecord]) -> ConsumerMember:
+        joining = hb.member_epoch == JOIN_EPOCH
+        known = hb.member_id in self.members
+        if joining and not known and len(self.members) >= self.max_size:
+            raise HeartbeatError(GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum "
+                                 f"capacity of {self.max_size} members.")
+        if hb.instance_id is None:
+            member = self.members.get(hb.member_id)
+            if member is None:
+                if not joining:
+                    raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of "
+                                         f"group {self.group_id}.")
+                return ConsumerMember(hb.member_id)
+            self._check_epoch(member, hb)
+            return member
+        existing = self.static_member(hb.instance_id)
+        if joining:
+            if existing is None:
+                if known:  # the member id is taken by a dynamic member
+                    raise HeartbeatError(FENCED_INSTANCE_ID, f"Member {hb.member_id} has no instance id "
+                                         f"{hb.instance_id}.")
+                return ConsumerMember(hb.member_id)
+            if existing.member_id == hb.member_id:
+                return existing  # a fenced static member rejoining
+            if existing.member_epoch != STATIC_LEAVE_EPOCH:
+                raise HeartbeatError(UNRELEASED_INSTANCE_ID, f"Static member {hb.member_id} with instance id "
+                                     f"{hb.instance_id} cannot join the group because the instance id is "
+                                     f"owned by member {existing.member_id}.")
+            return self._replace_static(existing, hb.member_id, out)
+        if existing is None:
+            raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
+        if existing.member_id != hb.member_id:
+            raise HeartbeatError(FENCED_INSTANCE_ID, f"Static member {hb.member_id} with instance id "
+                                 f"{hb.instance_id} was fenced by member {existing.member_id}.")
+        self._check_epoch(existing, hb)
+        return existing
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, hb: Heartbeat) -> None:
+        received, current = hb.member_epoch, member.member_epoch
+        if received == JOIN_EPOCH:
+            return  # a fenced member rejoining (KAFKA-19233)
+        if received > current:
+            raise HeartbeatError(FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch "
+                                 f"({received}) than the one known by the group coordinator ({current}). "
+                                 "The member must abandon all its partitions and rejoin.")
+        if received < current and (received != member.assignment.previous_member_epoch
+                                   or not _is_subset(hb.owned, member.assignment.assigned)):
+            raise HeartbeatError(FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
+                                 f"({received}) than the one known by the group coordinator ({current}). "
+                                 "The member must abandon all its partitions and rejoin.")
+
+    def _replace_static(self, old: ConsumerMember, member_id: str, out: list[GroupRecord]) -> ConsumerMember:
+        """A restarted static member takes over the one that left with epoch -2: its
+        assignment and target move to the new member id, at epoch 0; no epoch bump."""
+        target = self.target.get(old.member_id, {})
+        assignment = replace(old.assignment, member_epoch=0, previous_member_epoch=0,
+                             pending_revocation={}, state=MemberState.STABLE)
+        self._remove_records(old.member_id, out)
+        self._write(out, MemberMetadataRecord(member_id, old.metadata))
+        self._write(out, TargetAssignmentMemberRecord(member_id, target))
+        self._write(out, CurrentAssignmentRecord(member_id, assignment))
+        member = self.members[member_id]
+        member.session_deadline_ms = old.session_deadline_ms
+        return member
+
+    def _remove_records(self, member_id: str, out: list[GroupRecord]) -> None:
+        self._write(out, CurrentAssignmentRecord(member_id, None))
+        self._write(out, TargetAssignmentMemberRecord(member_id, None))
+        self._write(out, MemberMetadataRecord(member_id, None))
+
+    def _heartbeat(self, hb: Heartbeat, topics: Mapping[str, TopicMeta], now_ms: float,
+                   out: list[GroupRecord]) -> HeartbeatResult:
+        member = self._member_for(hb, out)
+        before = member.assignment
+        is_new = member.member_id not in self.members
+        old = member.metadata
+        metadata = replace(
+            old,
+            instance_id=hb.instance_id if hb.instance_id is not None else old.instance_id,
+            rack_id=hb.rack_id if hb.rack_id is not None else old.rack_id,
+            rebalance_timeout_ms=hb.rebalance_timeout_ms if hb.rebalance_timeout_ms != -1
+            else old.rebalance_timeout_ms,
+            server_assignor=hb.server_assignor if hb.server_assignor is not None else old.server_assignor,
+            subscribed_topic_names=tuple(sorted(set(hb.subscribed_topic_names)))
+            if hb.subscribed_topic_names is not None else old.subscribed_topic_names,
+            client_id=hb.client_id, client_host=hb.client_host)
+        bump = False
+        if is_new or metadata != old:
+            self._write(out, MemberMetadataRecord(member.member_id, metadata))
+            bump = is_new or metadata.subscribed_topic_names != old.subscribed_topic_names
+        member = self.members[member.member_id]
+        bump |= self._refresh_metadata(topics, out)
+        if bump:
+            self._write(out, GroupEpochRecord(self.group_epoch + 1))
+        if self.group_epoch > self.assignment_epoch:
+            self._compute_target(out)
+        self._reconcile(member, hb.owned if hb.member_epoch != JOIN_EPOCH else {}, now_ms, out)
+        member.session_deadline_ms = now_ms + self.session_timeout_ms
+        full = hb.member_epoch == JOIN_EPOCH or (
+            hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None and hb.owned is not None)
+        changed = member.assignment.assigned != before.assigned
+        return HeartbeatResult(NONE, None, member.member_id, member.member_epoch, self.heartbeat_interval_ms,
+                               dict(member.assignment.assigned) if full or changed else None)
+
+    def _refresh_metadata(self, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> bool:
+        """Record the subscribed topics' metadata if it changed; True if it did (an epoch bump)."""
+        current = {name: topics[name] for name in sorted(self.subscribed_topics()) if name in topics}
+        if current == self.subscription_metadata:
+            return False
+        self._write(out, SubscriptionMetadataRecord(tuple(current.values())))
+        return True
+
+    def _compute_target(self, out: list[GroupRecord]) -> None:
+        assign = ASSIGNORS[self.preferred_assignor()]
+        subscriptions = {m.member_id: m.metadata.subscribed_topic_names for m in self.members.values()}
+        new = assign(subscriptions, self.subscription_metadata, self.target)
+        for member_id in sorted(new):
+            if self.target.get(member_id) != new[member_id]:
+                self._write(out, TargetAssignmentMemberRecord(member_id, new[member_id]))
+        for member_id in sorted(set(self.target) - set(new)):
+            self._write(out, TargetAssignmentMemberRecord(member_id, None))
+        self._write(out, TargetAssignmentEpochRecord(self.group_epoch))
+
+    def _reconcile(self, member: ConsumerMember, owned: Partitions | None, now_ms: float,
+                   out: list[GroupRecord]) -> None:
+        before = member.assignment
+        if before.is_reconciled_to(self.assignment_epoch):
+            return
+        after = reconcile(before, self.assignment_epoch, self.target.get(member.member_id, {}),
+                          self._owned_elsewhere(member.member_id), owned)
+        if after == before:
+            return
+        self._write(out, CurrentAssignmentRecord(member.member_id, after))
+        if after.state is MemberState.UNREVOKED_PARTITIONS:
+            timeout = max(member.metadata.rebalance_timeout_ms, 0)
+            member.rebalance_deadline = (now_ms + timeout, after.member_epoch)
+        else:
+            member.rebalance_deadline = None
+
+    # --- leaving -----------------------------------------------------------------------
+    def _leave(self, hb: Heartbeat, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> HeartbeatResult:
+        if hb.instance_id is None:
+            member = self.members.get(hb.member_id)
+            if member is None:
+                raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of "
+                                     f"group {self.group_id}.")
+        else:
+            member = self.static_member(hb.instance_id)
+            if member is None:
+                raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
+            if member.member_id != hb.member_id:
+                raise HeartbeatError(FENCED_INSTANCE_ID, f"Static member {hb.member_id} with instance id "
+                                     f"{hb.instance_id} was fenced by member {member.member_id}.")
+            if hb.member_epoch == STATIC_LEAVE_EPOCH:
+                # A temporary leave: the assignment stays for a session, no epoch bump.
+                self._write(out, CurrentAssignmentRecord(member.member_id, replace(
+                    member.assignment, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})))
+                member.rebalance_deadline = None
+                return HeartbeatResult(NONE, None, member.member_id, STATIC_LEAVE_EPOCH)
+        self.fence(member.member_id, topics, out)
+        return HeartbeatResult(NONE, None, member.member_id, hb.member_epoch)
+
+    def fence(self, member_id: str, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> None:
+        """Remove a member (left, session expired, missed its rebalance timeout) and bump the
+        group epoch; the next heartbeat recomputes the target without it."""
+        self._remove_records(member_id, out)
+        self._refresh_metadata(topics, out)
+        self._write(out, GroupEpochRecord(self.group_epoch + 1))
+
+    def deletion_records(self) -> list[GroupRecord]:
+        """The tombstones that delete this (empty) group's metadata, as Kafka writes them when
+        a group is deleted or converted; its offsets are separate records."""
+        out: list[GroupRecord] = []
+        for member_id in sorted(self.members):
+            self._remove_records(member_id, out)
+        self._write(out, TargetAssignmentEpochRecord(None))
+        self._write(out, SubscriptionMetadataRecord(None))
+        self._write(out, GroupEpochRecord(None))
+        return out
+
+    # --- timers ------------------------------------------------------------------------
+    def start_timers(self, now_ms: float) -> None:
+        """A coordinator that just loaded the group (Kafka's `onLoaded`): every member's
+        session starts now, and a member that was asked to revoke gets its rebalance timeout
+        again, from now."""
+        for member in self.members.values():
+            member.session_deadline_ms = now_ms + self.session_timeout_ms
+            member.rebalance_deadline = None
+            if member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
+                timeout = max(member.metadata.rebalance_timeout_ms, 0)
+                member.rebalance_deadline = (now_ms + timeout, member.member_epoch)
+
+    def next_deadline_ms(self) -> float | None:
+        deadlines = [m.session_deadline_ms for m in self.members.values()]
+        deadlines += [m.rebalance_deadline[0] for m in self.members.values() if m.rebalance_deadline]
+        finite = [d for d in deadlines if d != math.inf]
+        return min(finite, default=None)
+
+    def tick(self, now_ms: float, topics: Mapping[str, TopicMeta]) -> tuple[list[str], list[GroupRecord]]:
+        """Expire sessions and rebalance timeouts. Returns the members removed and the records."""
+        out: list[GroupRecord] = []
+        removed: list[str] = []
+        for member in sorted(self.members.values(), key=lambda m: m.member_id):
+            expired = now_ms >= member.session_deadline_ms
+            stuck = (member.rebalance_deadline is not None and now_ms >= member.rebalance_deadline[0]
+                     and member.member_epoch == member.rebalance_deadline[1])
+            if expired or stuck:
+                self.fence(member.member_id, topics, out)
+                removed.append(member.member_id)
+        return removed, out
+
+    # --- offsets ------------------------------------------------------------------------
+    def validate_commit(self, member_id: str, member_epoch: int, api_version: int,
+                        transactional: bool = False) -> int:
+        """Kafka's `ConsumerGroup.validateOffsetCommit`: epoch -1 (admin, assign()) only while
+        the group is empty; members of this protocol commit with OffsetCommit v9+ and their
+        current member epoch as the generation id (`min_commit_version`: the shell may accept
+        older versions while it serves no v9)."""
+        if member_epoch < 0 and not self.members:
+            return NONE
+        if transactional and member_epoch < 0 and not member_id:
+            return NONE
+        member = self.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID if member_id else ILLEGAL_GENERATION
+        if not transactional and api_version < self.min_commit_version:
+            return UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return STALE_MEMBER_EPOCH
+        return NONE
+
+    def validate_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9+ from a member (a member id given): known member, current epoch."""
+        if member_id is None or member_epoch < 0:
+            return NONE
+        member = self.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        return STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else NONE

@@ -1,0 +1,121 @@
+"""The keys and values of `__transaction_state` records, in Kafka's TransactionLog format.
+
+- TransactionLogKey v0: version i16=0, transactional_id string
+- TransactionLogValue v0: version i16=0, producer_id i64, producer_epoch i16,
+  transaction_timeout_ms i32, transaction_status i8, transaction_partitions
+  (nullable array, -1 = null, of {topic string, partition_ids [i32]}, one entry per
+  topic; null in Empty, empty in CompleteCommit/CompleteAbort),
+  last_update_timestamp_ms i64, start_timestamp_ms i64
+
+A null value is a tombstone (the id expired). v1 values (Kafka 4.0's flexible
+format with tagged fields) are read too, their tags skipped. Strings are
+i16-length-prefixed UTF-8. Decoding raises ValueError naming what was malformed.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from raftka.broker.group.group_records import _Reader, _string, partition_for_group
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+KEY_VERSION = 0
+VALUE_VERSION = 0
+
+
+@dataclass(frozen=True)
+class TxnLogValue:
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    status: int
+    partitions: frozenset[tuple[str, int]]
+    update_ms: int
+    start_ms: int
+
+
+def partition_for_txn(transactional_id: str, num_partitions: int) -> int:
+    """Kafka's choice: Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions
+    (the same rule as for group ids)."""
+    return partition_for_group(transactional_id, num_partitions)
+
+
+def txn_key(transactional_id: str) -> bytes:
+    return struct.pack(">h", KEY_VERSION) + _string(transactional_id)
+
+
+def decode_txn_key(data: bytes) -> str:
+    reader = _Reader(data, "__transaction_state key")
+    version = reader.unpack(">h")
+    if version != KEY_VERSION:
+        raise ValueError(f"__transaction_state key version {version}; expected {KEY_VERSION}")
+    tid = reader.string()
+    if tid is None:
+        raise ValueError("__transaction_state key has a null transactional id")
+    return tid
+
+
+def txn_value(value: TxnLogValue, *, partitions_null: bool) -> bytes:
+    """`partitions_null`: write the array as null (-1), as Kafka does for Empty."""
+    out = [struct.pack(">hqhib", VALUE_VERSION, value.producer_id, value.producer_epoch,
+                       value.timeout_ms, value.status)]
+    if partitions_null:
+        out.append(struct.pack(">i", -1))
+    else:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in sorted(value.partitions):
+            by_topic.setdefault(topic, []).append(index)
+        out.append(struct.pack(">i", len(by_topic)))
+        for topic, indexes in by_topic.items():
+            out.append(_string(topic))
+            out.append(struct.pack(f">i{len(indexes)}i", len(indexes), *indexes))
+    out.append(struct.pack(">qq", value.update_ms, value.start_ms))
+    return b"".join(out)
+
+
+def _unsigned_varint(reader: _Reader) -> int:
+    shift = result = 0
+    while True:
+        byte = reader.unpack(">B")
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result
+        shift += 7
+        if shift > 28:
+            raise ValueError(f"{reader.what}: unsigned varint longer than 5 bytes")
+
+
+def decode_txn_value(data: bytes) -> TxnLogValue:
+    reader = _Reader(data, "__transaction_state value")
+    version = reader.unpack(">h")
+    if version not in (0, 1):
+        raise ValueError(f"__transaction_state value version {version}; expected 0 or 1")
+    flexible = version >= 1
+    pid, epoch, timeout, status = reader.unpack(">q"), reader.unpack(">h"), reader.unpack(">i"), reader.unpack(">b")
+    partitions: set[tuple[str, int]] = set()
+    count = _unsigned_varint(reader) - 1 if flexible else reader.unpack(">i")
+    for _ in range(max(count, 0)):
+        if flexible:
+            n = _unsigned_varint(reader) - 1
+            topic = reader._take(n).decode() if n >= 0 else ""
+            indexes = [reader.unpack(">i") for _ in range(max(_unsigned_varint(reader) - 1, 0))]
+            _skip_tags(reader)
+        else:
+            topic = reader.string() or ""
+            n = reader.unpack(">i")
+            if n < 0 or n * 4 > len(reader.data) - reader.pos:
+                raise ValueError(f"__transaction_state value: {n} partition ids for topic {topic!r} "
+                                 f"do not fit the remaining {len(reader.data) - reader.pos} bytes")
+            indexes = [reader.unpack(">i") for _ in range(n)]
+        partitions.update((topic, i) for i in indexes)
+    update_ms, start_ms = reader.unpack(">q"), reader.unpack(">q")
+    if flexible:
+        _skip_tags(reader)
+    return TxnLogValue(pid, epoch, timeout, status, frozenset(partitions), update_ms, start_ms)
+
+
+def _skip_tags(reader: _Reader) -> None:
+    for _ in range(_unsigned_varint(reader)):
+        _unsigned_varint(reader)  # tag
+        reader._take(_unsigned_varint(reader))

@@ -1,0 +1,295 @@
+"""Transactional ids as a pure state machine (Kafka's TransactionCoordinator rules, KIP-98/360).
+
+Each function takes the current `TxnMetadata` of one transactional id (None if
+unknown), the request and the time, and returns a `Decision`: the error to
+answer, or the metadata to write to `__transaction_state` first (the answer is
+owed once that record is durable), and whether markers must then be sent. It
+never reads a clock, never allocates ids and does no I/O: the coordinator shell
+(broker/txn/txn_coordinator.py) supplies `now_ms` and fresh producer ids, performs
+the writes (marking the id `pending` meanwhile, so concurrent requests get
+CONCURRENT_TRANSACTIONS), sends markers and writes the completion.
+
+States (Kafka's names and ids, as stored in the log)::
+
+    (unknown) --InitProducerId--> Empty --AddPartitions/AddOffsets--> Ongoing
+    Ongoing --AddPartitions--> Ongoing
+    Ongoing --EndTxn(commit)--> PrepareCommit --markers acked--> CompleteCommit
+    Ongoing --EndTxn(abort) / fencing InitProducerId / timeout--> PrepareAbort --markers--> CompleteAbort
+    Empty, CompleteX --InitProducerId--> Empty (epoch + 1; a new producer id once exhausted)
+    Empty, CompleteX --AddPartitions--> Ongoing
+    Empty, CompleteX --transactional.id.expiration.ms idle--> Dead (a tombstone)
+
+Fencing an Ongoing transaction (a second producer's InitProducerId, or the
+transaction timeout) bumps the epoch and aborts at the new epoch, so the ABORT
+markers fence the old producer on every partition; the new producer is told
+CONCURRENT_TRANSACTIONS and its retry bumps once more. Kafka's transient
+PrepareEpochFence state collapses here into that one PrepareAbort write,
+because the shell applies a decision without yielding in between.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+
+from raftka.client.protocol import ErrorCode
+
+NONE = 0
+INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+INVALID_PRODUCER_EPOCH = int(ErrorCode.INVALID_PRODUCER_EPOCH)
+INVALID_TXN_STATE = int(ErrorCode.INVALID_TXN_STATE)
+INVALID_PRODUCER_ID_MAPPING = int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+INVALID_TRANSACTION_TIMEOUT = int(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+CONCURRENT_TRANSACTIONS = int(ErrorCode.CONCURRENT_TRANSACTIONS)
+PRODUCER_FENCED = int(ErrorCode.PRODUCER_FENCED)
+TRANSACTION_ABORTABLE = int(ErrorCode.TRANSACTION_ABORTABLE)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+MAX_EPOCH = 32767  # Short.MaxValue
+
+
+class TxnState(enum.IntEnum):
+    """Kafka's TransactionState, with the ids stored in `__transaction_state`."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def display_name(self) -> str:
+        """The name DescribeTransactions/ListTransactions show (Kafka's stateName)."""
+        return _DISPLAY[self]
+
+
+_DISPLAY = {
+    TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
+    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+STATE_BY_NAME = {name: state for state, name in _DISPLAY.items()}
+
+COMPLETED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+PREPARED = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+
+def epoch_exhausted(epoch: int) -> bool:
+    """Kafka's TransactionMetadata.isEpochExhausted: one bump must stay possible for fencing."""
+    return epoch >= MAX_EPOCH - 1
+
+
+@dataclass(frozen=True)
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[tuple[str, int]] = frozenset()
+    start_ms: int = -1  # when the current transaction began (its first AddPartitions)
+    update_ms: int = -1
+    # KIP-360: the id/epoch before the last bump, so a retried InitProducerId gets the same answer.
+    # Not stored in the v0 record (as in Kafka): lost on a coordinator move.
+    last_producer_id: int = NO_PRODUCER_ID
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    # The state a write in flight moves to; requests meanwhile get CONCURRENT_TRANSACTIONS.
+    pending: TxnState | None = None
+
+    def to(self, state: TxnState, now_ms: int, **changes) -> TxnMetadata:
+        return dataclasses.replace(self, state=state, update_ms=now_ms, pending=None, **changes)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a request leads to: answer `error` now (`write` None), or write `write` and answer
+    once it is durable. `send_markers`: after the write, send the markers of `write` (a
+    PrepareCommit/PrepareAbort). `retry_error`: the answer owed after a successful write
+    when it is not NONE (a fencing InitProducerId is told CONCURRENT_TRANSACTIONS)."""
+
+    error: int = NONE
+    write: TxnMetadata | None = None
+    send_markers: bool = False
+    retry_error: int = NONE
+
+    @property
+    def answer(self) -> int:
+        return self.retry_error if self.write is not None else self.error
+
+
+class NeedProducerId(Exception):
+    """The decision needs a fresh producer id: call again with `new_producer_id`."""
+
+
+def validate_timeout(timeout_ms: int, max_timeout_ms: int) -> int:
+    return NONE if 0 < timeout_ms <= max_timeout_ms else INVALID_TRANSACTION_TIMEOUT
+
+
+def init_producer_id(meta: TxnMetadata | None, transactional_id: str, timeout_ms: int, *,
+                     expected_pid: int = NO_PRODUCER_ID, expected_epoch: int = NO_PRODUCER_EPOCH,
+                     max_timeout_ms: int, now_ms: int, new_producer_id: int | None = None) -> Decision:
+    """InitProducerId with a transactional id (v3+ may carry the producer's current id/epoch).
+    Raises NeedProducerId when a fresh id is needed and `new_producer_id` is None."""
+    if not transactional_id:
+        return Decision(INVALID_REQUEST)
+    if (expected_pid == NO_PRODUCER_ID) != (expected_epoch == NO_PRODUCER_EPOCH):
+        return Decision(INVALID_REQUEST)
+    code = validate_timeout(timeout_ms, max_timeout_ms)
+    if code:
+        return Decision(code)
+    expected = None if expected_pid == NO_PRODUCER_ID else (expected_pid, expected_epoch)
+    if meta is None:
+        if new_producer_id is None:
+            raise NeedProducerId
+        meta = TxnMetadata(transactional_id, new_producer_id, NO_PRODUCER_EPOCH, timeout_ms,
+                           TxnState.EMPTY, update_ms=now_ms)
+    if meta.pending is not None:
+        return Decision(CONCURRENT_TRANSACTIONS)
+    if expected is not None and not _valid_expected_pid(meta, *expected):
+        return Decision(PRODUCER_FENCED)
+    if meta.state in PREPARED:
+        return Decision(CONCURRENT_TRANSACTIONS)
+    if meta.state is TxnState.ONGOING:
+        return Decision(write=_fence_and_abort(meta, now_ms), send_markers=True,
+                        retry_error=CONCURRENT_TRANSACTIONS)
+    if meta.state not in COMPLETED:  # Dead, PrepareEpochFence: never seen here
+        return Decision(CONCURRENT_TRANSACTIONS)
+    if epoch_exhausted(meta.producer_epoch) and (expected is None or expected[1] == meta.producer_epoch):
+        if new_producer_id is None:
+            raise NeedProducerId
+        return Decision(write=meta.to(
+            TxnState.EMPTY, now_ms, producer_id=new_producer_id, producer_epoch=0, timeout_ms=timeout_ms,
+            last_producer_id=meta.producer_id,
+            last_producer_epoch=meta.producer_epoch if expected is not None else NO_PRODUCER_EPOCH,
+            partitions=frozenset(), start_ms=-1))
+    bumped = meta.producer_epoch + 1
+    if expected is None:
+        epoch, last_epoch = bumped, NO_PRODUCER_EPOCH
+    elif meta.producer_epoch == NO_PRODUCER_EPOCH or expected[1] == meta.producer_epoch:
+        epoch, last_epoch = bumped, meta.producer_epoch
+    elif expected[1] == meta.last_producer_epoch:  # a retry of the bump this producer never heard of
+        epoch, last_epoch = meta.producer_epoch, meta.last_producer_epoch
+    else:
+        return Decision(PRODUCER_FENCED)
+    return Decision(write=meta.to(TxnState.EMPTY, now_ms, producer_epoch=epoch, last_producer_epoch=last_epoch,
+                                  timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1))
+
+
+def _valid_expected_pid(meta: TxnMetadata, pid: int, epoch: int) -> bool:
+    """Kafka's isValidProducerId: the metadata was just created, the id is the current one, or
+    it is the previous one and its epoch was exhausted (a retry after a rotation)."""
+    return (meta.producer_epoch == NO_PRODUCER_EPOCH or pid == meta.producer_id
+            or (pid == meta.last_producer_id and epoch_exhausted(epoch)))
+
+
+def _fence_and_abort(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
+    """Kafka's prepareFenceProducerEpoch + endTransaction(ABORT, isFromClient=false)."""
+    epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH else meta.producer_epoch
+    return meta.to(TxnState.PREPARE_ABORT, now_ms, producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH)
+
+
+def _check_producer(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int) -> int:
+    if not transactional_id:
+        return INVALID_REQUEST
+    if meta is None or meta.producer_id != pid:
+        return INVALID_PRODUCER_ID_MAPPING
+    if meta.producer_epoch != epoch:
+        return PRODUCER_FENCED
+    if meta.pending is not None or meta.state in PREPARED:
+        return CONCURRENT_TRANSACTIONS
+    return NONE
+
+
+def add_partitions(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int,
+                   partitions: frozenset[tuple[str, int]], now_ms: int) -> Decision:
+    """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's `__consumer_offsets` partition)."""
+    code = _check_producer(meta, transactional_id, pid, epoch)
+    if code:
+        return Decision(code)
+    assert meta is not None
+    if meta.state is TxnState.ONGOING and partitions <= meta.partitions:
+        return Decision(NONE)
+    if meta.state not in (TxnState.ONGOING, *COMPLETED):
+        return Decision(CONCURRENT_TRANSACTIONS)
+    start = meta.start_ms if meta.state is TxnState.ONGOING else now_ms
+    return Decision(write=meta.to(TxnState.ONGOING, now_ms, partitions=meta.partitions | partitions,
+                                  start_ms=start))
+
+
+def verify_partitions(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int,
+                      partitions: frozenset[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+    """AddPartitionsToTxn v4 `verify_only` (KIP-890 part 1, asked by partition leaders): a
+    top-level error for the transaction, else per partition NONE if it is in the ongoing
+    transaction and TRANSACTION_ABORTABLE if not (Kafka's answers). Never writes."""
+    if not transactional_id:
+        return INVALID_REQUEST, {}
+    if meta is None or meta.producer_id != pid:
+        return INVALID_PRODUCER_ID_MAPPING, {}
+    if meta.producer_epoch != epoch:
+        return PRODUCER_FENCED, {}
+    if meta.state in PREPARED:
+        return CONCURRENT_TRANSACTIONS, {}
+    return NONE, {tp: NONE if tp in meta.partitions else TRANSACTION_ABORTABLE for tp in partitions}
+
+
+def end_txn(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int, commit: bool,
+            now_ms: int) -> Decision:
+    """EndTxn from the client: Ongoing -> PrepareCommit/PrepareAbort (markers follow the write);
+    a retry after the outcome is decided answers as Kafka does."""
+    if not transactional_id:
+        return Decision(INVALID_REQUEST)
+    if meta is None or meta.producer_id != pid:
+        return Decision(INVALID_PRODUCER_ID_MAPPING)
+    if meta.producer_epoch != epoch:
+        return Decision(PRODUCER_FENCED)
+    if meta.pending is not None:
+        return Decision(CONCURRENT_TRANSACTIONS)
+    state = meta.state
+    if state is TxnState.ONGOING:
+        return Decision(write=meta.to(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms),
+                        send_markers=True)
+    same = (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit else (
+        TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
+    if state is same[0]:
+        return Decision(NONE)
+    if state is same[1]:
+        return Decision(CONCURRENT_TRANSACTIONS)
+    return Decision(INVALID_TXN_STATE)
+
+
+def complete(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
+    """The CompleteCommit/CompleteAbort record written once every marker of `meta` is acked."""
+    state = TxnState.COMPLETE_COMMIT if meta.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+    return meta.to(state, now_ms, partitions=frozenset())
+
+
+def timed_out(meta: TxnMetadata, now_ms: int) -> Decision | None:
+    """The coordinator's abort of an expired transaction (start + timeout passed): fence the
+    producer with a bumped epoch and abort. None if `meta` is not due."""
+    if meta.state is not TxnState.ONGOING or meta.pending is not None:
+        return None
+    if meta.start_ms + meta.timeout_ms >= now_ms:
+        return None
+    return Decision(write=_fence_and_abort(meta, now_ms), send_markers=True)
+
+
+def expired(meta: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
+    """`transactional.id.expiration.ms` idle in Empty/CompleteX: remove the id (a tombstone)."""
+    return meta.state in COMPLETED and meta.pending is None and meta.update_ms + expiration_ms <= now_ms
+
+
+def from_log(transactional_id: str, producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
+             partitions: frozenset[tuple[str, int]], update_ms: int, start_ms: int) -> TxnMetadata:
+    """The metadata a stored record describes (ValueError for an unknown status)."""
+    try:
+        state = TxnState(status)
+    except ValueError:
+        raise ValueError(f"transaction status {status} for {transactional_id!r}; expected 0..7") from None
+    return TxnMetadata(transactional_id, producer_id, producer_epoch, timeout_ms, state, partitions,
+                       start_ms, update_ms)

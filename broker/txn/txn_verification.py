@@ -1,0 +1,105 @@
+"""KIP-890 part 1: a partition leader checks a transactional write with the coordinator.
+
+Before appending a producer's first transactional batch to a partition where
+it has no open transaction, the leader asks the transaction coordinator
+(AddPartitionsToTxn v4, `verify_only`, over the inter-broker listener, as the
+marker sender connects) whether the partition was added to that producer's
+transaction. So a batch that arrives late, after its transaction's ABORT
+marker, cannot open a transaction nobody will close (a "hanging transaction",
+which would hold the LSO back and stall compaction for good).
+
+Answers (docs TRANSACTIONS.md, "KIP-890 part 1"), as the Produce error per partition:
+- added: 0, and the append goes ahead;
+- not added: 48 INVALID_TXN_STATE;
+- the producer's epoch no longer matches (47/90): 47;
+- the coordinator loading, moving, busy (14/15/16/51), missing, or a network
+  error: 19 NOT_ENOUGH_REPLICAS, which every client retries.
+
+Kafka's cache per producer: once verified and appended, the producer has an open
+transaction in the partition, and later batches of it skip the check until its
+marker ends it. A `guard` (Kafka's VerificationGuard) taken before asking makes a
+marker that lands while the question is in flight void the answer (48).
+`transaction.partition.verification.enable=false` turns the check off.
+"""
+
+from __future__ import annotations
+
+import structlog
+import trio
+
+from raftka.broker.net.peer_connections import PeerConnections
+from raftka.broker.txn.txn_records import partition_for_txn
+from raftka.client.protocol import ApiKey, ErrorCode
+
+log = structlog.get_logger("broker.txn_verification")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+VERIFY_VERSION = 4
+REQUEST_TIMEOUT_S = 10.0
+_RETRIABLE = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS})
+_EPOCH = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
+
+
+def produce_error(coordinator_code: int) -> int:
+    """The Produce error (Produce <= v10) for the coordinator's verify_only answer."""
+    if coordinator_code == 0:
+        return 0
+    if coordinator_code in _RETRIABLE:
+        return int(ErrorCode.NOT_ENOUGH_REPLICAS)
+    if coordinator_code in _EPOCH:
+        return int(ErrorCode.INVALID_PRODUCER_EPOCH)
+    return int(ErrorCode.INVALID_TXN_STATE)
+
+
+class TxnVerifier:
+    """Asks the coordinators; owns one connection per coordinator broker."""
+
+    def __init__(self, replicas) -> None:
+        self.replicas = replicas
+        self._peers = PeerConnections(replicas, f"raftka-txn-verification-{replicas.node_id}", REQUEST_TIMEOUT_S)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self._peers.run(task_status=task_status)
+
+    def _coordinator(self, transactional_id: str) -> int | None:
+        image = self.replicas.image
+        topic = image.topic_by_name(TRANSACTION_STATE_TOPIC)
+        if topic is None or not topic.partitions:
+            return None
+        part = topic.partitions.get(partition_for_txn(transactional_id, len(topic.partitions)))
+        if part is None or part.leader < 0 or not image.is_live(part.leader):
+            return None
+        return part.leader
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     topic: str, partition: int) -> int:
+        """The Produce error for this transactional write (0: the partition was added)."""
+        coordinator = self._coordinator(transactional_id)
+        if coordinator is None:
+            return int(ErrorCode.NOT_ENOUGH_REPLICAS)
+        body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
+                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "topics": [{"name": topic, "partitions": [partition]}]}]}
+        try:
+            conn = await self._peers.get(coordinator)
+            if conn is None:
+                return int(ErrorCode.NOT_ENOUGH_REPLICAS)
+            response = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, body, version=VERIFY_VERSION)
+        except Exception as exc:  # connection refused or lost, timeout, a malformed answer
+            log.info("txn_verification.failed", coordinator=coordinator, transactional_id=transactional_id,
+                     topic=topic, partition=partition, error=str(exc))
+            await self._peers.drop(coordinator)
+            return int(ErrorCode.NOT_ENOUGH_REPLICAS)
+        code = response.error_code
+        for txn in response.results_by_transaction:
+            for result in txn.topic_results:
+                for part in result.results_by_partition:
+                    if result.name == topic and part.partition_index == partition:
+                        code = code or part.partition_error_code
+        error = produce_error(code)
+        if error:
+            log.info("txn_verification.refused", transactional_id=transactional_id, producer_id=producer_id,
+                     producer_epoch=producer_epoch, topic=topic, partition=partition, coordinator_error=code,
+                     error_code=error)
+        return error

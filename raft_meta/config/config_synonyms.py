@@ -1,0 +1,148 @@
+"""Kafka's config synonyms: the broker keys that stand for a topic key, and the chain
+DescribeConfigs shows for a config (`synonyms`, v1+) with the source of its value.
+
+The one table of which broker keys set a topic key's default, in Kafka's order of priority
+(`ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS`), each with the factor that turns its
+value into the topic key's unit (log.retention.hours -> ms). broker/topic_config.py reads it
+to apply dynamic broker defaults; broker/handlers/describe_configs.py to show the chains.
+
+The chain is Kafka's (`ConfigHelper.configSynonyms`): the names in `broker_synonyms(name)` as
+found in each layer, layer by layer — dynamic per-broker, dynamic cluster-wide default, static
+(server.properties), default — then everything before the first entry named `name` dropped
+(so `retention.ms` on a broker where only `log.retention.hours` is set has no chain, as on
+Kafka). A topic config set on the topic comes first, as DYNAMIC_TOPIC_CONFIG. The source of
+a config is its chain's first entry's, DEFAULT_CONFIG when the chain is empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+# Kafka's DescribeConfigsResponse ConfigSource ids (DescribeConfigs v1+).
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+_HOUR_MS = 3_600_000
+_MINUTE_MS = 60_000
+
+# topic key -> its broker synonyms, highest priority first, with the factor to the topic's unit.
+TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "segment.bytes": (("log.segment.bytes", 1),),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", _HOUR_MS)),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOUR_MS)),
+    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
+    "flush.messages": (("log.flush.interval.messages", 1),),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+    "retention.bytes": (("log.retention.bytes", 1),),
+    "retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", _MINUTE_MS),
+                     ("log.retention.hours", _HOUR_MS)),
+    "max.message.bytes": (("message.max.bytes", 1),),
+    "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
+    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
+    "cleanup.policy": (("log.cleanup.policy", 1),),
+    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
+    "min.insync.replicas": (("min.insync.replicas", 1),),
+    "compression.type": (("compression.type", 1),),
+    "compression.gzip.level": (("compression.gzip.level", 1),),
+    "compression.lz4.level": (("compression.lz4.level", 1),),
+    "compression.zstd.level": (("compression.zstd.level", 1),),
+    "preallocate": (("log.preallocate", 1),),
+    "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "local.retention.ms": (("log.local.retention.ms", 1),),
+    "local.retention.bytes": (("log.local.retention.bytes", 1),),
+}
+
+# Broker synonyms Kafka defines without a default (they are absent from its DEFAULT_CONFIG layer).
+NO_DEFAULT = frozenset({"log.retention.ms", "log.retention.minutes", "log.roll.ms", "log.roll.jitter.ms",
+                        "log.flush.interval.ms"})
+
+
+@dataclass(frozen=True, slots=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: int
+
+
+def topic_key_of(broker_key: str) -> tuple[str, int] | None:
+    """The topic key a broker key sets, with the factor to the topic key's unit; None if none."""
+    for topic_key, synonyms in TOPIC_SYNONYMS.items():
+        for name, factor in synonyms:
+            if name == broker_key:
+                return topic_key, factor
+    return None
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    """Kafka's `DynamicBrokerConfig.brokerConfigSynonyms`: the keys that set the same thing as
+    broker key `name`, highest priority first (log.flush.scheduler.interval.ms is only the
+    fallback of log.flush.interval.ms, not the other way round)."""
+    found = topic_key_of(name)
+    if found is None:
+        return (name,)
+    names = tuple(n for n, _ in TOPIC_SYNONYMS[found[0]])
+    if found[0] == "flush.ms" and name != names[0]:
+        return (name,)
+    return names
+
+
+def config_synonyms(name: str, layers: Sequence[tuple[int, Mapping[str, str | None]]],
+                    sensitive: bool = False) -> list[Synonym]:
+    """The chain of broker key `name` through `layers` ((source, values), highest priority first)."""
+    names = broker_synonyms(name)
+    chain = [Synonym(n, None if sensitive else values[n], source)
+             for source, values in layers for n in names if n in values]
+    while chain and chain[0].name != name:
+        chain.pop(0)
+    return chain
+
+
+def topic_config_synonyms(key: str, own: Mapping[str, str],
+                          layers: Sequence[tuple[int, Mapping[str, str | None]]]) -> list[Synonym]:
+    """The chain of topic key `key`: the topic's own value, then its first broker synonym's chain."""
+    chain = [Synonym(key, own[key], DYNAMIC_TOPIC_CONFIG)] if key in own else []
+    synonyms = TOPIC_SYNONYMS.get(key)
+    if synonyms:
+        chain += config_synonyms(synonyms[0][0], layers)
+    return chain
+
+
+def broker_config_synonyms(name: str, layers: Sequence[tuple[int, Mapping[str, str | None]]],
+                           per_broker: bool, sensitive: bool = False) -> list[Synonym]:
+    """The chain of broker key `name`; describing the cluster-wide default (not one broker),
+    only its DYNAMIC_DEFAULT_BROKER_CONFIG entries, as Kafka."""
+    chain = config_synonyms(name, layers, sensitive)
+    if not per_broker:
+        chain = [s for s in chain if s.source == DYNAMIC_DEFAULT_BROKER_CONFIG]
+    return chain
+
+
+def source_of(chain: Sequence[Synonym]) -> int:
+    return chain[0].source if chain else DEFAULT_CONFIG
+
+
+def broker_defaults() -> dict[str, str]:
+    """Kafka's DEFAULT_CONFIG layer for the keys raftka knows: server.properties defaults, and
+    for a topic key's broker synonyms raftka has no server.properties key for, the topic
+    key's default in the synonym's unit."""
+    from raftka.raft_meta.config.node_config import _KEYS
+    from raftka.raft_meta.config.topic_configs import TOPIC_CONFIGS
+
+    out = {key: default for key, (_, _, default) in _KEYS.items() if default is not None}
+    for topic_key, synonyms in TOPIC_SYNONYMS.items():
+        for name, factor in synonyms:
+            if name in out or name in NO_DEFAULT or name in _KEYS:
+                continue
+            default = TOPIC_CONFIGS[topic_key].default
+            out[name] = default if factor == 1 else str(int(default) // factor)
+    return out

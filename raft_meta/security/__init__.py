@@ -1,0 +1,1 @@
+"""Security metadata: ACLs and the authorizer, principal mapping, SCRAM credentials."""

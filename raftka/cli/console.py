@@ -1,0 +1,294 @@
+"""`raftka produce` / `raftka consume`: the console producer and consumer.
+
+Like kafka-console-producer/consumer (their `--property` keys are in
+raftka/cli/console_format.py): the producer sends one record per stdin line; the
+consumer prints one line per record (or a JSON object with `--json`).
+
+Ctrl-C (SIGINT) or SIGTERM stops either at once: the producer stops reading,
+waits for what it already sent, and the consumer stops polling and commits
+(with `--group`); both then print "Processed a total of N messages" on
+stderr, as kafka-console-consumer does. A second Ctrl-C abandons that wait.
+
+Exit status: 0 done (also after Ctrl-C), 1 the cluster said no or is
+unreachable, 2 bad arguments or input.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import IO
+
+import click
+import trio
+
+from raftka.cli.console_format import (
+    CONSUMER_PROPERTIES,
+    PRODUCER_PROPERTIES,
+    LineError,
+    LineReader,
+    RecordFormatter,
+    parse_properties,
+    record_json,
+)
+from raftka.cli.interrupts import stop_on_signal
+from raftka.cli.options import security as command_security
+from raftka.client.admin import AsyncAdmin
+from raftka.client.consumer import AsyncConsumer
+from raftka.client.errors import KafkaError
+from raftka.client.list_offsets import list_offsets
+from raftka.client.producer import AsyncProducer
+from raftka.client.records import TopicPartition
+
+METADATA_TIMEOUT_MS = 10000
+READ_CHUNK = 1 << 16
+# The producer has no buffer.memory bound of its own: past this many undelivered records the
+# console producer stops reading stdin until they are delivered.
+MAX_UNDELIVERED = 100_000
+
+
+class _Stop(Exception):
+    """A clean early end with an exit status and a message (bad input line)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _fail(command: str, message: str, status: int = 1) -> int:
+    click.echo(f"raftka {command}: {message}", err=True)
+    return status
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups, or `exc` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _run(command: str, main: Callable[[], Awaitable[int]]) -> int:
+    """trio.run(main) with the console tools' one-line errors: no traceback for a refused
+    request, an unreachable cluster or a Ctrl-C that came before the tool was listening."""
+    try:
+        return trio.run(main)
+    except BaseException as exc:  # noqa: BLE001 - sorted below; anything else re-raised
+        leaf = _leaf(exc)
+        if isinstance(leaf, KeyboardInterrupt):
+            click.echo(f"raftka {command}: interrupted", err=True)
+            return 130
+        if isinstance(leaf, _Stop):
+            return _fail(command, str(leaf), leaf.status)
+        if isinstance(leaf, KafkaError):
+            return _fail(command, str(leaf))
+        if isinstance(leaf, ValueError):
+            return _fail(command, str(leaf), 2)
+        raise
+
+
+def _chunks(source: IO[bytes]) -> Callable[[], bytes]:
+    """A blocking read of whatever stdin has (up to READ_CHUNK bytes; b"" at EOF).
+
+    os.read on the descriptor, not the buffered object: a thread abandoned in the read at
+    Ctrl-C must not hold the BufferedReader's lock while the interpreter exits."""
+    try:
+        fd = source.fileno()
+    except (AttributeError, OSError, ValueError):
+        read1 = getattr(source, "read1", source.read)
+        return lambda: read1(READ_CHUNK)
+    return lambda: os.read(fd, READ_CHUNK)
+
+
+async def _topic_exists(bootstrap: str, topic: str) -> bool:
+    """Whether `topic` exists, asked without auto-creation (the producer's metadata creates it)."""
+    async with AsyncAdmin(bootstrap, security=command_security()) as admin:
+        return topic in await admin.list_topics(include_internal=True)
+
+
+def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
+            compression: str | None, partition: int | None, linger_ms: int,
+            stdin: IO[bytes] | None = None, properties: Sequence[str] = ()) -> int:
+    try:
+        props = parse_properties(properties, PRODUCER_PROPERTIES)
+        if key_separator is not None:  # --key-separator S: parse.key=true, key.separator=S
+            props = {**props, "parse.key": "true", "key.separator": key_separator}
+        reader = LineReader.from_properties(props)
+    except ValueError as exc:
+        return _fail("produce", str(exc), 2)
+    read = _chunks(stdin if stdin is not None else sys.stdin.buffer)
+    counts = {"sent": 0, "done": 0}
+    failures: list[BaseException] = []
+
+    def on_delivery(_metadata: object, error: BaseException | None) -> None:
+        counts["done"] += 1
+        if error is not None:
+            failures.append(error)
+
+    async def main() -> int:
+        async with AsyncProducer(bootstrap, acks=acks, compression_type=compression, security=command_security(),
+                                 linger_ms=linger_ms, metadata_timeout_ms=METADATA_TIMEOUT_MS,
+                                 delivery_timeout_ms=30000, request_timeout_ms=10000) as producer:
+            existed = await _topic_exists(bootstrap, topic)
+            # Fail fast and clearly on an unknown topic, before reading stdin.
+            await producer.partitions_for(topic)
+            if not existed:  # Kafka's console producer says nothing; a typo deserves a line
+                click.echo(f"raftka produce: topic {topic!r} did not exist; the broker created it "
+                           "(auto.create.topics.enable=true): check the name if that was not meant",
+                           err=True)
+            send = producer.send_nowait
+            async with trio.open_nursery() as nursery:
+                reading = trio.CancelScope()
+                await nursery.start(stop_on_signal, reading, nursery.cancel_scope)
+                with reading:
+                    pending = b""
+                    while True:
+                        chunk = await trio.to_thread.run_sync(read, abandon_on_cancel=True)
+                        if not chunk:
+                            lines = [pending] if pending else []
+                        else:
+                            lines = (pending + chunk).split(b"\n")
+                            pending = lines.pop()
+                        for line in lines:
+                            if line.endswith(b"\r"):
+                                line = line[:-1]
+                            if reader.plain:
+                                send(topic, line, partition=partition).add_callback(on_delivery)
+                            else:
+                                try:
+                                    key, value, headers = reader.parse(line)
+                                except LineError as exc:
+                                    raise _Stop(2, f"line {counts['sent'] + 1}: {exc}: "
+                                                   f"{line[:60]!r}") from None
+                                send(topic, value, key=key, headers=headers,
+                                     partition=partition).add_callback(on_delivery)
+                            counts["sent"] += 1
+                        if not chunk:
+                            break
+                        if counts["sent"] - counts["done"] > MAX_UNDELIVERED:
+                            await producer.flush()
+                        await trio.lowlevel.checkpoint()
+                await producer.flush()
+                nursery.cancel_scope.cancel()
+        click.echo(f"Processed a total of {counts['done'] - len(failures)} messages", err=True)
+        if failures:
+            return _fail("produce", f"{len(failures)} record(s) not delivered: {failures[0]}")
+        if counts["sent"] > counts["done"]:
+            return _fail("produce", f"{counts['sent'] - counts['done']} record(s) abandoned "
+                                    "(interrupted twice)")
+        return 0
+
+    return _run("produce", main)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of a closed pipe is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+
+
+def parse_start_timestamp(text: str) -> int:
+    """`--from-timestamp`: epoch milliseconds, or an ISO-8601 date-time (UTC unless it says)."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"--from-timestamp {text!r} is neither epoch milliseconds nor an "
+                         "ISO-8601 date-time (e.g. 2026-11-24T08:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None,
+            partition: int | None, offset: str | None, properties: Sequence[str],
+            timeout_ms: int | None, out: IO[bytes] | None = None, *, group: str | None = None,
+            from_timestamp: str | None = None, as_json: bool = False,
+            isolation_level: str = "read_uncommitted") -> int:
+    try:
+        formatter = RecordFormatter.from_properties(parse_properties(properties,
+                                                                     CONSUMER_PROPERTIES))
+        start_ms = None if from_timestamp is None else parse_start_timestamp(from_timestamp)
+    except ValueError as exc:
+        return _fail("consume", str(exc), 2)
+    if offset is not None and partition is None:
+        return _fail("consume", "--offset needs --partition (offsets are per partition)", 2)
+    if offset is not None and offset not in ("earliest", "latest") and not offset.isdigit():
+        return _fail("consume", f"--offset {offset!r} must be a number, 'earliest' or 'latest'",
+                     2)
+    if group is not None and (partition is not None or offset is not None):
+        return _fail("consume", "--group cannot be combined with --partition or --offset "
+                                "(the group assigns partitions and keeps the offsets)", 2)
+    if group is not None and start_ms is not None:
+        return _fail("consume", "--from-timestamp needs no --group; to move a group's offsets use "
+                                "`raftka groups reset-offsets --to-datetime`", 2)
+    if sum(x is not None and x is not False for x in (from_beginning or None, offset,
+                                                        start_ms)) > 1:
+        return _fail("consume", "give only one of --from-beginning, --offset, --from-timestamp",
+                     2)
+    sink = out if out is not None else sys.stdout.buffer
+    render = record_json if as_json else formatter.format
+    seen = 0
+
+    async def main() -> int:
+        nonlocal seen
+        reset = "earliest" if from_beginning or offset == "earliest" else "latest"
+        async with AsyncConsumer(bootstrap, auto_offset_reset=reset, group_id=group,
+                                 request_timeout_ms=10000, isolation_level=isolation_level,
+                                 client_id="raftka-console-consumer", security=command_security()) as consumer:
+            cluster = consumer._require_cluster()
+            parts = await cluster.wait_for_partitions(topic, METADATA_TIMEOUT_MS / 1000)
+            if partition is not None and partition not in parts:
+                return _fail("consume", f"topic {topic!r} has no partition {partition} "
+                             f"(partitions: 0..{len(parts) - 1})", 2)
+            if group is not None:
+                consumer.subscribe([topic])
+            else:
+                tps = [TopicPartition(topic, p) for p in ([partition] if partition is not None
+                                                          else parts)]
+                consumer.assign(tps)
+                if offset is not None and offset.isdigit():
+                    consumer.seek(tps[0], int(offset))
+                if start_ms is not None:
+                    found = await list_offsets(cluster, dict.fromkeys(tps, start_ms),
+                                               timeout=METADATA_TIMEOUT_MS / 1000)
+                    for tp in tps:
+                        if found.get(tp, -1) >= 0:
+                            consumer.seek(tp, found[tp])
+                        else:  # no record that recent: start at the end, as Kafka answers
+                            consumer.seek_to_end(tp)
+            async with trio.open_nursery() as nursery:
+                reading = trio.CancelScope()
+                await nursery.start(stop_on_signal, reading, nursery.cancel_scope)
+                with reading:
+                    while max_messages is None or seen < max_messages:
+                        wait = 1000 if timeout_ms is None else timeout_ms
+                        batch = await consumer.poll(wait, None if max_messages is None
+                                                    else max_messages - seen)
+                        if not batch:
+                            if timeout_ms is not None:
+                                break
+                            continue
+                        try:
+                            for records in batch.values():
+                                for record in records:
+                                    sink.write(render(record))
+                                    seen += 1
+                            sink.flush()
+                        except BrokenPipeError:  # `raftka consume ... | head`: the reader left
+                            _silence_stdout()
+                            break
+                nursery.cancel_scope.cancel()
+        return 0
+
+    try:
+        return _run("consume", main)
+    finally:
+        click.echo(f"Processed a total of {seen} messages", err=True)

@@ -1,0 +1,54 @@
+"""`raftka users create|delete|list`: SCRAM users, like `kafka-configs --entity-type users`."""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+
+from raftka.cli.options import security as command_security
+from raftka.client.admin import AsyncAdmin
+from raftka.client.errors import KafkaError
+from raftka.client.scram_admin import ScramUpsert, alter_users, describe_users
+
+
+def _run(bootstrap: str, action) -> int:
+    async def main() -> None:
+        async with AsyncAdmin(bootstrap, client_id="raftka-users", security=command_security()) as admin:
+            await action(admin)
+
+    try:
+        trio.run(main)
+    except (KafkaError, ValueError, OSError) as exc:
+        print(f"raftka users: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def create(bootstrap: str, user: str, password: str, mechanisms: tuple[str, ...], iterations: int) -> int:
+    async def action(admin) -> None:
+        await alter_users(admin, [ScramUpsert(user, m, password, iterations) for m in mechanisms])
+        print(f"Created SCRAM credentials for user {user!r}: {', '.join(mechanisms)} ({iterations} iterations)")
+
+    return _run(bootstrap, action)
+
+
+def delete(bootstrap: str, user: str, mechanisms: tuple[str, ...]) -> int:
+    async def action(admin) -> None:
+        [info] = await describe_users(admin, [user])
+        present = [m for m, _ in info.mechanisms if m in mechanisms]
+        if not present:
+            raise ValueError(f"user {user!r} has no credential for {list(mechanisms)}")
+        await alter_users(admin, deletions=[(user, m) for m in present])
+        print(f"Deleted SCRAM credentials of user {user!r}: {', '.join(present)}")
+
+    return _run(bootstrap, action)
+
+
+def list_users(bootstrap: str) -> int:
+    async def action(admin) -> None:
+        for info in await describe_users(admin):
+            mechanisms = ", ".join(f"{m} (iterations={i})" for m, i in info.mechanisms)
+            print(f"{info.user}: {mechanisms}")
+
+    return _run(bootstrap, action)
