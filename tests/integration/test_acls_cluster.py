@@ -49,8 +49,15 @@ def test_acls_enforced_across_replication_and_a_controller_crash(tmp_path):
         deny = AclBinding(Resource.TOPIC, "acl-rep", Pattern.LITERAL, ANON, "*", AclOperation.WRITE,
                           AclPermissionType.DENY)
         [f.result(30) for f in admin.create_acls([deny]).values()]
-        error = _deliver(cluster.bootstrap, "acl-rep")
-        assert error is not None and error.code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+        def denied() -> bool:
+            error = _deliver(cluster.bootstrap, "acl-rep")
+            assert error is None or error.code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED, error
+            return error is not None
+
+        # CreateAcls answers once the controller commits; each broker applies the record from the
+        # metadata log a moment later (as on Kafka), so a write may still pass just after it.
+        wait_until(denied, timeout=60, what="the deny ACL reaching the partition leader")
         del admin
 
         with Admin(cluster.bootstrap) as sdk:
