@@ -21,24 +21,11 @@ from raftka.raft_meta.metadata.image import PartitionImage
 from tests.support import wait_until_async
 
 from .conftest import make_batch
-
-PROPERTIES = """\
-node.id=1
-process.roles=broker,controller
-listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
-controller.listener.names=CONTROLLER
-controller.quorum.voters=1@127.0.0.1:9093
-controller.quorum.secret=log-manager-test-s3cret
-log.dirs={log_dirs}
-"""
-
-ID_1 = "00000000-0000-4000-8000-000000000001"
-ID_2 = "00000000-0000-4000-8000-000000000002"
-HEX = "0123456789abcdef" * 2
+from .test_replica_reconcile import HEX, ID_1, ID_2, PROPERTIES
 
 
 def _config(*log_dirs: Path) -> NodeConfig:
-    return parse_node_config(parse_properties(PROPERTIES.format(log_dirs=",".join(map(str, log_dirs)))), env={})
+    return parse_node_config(parse_properties(PROPERTIES.format(log_dir=",".join(map(str, log_dirs)))), env={})
 
 
 def _host(partitions: dict, log_dir: Path, topic: str, index: int = 0, config: LogConfig | None = None,
