@@ -535,9 +535,6 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks()
 
-    def clean_logs(self, now_ms: int | None = None, *, compact: bool = True) -> None:
-        self.log_manager.clean_logs(now_ms, compact=compact)
-
     def close(self) -> None:
         self.log_manager.close()
         self.partitions.clear()
