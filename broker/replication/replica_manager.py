@@ -397,6 +397,8 @@ class ReplicaManager:
         if self._opening.get(key) == topic_id:
             del self._opening[key]
 
+    # -- file work on a hosted partition (worker threads, under the LogManager's lock) ----------
+
     async def delete_records(self, partition: Partition, offset: int) -> None:
         """DeleteRecords on the leader: move the log start to `offset` (whole segments below it
         go; the checkpoint is written) in a worker thread under the partition's lock, then wake
