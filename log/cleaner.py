@@ -1,8 +1,18 @@
 """Log compaction: keep only the newest record of each key, drop expired tombstones.
 
 This is the one place outside the SDK that decodes individual records (everywhere else
-the broker moves batches as opaque bytes: README.md, docs/architecture.md). It is pure: segment bytes in, segment bytes out. Choosing which
-segments to clean, swapping files and rebuilding indexes is the partition log's job.
+the broker moves batches as opaque bytes: README.md, docs/architecture.md). Its core is
+pure: segment bytes in, segment bytes out (`aborted_batches`, `build_offset_map`,
+`clean_segment`). `clean_log` drives one pass over a partition log (Kafka's
+`Cleaner.clean`): it chooses the segments, cleans them and writes each changed one to a
+fsynced `.log.cleaned` file, which the log swaps in (`PartitionLog.replace_segment`,
+Kafka's `replaceSegments`: renamed `.log.swap`, the old `.log` through `.deleted`, the
+indexes rebuilt; a crash at any step is finished or undone by the log loader).
+
+Which segments: every closed one (never the active segment) up to the first whose max
+timestamp is within `min.compaction.lag.ms` of now or that reaches past the first
+unstable offset (an open transaction's data waits for its marker, as in Kafka, which
+cleans below the last stable offset only).
 
 Kafka semantics, with these documented differences:
 
@@ -38,12 +48,108 @@ an empty control batch, which aiokafka rejects under read_committed).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
 
 from raftka.log.batch_header import ATTR_DELETE_HORIZON, BatchHeader, iter_headers, update_crc
 from raftka.log.record_batch import Record, decode_batch, encode_batch
+from raftka.log.segment import CLEANED_SUFFIX, LOG_SUFFIX, LogSegment, file_stem
 from raftka.log.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from raftka.log.partition_log import PartitionLog
+
+_log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStats:
+    segments_cleaned: int
+    bytes_before: int
+    bytes_after: int
+    keys: int
+
+
+def clean_log(log: PartitionLog, now_ms: int) -> CompactionStats:
+    """Compact the closed segments of `log` (policy `compact`): newest record per key, offsets
+    kept; aborted transactional data goes, markers stay (see the module docstring). A no-op
+    for a log whose policy is not `compact`. The caller holds the partition's lock: nothing
+    else truncates, compacts or deletes `log` meanwhile (appends and reads may go on)."""
+    config = log.config
+    if not config.compact:
+        return CompactionStats(0, 0, 0, 0)
+    cleanable = cleanable_segments(log.segments[:-1], now_ms - config.min_compaction_lag_ms,
+                                   config.min_compaction_lag_ms > 0, log.first_unstable_offset())
+    if not cleanable:
+        return CompactionStats(0, 0, 0, 0)
+    buffers = [segment.read_bytes() for segment in cleanable]
+    aborted = aborted_batches(buffers, log.collect_aborted_txns(cleanable[0].base_offset,
+                                                                cleanable[-1].next_offset))
+    offset_map = build_offset_map(buffers, aborted)
+    producer_last_offsets = {
+        pid: entry.batches[-1][3]
+        for pid, entry in log.producer_state.producers().items()
+        if entry.batches
+    }
+    cleaned_count = before = after = 0
+    markers = MarkerState()  # carried through the segments in log order
+    for segment, buf in zip(cleanable, buffers, strict=True):
+        cleaned = clean_segment(
+            buf,
+            offset_map,
+            now_ms=now_ms,
+            delete_retention_ms=config.delete_retention_ms,
+            tombstone_safe_before_ms=None,
+            producer_last_offsets=producer_last_offsets,
+            aborted=aborted,
+            markers=markers,
+        )
+        before += len(buf)
+        after += len(cleaned)
+        if cleaned != buf:
+            log.replace_segment(segment, write_cleaned(log.dir, segment.base_offset, cleaned), now_ms)
+            cleaned_count += 1
+    _log.info(
+        "log.compacted",
+        topic=log.topic,
+        partition=log.partition,
+        segments=cleaned_count,
+        bytes_before=before,
+        bytes_after=after,
+        keys=len(offset_map),
+    )
+    return CompactionStats(cleaned_count, before, after, len(offset_map))
+
+
+def cleanable_segments(closed: Iterable[LogSegment], horizon_ms: int, lag_applies: bool,
+                       first_unstable_offset: int | None) -> list[LogSegment]:
+    """The leading run of `closed` segments that may be cleaned: it stops at the first segment
+    with a record newer than `horizon_ms` (if `lag_applies`) or reaching past the first
+    unstable offset."""
+    cleanable: list[LogSegment] = []
+    for segment in closed:
+        if lag_applies and segment.max_timestamp > horizon_ms:
+            break
+        if first_unstable_offset is not None and segment.next_offset > first_unstable_offset:
+            break
+        cleanable.append(segment)
+    return cleanable
+
+
+def write_cleaned(part_dir: Path, base_offset: int, cleaned: bytes) -> Path:
+    """Write the cleaned bytes of the segment at `base_offset` to `<segment>.log.cleaned`,
+    fsynced (a crash before the swap leaves it to be removed by the loader); returns its path."""
+    path = part_dir / (file_stem(base_offset) + LOG_SUFFIX + CLEANED_SUFFIX)
+    with open(path, "wb") as f:
+        f.write(cleaned)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
 
 
 @dataclass

@@ -20,21 +20,10 @@ Durability: appends do not fsync unless `flush.messages` / `flush.ms` say so
 (replication is the durability mechanism, as in Kafka); rolls and `close`
 flush. `flush` advances the recovery point.
 
-Crash recovery (`open`): segments entirely below the recovery point (flushed)
-keep their indexes, which are sanity-checked, and by default
-(`verify_flushed=True`) every batch in them is CRC-checked as well: a corrupt
-batch there is logged (`log.corrupt_batch`) and the log is cut at it like a
-torn tail, so it is never served and a replica refetches the rest from its
-leader. Opening a log therefore reads all of its data once. From the first
-segment that reaches past the recovery point (or whose index is missing or
-inconsistent, or that failed the CRC check) on, every batch is checked
-(length, magic, CRC, offset order); the log is cut at the first bad byte
-(`log.recovery.truncated`), and the indexes are rebuilt from the scan. Nothing
-is deleted on that guess (a flipped bit is not a torn write: good batches may
-follow): the bytes cut are copied to `<segment>.log.cut-at-byte-<pos>.<hex>.stray`
-first, and the later segments, which no longer continue the log, are renamed
-`<segment>.log.<hex>.stray` (`log.recovery.segment_set_aside`). Kafka deletes
-them; we keep them for an operator (`raftka storage strays`).
+Opening and crash recovery (`open`) are the log loader's (`log.log_loader`: the torn
+tail cut, damaged or orphaned bytes set aside as `.stray` files, never deleted, the
+leader epochs and the producer state rebuilt); compaction is the cleaner's
+(`log.cleaner.clean_log`), which hands each cleaned segment back to `replace_segment`.
 
 Corruption below the recovery point that happens while the log is open:
 `read` checks each served batch's header (length, magic) -- a bad one raises
@@ -64,9 +53,8 @@ marker (`append_marker` on the leader) ends it, and an ABORT of a non-empty
 transaction adds an entry to the `.txnindex` of the segment holding the
 marker. `first_unstable_offset` bounds the last stable offset (the broker takes
 the min with its high watermark); `collect_aborted_txns` answers a
-read_committed fetch. A `.txnindex` is rebuilt by replaying the log from a
-producer snapshot at or below its segment when the segment was recovered or
-the file is missing or corrupt.
+read_committed fetch. A `.txnindex` is rebuilt by the loader when its
+segment was recovered or the file is missing or corrupt.
 """
 
 from __future__ import annotations
@@ -75,8 +63,6 @@ import dataclasses
 import os
 import threading
 import time
-import uuid
-from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,10 +81,10 @@ from raftka.log.batch_header import (
     set_partition_leader_epoch,
     verify_crc,
 )
-from raftka.log.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_offsets
-from raftka.log.cleaner import MarkerState, aborted_batches, build_offset_map, clean_segment
+from raftka.log.checkpoint import fsync_dir, write_offsets
+from raftka.log.cleaner import CompactionStats, clean_log
 from raftka.log.config import LONG_MAX, LogConfig
-from raftka.log.control_record import ControlRecord, encode_marker, read_control_record
+from raftka.log.control_record import ControlRecord, encode_marker
 from raftka.log.errors import (
     CorruptRecord,
     InvalidRecord,
@@ -107,30 +93,32 @@ from raftka.log.errors import (
     OutOfOrderSequence,
     RecordTooLarge,
 )
-from raftka.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE
 from raftka.log.leader_epoch_cache import LeaderEpochCache
-from raftka.log.offset_index import CorruptIndex
-from raftka.log.producer_state import CompletedTxn, ProducerStateManager
+from raftka.log.log_loader import (
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    control_record,
+    load_log,
+    rebuild_producer_state,
+    segment_index,
+    set_segment_aside,
+    track_batch,
+)
+from raftka.log.producer_state import ProducerStateManager
 from raftka.log.record_batch import decode_batch, encode_batch
 from raftka.log.record_validator import UNCOMPRESSED_BOUND_FACTOR, validate_records
 from raftka.log.segment import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
-    STRAY_FILE_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
     file_stem,
-    parse_file_stem,
 )
 from raftka.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from raftka.log.txn_index import collect as collect_txn_entries
-
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
 
 _log = structlog.get_logger(__name__)
 
@@ -185,14 +173,6 @@ class ReadInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionStats:
-    segments_cleaned: int
-    bytes_before: int
-    bytes_after: int
-    keys: int
-
-
-@dataclass(frozen=True, slots=True)
 class CorruptBatchReport:
     segment_base_offset: int
     path: Path
@@ -204,7 +184,9 @@ def _now(now_ms: int | None) -> int:
 
 
 class PartitionLog:
-    """Append, read, truncate, retain and compact one partition's segments."""
+    """Append, read, truncate and retain one partition's segments.
+
+    `open` loads it (`log.log_loader`); `compact` runs the cleaner over it (`log.cleaner`)."""
 
     def __init__(
         self,
@@ -254,141 +236,30 @@ class PartitionLog:
         leader, exactly as after a torn write.
         """
         now = _now(now_ms)
-        part_dir = Path(directory) / f"{topic}-{partition}"
-        part_dir.mkdir(parents=True, exist_ok=True)
-        _finish_interrupted_operations(part_dir)
-        key = (topic, partition)
-        recovery_point, rp_clean = _read_offset(part_dir / RECOVERY_POINT_FILE, key, 0)
-        log_start, ls_clean = _read_offset(part_dir / LOG_START_FILE, key, 0)
-        # What the checkpoint files say (a missing file says the default), if they read cleanly.
-        on_disk = (recovery_point, log_start) if rp_clean and ls_clean else None
-        try:
-            epoch_cache = LeaderEpochCache(part_dir / LEADER_EPOCH_FILE)
-        except CorruptCheckpoint as exc:
-            _log.warning("log.epoch_cache.corrupt", dir=str(part_dir), error=str(exc))
-            (part_dir / LEADER_EPOCH_FILE).unlink()
-            epoch_cache = LeaderEpochCache(part_dir / LEADER_EPOCH_FILE)
-            recovery_point = 0  # rebuild the epochs from every batch header
-
-        bases = sorted(
-            base
-            for p in part_dir.iterdir()
-            if p.name.endswith(LOG_SUFFIX) and (base := parse_file_stem(p.name)) is not None
-        )
-        segments: list[LogSegment] = []
-        recovering = False
-        for i, base in enumerate(bases):
-            segment = LogSegment(part_dir, base, config)
-            segments.append(segment)
-            if not recovering:
-                try:
-                    segment.load()
-                    if segment.next_offset <= recovery_point:
-                        if not verify_flushed or _crc_valid(segment, topic, partition):
-                            continue
-                        recovering = True  # cut this flushed segment at its first bad batch
-                except (CorruptIndex, LogError) as exc:
-                    _log.info("log.index.rebuild", segment=segment.log_path.name, reason=str(exc))
-                else:
-                    recovering = True
-            truncated = segment.recover(keep_cut=True)
-            for header in segment.iter_headers():
-                if header.partition_leader_epoch > epoch_cache.latest_epoch:
-                    epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            if i < len(bases) - 1:
-                segment.finalize_time_index()
-            if truncated:
-                _log.warning(
-                    "log.recovery.truncated",
-                    topic=topic,
-                    partition=partition,
-                    segment=segment.log_path.name,
-                    bytes=truncated,
-                    valid_bytes=segment.size,
-                )
-                # The later segments no longer continue the log, but they may hold acknowledged
-                # records (a flipped bit is not a torn write): set aside, never deleted. Their
-                # indexes are derived from them and go.
-                for later in bases[i + 1 :]:
-                    _set_segment_aside(part_dir, later)
-                break
-        if not segments:
-            segment = LogSegment(part_dir, log_start, config)
-            segment.recover()
-            segments.append(segment)
-        for segment in segments:
-            if segment.next_offset > recovery_point:
-                segment.flush()
-
-        log_end = segments[-1].next_offset
-        log_start = min(max(log_start, segments[0].base_offset), log_end)
-        epoch_cache.truncate_from_end(log_end)
-        epoch_cache.truncate_from_start(log_start)
-        producer_state = ProducerStateManager(part_dir)
-        log = cls(part_dir, topic, partition, config, segments, log_start, epoch_cache, producer_state, now)
-        rebuild = [s for s in segments if s.txn_index_rebuild]
-        # A `.txnindex` to rebuild: replay from a snapshot at or below its segment, so every
-        # transaction its markers end is known (the replay re-adds the entries of the others
-        # only past their last one, see TransactionIndex.append).
-        replay_from = producer_state.load(log_start, log_end,
-                                          at_or_below=rebuild[0].base_offset if rebuild else None)
-        log._replay_producer_state(replay_from)
-        for segment in rebuild:
-            segment.txn_index_rebuild = False
-            if segment.txn_index is not None and segment.txn_index.entries:
-                _log.info("log.txn_index.rebuilt", topic=topic, partition=partition,
-                          segment=segment.log_path.name, entries=len(segment.txn_index.entries))
-        log._checkpointed = on_disk
+        loaded = load_log(directory, topic, partition, config, verify_flushed=verify_flushed)
+        log = cls(loaded.dir, topic, partition, config, loaded.segments, loaded.log_start_offset,
+                  loaded.epoch_cache, loaded.producer_state, now)
+        log._checkpointed = loaded.checkpointed
         log._write_checkpoints()
         _log.info(
             "log.opened",
             topic=topic,
             partition=partition,
-            segments=len(segments),
-            log_start_offset=log_start,
-            log_end_offset=log_end,
-            recovered=recovering,
+            segments=len(loaded.segments),
+            log_start_offset=loaded.log_start_offset,
+            log_end_offset=log.log_end_offset,
+            recovered=loaded.recovered,
         )
         return log
 
     def _replay_producer_state(self, from_offset: int) -> None:
-        """Replay the batches from `from_offset` into the producer state (and the markers'
-        aborted transactions into their segments' `.txnindex`)."""
-        for segment in self._segments[self._segment_index(from_offset) :]:
-            first = segment.find_batch(from_offset)
-            if first is None:
-                continue
-            for header in segment.iter_headers(first.position):
-                control = None
-                if header.is_control:
-                    batch = segment.read_bytes(header.position, header.size)
-                    control = self._control_record(batch, dataclasses.replace(header, position=0))
-                self._track(header, control, segment)
+        rebuild_producer_state(self._segments, self.producer_state, from_offset, self.topic, self.partition)
 
     def _control_record(self, buf: bytes | bytearray | memoryview, header: BatchHeader) -> ControlRecord | None:
-        """The record of the control batch `header` (at `header.position` in `buf`); None (logged)
-        if it does not parse: it then ends no transaction, as Kafka would not read it either."""
-        if not header.is_control:
-            return None
-        try:
-            return read_control_record(buf, header)
-        except LogError as exc:
-            _log.warning("log.control_record_unreadable", topic=self.topic, partition=self.partition,
-                         offset=header.base_offset, error=str(exc))
-            return None
+        return control_record(buf, header, self.topic, self.partition)
 
     def _track(self, header: BatchHeader, control: ControlRecord | None, segment: LogSegment) -> None:
-        """Apply a written batch to the producer state; an aborted transaction goes to the index."""
-        completed = self.producer_state.update(header, control)
-        if completed is not None and completed.is_aborted:
-            self._index_aborted(completed, segment)
-
-    def _index_aborted(self, completed: CompletedTxn, segment: LogSegment) -> None:
-        assert segment.txn_index is not None
-        undecided = self.producer_state.first_undecided_offset()
-        lso = undecided if undecided is not None else completed.last_offset + 1
-        segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
-                                            completed.last_offset, lso))
+        track_batch(self.producer_state, header, control, segment)
 
     def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of every batch whose last offset is >= `offset`, in log order."""
@@ -435,7 +306,7 @@ class PartitionLog:
         return sum(s.size for s in self._segments)
 
     def _segment_index(self, offset: int) -> int:
-        return max(0, bisect_right([s.base_offset for s in self._segments], offset) - 1)
+        return segment_index(self._segments, offset)
 
     # -- appending ------------------------------------------------------------
 
@@ -778,7 +649,7 @@ class PartitionLog:
     def _new_segment(self, base: int) -> LogSegment:
         log_path = self.dir / (file_stem(base) + LOG_SUFFIX)
         if log_path.exists() and log_path.stat().st_size:  # not in the log, yet not ours to delete
-            _set_segment_aside(self.dir, base, "a new segment starts at its base offset")
+            set_segment_aside(self.dir, base, "a new segment starts at its base offset")
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (self.dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
         segment = LogSegment(self.dir, base, self.config)
@@ -1114,79 +985,17 @@ class PartitionLog:
     # -- compaction -------------------------------------------------------------
 
     def compact(self, now_ms: int | None = None) -> CompactionStats:
-        """Compact the closed segments (policy `compact`): newest record per key, offsets kept;
-        aborted transactional data goes, markers stay; nothing at or above the first unstable
-        offset (an open transaction's) is cleaned.
-
-        Segments whose max timestamp is within `min.compaction.lag.ms` of now,
-        and all after them, are left alone, as is the active segment. Each
-        cleaned segment is written to `.log.cleaned`, renamed to `.log.swap`,
-        then swapped in for the old `.log` (which goes through `.deleted`);
-        its indexes are rebuilt. A crash at any step is finished or undone by `open`.
-        """
+        """Compact the closed segments (policy `compact`): see `log.cleaner.clean_log`, which
+        chooses the segments, cleans them and hands each cleaned file to `replace_segment`."""
         self._check_open()
-        now = _now(now_ms)
-        if not self.config.compact:
-            return CompactionStats(0, 0, 0, 0)
-        horizon = now - self.config.min_compaction_lag_ms
-        # Kafka cleans below the last stable offset only: an undecided transaction's data
-        # (and everything after it) waits for its marker.
-        unstable = self.first_unstable_offset()
-        cleanable: list[LogSegment] = []
-        for segment in self._segments[:-1]:
-            if self.config.min_compaction_lag_ms > 0 and segment.max_timestamp > horizon:
-                break
-            if unstable is not None and segment.next_offset > unstable:
-                break
-            cleanable.append(segment)
-        if not cleanable:
-            return CompactionStats(0, 0, 0, 0)
-        buffers = [segment.read_bytes() for segment in cleanable]
-        aborted = aborted_batches(buffers, self.collect_aborted_txns(cleanable[0].base_offset,
-                                                                     cleanable[-1].next_offset))
-        offset_map = build_offset_map(buffers, aborted)
-        producer_last_offsets = {
-            pid: entry.batches[-1][3]
-            for pid, entry in self.producer_state.producers().items()
-            if entry.batches
-        }
-        cleaned_count = before = after = 0
-        markers = MarkerState()  # carried through the segments in log order
-        for segment, buf in zip(cleanable, buffers, strict=True):
-            cleaned = clean_segment(
-                buf,
-                offset_map,
-                now_ms=now,
-                delete_retention_ms=self.config.delete_retention_ms,
-                tombstone_safe_before_ms=None,
-                producer_last_offsets=producer_last_offsets,
-                aborted=aborted,
-                markers=markers,
-            )
-            before += len(buf)
-            after += len(cleaned)
-            if cleaned != buf:
-                self._swap_in(segment, cleaned, now)
-                cleaned_count += 1
-        _log.info(
-            "log.compacted",
-            topic=self.topic,
-            partition=self.partition,
-            segments=cleaned_count,
-            bytes_before=before,
-            bytes_after=after,
-            keys=len(offset_map),
-        )
-        return CompactionStats(cleaned_count, before, after, len(offset_map))
+        return clean_log(self, _now(now_ms))
 
-    def _swap_in(self, segment: LogSegment, cleaned: bytes, now: int) -> None:
-        stem = file_stem(segment.base_offset)
-        cleaned_path = self.dir / (stem + LOG_SUFFIX + CLEANED_SUFFIX)
-        swap_path = self.dir / (stem + LOG_SUFFIX + SWAP_SUFFIX)
-        with open(cleaned_path, "wb") as f:
-            f.write(cleaned)
-            f.flush()
-            os.fsync(f.fileno())
+    def replace_segment(self, segment: LogSegment, cleaned_path: Path, now_ms: int) -> None:
+        """Swap the fsynced `.log.cleaned` file `cleaned_path` in for `segment` (same base offset,
+        same offsets): it is renamed `.log.swap`, the old `.log` goes through `.deleted`, and the
+        indexes are rebuilt (Kafka's replaceSegments). A crash at any step is finished or undone
+        by `open`."""
+        swap_path = self.dir / (file_stem(segment.base_offset) + LOG_SUFFIX + SWAP_SUFFIX)
         os.replace(cleaned_path, swap_path)
         fsync_dir(self.dir)
         log_path = segment.log_path
@@ -1210,63 +1019,4 @@ class PartitionLog:
             segment.close_and_delete()
         else:
             with self._checkpoint_lock:
-                self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
-
-
-def _set_segment_aside(part_dir: Path, base: int, reason: str = "it follows a segment cut by recovery") -> None:
-    """Rename the segment's `.log` to `<name>.<hex>.stray` (kept for an operator: `raftka storage
-    strays`) and remove its indexes, which are rebuilt from a log and useless without it."""
-    log_path = part_dir / (file_stem(base) + LOG_SUFFIX)
-    target = log_path.with_name(f"{log_path.name}.{uuid.uuid4().hex[:8]}{STRAY_FILE_SUFFIX}")
-    size = log_path.stat().st_size
-    os.replace(log_path, target)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        (part_dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
-    fsync_dir(part_dir)
-    _log.warning("log.recovery.segment_set_aside", segment=log_path.name, renamed_to=target.name, bytes=size,
-                 reason=reason, action="kept; see `raftka storage strays`")
-
-
-def _crc_valid(segment: LogSegment, topic: str, partition: int) -> bool:
-    """Every batch of a flushed segment passes its CRC check (a failure is logged as an error)."""
-    try:
-        for _ in segment.iter_headers(verify=True):
-            pass
-    except CorruptRecord as exc:
-        _log.error("log.corrupt_batch", topic=topic, partition=partition, segment=segment.log_path.name,
-                   error=str(exc), action="log cut at the corrupt batch (the bytes cut are kept as a .stray file); "
-                   "replicas refetch the rest")
-        return False
-    return True
-
-
-def _read_offset(path: Path, key: tuple[str, int], default: int) -> tuple[int, bool]:
-    """(the offset for `key`, or `default`; False if the file is corrupt)."""
-    try:
-        offsets = read_offsets(path)
-    except CorruptCheckpoint as exc:
-        _log.warning("log.checkpoint.corrupt", path=str(path), error=str(exc))
-        return default, False
-    if offsets is None:
-        return default, True
-    return offsets.get(key, default), True
-
-
-def _finish_interrupted_operations(part_dir: Path) -> None:
-    """Complete or undo what a crash interrupted: `.swap` files are swapped in,
-    `.cleaned`, `.deleted` and checkpoint `.tmp` files are removed."""
-    for path in sorted(part_dir.iterdir()):
-        name = path.name
-        if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
-            path.unlink(missing_ok=True)
-        elif name.endswith("-checkpoint.tmp"):
-            path.unlink(missing_ok=True)
-        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            base = parse_file_stem(name)
-            if base is None:
-                continue
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                (part_dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
-            os.replace(path, part_dir / (file_stem(base) + LOG_SUFFIX))
-            _log.warning("log.recovery.swap_completed", segment=file_stem(base) + LOG_SUFFIX)
-    fsync_dir(part_dir)
+                self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))

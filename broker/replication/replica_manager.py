@@ -7,52 +7,38 @@ and deletes the logs of removed topics. Handlers find partitions here.
 
 `run()` owns the background work: the replica fetchers, ISR maintenance
 (shrink after `replica.lag.time.max.ms`, expand when a follower catches up,
-both through AlterPartition at the controller) and the high-watermark
-checkpoint (`replication-offset-checkpoint` in every log dir).
+both through AlterPartition at the controller), the reconcile task, and the
+LogManager's loops (broker/replication/log_manager.py: log dirs, file work in
+worker threads, retention and compaction, the high-watermark checkpoint).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import functools
-import os
-import shutil
-import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
 import trio
 
 from raftka.broker.metrics import BrokerMetrics
+from raftka.broker.replication.log_manager import (
+    OPEN_FAILED,
+    RECONCILE_BATCH,
+    RECONCILE_RETRY_S,
+    LogManager,
+)
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replication.replica_fetcher import ReplicaFetcherManager
 from raftka.broker.replication.replication_quota import ReplicationQuotas
 from raftka.broker.topic_config import TopicConfig, effective_topic_config, topic_overrides
-from raftka.log.checkpoint import read_offsets, write_offsets
-from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
-from raftka.log.partition_metadata import (
-    DELETE_SUFFIX,
-    log_dir_children,
-    parse_renamed_dir,
-    protected_dirs,
-    read_topic_id,
-    renamed_dir,
-    write_topic_id,
-)
-from raftka.log.strays import move_strays_aside
 from raftka.raft_meta.config.node_config import NodeConfig
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataDelta, MetadataImage, PartitionImage
 
 log = structlog.get_logger("broker.replica_manager")
-
-HW_CHECKPOINT = "replication-offset-checkpoint"
-HW_CHECKPOINT_INTERVAL_S = 5.0
 
 AlterPartition = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
 
@@ -69,8 +55,10 @@ class ReplicaManager:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.log_dirs = [Path(d) for d in config.log_dirs]
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Directories, file work in worker threads, the background loops and the HW checkpoint.
+        self.log_manager = LogManager(config, self.partitions, self._assigned_if_caught_up)
+        self.log_dirs = self.log_manager.log_dirs
         self.image = MetadataImage()
         self.fetchers = ReplicaFetcherManager(self)
         self.metrics = BrokerMetrics()  # counters for the metrics endpoint (broker/metrics.py)
@@ -81,8 +69,6 @@ class ReplicaManager:
         # Set whenever a leader appends (follower long-polls).
         self._append_event = trio.Event()
         self._isr_wake = trio.Event()
-        self._checkpointed_hw_dirs: dict[tuple[str, int], Path] = {}  # filled by _read_hw_checkpoints
-        self._checkpointed_hw = self._read_hw_checkpoints()
         self._leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._settings_cache: dict[tuple[tuple[str, str], ...], TopicConfig] = {}
         self._caught_up = False  # see catch_up
@@ -97,11 +83,7 @@ class ReplicaManager:
         self._work = trio.Event()
         self._idle = True
         self._idle_event = trio.Event()
-        self._locks = PartitionLocks()
-        self._to_delete: list[Path] = []
-        self._delete_wake = trio.Event()
-        self._roll_flush_wanted: set[tuple[str, int]] = set()
-        self._roll_flush_wake = trio.Event()
+        self._locks = self.log_manager.locks
 
     def add_leadership_listener(self, listener: Callable[[Partition, bool], None]) -> None:
         """`listener(partition, is_leader)` after this broker starts or stops leading a partition
@@ -189,10 +171,7 @@ class ReplicaManager:
         garbage, so an operator decides (`raftka storage strays`). The log dirs, the metadata
         dir and its `__cluster_metadata-0` are never strays. Then every assigned partition is
         handed to the reconcile task; `wait_reconciled` waits for their logs to be open."""
-        expected = self._assigned(self.image)
-        protected = protected_dirs(self.log_dirs, self.config.metadata_log_dir)
-        await trio.to_thread.run_sync(move_strays_aside, self.log_dirs, expected, protected,
-                                      int(time.time() * 1000))
+        await self.log_manager.move_strays_aside(self._assigned(self.image))
         image = self.image
         self._caught_up = True
         log.info("replicas.caught_up", node_id=self.node_id, metadata_offset=image.offset)
@@ -230,6 +209,10 @@ class ReplicaManager:
     def assigned_partitions(self) -> dict[tuple[str, int], str]:
         """(topic, partition) -> topic id of every partition the current image gives this broker."""
         return self._assigned(self.image)
+
+    def _assigned_if_caught_up(self) -> dict[tuple[str, int], str] | None:
+        """What the image assigns this broker, once caught up; None before (not known yet)."""
+        return self._assigned(self.image) if self._caught_up else None
 
     def _assigned(self, image: MetadataImage) -> dict[tuple[str, int], str]:
         """(topic, partition) -> topic id, for every partition the image gives this broker."""
@@ -326,7 +309,7 @@ class ReplicaManager:
                 if kind == "open":
                     await self._open_batch(batch)
                 else:
-                    await self._delete_dirs(batch)
+                    await self.log_manager.delete_logs(batch)
             except Exception:
                 log.exception("replicas.file_work_failed", kind=kind, partitions=len(batch))
                 await trio.sleep(RECONCILE_RETRY_S)
@@ -370,11 +353,10 @@ class ReplicaManager:
                 self._opened(key, topic_id)
                 continue  # installed meanwhile, or deleted / re-created before we got to it
             settings = self._topic_settings(topic_overrides(image, self.node_id, key[0]))
-            jobs.append((key, topic_id, self._dir_for(key), settings.log))
+            jobs.append((key, topic_id, self.log_manager.dir_for(key), settings.log))
         if not jobs:
             return
-        async with self._locks.hold([key for key, *_ in jobs]):
-            opened = await trio.to_thread.run_sync(_open_logs, jobs)
+        opened = await self.log_manager.open_logs(jobs)
         image = self.image
         stale: list[PartitionLog] = []
         failed = []
@@ -384,25 +366,24 @@ class ReplicaManager:
                 failed.append((key, topic_id))
                 continue
             if plog is None:
-                continue  # another incarnation's directory: logged by _open_logs
+                continue  # another incarnation's directory: logged by LogManager.open_logs
             _, part_image = self._desired(image, key)
             if key in self.partitions or part_image is None or self._desired(image, key)[0] != topic_id:
                 stale.append(plog)
                 continue
             settings = self._topic_settings(topic_overrides(image, self.node_id, key[0]))
             plog.config = settings.log
-            plog.on_roll = plog.epoch_cache.on_deferred = functools.partial(self._request_flush, key)
+            plog.on_roll = plog.epoch_cache.on_deferred = functools.partial(self.log_manager.request_flush, key)
             partition = Partition(key[0], topic_id, key[1], self.node_id, plog, self._wake,
                                   on_append=self._wake_append,
-                                  high_watermark=self._checkpointed_hw.pop(key, 0),
+                                  high_watermark=self.log_manager.take_checkpointed_high_watermark(key),
                                   lag_ms=self.config.replica_lag_time_max_ms)
             self.partitions[key] = partition
-            self._checkpointed_hw_dirs.pop(key, None)  # the partition's own value counts now
             self._apply_role(partition, image, part_image)
         event, self._installed = self._installed, trio.Event()
         event.set()
         if stale:
-            await self._delete_dirs(stale)
+            await self.log_manager.delete_logs(stale)
         if failed:  # e.g. EMFILE: try again after a pause, unless the image moved on meanwhile
             await trio.sleep(RECONCILE_RETRY_S)
             for key, topic_id in failed:
@@ -416,53 +397,7 @@ class ReplicaManager:
         if self._opening.get(key) == topic_id:
             del self._opening[key]
 
-    async def _delete_dirs(self, logs: list[PartitionLog]) -> None:
-        """Close each log and rename its directory `<topic>-<p>.<uuid>-delete` (a re-created
-        topic never meets the old files), in worker threads under the partitions' locks; the
-        renamed directories are removed later by `_delete_loop`, as Kafka does."""
-        for i in range(0, len(logs), RECONCILE_BATCH):
-            chunk = logs[i:i + RECONCILE_BATCH]
-            async with self._locks.hold([(plog.topic, plog.partition) for plog in chunk]):
-                renamed = await trio.to_thread.run_sync(_close_and_rename, chunk)
-            self._to_delete.extend(renamed)
-            self._delete_wake.set()
-
-    async def _delete_loop(self) -> None:
-        """Remove the `-delete` directories (leftovers of a crash included), in worker threads."""
-        protected = protected_dirs(self.log_dirs, self.config.metadata_log_dir)
-        self._to_delete.extend(await trio.to_thread.run_sync(_renamed_for_delete, self.log_dirs, protected))
-        while True:
-            if not self._to_delete:
-                await self._delete_wake.wait()
-                self._delete_wake = trio.Event()
-                continue
-            dirs, self._to_delete = self._to_delete[:RECONCILE_BATCH], self._to_delete[RECONCILE_BATCH:]
-            await trio.to_thread.run_sync(_remove_dirs, dirs)
-
-    # -- file work for open partitions (worker threads, per-partition lock) ------------
-
-    def _request_flush(self, key: tuple[str, int]) -> None:
-        """`PartitionLog.on_roll` and `LeaderEpochCache.on_deferred`: the rolled segment and the
-        leader-epoch checkpoint (written on every role change) are fsynced by `_roll_flush_loop`."""
-        try:
-            trio.lowlevel.current_task()
-        except RuntimeError:  # from a worker thread (a truncation): hop to the event loop
-            trio.from_thread.run_sync(self._request_flush, key)
-            return
-        self._roll_flush_wanted.add(key)
-        self._roll_flush_wake.set()
-
-    async def _roll_flush_loop(self) -> None:
-        while True:
-            await self._roll_flush_wake.wait()
-            self._roll_flush_wake = trio.Event()
-            keys, self._roll_flush_wanted = sorted(self._roll_flush_wanted), set()
-            partitions = [p for key in keys if (p := self.partitions.get(key)) is not None]
-            again = await self._for_each_in_threads(partitions, _flush_rolled, "log.roll_flush_failed")
-            if again:  # e.g. EMFILE: the recovery point waits; flush them after a pause
-                await trio.sleep(RECONCILE_RETRY_S)
-                for partition in again:
-                    self._request_flush(partition.key)
+    # -- file work on a hosted partition (worker threads, under the LogManager's lock) ----------
 
     async def delete_records(self, partition: Partition, offset: int) -> None:
         """DeleteRecords on the leader: move the log start to `offset` (whole segments below it
@@ -488,17 +423,6 @@ class ReplicaManager:
             await trio.to_thread.run_sync(partition.truncate_to, offset)
             return True
 
-    async def _for_each_in_threads(self, partitions: list[Partition], fn: Callable[[Partition], object],
-                                   failure_event: str) -> list[Partition]:
-        """`fn` on each partition in worker threads; returns those to try again (see `_each`)."""
-        again: list[Partition] = []
-        for i in range(0, len(partitions), RECONCILE_BATCH):
-            chunk = partitions[i:i + RECONCILE_BATCH]
-            async with self._locks.hold([p.key for p in chunk]):
-                live = [p for p in chunk if self.partitions.get(p.key) is p]
-                again += await trio.to_thread.run_sync(_each, live, fn, failure_event)
-        return again
-
     def _topic_settings(self, topic_configs: Mapping[str, str]) -> TopicConfig:
         """The effective config for a topic's overrides, parsed once per distinct set of them
         (parsing a LogConfig per partition dominated applying a 1000-partition topic)."""
@@ -509,23 +433,6 @@ class ReplicaManager:
                 self._settings_cache.clear()
             settings = self._settings_cache[key] = effective_topic_config(self.config, topic_configs)
         return settings
-
-    def _dir_for(self, key: tuple[str, int]) -> Path:
-        """The log dir holding this partition: where it already is, else the least loaded."""
-        if len(self.log_dirs) == 1:
-            return self.log_dirs[0]
-        name = f"{key[0]}-{key[1]}"
-        for d in self.log_dirs:
-            if (d / name).is_dir():
-                return d
-        # Least loaded by the partitions hosted now (globbing every dir per new partition
-        # made creating a big topic quadratic).
-        hosted = {d: 0 for d in self.log_dirs}
-        for partition in self.partitions.values():
-            parent = partition.log.dir.parent
-            if parent in hosted:
-                hosted[parent] += 1
-        return min(self.log_dirs, key=lambda d: hosted[d])
 
     # -- lookups -------------------------------------------------------------------
 
@@ -587,13 +494,10 @@ class ReplicaManager:
         self._alter_partition = alter_partition
         async with trio.open_nursery() as nursery:
             await nursery.start(self.fetchers.run)
+            await nursery.start(self.log_manager.run)
             nursery.start_soon(self._isr_loop)
-            nursery.start_soon(self._checkpoint_loop)
-            nursery.start_soon(self._log_cleanup_loop)
             nursery.start_soon(self._reconcile_loop)
             nursery.start_soon(self._file_loop)
-            nursery.start_soon(self._roll_flush_loop)
-            nursery.start_soon(self._delete_loop)
             task_status.started()
 
     async def _isr_loop(self) -> None:
@@ -628,234 +532,11 @@ class ReplicaManager:
         # On success the committed PartitionChange reaches us through `publish`, which
         # clears the pending change and installs the new ISR.
 
-    async def _checkpoint_loop(self) -> None:
-        while True:
-            await trio.sleep(HW_CHECKPOINT_INTERVAL_S)
-            # Collected on the trio thread (partitions change there), written (fsync) off it.
-            try:
-                await trio.to_thread.run_sync(self._write_hw_checkpoints, self._collect_high_watermarks())
-            except OSError as exc:  # e.g. EMFILE: the next round retries; never end the broker
-                log.warning("hw_checkpoint.write_failed", error=str(exc),
-                            retry_in_s=HW_CHECKPOINT_INTERVAL_S)
-
-    async def _log_cleanup_loop(self) -> None:
-        """Retention (and compaction, for compacted topics) every `log.retention.check.interval.ms`.
-
-        Leaders and followers clean their own logs, as in Kafka. Retention only renames
-        segments (`.deleted`, removed after `file.delete.delay.ms`) and stays on the event
-        loop; compaction reads, rewrites and fsyncs segments, so it runs in worker threads
-        under each partition's lock (appends and reads carry on meanwhile: it never touches
-        the active segment, and swaps a cleaned segment in with one list store).
-        """
-        interval = self.config.log_retention_check_interval_ms / 1000.0
-        while True:
-            await trio.sleep(interval)
-            self.clean_logs(compact=False)
-            if self.config.log_cleaner_enable:
-                compacted = [p for p in self.partitions.values() if p.log.config.compact]
-                await self._for_each_in_threads(compacted, _compact, "log.cleanup_failed")
-
-    def clean_logs(self, now_ms: int | None = None, *, compact: bool = True) -> None:
-        for partition in list(self.partitions.values()):
-            plog = partition.log
-            try:
-                if plog.config.delete:
-                    deleted = plog.delete_old_segments(now_ms)
-                    if deleted:
-                        log.info("log.retention_deleted", topic=partition.topic, partition=partition.index,
-                                 segments=deleted, log_start_offset=plog.log_start_offset)
-                if compact and plog.config.compact and self.config.log_cleaner_enable:
-                    plog.compact(now_ms)
-            except Exception:
-                log.exception("log.cleanup_failed", topic=partition.topic, partition=partition.index)
-
-    def _read_hw_checkpoints(self) -> dict[tuple[str, int], int]:
-        out: dict[tuple[str, int], int] = {}
-        for d in self.log_dirs:
-            path = d / HW_CHECKPOINT
-            if path.exists():
-                try:
-                    offsets = read_offsets(path) or {}
-                except (OSError, ValueError) as exc:
-                    log.warning("hw_checkpoint.unreadable", path=str(path), error=str(exc))
-                    continue
-                out.update(offsets)
-                self._checkpointed_hw_dirs.update(dict.fromkeys(offsets, d))
-        return out
-
-    def _collect_high_watermarks(self) -> dict[Path, dict[tuple[str, int], int]]:
-        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
-        for key, partition in self.partitions.items():
-            by_dir.setdefault(partition.log.dir.parent, {})[key] = partition.high_watermark
-        # A partition not open yet (before catch-up, or its open still queued) keeps what the
-        # last checkpoint said: rewriting the file without it would restart it at high
-        # watermark 0 after a crash in between. Dropped once the image no longer assigns it.
-        assigned = self._assigned(self.image) if self._caught_up else None
-        for key, d in self._checkpointed_hw_dirs.items():
-            if key not in self.partitions and (assigned is None or key in assigned):
-                by_dir.setdefault(d, {}).setdefault(key, self._checkpointed_hw[key])
-        return by_dir
-
-    @staticmethod
-    def _write_hw_checkpoints(by_dir: dict[Path, dict[tuple[str, int], int]]) -> None:
-        for d, offsets in by_dir.items():
-            if d.is_dir():
-                write_offsets(d / HW_CHECKPOINT, offsets)
-
-    def checkpoint_high_watermarks(self) -> None:
-        self._write_hw_checkpoints(self._collect_high_watermarks())
-
     # -- lifecycle -------------------------------------------------------------------
 
+    def checkpoint_high_watermarks(self) -> None:
+        self.log_manager.checkpoint_high_watermarks()
+
     def close(self) -> None:
-        try:
-            self.checkpoint_high_watermarks()
-        except OSError as exc:
-            log.warning("hw_checkpoint.failed", error=str(exc))
-        for partition in self.partitions.values():
-            try:
-                partition.log.close()
-            except Exception:
-                log.exception("partition.close_failed", topic=partition.topic, partition=partition.index)
+        self.log_manager.close()
         self.partitions.clear()
-
-
-# -- worker-thread functions (no trio, no shared state but what they are handed) ------------
-
-RECONCILE_BATCH = 64  # logs opened / renamed / flushed per worker-thread call
-RECONCILE_RETRY_S = 1.0
-
-OpenJob = tuple[tuple[str, int], str, Path, LogConfig]
-
-
-class _OpenFailed:
-    """`_open_logs`' answer for a log that could not be opened (logged); it is retried."""
-
-
-OPEN_FAILED = _OpenFailed()
-_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOSPC})
-
-
-def _open_logs(jobs: list[OpenJob]) -> list[PartitionLog | _OpenFailed | None]:
-    out: list[PartitionLog | _OpenFailed | None] = []
-    for (topic, index), topic_id, directory, config in jobs:
-        plog = None
-        try:
-            plog = PartitionLog.open(directory, topic, index, config)
-            recorded = read_topic_id(plog.dir)
-            if recorded is None:
-                write_topic_id(plog.dir, topic_id)
-            elif recorded != topic_id:  # stray dirs are set aside at catch-up; this is a bug if seen
-                log.error("partition.topic_id_mismatch", topic=topic, partition=index,
-                          dir=str(plog.dir), recorded=recorded, expected=topic_id)
-                plog.close()
-                plog = None
-        except Exception as exc:
-            if isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS:
-                # Out of descriptors or memory for now: the file loop opens it again shortly.
-                log.warning("partition.open_failed", topic=topic, partition=index, error=str(exc),
-                            retry_in_s=RECONCILE_RETRY_S)
-            else:
-                log.exception("partition.open_failed", topic=topic, partition=index)
-            if plog is not None:
-                with contextlib.suppress(Exception):
-                    plog.close()
-            plog = OPEN_FAILED
-        out.append(plog)
-    return out
-
-
-def _close_and_rename(logs: list[PartitionLog]) -> list[Path]:
-    renamed = []
-    for plog in logs:
-        try:
-            plog.close_for_delete()  # no fsync of data about to be deleted
-        except Exception:
-            log.exception("partition.close_failed", topic=plog.topic, partition=plog.partition)
-        target = renamed_dir(plog.dir, DELETE_SUFFIX)
-        try:
-            os.rename(plog.dir, target)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            # Kept: removing it under its live name could remove a re-created topic's new log
-            # opened meanwhile in the same place (the open then refuses the old topic id).
-            log.error("partition.rename_failed", dir=str(plog.dir), error=str(exc), action="kept")
-            continue
-        renamed.append(target)
-    return renamed
-
-
-def _renamed_for_delete(log_dirs: list[Path], protected: frozenset[Path]) -> list[Path]:
-    """The directories a deletion renamed (`<topic>-<p>.<32 hex>-delete`, Kafka's exact form)
-    and a crash left behind. Nothing else is taken for one: not a `-stray` directory, not
-    any other name ending in `-delete`, not a log dir or the metadata dir (`protected`)."""
-    return [d for d in log_dir_children(log_dirs, protected)
-            if (renamed := parse_renamed_dir(d.name)) is not None and renamed[2] == DELETE_SUFFIX]
-
-
-def _remove_dirs(dirs: list[Path]) -> None:
-    for d in dirs:
-        shutil.rmtree(d, ignore_errors=True)
-        log.info("log.dir_deleted", dir=str(d))
-
-
-def _flush_rolled(partition: Partition) -> None:
-    partition.log.flush_rolled()
-
-
-def _compact(partition: Partition) -> None:
-    partition.log.compact()
-
-
-def _each(partitions: list[Partition], fn: Callable[[Partition], object], failure_event: str) -> list[Partition]:
-    """`fn` on each partition; the ones that failed for want of descriptors or memory (logged as
-    a warning, to be tried again); any other failure is logged as an error."""
-    again = []
-    for partition in partitions:
-        try:
-            fn(partition)
-        except OSError as exc:
-            if exc.errno not in _RESOURCE_ERRNOS:
-                log.exception(failure_event, topic=partition.topic, partition=partition.index)
-                continue
-            log.warning(failure_event, topic=partition.topic, partition=partition.index, error=str(exc),
-                        retry_in_s=RECONCILE_RETRY_S)
-            again.append(partition)
-        except Exception:
-            log.exception(failure_event, topic=partition.topic, partition=partition.index)
-    return again
-
-
-class PartitionLocks:
-    """One trio lock per partition name: two file operations on a partition never overlap.
-    Several are taken in sorted order (no deadlock between batch holders); an unheld lock is dropped."""
-
-    def __init__(self) -> None:
-        self._locks: dict[tuple[str, int], tuple[trio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, keys: list[tuple[str, int]]) -> AsyncIterator[None]:
-        ordered = sorted(set(keys))
-        for key in ordered:
-            lock, users = self._locks.get(key) or (trio.Lock(), 0)
-            self._locks[key] = (lock, users + 1)
-        acquired: list[trio.Lock] = []
-        try:
-            for key in ordered:
-                lock = self._locks[key][0]
-                await lock.acquire()
-                acquired.append(lock)
-            yield
-        finally:
-            for lock in acquired:
-                lock.release()
-            for key in ordered:
-                lock, users = self._locks[key]
-                if users <= 1:
-                    del self._locks[key]
-                else:
-                    self._locks[key] = (lock, users - 1)
-
-    def __len__(self) -> int:
-        return len(self._locks)
