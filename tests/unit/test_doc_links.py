@@ -18,6 +18,10 @@ and checks three kinds of reference:
 
 A path with a placeholder in it (`<topic>-<p>`, `{group,txn}`, `*`) is a pattern,
 not a file, and is not checked.
+
+It also holds docs/architecture.md's opening table to the repository: a row per
+top-level folder, and per installed package a row naming its folder and package
+as `ls` and `pyproject.toml` do.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import io
 import re
 import subprocess
 import tokenize
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -152,3 +157,61 @@ def test_existing_files_patterns_and_other_strings_pass(tmp_path: Path) -> None:
                           'NAME = "docs/made_in_a_temp_dir.md"  # a string, not prose\n',
     })
     assert dangling_references(root) == []
+
+
+# --- docs/architecture.md's first table: the folders are the packages ---------------------
+
+_ROW = re.compile(r"^\| `([\w/]+)/` \| (?:`([\w.]+)`|not installed)")
+
+
+def _package_folders(root: Path) -> dict[str, str]:
+    """Installed package -> its folder, from pyproject.toml's `packages` and `package-dir`."""
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = {name: folder for name, folder in setuptools["package-dir"].items() if name}
+    folders = {}
+    for package in setuptools["packages"]:
+        base = max((name for name in mapped if package == name or package.startswith(name + ".")),
+                   key=len)
+        rest = package[len(base):].lstrip(".").replace(".", "/")
+        folders[package] = f"{mapped[base]}/{rest}" if rest else mapped[base]
+    return folders
+
+
+def folder_table_problems(root: Path = REPO) -> list[str]:
+    """What the folder table at the top of docs/architecture.md gets wrong about the repository."""
+    rows = {}
+    for line in (root / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        if match := _ROW.match(line):
+            rows[match.group(1)] = match.group(2)
+    problems = [f"row `{folder}/`: no such folder" for folder in rows if not (root / folder).is_dir()]
+    top_folders = {Path(f).parts[0] for f in subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+        if len(Path(f).parts) > 1 and not f.startswith(".")}
+    problems += [f"top-level folder `{folder}/` has no row" for folder in sorted(top_folders - set(rows))]
+    for package, folder in sorted(_package_folders(root).items()):
+        if rows.get(folder) != package:
+            problems.append(f"package {package} (folder `{folder}/`) is not a row `{folder}/` | `{package}`")
+    return problems
+
+
+def test_architecture_opens_with_every_folder_and_its_package() -> None:
+    assert folder_table_problems() == []
+
+
+def test_a_folder_or_package_missing_from_the_table_is_reported(tmp_path: Path) -> None:
+    """The test above can fail: an unlisted folder, a wrong package and a gone folder."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "log").mkdir()
+    (tmp_path / "docs" / "architecture.md").write_text(
+        "| folder | installed as | holds |\n|---|---|---|\n"
+        "| `log/` | `raftka.logs` | logs |\n| `docs/` | not installed | pages |\n| `gone/` | not installed | x |\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.setuptools]\npackages = ["raftka", "raftka.log"]\n'
+        '[tool.setuptools.package-dir]\n"raftka" = "raftka"\n"raftka.log" = "log"\n')
+    root = _repo(tmp_path, {"raftka/__init__.py": "", "log/__init__.py": ""})
+    assert folder_table_problems(root) == [
+        "row `gone/`: no such folder",
+        "top-level folder `raftka/` has no row",
+        "package raftka (folder `raftka/`) is not a row `raftka/` | `raftka`",
+        "package raftka.log (folder `log/`) is not a row `log/` | `raftka.log`",
+    ]
