@@ -12,7 +12,10 @@ and checks three kinds of reference:
 
 - a relative markdown link `[text](target)`, resolved from the page's folder
   (an `#anchor` is dropped; `http:`/`https:`/`mailto:` links are not files);
-- a `docs/<name>.md` mention anywhere, resolved from the repository root;
+- a `docs/<name>.md` mention anywhere, resolved from the repository root, and a
+  bare `<name>.md` mention, which some file of the repository must be called (the
+  design documents once lived outside it under upper-case names, and the code cited
+  a principle by the word DESIGN and its number: that form is reported too);
 - a repository path `folder/.../name.ext` (or `folder/.../dir/`) whose first part is
   one of the repository's top-level folders, resolved from the repository root.
 
@@ -27,6 +30,7 @@ as `ls` and `pyproject.toml` do.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import subprocess
@@ -49,6 +53,8 @@ _PATH = re.compile(
     rf"((?:{'|'.join(TOP_FOLDERS)})(?:/[\w.-]+)*?(?:/[\w-][\w.-]*\.{_EXT}\b(?![\w/-])|/[\w-][\w.-]*/(?![\w<>{{}}*.-])))"
 )
 _DOCS_MD = re.compile(r"(?<![\w./-])(docs/[\w.-]+\.md)\b")
+_BARE_MD = re.compile(r"(?<![\w./-])([\w-]+\.md)\b")  # a bare name: some file is called that
+_OLD_DESIGN = re.compile(r"\bDESIGN\b(?:\.md)?,? principle")  # the principles are docs/design.md's
 _LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 
 
@@ -92,7 +98,15 @@ def _missing_in(text: str, page_dir: Path, root: Path, *, markdown: bool) -> lis
     for mention in _DOCS_MD.findall(text) + _PATH.findall(text):
         if not (root / mention).exists():
             missing.append(mention)
+    missing += [name for name in _BARE_MD.findall(text) if name not in _file_names(root)]
+    missing += [f"{cited} (the principles are docs/design.md's)" for cited in _OLD_DESIGN.findall(text)]
     return missing
+
+
+@functools.cache
+def _file_names(root: Path) -> frozenset[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout
+    return frozenset(Path(line).name for line in out.splitlines())
 
 
 def dangling_references(root: Path = REPO) -> list[str]:
@@ -135,6 +149,9 @@ def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
 @pytest.mark.parametrize(("name", "text", "want"), [
     ("broker/x.py", '"""See docs/nowhere.md."""\n', "broker/x.py:1: docs/nowhere.md"),
     ("broker/x.py", "x = 1  # as in docs/SECURITY.md\n", "broker/x.py:1: docs/SECURITY.md"),
+    ("broker/x.py", "# librdkafka's table (TRANSACTIONS.md)\n", "broker/x.py:1: TRANSACTIONS.md"),
+    ("broker/x.py", '"""The one exception to DESIGN principle 2."""\n',
+     "broker/x.py:1: DESIGN principle (the principles are docs/design.md's)"),
     ("broker/x.py", 'def f():\n    """Started by raftka/client/local_cluster.py."""\n',
      "broker/x.py:2: raftka/client/local_cluster.py"),
     ("docs/page.md", "See [the design](design.md#principles).\n", "docs/page.md:1: design.md#principles"),
