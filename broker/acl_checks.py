@@ -1,4 +1,4 @@
-"""What each API must be allowed to do, in one place (docs/SECURITY.md "Which check each API
+"""What each API must be allowed to do, in one place (docs/security.md "Which check each API
 makes"). Handlers make one call here; the decision itself is the pure StandardAuthorizer
 (raft_meta/security/authorizer.py) over the current image's ACLs.
 

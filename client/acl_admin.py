@@ -1,6 +1,6 @@
 """ACL administration over a Cluster: CreateAcls, DescribeAcls, DeleteAcls (Kafka keys 30, 29,
 31), like kafka-acls.sh. Used by `raftka acls`. Values are Kafka's enum codes (ResourceType,
-PatternType, AclOperation, AclPermissionType; docs/SECURITY.md); the broker answers
+PatternType, AclOperation, AclPermissionType; docs/security.md); the broker answers
 SecurityDisabled when it runs without an authorizer."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """TLS contexts from PEM, for the SDK (client side) and shared with the broker.
 
-Kafka's PEM conventions (docs/SECURITY.md): a key store is one PEM file
+Kafka's PEM conventions (docs/security.md): a key store is one PEM file
 holding the private key and the certificate chain, or the two as inline PEM
 text; a trust store is a PEM file of CA certificates or the same inline.
 Python's `load_cert_chain` reads files only, so inline PEM is written to a

@@ -84,7 +84,7 @@ _FATAL_COMMON = frozenset({E.CLUSTER_AUTHORIZATION_FAILED, E.TRANSACTIONAL_ID_AU
                            E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED})
 
 # Per API: (retried codes, codes needing an epoch bump, fatal codes); every other code is
-# abortable. From librdkafka's response handlers (TRANSACTIONS.md, "What the clients do").
+# abortable. From librdkafka's response handlers (docs/transactions.md, "What the clients do").
 _TABLE: dict[TxnApi, tuple[frozenset, frozenset, frozenset]] = {
     TxnApi.ADD_PARTITIONS: (
         frozenset({E.UNKNOWN_TOPIC_OR_PARTITION, E.COORDINATOR_LOAD_IN_PROGRESS,

@@ -7,8 +7,8 @@ The public SDK, importable from here::
 
 Every other layer lives under this one namespace (`raftka.log`, `raftka.client`,
 `raftka.broker`, `raftka.raft_meta`, `raftka.spark_source`, `raftka.chaos`; see
-docs/architecture.md). This module's own files (`cli`, `cmd_*`, `pytest_plugin`) sit above
-every layer and no layer imports them.
+docs/architecture.md). This package's own subpackages (`raftka.cli`, `raftka.testing`) sit
+above every layer and no layer imports them.
 
 The names below are resolved on first use (PEP 562), so `import raftka` costs
 no trio, no threads and no facades until a client class is touched.

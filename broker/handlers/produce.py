@@ -1,7 +1,7 @@
 """Produce: validate headers, CRC and records, assign offsets, append; acks=all waits for the ISR.
 
 The leader's log walks every record before it stores a batch
-(`log.record_validator`, the one exception to DESIGN principle 2): a malformed
+(`log.record_validator`, the one exception to docs/design.md principle 2): a malformed
 one fails the partition's whole batch set with INVALID_RECORD, and Produce v8+
 names the record in `record_errors`. Internal topics (`__consumer_offsets`,
 `__transaction_state`) take no client writes: INVALID_TOPIC_EXCEPTION, as in

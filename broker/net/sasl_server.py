@@ -1,6 +1,6 @@
 """One connection's SASL authentication on a SASL_PLAINTEXT / SASL_SSL listener (pure).
 
-Kafka's server-side states (docs/SECURITY.md), per connection:
+Kafka's server-side states (docs/security.md), per connection:
 
     HANDSHAKE ── ApiVersions (once) ──► HANDSHAKE
         │ SaslHandshake(mechanism enabled)        SaslHandshake(not enabled) ─► 33, close

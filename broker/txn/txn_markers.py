@@ -6,7 +6,7 @@ included). Each round groups the partitions still owed a marker by their
 current leader (from the metadata image) and sends each leader ONE
 WriteTxnMarkers v1 request carrying the markers of every transaction waiting on
 it, over the inter-broker listener with its security (as the replica fetchers
-connect). Per partition, the answer decides (docs/TRANSACTIONS.md):
+connect). Per partition, the answer decides (docs/transactions.md):
 
 - 0: done for that partition;
 - 3, 6, 7, 19, 20, 56 (and a lost connection): retried after `retry.backoff.ms`,

@@ -8,7 +8,7 @@ transaction. So a batch that arrives late, after its transaction's ABORT
 marker, cannot open a transaction nobody will close (a "hanging transaction",
 which would hold the LSO back and stall compaction for good).
 
-Answers (docs TRANSACTIONS.md, "KIP-890 part 1"), as the Produce error per partition:
+Answers (docs/transactions.md, "KIP-890 part 1"), as the Produce error per partition:
 - added: 0, and the append goes ahead;
 - not added: 48 INVALID_TXN_STATE;
 - the producer's epoch no longer matches (47/90): 47;

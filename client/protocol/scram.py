@@ -9,7 +9,7 @@ Both halves, as pure functions over messages (bytes in, bytes out):
                                ◄──────────   server-final  v=<ServerSignature>
     ScramClient.verify_server_final
 
-Kafka's rules (docs/SECURITY.md): no channel binding (gs2 header `n,,` or
+Kafka's rules (docs/security.md): no channel binding (gs2 header `n,,` or
 `n,a=<authzid>,`), no SASLprep, iterations 4096..16384, names escaped
 `,`→`=2C` and `=`→`=3D` (kafka-python 3.0 does not escape: a raw name is
 accepted when it parses), extensions ignored except `tokenauth` (refused:

@@ -4,7 +4,7 @@ Pure parsing (no files are read, no sockets): `parse_security(properties, ...)`
 turns Kafka's keys into one `ListenerSecurity` per listener, and every problem
 is a `ValueError` naming the key, what was received and what was expected
 (`node_config` turns it into a ConfigError). The facts are in
-docs/SECURITY.md; in short, as Kafka does:
+docs/security.md; in short, as Kafka does:
 
 - Every SSL/SASL key may be overridden per listener with
   `listener.name.<listener lowercased>.<key>`; the plain key is the fallback.

@@ -1,6 +1,6 @@
 """ACLs as Kafka stores them (`AccessControlEntryRecord`), their filters, and the controller's decisions.
 
-Pure: the enum values are Kafka's wire values (docs/SECURITY.md "ACLs"), so an `AclBinding` is
+Pure: the enum values are Kafka's wire values (docs/security.md "ACLs"), so an `AclBinding` is
 what CreateAcls carries, what the metadata record stores and what DescribeAcls returns.
 
 - A stored ACL (`binding_error` is None) is LITERAL or PREFIXED, ALLOW or DENY, has a concrete

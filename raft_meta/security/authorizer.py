@@ -2,7 +2,7 @@
 `org.apache.kafka.metadata.authorizer.StandardAuthorizer`, which also lives with the metadata).
 
 `authorize(acls, principal, host, operation, resource_type, name)`, step by step
-(docs/SECURITY.md "ACLs"):
+(docs/security.md "ACLs"):
 
 1. a principal listed in `super.users` is allowed everything;
 2. the candidate ACLs are those of the resource's type whose pattern covers the name (LITERAL

@@ -6,7 +6,7 @@ when the Java regex matches the WHOLE DN, then replaces every match (Java's
 replaceAll; `$1` is a group) and lower/upper-cases with L/U. No rule matching
 is an authentication failure (`NoMatchingRule`). The DN is Java's RFC 2253
 form (`CN=alice,OU=Eng,O=Acme\\, Inc.,C=US`), which `cryptography`'s
-`rfc4514_string()` gives for the keyword attributes (docs/SECURITY.md).
+`rfc4514_string()` gives for the keyword attributes (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """AlterUserScramCredentials on the controller: (image, request) -> records + a result per user.
 
-Pure, in the style of controller_decisions.py. Kafka's rules (docs/SECURITY.md):
+Pure, in the style of controller_decisions.py. Kafka's rules (docs/security.md):
 per user, every deletion and upsertion either all apply or none does; the
 errors are Kafka's codes by name:
 

@@ -28,7 +28,7 @@ again after that test, so one test's failover leaves the next a whole cluster.
 Each cluster gets its own free ports and a temp dir under pytest's basetemp,
 so pytest-xdist workers never share one. Nodes stop when the session ends,
 and shut themselves down if the pytest process dies (kill -9 included): they
-watch their launcher's pid (raftka/client/local_cluster.py).
+watch their launcher's pid (raftka/testing/local_cluster.py).
 """
 
 from __future__ import annotations

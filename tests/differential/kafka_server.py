@@ -3,7 +3,7 @@ real JVM on 127.0.0.1, formatted with Kafka's own StorageTool. Stopped on exit, 
 
 Its server.properties mirror a raftka LocalCluster node's: node.id 1, a static
 controller.quorum.voters, a PLAINTEXT client listener and a CONTROLLER listener, plus the
-settings both clusters share (`SHARED_SETTINGS` in tests/differential/targets.py).
+settings both clusters share (`SHARED_SETTINGS` in tests/differential/conftest.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 still hand the broker a batch whose CRC is right (it then passes the CRC check, and only
 record validation can refuse it).
 
-Written from the format (docs/PROTOCOL.md, Kafka's DefaultRecordBatch), not with
+Written from the format (docs/protocol.md, Kafka's DefaultRecordBatch), not with
 log/record_batch.py: the fuzzer must not share the encoder it tests. Compression
 uses log/compression.py (the codecs themselves are third-party libraries).
 """

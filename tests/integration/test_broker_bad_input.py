@@ -1,6 +1,6 @@
 """Hostile and broken input on raw sockets against a real raftka server process.
 
-Each case checks the three halves of DESIGN principle 7: the offending
+Each case checks the three halves of docs/design.md principle 7: the offending
 connection gets the right error (or is closed), a well-behaved client keeps
 producing on the same broker meanwhile (a librdkafka producer running in a
 thread for the whole module), and everything acknowledged before is still
@@ -140,7 +140,7 @@ def unaffected(server: ServerProcess, steady: SteadyProducer,
 
 
 def expect_close_logged(server: ServerProcess, reason: str | tuple[str, ...], before: int) -> None:
-    """The broker logged why it closed the connection (DESIGN principle 7)."""
+    """The broker logged why it closed the connection (docs/design.md, principle 7)."""
     reasons = (reason,) if isinstance(reason, str) else reason
 
     def logged() -> list[dict]:

@@ -1,4 +1,4 @@
-"""The README's own multi-machine deployment, run as written (DESIGN.md, principle 12).
+"""The README's own multi-machine deployment, run as written (docs/design.md, principle 12).
 
 The test reads README.md's "Several machines" section itself: the node's `server.properties`
 block (node 1's, on 10.0.0.1), any block there that moves a directory (`metadata.log.dir`),

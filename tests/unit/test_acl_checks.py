@@ -1,5 +1,5 @@
 """Each API's authorization rule (broker/acl_checks.py) as tables, for named users: the ACLs in
-force, who calls, and what the rule answers (docs/SECURITY.md "Which check each API makes")."""
+force, who calls, and what the rule answers (docs/security.md "Which check each API makes")."""
 
 from __future__ import annotations
 

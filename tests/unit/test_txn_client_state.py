@@ -23,7 +23,7 @@ from raftka.client.transactions import (
 
 A = TxnApi
 
-# (api, code, kind): librdkafka's per-response handling (docs/TRANSACTIONS.md).
+# (api, code, kind): librdkafka's per-response handling (docs/transactions.md).
 CLASSIFY = [
     (A.FIND_COORDINATOR, 15, Kind.REFIND),
     (A.FIND_COORDINATOR, 53, Kind.FATAL),
