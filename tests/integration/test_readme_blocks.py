@@ -17,6 +17,8 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +96,21 @@ def test_every_readme_block_is_run_by_a_test() -> None:
     assert gone == [("The SDK in ten lines", "python")]
 
 
+@contextmanager
+def cluster_up(data_dir: Path) -> Iterator[str]:
+    """`raftka cluster up --nodes 3` (what `make run` runs) on free ports; its first node's
+    address. Ctrl-C (SIGINT) at the end, as a user stops it, must stop it cleanly."""
+    base = free_port_base(3, offsets=(0, 1, 2, 3))  # clients, quorum, control RPC, metrics
+    up = ClusterUp(data_dir, base)
+    try:
+        up.wait_ready()
+        yield f"127.0.0.1:{base}"
+        assert up.interrupt() == 0
+    finally:
+        if up.proc.poll() is None:
+            up.proc.kill()
+
+
 # --- running the tour's shell lines ----------------------------------------------------------
 
 def _command(argv: list[str]) -> click.Command:
@@ -150,30 +167,21 @@ def test_the_tour_runs_as_shown(tmp_path: Path) -> None:
     assert "raftka cluster up --nodes 3" in recipe, f"make run no longer starts what this test starts: {recipe}"
     raftka = Path(sys.executable).parent / "raftka"
     assert raftka.exists(), f"no raftka script beside {sys.executable}"
-    base = free_port_base(3, offsets=(0, 1, 2, 3))  # clients, quorum, control RPC, metrics
-    address = f"127.0.0.1:{base}"
-    # `cluster kill|status|start` find the cluster by --data-dir's default, ./cluster-data.
-    up = ClusterUp(tmp_path / "cluster-data", base)
     ran: list[tuple[str, subprocess.CompletedProcess[str]]] = []
-    try:
-        up.wait_ready()
+    # `cluster kill|status|start` find the cluster by --data-dir's default, ./cluster-data.
+    with cluster_up(tmp_path / "cluster-data") as address:
         for line in readme_block("A two-minute tour", "sh").splitlines():
             if line.strip():
                 done = subprocess.run(localize(line, raftka, address), shell=True, cwd=tmp_path, env=raftka_env(),
                                       capture_output=True, text=True, timeout=180)
                 assert done.returncode == 0, (line, done.stdout, done.stderr)
                 ran.append((line, done))
-        assert up.interrupt() == 0
-    finally:
-        if up.proc.poll() is None:
-            up.proc.kill()
     outputs = {}
     for line, done in ran:
         outputs.setdefault(line.split("  #")[0].strip(), []).append(done.stdout)
     consumed = outputs[".venv/bin/raftka consume --topic demo --from-beginning --max-messages 5"]
     assert [sorted(out.split()) for out in consumed] == [["1", "2", "3", "4", "5"]] * 2, consumed
     assert "node 2: down (signal SIGKILL)" in outputs[".venv/bin/raftka cluster status"][0]
-    assert len(ran) == len([line for line in readme_block("A two-minute tour", "sh").splitlines() if line.strip()])
 
 
 # --- the Python blocks -----------------------------------------------------------------------
@@ -181,17 +189,10 @@ def test_the_tour_runs_as_shown(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_sdk_lines_run_as_shown(tmp_path: Path) -> None:
-    base = free_port_base(3, offsets=(0, 1, 2, 3))
-    up = ClusterUp(tmp_path / "cluster-data", base)  # RF 3: the ten lines need three brokers
-    try:
-        up.wait_ready()
-        code = readme_block("The SDK in ten lines", "python").replace(README_ADDRESS, f"127.0.0.1:{base}")
+    with cluster_up(tmp_path / "cluster-data") as address:  # RF 3: the ten lines need three brokers
+        code = readme_block("The SDK in ten lines", "python").replace(README_ADDRESS, address)
         done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=raftka_env(), capture_output=True,
                               text=True, timeout=180)
-        assert up.interrupt() == 0
-    finally:
-        if up.proc.poll() is None:
-            up.proc.kill()
     assert done.returncode == 0, done.stderr
     assert "value=b'hello'" in done.stdout and "key=b'k'" in done.stdout, done.stdout
 
