@@ -1,1 +1,1 @@
-"""raftka chaos layer: Jepsen-style runs against real nodes (README.md, "Chaos testing")."""
+"""raftka chaos layer: Jepsen-style runs against real nodes (docs/using-chaos.md)."""

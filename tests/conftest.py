@@ -110,7 +110,7 @@ SPARK_JOBS = ("tests/spark/test_spark_connect.py", "tests/spark/test_spark_autod
 SLOW_FIRST = (
     "tests/packaging/",
     CHAOS + "short_run_under_kill",
-    "tests/integration/test_readme_layouts.py",  # the README's layouts: 3 nodes, kill and restart each
+    "tests/integration/test_readme_layouts.py",  # the documented layouts: 3 nodes, kill and restart each
     "tests/chaos/test_restart_soak.py",
     CHAOS + "short_run_under_the_quorum",
     "tests/integration/test_rolling_restart.py",

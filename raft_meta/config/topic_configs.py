@@ -11,7 +11,7 @@ key, the value received and what was expected (the request answers INVALID_CONFI
   `broker/topic_config.py` and, for the replication throttles, `broker/replication/replication_quota.py`);
 - "stored": accepted, validated, stored in the metadata image and shown by DescribeConfigs
   and `raftka topics describe`, but raftka does not act on it (tiered storage, preallocation, compaction-lag and timestamp-skew bounds, jitter, the broker
-  re-compressing batches to the topic's `compression.type`: see README "Topic configs").
+  re-compressing batches to the topic's `compression.type`: see docs/operations.md, "Topic and broker configs").
 """
 
 from __future__ import annotations

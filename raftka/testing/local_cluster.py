@@ -16,7 +16,7 @@ The data directory holds `cluster.properties` (cluster id and quorum secret,
 made once, so a second start reuses the data) and `node-<i>/` with that
 node's `server.properties`, `data/` (log.dirs) and `server.log`. The metadata
 log lives where Kafka keeps it by default, in the first log dir
-(`data/__cluster_metadata-0`, no `metadata.log.dir`): the layout the README
+(`data/__cluster_metadata-0`, no `metadata.log.dir`): the layout docs/operations.md
 documents for several machines. `separate_metadata_log_dir=True` sets
 `metadata.log.dir` to `node-<i>/meta/` instead, and a node whose `meta/` was
 formatted by an earlier raftka (which always laid it out so) keeps it there.

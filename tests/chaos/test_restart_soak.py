@@ -1,5 +1,5 @@
 """A bounded soak on Kafka's default layout (the metadata log in the first log dir, as
-`LocalCluster` and the README lay nodes out): kill -9, pause (SIGSTOP/SIGCONT) and clean
+`LocalCluster` and docs/operations.md lay nodes out): kill -9, pause (SIGSTOP/SIGCONT) and clean
 restarts (SIGTERM, start) of random nodes under an idempotent acks=all load, through the
 chaos harness (chaos/run.py, chaos/nemesis.py, chaos/checker.py). Every acknowledged record
 is read back, none twice.

@@ -96,11 +96,11 @@ def test_raftka_configs_users_and_clients_like_kafka_configs(bootstrap: str) -> 
                   *b).returncode == 2
 
 
-def test_the_readme_quota_commands_run_as_shown(bootstrap: str, admin: Admin) -> None:
+def test_the_documented_quota_commands_run_as_shown(bootstrap: str, admin: Admin) -> None:
     from tests.integration.sdk_broker import REPO
 
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Quotas"):]
+    text = (REPO / "docs" / "operations.md").read_text()
+    section = text[text.index("\n### Quotas\n"):]
     block = section[section.index("```\n") + 4:]
     lines = [line for line in block[:block.index("```")].splitlines() if line.strip()]
     assert len(lines) == 5 and all(line.startswith("raftka configs ") for line in lines)

@@ -1,6 +1,6 @@
-"""The README's own multi-machine deployment, run as written (docs/design.md, principle 12).
+"""The documented multi-machine deployment, run as written (docs/design.md, principle 12).
 
-The test reads README.md's "Several machines" section itself: the node's `server.properties`
+The test reads docs/operations.md's "Several machines" section itself: the node's `server.properties`
 block (node 1's, on 10.0.0.1), any block there that moves a directory (`metadata.log.dir`),
 and the shell block's `raftka storage random-uuid`, `raftka storage format ...` and
 `raftka server start ...` lines. For each layout it writes three nodes' properties from the
@@ -13,7 +13,7 @@ acknowledged record must be read back at its offset (chaos/checker.py: no loss, 
 duplicate, order kept) and every topic must still exist on every node.
 
 Anything the section no longer holds, or holds in a shape this test does not understand,
-fails it loudly: a README edit that breaks a documented layout fails the suite.
+fails it loudly: an edit of the page that breaks a documented layout fails the suite.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from raftka.chaos.workload import Recorder, Workload, WorkloadConfig, drain
 from raftka.testing.local_cluster import LocalCluster, Node, _child_env
 
 REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "operations.md"  # where the multi-machine layouts are documented
 SECTION = "## Several machines"
 DIR_KEYS = ("log.dirs", "log.dir", "metadata.log.dir")
 METADATA_LOG = "__cluster_metadata-0"
@@ -48,11 +49,11 @@ HOLD_S = 6.0  # the longest a node stays down (or the load waits after its resta
 START_S = 90.0
 
 
-# --- reading the README -----------------------------------------------------------------
+# --- reading the page --------------------------------------------------------------------
 
 def readme_section(text: str, heading: str = SECTION) -> str:
     start = text.find(f"\n{heading}\n")
-    assert start >= 0, f"README.md has no {heading!r} section; this test runs the layouts documented there"
+    assert start >= 0, f"{DOC.name} has no {heading!r} section; this test runs the layouts documented there"
     end = text.find("\n## ", start + len(heading) + 2)
     return text[start:end if end >= 0 else len(text)]
 
@@ -67,7 +68,7 @@ def parse_properties(block: str) -> dict[str, str]:
         line = line.strip()
         if line and not line.startswith(("#", "!")):
             key, sep, value = line.partition("=")
-            assert sep, f"README properties line {line!r} has no '='"
+            assert sep, f"{DOC.name} properties line {line!r} has no '='"
             out[key.strip()] = value.strip()
     return out
 
@@ -87,7 +88,7 @@ def readme_layouts(text: str) -> list[Layout]:
                              f"found {len(nodes)}: {nodes}")
     (node,) = nodes
     for key in ("node.id", "controller.quorum.voters", "listeners", "log.dirs"):
-        assert key in node, f"the README's server.properties block has no {key}: {node}"
+        assert key in node, f"the page's server.properties block has no {key}: {node}"
     layouts = [Layout("as-written", node)]
     for block in blocks:
         moved = sorted(k for k in block if k in DIR_KEYS)
@@ -97,7 +98,7 @@ def readme_layouts(text: str) -> list[Layout]:
 
 
 def readme_commands(text: str) -> dict[str, list[str]]:
-    """{'random-uuid' | 'format' | 'start': the README's command line for it, split as a shell would}."""
+    """{'random-uuid' | 'format' | 'start': the page's command line for it, split as a shell would}."""
     wanted = {"random-uuid": ["raftka", "storage", "random-uuid"], "format": ["raftka", "storage", "format"],
               "start": ["raftka", "server", "start"]}
     found: dict[str, list[str]] = {}
@@ -108,11 +109,11 @@ def readme_commands(text: str) -> dict[str, list[str]]:
                 if argv[:len(head)] == head and name not in found:
                     found[name] = argv
     missing = sorted(set(wanted) - set(found))
-    assert not missing, f"the README's {SECTION!r} section has no command for {missing}; expected {wanted}"
+    assert not missing, f"{DOC.name}'s {SECTION!r} section has no command for {missing}; expected {wanted}"
     return found
 
 
-# --- the README's properties, on this machine ---------------------------------------------
+# --- the page's properties, on this machine -----------------------------------------------
 
 def parse_voters(value: str) -> dict[int, tuple[str, int]]:
     voters = {}
@@ -125,17 +126,17 @@ def parse_voters(value: str) -> dict[int, tuple[str, int]]:
 
 
 def localize(props: dict[str, str], node: Node, nodes: dict[int, Node], secret: str, root: Path) -> dict[str, str]:
-    """Node `node`'s properties from the README's block (written for node `node.id` there):
+    """Node `node`'s properties from the page's block (written for node `node.id` there):
     its id; each voter's host:port -> 127.0.0.1 and that node's ports; directories under
     root/node-<i>; the secret placeholder -> `secret`. Anything else machine-specific fails."""
     voters = parse_voters(props["controller.quorum.voters"])
-    assert sorted(voters) == sorted(nodes), f"README voters {sorted(voters)}; the test runs nodes {sorted(nodes)}"
+    assert sorted(voters) == sorted(nodes), f"documented voters {sorted(voters)}; the test runs nodes {sorted(nodes)}"
     hosts = {host: i for i, (host, _) in voters.items()}
-    assert len(hosts) == len(voters), f"README voters share a host: {voters}; expected one machine each"
+    assert len(hosts) == len(voters), f"documented voters share a host: {voters}; expected one machine each"
     written_for = int(props["node.id"])
     client_ports = sorted({int(m["port"]) for k, v in props.items() if k != "controller.quorum.voters"
                            for m in HOST_PORT.finditer(v)} - {voters[written_for][1]})
-    assert len(client_ports) <= 1, f"the README node listens on ports {client_ports} besides its quorum port; " \
+    assert len(client_ports) <= 1, f"the documented node listens on ports {client_ports} besides its quorum port; " \
                                    "this test maps one client port"
 
     def address(match: re.Match, owner: int) -> str:
@@ -166,7 +167,7 @@ def localize(props: dict[str, str], node: Node, nodes: dict[int, Node], secret: 
 
 
 def substitute(argv: list[str], config: Path, cluster_id: str) -> list[str]:
-    """A README command for one node: `server.properties` is its file, `<id>` the cluster id."""
+    """A documented command for one node: `server.properties` is its file, `<id>` the cluster id."""
     out = []
     for token in argv[1:]:  # without the leading `raftka`
         if token == "server.properties":
@@ -184,7 +185,7 @@ def raftka(args: list[str]) -> subprocess.CompletedProcess:
 
 
 class ReadmeCluster(LocalCluster):
-    """Three nodes configured and started exactly as the README's section says."""
+    """Three nodes configured and started exactly as the page's section says."""
 
     def __init__(self, directory: Path, layout: Layout, commands: dict[str, list[str]]) -> None:
         self.layout = layout
@@ -218,10 +219,10 @@ class ReadmeCluster(LocalCluster):
 
 def test_the_readme_section_is_found_and_understood():
     """The parts the layouts test relies on are there (so its parametrization is not empty)."""
-    text = (REPO / "README.md").read_text()
+    text = DOC.read_text()
     layouts = readme_layouts(text)
     assert layouts[0].name == "as-written" and "metadata.log.dir" not in layouts[0].properties, \
-        "the README's node block should show Kafka's default layout (no metadata.log.dir)"
+        "the page's node block should show Kafka's default layout (no metadata.log.dir)"
     assert any("metadata.log.dir" in layout.properties for layout in layouts[1:]), [x.name for x in layouts]
     assert set(readme_commands(text)) == {"random-uuid", "format", "start"}
     with pytest.raises(AssertionError, match="no '## Several machines' section"):
@@ -287,9 +288,9 @@ async def _missing_topics(cluster: ReadmeCluster, topics: dict[str, int], when: 
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("layout", readme_layouts((REPO / "README.md").read_text()), ids=lambda x: x.name)
+@pytest.mark.parametrize("layout", readme_layouts(DOC.read_text()), ids=lambda x: x.name)
 def test_readme_layout_survives_kill_and_clean_restarts_of_every_node(tmp_path: Path, layout: Layout) -> None:
-    commands = readme_commands((REPO / "README.md").read_text())
+    commands = readme_commands(DOC.read_text())
     cluster = ReadmeCluster(tmp_path / "cluster", layout, commands)
     writer = HistoryWriter(tmp_path / "history.jsonl")
     acked = [0]
