@@ -20,18 +20,20 @@ import os
 import shutil
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
 
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
+from raftka.broker.replication.purgatory import DelayedOperationPurgatory
 from raftka.broker.replication.replica_fetcher import ReplicaFetcherManager
 from raftka.broker.replication.replication_quota import ReplicationQuotas
 from raftka.broker.topic_config import TopicConfig, effective_topic_config, topic_overrides
+from raftka.log.append_origin import AppendOrigin
 from raftka.log.checkpoint import read_offsets, write_offsets
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
@@ -48,6 +50,10 @@ from raftka.log.strays import move_strays_aside
 from raftka.raft_meta.config.node_config import NodeConfig
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataDelta, MetadataImage, PartitionImage
+
+if TYPE_CHECKING:
+    from raftka.broker.replication.append import AppendResult, Records
+    from raftka.broker.txn.txn_verification import TxnVerifier
 
 log = structlog.get_logger("broker.replica_manager")
 
@@ -102,6 +108,7 @@ class ReplicaManager:
         self._delete_wake = trio.Event()
         self._roll_flush_wanted: set[tuple[str, int]] = set()
         self._roll_flush_wake = trio.Event()
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")  # acks=all waits (delayed_produce.py)
 
     def add_leadership_listener(self, listener: Callable[[Partition, bool], None]) -> None:
         """`listener(partition, is_leader)` after this broker starts or stops leading a partition
@@ -545,6 +552,18 @@ class ReplicaManager:
         partition = self.get(topic, index)
         partition.check_leader(current_leader_epoch)
         return partition
+
+    async def append_records(self, entries: Sequence[tuple[tuple[str, int], Records | None]], *,
+                             required_acks: int, timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                             transactional_id: str | None = None,
+                             verifier: TxnVerifier | None = None) -> AppendResult:
+        """Append to the partitions this broker leads: broker/replication/append.py."""
+        # Imported here, not at the top: broker/errors.py (which append.py uses) imports this module.
+        from raftka.broker.replication import append
+
+        return await append.append_records(self.get_leader, entries, required_acks=required_acks,
+                                           timeout_ms=timeout_ms, origin=origin, transactional_id=transactional_id,
+                                           verifier=verifier, metrics=self.metrics)
 
     def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.image.brokers.get(broker_id)
