@@ -199,3 +199,43 @@ async def test_acks_all_answers_as_soon_as_every_partition_is_settled(hosted, au
 
 async def _collect(answer: DelayedResponse, into: list) -> None:
     into.append(await answer.finish())
+
+
+class Coordinator:
+    """The transaction coordinator's verify_only answers (the real one is in
+    tests/integration/test_txn_verification.py); `meanwhile` runs while the question is in flight."""
+
+    def __init__(self, answer: int, meanwhile=lambda: None) -> None:
+        self.answer, self.meanwhile, self.asked = answer, meanwhile, []
+
+    async def verify(self, transactional_id, producer_id, producer_epoch, topic, partition) -> int:
+        self.asked.append((transactional_id, producer_id, producer_epoch, topic, partition))
+        await trio.sleep(0)
+        self.meanwhile()
+        return self.answer
+
+
+async def test_kip890_verification_before_the_append(hosted, autojump_clock) -> None:
+    p = hosted("t", 0)
+    refused = Coordinator(ErrorCode.INVALID_TXN_STATE)
+    result = await append_records(hosted.leader_for, [(("t", 0), TXN)], required_acks=1, timeout_ms=1000,
+                                  transactional_id="tid", verifier=refused)
+    assert result.responses[("t", 0)].error_code == ErrorCode.INVALID_TXN_STATE
+    assert refused.asked == [("tid", 7, 0, "t", 0)] and p.log_end_offset == 0  # nothing appended
+    added = Coordinator(0)
+    for seq in (0, 1):  # the second batch: the producer's transaction is open here, no question
+        batch = encode_batch([Record(None, b"v")], producer_id=7, producer_epoch=0, base_sequence=seq,
+                             transactional=True)
+        result = await append_records(hosted.leader_for, [(("t", 0), batch)], required_acks=1, timeout_ms=1000,
+                                      transactional_id="tid", verifier=added)
+        assert result.responses[("t", 0)].error_code == 0
+    assert len(added.asked) == 1 and p.log_end_offset == 2
+
+
+async def test_kip890_a_marker_landing_meanwhile_voids_the_answer(hosted, autojump_clock) -> None:
+    p = hosted("t", 0)
+    marker_lands = Coordinator(0, lambda: p.append_marker_as_leader(7, 0, 0, False))
+    result = await append_records(hosted.leader_for, [(("t", 0), TXN)], required_acks=1, timeout_ms=1000,
+                                  transactional_id="tid", verifier=marker_lands)
+    assert result.responses[("t", 0)].error_code == ErrorCode.INVALID_TXN_STATE
+    assert p.log_end_offset == 1  # the marker only
