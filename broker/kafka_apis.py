@@ -47,6 +47,7 @@ from raftka.broker.net.network import CloseConnection, ConnectionInfo, Deferred,
 from raftka.broker.net.sasl_server import FAILED, PreAuthViolation
 from raftka.broker.net.zero_copy import ChunkedResponse
 from raftka.broker.replication.fetch_session import FINAL_EPOCH
+from raftka.broker.replication.purgatory import DelayedResponse
 from raftka.client.protocol import (
     ApiKey,
     ProtocolError,
@@ -162,9 +163,9 @@ class KafkaApis:
         throttle_ms = 0
         if key == ApiKey.PRODUCE and self.ctx.image.client_quotas:  # the request's size counts (KIP-13)
             throttle_ms = self._throttle(self.ctx.client_quotas.produce, header, conn, len(frame))
-            if not isinstance(response, produce.ReplicationWait):
+            if not isinstance(response, DelayedResponse):
                 response.throttle_time_ms = throttle_ms
-        if isinstance(response, produce.ReplicationWait):  # acks=all: answer once replicated
+        if isinstance(response, DelayedResponse):  # it waits in a purgatory (acks=all produce)
 
             async def finish() -> bytes:
                 answered = await response.finish()

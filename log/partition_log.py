@@ -70,6 +70,7 @@ from typing import BinaryIO
 
 import structlog
 
+from raftka.log.append_origin import AppendOrigin
 from raftka.log.batch_header import (
     ATTR_CODEC_MASK,
     ATTR_TIMESTAMP_TYPE,
@@ -312,7 +313,7 @@ class PartitionLog:
 
     def append(
         self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, now_ms: int | None = None,
-        verify_sequence: bool = True,
+        origin: AppendOrigin = AppendOrigin.CLIENT, first_header: BatchHeader | None = None,
     ) -> AppendInfo:
         """Append a producer's batches as leader: validate, dedupe, assign offsets, write once.
 
@@ -324,18 +325,23 @@ class PartitionLog:
         InvalidProducerEpoch / OutOfOrderSequence. On any error nothing is
         written. A retried batch already in the log is not
         written again: the result has `duplicate=True` and the original offsets.
-        `verify_sequence=False`: a coordinator's own write (TxnOffsetCommit), whose
-        sequences are not checked (Kafka's AppendOrigin.COORDINATOR).
+        `origin` (log/append_origin.py): CLIENT, or COORDINATOR for a coordinator's own
+        write (TxnOffsetCommit), whose sequences are not checked. REPLICATION batches go
+        through `append_as_follower`, which keeps their offsets. `first_header`: the first
+        batch's header, if the caller parsed it from these bytes already (not parsed twice).
         """
+        if origin is AppendOrigin.REPLICATION:
+            raise ValueError(f"{self.topic}-{self.partition}: append() is the leader's; replicated batches "
+                             "go through append_as_follower")
         self._check_open()
         now = _now(now_ms)
         view = memoryview(batch_bytes).cast("B")
-        headers = self._validate(view, from_client=True)
+        headers = self._validate(view, origin, first_header)
         target = self.config.target_codec
         if target is not None and any(h.attributes & ATTR_CODEC_MASK != target for h in headers):
             view = memoryview(self._recompress(view, headers, target))
-            headers = self._validate(view, from_client=True)
-        headers, duplicate = self._dedupe(view, headers, verify_sequence)
+            headers = self._validate(view, origin)
+        headers, duplicate = self._dedupe(view, headers, origin.verifies_sequence)
         if not headers:
             assert duplicate is not None
             return AppendInfo(duplicate[0], duplicate[1], -1, self._log_start_offset, True, -1)
@@ -372,7 +378,7 @@ class PartitionLog:
         self._check_open()
         now = _now(now_ms)
         buf = bytes(batch_bytes)
-        headers = self._validate(buf, from_client=False)
+        headers = self._validate(buf, AppendOrigin.REPLICATION)
         expected = self.log_end_offset
         for header in headers:
             if header.base_offset < expected or (
@@ -508,14 +514,15 @@ class PartitionLog:
             position += header.size
         return buf
 
-    def _validate(self, buf: bytes | bytearray | memoryview, *, from_client: bool) -> list[BatchHeader]:
+    def _validate(self, buf: bytes | bytearray | memoryview, origin: AppendOrigin,
+                  first_header: BatchHeader | None = None) -> list[BatchHeader]:
         if not buf:
             raise InvalidRecord(f"{self.topic}-{self.partition}: append of 0 bytes, expected at least one batch")
         headers = []
         position = 0
         while position < len(buf):
-            header = parse_header(buf, position)
-            if from_client:
+            header = first_header if position == 0 and first_header is not None else parse_header(buf, position)
+            if origin.validates_records:
                 if header.size > self.config.max_message_bytes:
                     raise RecordTooLarge(
                         f"{self.topic}-{self.partition}: batch at position {position} is {header.size} bytes, "
@@ -538,7 +545,7 @@ class PartitionLog:
                         f"expected {header.record_count - 1}"
                     )
             verify_crc(buf, header)
-            if from_client:
+            if origin.validates_records:
                 # A CRC proves the bytes are the producer's, not that they parse: walk the
                 # records so a malformed one is refused here, not stored to stop every
                 # consumer at its offset (followers get only batches that passed this).

@@ -30,6 +30,7 @@ from raftka.broker.group.group_records import (
 )
 from raftka.broker.group.group_state import CommittedOffset, GroupState
 from raftka.broker.replication.partition import Partition
+from raftka.log.append_origin import AppendOrigin
 from raftka.log.batch_header import parse_header
 from raftka.log.control_record import COMMIT, parse_control_key
 from raftka.log.errors import LogError
@@ -224,9 +225,9 @@ async def append_and_wait(partition: Partition, records: Sequence[tuple[bytes, b
     (NotLeaderOrFollower, NotEnoughReplicas, RequestTimedOut...) and the log's (47, 48)."""
     rows = [Record(key, value) for key, value in records]
     if producer is None:
-        info = partition.append_as_leader(encode_batch(rows), -1)
+        batch = encode_batch(rows)
     else:
         batch = encode_batch(rows, producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
                              transactional=True)
-        info = partition.append_as_leader(batch, -1, verify_sequence=False)
+    info = partition.append_as_leader(batch, -1, origin=AppendOrigin.COORDINATOR)
     await partition.wait_for_high_watermark(info.last_offset + 1, trio.current_time() + timeout_s)

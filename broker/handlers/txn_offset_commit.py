@@ -18,6 +18,7 @@ import time
 from raftka.broker import acl_checks
 from raftka.broker.group.group_metadata_manager import OFFSETS_TOPIC
 from raftka.broker.group.group_state import CommittedOffset
+from raftka.broker.txn.txn_verification import enabled_verifier, verify_partition
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.messages import response_class
 from raftka.raft_meta.security.acls import AclOperation, ResourceType
@@ -29,21 +30,18 @@ async def _verify(ctx, request) -> int:
     """KIP-890 part 1 for the group's `__consumer_offsets` partition, as for a Produce
     (broker/txn/txn_verification.py): 0, or the error for every offset. NOT_ENOUGH_REPLICAS
     becomes COORDINATOR_NOT_AVAILABLE, Kafka's mapping for offset writes (clients retry)."""
-    verifier = getattr(ctx, "txn_verifier", None)
-    if verifier is None or not ctx.config.transaction_partition_verification_enable:
+    verifier = enabled_verifier(ctx)
+    if verifier is None:
         return 0
     try:
         index = ctx.groups.partition_for(request.group_id)
     except Exception:
         return 0  # the commit itself answers (e.g. the offsets topic does not exist yet)
     partition = ctx.replicas.partitions.get((OFFSETS_TOPIC, index))
-    if partition is None or not partition.is_leader or partition.in_transaction(request.producer_id):
+    if partition is None or not partition.is_leader:
         return 0
-    guard = partition.verification_guard(request.producer_id)
-    code = await verifier.verify(request.transactional_id, request.producer_id, request.producer_epoch,
-                                 OFFSETS_TOPIC, index)
-    if code == 0 and not partition.guard_holds(request.producer_id, guard):
-        code = int(ErrorCode.INVALID_TXN_STATE)
+    code = await verify_partition(verifier, partition, request.transactional_id, request.producer_id,
+                                  request.producer_epoch)
     return int(ErrorCode.COORDINATOR_NOT_AVAILABLE) if code == ErrorCode.NOT_ENOUGH_REPLICAS else code
 
 

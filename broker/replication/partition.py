@@ -27,6 +27,8 @@ from raftka.broker.replication.replica_state import (
     PartitionAssignment,
     ReplicaState,
 )
+from raftka.log.append_origin import AppendOrigin
+from raftka.log.batch_header import BatchHeader
 from raftka.log.partition_log import AppendInfo, PartitionLog, ReadInfo
 from raftka.raft_meta.metadata.image import PartitionImage
 
@@ -202,12 +204,16 @@ class Partition:
             raise NotLeaderOrFollower(f"{self.topic}-{self.index}: no leader to follow")
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int, *,
-                         verify_sequence: bool = True) -> AppendInfo:
+                         origin: AppendOrigin = AppendOrigin.CLIENT,
+                         first_header: BatchHeader | None = None) -> AppendInfo:
+        """Append as leader (Kafka's Partition.appendRecordsToLeader): NotLeaderOrFollower,
+        NotEnoughReplicas for acks=all below min.insync.replicas, else the log's errors.
+        `first_header`: the first batch's header, if the caller parsed it already."""
         self.check_leader()
         refusal = self.state.append_refusal(required_acks)
         if refusal is not None:
             raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
-        info = self.log.append(records, self.leader_epoch, verify_sequence=verify_sequence)
+        info = self.log.append(records, self.leader_epoch, origin=origin, first_header=first_header)
         if not info.duplicate:
             self._on_append()  # wake follower fetches waiting for new data
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
@@ -291,30 +297,41 @@ class Partition:
         event.set()
         self._on_high_watermark()
 
-    async def wait_for_high_watermark(self, offset: int, deadline: float) -> None:
-        """Wait until the HW reaches `offset` (acks=all purgatory).
-
-        Raises RequestTimedOut at `deadline` (trio clock: the request's arrival plus its
-        timeout, however long it queued behind others), NotLeaderOrFollower if this
-        replica stops leading meanwhile, NotEnoughReplicasAfterAppend if the
-        maximal ISR fell below min.insync.replicas before the write was replicated.
-        """
-        epoch = self.leader_epoch
-        with trio.move_on_at(deadline):
-            while self.high_watermark < offset:
-                if not self.is_leader or self.leader_epoch != epoch or self.detached:
-                    raise NotLeaderOrFollower(
-                        f"{self.topic}-{self.index}: leadership moved while waiting for replication"
-                    )
-                await self.hw_changed.wait()
+    def check_replicated(self, offset: int, leader_epoch: int) -> bool:
+        """Whether a write ending before `offset`, appended in `leader_epoch`, is replicated
+        (Kafka's checkEnoughReplicasReachOffset): True once the HW reached it, False while it
+        waits. Raises NotEnoughReplicasAfterAppend if the maximal ISR fell below
+        min.insync.replicas before it was replicated, NotLeaderOrFollower if this replica
+        stopped leading (or changed epoch, or was detached) before."""
+        if self.high_watermark >= offset:
             refusal = self.state.replicated_refusal()
             if refusal is not None:
                 raise NotEnoughReplicasAfterAppend(f"{self.topic}-{self.index}: {refusal}")
-            return
-        raise RequestTimedOut(
+            return True
+        if not self.is_leader or self.leader_epoch != leader_epoch or self.detached:
+            raise NotLeaderOrFollower(f"{self.topic}-{self.index}: leadership moved while waiting for replication")
+        return False
+
+    def replication_timed_out(self, offset: int) -> RequestTimedOut:
+        """The error for a write ending before `offset` still unreplicated at its deadline."""
+        return RequestTimedOut(
             f"{self.topic}-{self.index}: offset {offset} not replicated to the ISR before the request timed out "
             f"(high watermark {self.high_watermark}, ISR {list(self.isr)})"
         )
+
+    async def wait_for_high_watermark(self, offset: int, deadline: float) -> None:
+        """Wait until the HW reaches `offset` (`check_replicated`'s errors).
+
+        Raises RequestTimedOut at `deadline` (trio clock: the request's arrival plus its
+        timeout, however long it queued behind others). Produce waits in the purgatory
+        instead (broker/replication/delayed_produce.py), with the same answers.
+        """
+        epoch = self.leader_epoch
+        with trio.move_on_at(deadline):
+            while not self.check_replicated(offset, epoch):
+                await self.hw_changed.wait()
+            return
+        raise self.replication_timed_out(offset)
 
     # -- follower side ---------------------------------------------------------------
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
@@ -30,13 +30,19 @@ from raftka.broker.replication.log_manager import (
     LogManager,
 )
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
+from raftka.broker.replication.purgatory import DelayedOperationPurgatory
 from raftka.broker.replication.replica_fetcher import ReplicaFetcherManager
 from raftka.broker.replication.replication_quota import ReplicationQuotas
 from raftka.broker.topic_config import TopicConfig, effective_topic_config, topic_overrides
+from raftka.log.append_origin import AppendOrigin
 from raftka.log.partition_log import PartitionLog
 from raftka.raft_meta.config.node_config import NodeConfig
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataDelta, MetadataImage, PartitionImage
+
+if TYPE_CHECKING:
+    from raftka.broker.replication.append import AppendResult, Records
+    from raftka.broker.txn.txn_verification import TxnVerifier
 
 log = structlog.get_logger("broker.replica_manager")
 
@@ -84,6 +90,7 @@ class ReplicaManager:
         self._idle = True
         self._idle_event = trio.Event()
         self._locks = self.log_manager.locks
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")  # acks=all waits (delayed_produce.py)
 
     def add_leadership_listener(self, listener: Callable[[Partition, bool], None]) -> None:
         """`listener(partition, is_leader)` after this broker starts or stops leading a partition
@@ -452,6 +459,18 @@ class ReplicaManager:
         partition = self.get(topic, index)
         partition.check_leader(current_leader_epoch)
         return partition
+
+    async def append_records(self, entries: Sequence[tuple[tuple[str, int], Records | None]], *,
+                             required_acks: int, timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                             transactional_id: str | None = None,
+                             verifier: TxnVerifier | None = None) -> AppendResult:
+        """Append to the partitions this broker leads: broker/replication/append.py."""
+        # Imported here, not at the top: broker/errors.py (which append.py uses) imports this module.
+        from raftka.broker.replication import append
+
+        return await append.append_records(self.get_leader, entries, required_acks=required_acks,
+                                           timeout_ms=timeout_ms, origin=origin, transactional_id=transactional_id,
+                                           verifier=verifier, metrics=self.metrics)
 
     def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.image.brokers.get(broker_id)

@@ -103,3 +103,26 @@ class TxnVerifier:
                      producer_epoch=producer_epoch, topic=topic, partition=partition, coordinator_error=code,
                      error_code=error)
         return error
+
+
+def enabled_verifier(ctx) -> TxnVerifier | None:
+    """The broker's verifier, or None when `transaction.partition.verification.enable=false`
+    (or in a context without one: a test's)."""
+    verifier = getattr(ctx, "txn_verifier", None)
+    if verifier is None or not ctx.config.transaction_partition_verification_enable:
+        return None
+    return verifier
+
+
+async def verify_partition(verifier: TxnVerifier | None, partition, transactional_id: str, producer_id: int,
+                           producer_epoch: int) -> int:
+    """KIP-890 part 1 for a transactional write to `partition` (a leader's Partition): 0 to
+    append, else the Produce error. Only a producer without an open transaction there is asked
+    about; a marker that lands while the question is in flight voids a yes (INVALID_TXN_STATE)."""
+    if verifier is None or partition.in_transaction(producer_id):
+        return 0
+    guard = partition.verification_guard(producer_id)
+    code = await verifier.verify(transactional_id, producer_id, producer_epoch, partition.topic, partition.index)
+    if code == 0 and not partition.guard_holds(producer_id, guard):
+        code = int(ErrorCode.INVALID_TXN_STATE)  # a marker landed meanwhile: that answer is void
+    return code

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from raftka.log.append_origin import AppendOrigin
 from raftka.log.batch_header import parse_header
 from raftka.log.config import LogConfig
 from raftka.log.control_record import (
@@ -242,7 +243,7 @@ def test_plain_batch_while_a_transaction_is_open_is_invalid_txn_state(plog) -> N
 def test_coordinator_write_skips_the_sequence_check(plog) -> None:
     log = plog()
     log.append(txn_batch(P1, 0, 1), 0)
-    log.append(txn_batch(P1, 0, 1), 0, verify_sequence=False)  # TxnOffsetCommit's batch: seq 0 again
+    log.append(txn_batch(P1, 0, 1), 0, origin=AppendOrigin.COORDINATOR)  # TxnOffsetCommit's batch: seq 0 again
     assert log.log_end_offset == 2
 
 
