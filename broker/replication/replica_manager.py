@@ -32,6 +32,7 @@ from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replication.replica_fetcher import ReplicaFetcherManager
 from raftka.broker.replication.replication_quota import ReplicationQuotas
 from raftka.broker.topic_config import TopicConfig, effective_topic_config, topic_overrides
+from raftka.client.protocol import ErrorCode
 from raftka.log.checkpoint import read_offsets, write_offsets
 from raftka.log.config import LogConfig
 from raftka.log.partition_log import PartitionLog
@@ -58,7 +59,7 @@ AlterPartition = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
 
 
 class UnknownTopicOrPartition(Exception):
-    code = 3
+    code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def _now_ms() -> float:

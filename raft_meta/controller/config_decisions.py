@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from raftka.client.protocol import ErrorCode
 from raftka.log.config import BROKER_KEYS
 from raftka.raft_meta.config import topic_configs
 from raftka.raft_meta.controller.controller_decisions import (
@@ -97,7 +98,7 @@ def storage_key(resource_type: str, resource_name: str) -> tuple[str, str]:
 
 
 def _invalid(message: str) -> ControllerError:
-    return ControllerError("INVALID_CONFIG", message)
+    return ControllerError(ErrorCode.INVALID_CONFIG, message)
 
 
 def _apply_ops(current: Mapping[str, str], resource: AlterResource, list_keys: frozenset[str],
@@ -107,8 +108,8 @@ def _apply_ops(current: Mapping[str, str], resource: AlterResource, list_keys: f
     names = [op.name for op in resource.ops]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise ControllerError("INVALID_REQUEST", f"config {twice[0]!r} is named more than once for "
-                                                 f"{resource.resource_type} {resource.resource_name!r}")
+        raise ControllerError(ErrorCode.INVALID_REQUEST, f"config {twice[0]!r} is named more than once for "
+                                                         f"{resource.resource_type} {resource.resource_name!r}")
     after = dict(current) if resource.incremental else {}
     for op in resource.ops:
         if op.op == SET:
@@ -132,8 +133,8 @@ def _apply_ops(current: Mapping[str, str], resource: AlterResource, list_keys: f
             else:
                 after.pop(op.name, None)
         else:
-            raise ControllerError("INVALID_REQUEST", f"config operation {op.op} for {op.name!r}; expected 0 (SET), "
-                                                     "1 (DELETE), 2 (APPEND) or 3 (SUBTRACT)")
+            raise ControllerError(ErrorCode.INVALID_REQUEST, f"config operation {op.op} for {op.name!r}; expected 0 (SET), "
+                                                             "1 (DELETE), 2 (APPEND) or 3 (SUBTRACT)")
     return after
 
 
@@ -153,7 +154,7 @@ def replication_factor(image: MetadataImage, topic: str) -> int | None:
 def _topic_after(image: MetadataImage, resource: AlterResource) -> dict[str, str]:
     name = resource.resource_name
     if image.topic_by_name(name) is None:
-        raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     after = _apply_ops(image.configs.get(("topic", name), {}), resource, _TOPIC_LISTS, _TOPIC_DEFAULTS)
     try:
         after = topic_configs.validate(after)
@@ -174,8 +175,8 @@ def _broker_after(image: MetadataImage, resource: AlterResource, static_keys: fr
         if key in DYNAMIC_BROKER_CONFIGS or key in THROTTLED_RATE_KEYS:
             continue
         if key in static_keys:
-            raise ControllerError("INVALID_REQUEST", f"broker config {key!r} cannot be updated dynamically; "
-                                                     "set it in server.properties and restart the broker")
+            raise ControllerError(ErrorCode.INVALID_REQUEST, f"broker config {key!r} cannot be updated dynamically; "
+                                                             "set it in server.properties and restart the broker")
         raise _invalid(f"Unknown broker config name: {key}")
     out = {}
     for key, value in after.items():
@@ -202,15 +203,15 @@ def alter_configs(
     for i, resource in enumerate(resources):
         try:
             if keys.count(keys[i]) > 1:
-                raise ControllerError("INVALID_REQUEST", f"{resource.resource_type} {resource.resource_name!r} is "
-                                                         "named more than once in the request")
+                raise ControllerError(ErrorCode.INVALID_REQUEST, f"{resource.resource_type} {resource.resource_name!r} is "
+                                                                 "named more than once in the request")
             if resource.resource_type == "topic":
                 after = _topic_after(image, resource)
             elif resource.resource_type == "broker":
                 after = _broker_after(image, resource, static_broker_keys)
             else:
-                raise ControllerError("INVALID_REQUEST", f"resource type {resource.resource_type!r}; expected "
-                                                         "topic or broker")
+                raise ControllerError(ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type!r}; expected "
+                                                                 "topic or broker")
         except ControllerError as exc:
             errors[i] = exc
             continue
@@ -220,7 +221,7 @@ def alter_configs(
         records.extend(Config(kind, name, key, value) for key, value in sorted(after.items())
                        if before.get(key) != value)
     if len(records) > MAX_RECORDS_PER_USER_OP:
-        raise ControllerError("POLICY_VIOLATION", f"altering {len(resources)} resource(s) would write {len(records)} "
-                                                  f"metadata records; one request may write at most "
-                                                  f"{MAX_RECORDS_PER_USER_OP} (Kafka's MAX_RECORDS_PER_USER_OP)")
+        raise ControllerError(ErrorCode.POLICY_VIOLATION, f"altering {len(resources)} resource(s) would write {len(records)} "
+                                                          f"metadata records; one request may write at most "
+                                                          f"{MAX_RECORDS_PER_USER_OP} (Kafka's MAX_RECORDS_PER_USER_OP)")
     return Decision(tuple(records)), errors
