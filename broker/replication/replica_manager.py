@@ -31,7 +31,6 @@ from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replication.replica_fetcher import ReplicaFetcherManager
 from raftka.broker.replication.replication_quota import ReplicationQuotas
-from raftka.broker.topic_config import TopicConfig, effective_topic_config, topic_overrides
 from raftka.client.protocol import ErrorCode
 from raftka.log.checkpoint import read_offsets, write_offsets
 from raftka.log.config import LogConfig
@@ -47,6 +46,11 @@ from raftka.log.partition_metadata import (
 )
 from raftka.log.strays import move_strays_aside
 from raftka.raft_meta.config.node_config import NodeConfig
+from raftka.raft_meta.config.topic_configs import (
+    TopicConfig,
+    effective_topic_config,
+    topic_overrides,
+)
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataDelta, MetadataImage, PartitionImage
 

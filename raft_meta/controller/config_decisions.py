@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from raftka.client.protocol import ErrorCode
-from raftka.log.config import BROKER_KEYS
 from raftka.raft_meta.config import topic_configs
+from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.controller.controller_decisions import (
     MAX_RECORDS_PER_USER_OP,
     Decision,
@@ -36,27 +36,6 @@ from raftka.raft_meta.metadata.records import Config, MetadataRecord
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # Kafka's AlterConfigOp.OpType ids
 OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-
-# Dynamic broker key -> the topic key whose validator checks its value (Kafka's
-# DynamicBrokerConfig: the log defaults and a few replication keys are cluster-wide dynamic).
-DYNAMIC_BROKER_CONFIGS: dict[str, str] = {
-    **{broker_key: topic_key for topic_key, broker_key in BROKER_KEYS.items()},
-    "log.retention.minutes": "retention.ms",
-    "log.retention.hours": "retention.ms",
-    "log.roll.hours": "segment.ms",
-    "log.roll.jitter.ms": "segment.jitter.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-    "log.preallocate": "preallocate",
-    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
-    "compression.type": "compression.type",
-    "compression.gzip.level": "compression.gzip.level",
-    "compression.lz4.level": "compression.lz4.level",
-    "compression.zstd.level": "compression.zstd.level",
-    "min.insync.replicas": "min.insync.replicas",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-}
 
 # Kafka's dynamic broker quota keys (KIP-73 replication throttles, bytes/s, a long >= 0; unset:
 # Long.MAX, unthrottled). Not topic keys: validated here, acted on by broker/replication/replication_quota.py.
