@@ -295,7 +295,10 @@ def topic_overrides(image: MetadataImage, node_id: int, topic: str) -> dict[str,
 
 
 def effective_topic_config(config: NodeConfig, configs: Mapping[str, str]) -> TopicConfig:
-    props = broker_log_defaults(config)
+    """The table's defaults, overlaid with the broker's, overlaid with `configs` (the topic's
+    overrides: `topic_overrides`)."""
+    props = {key: TOPIC_CONFIGS[key].default for key in sorted(LOG_KEYS)}
+    props.update(broker_log_defaults(config))
     props.update(_log_props(configs))
     min_isr = int(configs.get("min.insync.replicas", config.min_insync_replicas))
     unclean_raw = configs.get("unclean.leader.election.enable")

@@ -108,3 +108,23 @@ def test_broker_keys_take_their_topic_keys_default_from_the_table() -> None:
             assert _KEYS[broker_key][2] == (None if broker_key in NO_DEFAULT else expected), (broker_key, topic_key)
             checked += 1
     assert checked >= 11
+
+
+def test_the_log_reads_the_tables_defaults_and_ranges() -> None:
+    """log/config.py (below the table in the layers) types the values the log acts on; its
+    defaults and ranges must be the table's, so the table's answer is the log's."""
+    from raftka.log.config import LOG_KEYS, LogConfig
+
+    log_defaults = LogConfig().to_properties()
+    for key in sorted(LOG_KEYS):
+        spec = TOPIC_CONFIGS[key]
+        assert log_defaults[key] == spec.default, key
+        LogConfig.from_properties({key: spec.default})
+        if spec.kind in ("int", "long"):
+            LogConfig.from_properties({key: str(int(spec.minimum))})
+            LogConfig.from_properties({key: str(int(spec.maximum))})
+            for outside in (int(spec.minimum) - 1, int(spec.maximum) + 1):
+                with pytest.raises(ValueError, match="out of range"):
+                    LogConfig.from_properties({key: str(outside)})
+        for choice in spec.choices:
+            LogConfig.from_properties({key: choice})
