@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from raftka.client.protocol import ErrorCode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,3 +134,17 @@ def test_the_checker_sees_each_kind_of_copy(tmp_path: Path) -> None:
         "broker/probe.py:1", "broker/probe.py:2", "broker/probe.py:4", "broker/probe.py:6",
         "broker/probe.py:7", "broker/probe.py:7",
     ], found
+
+
+def test_a_controller_error_carries_an_error_code() -> None:
+    """ControllerError holds one of ErrorCode's members (its number and Kafka's name); a
+    name sent by a peer decodes through the same table, UNKNOWN_SERVER_ERROR when unknown."""
+    from raftka.raft_meta.controller.controller_errors import ControllerError
+
+    error = ControllerError(ErrorCode.NOT_CONTROLLER, "no quorum leader yet")
+    assert (error.code, error.name, error.message) == (41, "NOT_CONTROLLER", "no quorum leader yet")
+    assert str(error) == "NOT_CONTROLLER: no quorum leader yet"
+    with pytest.raises(TypeError, match="expected an ErrorCode member"):
+        ControllerError(41, "a bare number")  # type: ignore[arg-type]
+    assert ControllerError.named("INELIGIBLE_REPLICA", "m").code == 107
+    assert ControllerError.named("NO_SUCH_ERROR", "m").name == "UNKNOWN_SERVER_ERROR"
