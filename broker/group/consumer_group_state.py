@@ -59,7 +59,7 @@ from raftka.broker.group.consumer_assignors import ASSIGNORS, TopicMeta
 from raftka.broker.group.group_state import CommittedOffset
 from raftka.client.protocol import ErrorCode
 
-NONE = 0
+NONE = int(ErrorCode.NONE)
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 UNKNOWN_MEMBER_ID = int(ErrorCode.UNKNOWN_MEMBER_ID)
 FENCED_MEMBER_EPOCH = int(ErrorCode.FENCED_MEMBER_EPOCH)

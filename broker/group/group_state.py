@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription
 from raftka.client.protocol import ErrorCode
 
-NONE = 0
+NONE = int(ErrorCode.NONE)
 UNKNOWN_MEMBER_ID = int(ErrorCode.UNKNOWN_MEMBER_ID)
 ILLEGAL_GENERATION = int(ErrorCode.ILLEGAL_GENERATION)
 REBALANCE_IN_PROGRESS = int(ErrorCode.REBALANCE_IN_PROGRESS)

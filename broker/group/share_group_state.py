@@ -52,7 +52,7 @@ from raftka.broker.group import share_assignor
 from raftka.broker.group.share_assignor import TopicPartition
 from raftka.client.protocol import ErrorCode
 
-NONE = 0
+NONE = int(ErrorCode.NONE)
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 UNKNOWN_MEMBER_ID = int(ErrorCode.UNKNOWN_MEMBER_ID)
 FENCED_MEMBER_EPOCH = int(ErrorCode.FENCED_MEMBER_EPOCH)

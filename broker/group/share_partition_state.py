@@ -86,7 +86,7 @@ from dataclasses import dataclass
 
 from raftka.client.protocol import ErrorCode
 
-NONE = 0
+NONE = int(ErrorCode.NONE)
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 INVALID_RECORD_STATE = int(ErrorCode.INVALID_RECORD_STATE)
 

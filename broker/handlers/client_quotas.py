@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
-from raftka.client.protocol import ErrorCode, response_class
+from raftka.client.protocol import ErrorCode, error_code_named, response_class
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.raft_meta.controller.client_quotas import (
     DescribeError,
@@ -60,6 +60,6 @@ async def handle_alter(ctx, header, request, conn=None):
         return AlterResponse(throttle_time_ms=0, entries=[
             {"error_code": code, "error_message": exc.message, "entity": _entity(parts)} for parts in entries])
     return AlterResponse(throttle_time_ms=0, entries=[
-        {"error_code": 0 if r.error is None else ErrorCode.__members__.get(r.error, ErrorCode.UNKNOWN_SERVER_ERROR),
+        {"error_code": 0 if r.error is None else error_code_named(r.error),
          "error_message": r.message, "entity": _entity(parts)}
         for parts, r in zip(entries, results, strict=True)])

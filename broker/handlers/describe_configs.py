@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from raftka.broker import acl_checks
-from raftka.broker.topic_config import dynamic_topic_defaults, effective_topic_config
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 from raftka.raft_meta.config import config_synonyms as synonyms
+from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.config.node_config import is_sensitive
-from raftka.raft_meta.config.topic_configs import TOPIC_CONFIGS
-from raftka.raft_meta.controller.config_decisions import DYNAMIC_BROKER_CONFIGS, THROTTLED_RATE_KEYS
+from raftka.raft_meta.config.topic_configs import (
+    TOPIC_CONFIGS,
+    effective_topic_config,
+    topic_overrides,
+)
+from raftka.raft_meta.controller.config_decisions import THROTTLED_RATE_KEYS
 from raftka.raft_meta.security.acls import AclOperation
 
 _DEFAULTS = synonyms.broker_defaults()
@@ -35,7 +39,7 @@ def _wire(chain: list[synonyms.Synonym]) -> list[dict]:
 def _topic_configs(ctx, name: str) -> list[dict]:
     own = ctx.image.configs.get(("topic", name), {})
     node = ctx.config.node_id
-    merged = {**dynamic_topic_defaults(ctx.image, node), **own}
+    merged = topic_overrides(ctx.image, node, name)
     effective = effective_topic_config(ctx.config, merged)
     values = effective.log.to_properties()
     values["min.insync.replicas"] = str(effective.min_insync_replicas)

@@ -16,9 +16,8 @@ import structlog
 
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
-from raftka.client.protocol import response_class
+from raftka.client.protocol import error_code_named, response_class
 from raftka.client.protocol.api_keys import ApiKey
-from raftka.raft_meta.controller.controller_errors import KAFKA_ERROR_CODES
 from raftka.raft_meta.controller.reassignment import list_partition_reassignments
 from raftka.raft_meta.security.acls import AclOperation
 
@@ -54,7 +53,7 @@ async def handle_alter(ctx, header, request, conn=None):
                                                    responses=[])
     rows = []
     for topic, partition, error, message in results:
-        code = 0 if error is None else KAFKA_ERROR_CODES.get(error, -1)
+        code = 0 if error is None else error_code_named(error)
         rows.append((topic, {"partition_index": partition, "error_code": code, "error_message": message}))
     return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                                responses=_by_topic(rows))

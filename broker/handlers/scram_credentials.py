@@ -14,7 +14,7 @@ from collections import Counter
 
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
-from raftka.client.protocol import ErrorCode, response_class
+from raftka.client.protocol import ErrorCode, error_code_named, response_class
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.scram import MECHANISM_NAMES, credential_from_salted_password
 from raftka.raft_meta.controller.controller_errors import ControllerError
@@ -90,7 +90,7 @@ async def handle_alter(ctx, header, request, conn=None):
             for name in users:
                 outcome.setdefault(name, (code, exc.message))
         for r in results:
-            code = 0 if r.error is None else ErrorCode.__members__.get(r.error, ErrorCode.UNKNOWN_SERVER_ERROR)
+            code = 0 if r.error is None else error_code_named(r.error)
             outcome.setdefault(r.user, (code, r.message))
     return AlterResponse(throttle_time_ms=0, results=[
         {"user": name, "error_code": outcome.get(name, (0, None))[0], "error_message": outcome.get(name, (0, None))[1]}

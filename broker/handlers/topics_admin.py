@@ -28,7 +28,6 @@ import structlog
 
 from raftka.broker import acl_checks
 from raftka.broker.errors import error_code_for
-from raftka.broker.topic_config import validate_topic_configs
 from raftka.broker.topic_names import topic_name_error
 from raftka.client.protocol import (
     CreatePartitionsResponse,
@@ -36,6 +35,7 @@ from raftka.client.protocol import (
     DeleteTopicsResponse,
     ErrorCode,
 )
+from raftka.raft_meta.config import topic_configs
 from raftka.raft_meta.controller import controller_decisions as decide
 from raftka.raft_meta.controller.controller import TopicResult
 from raftka.raft_meta.controller.controller_errors import ControllerError
@@ -53,7 +53,7 @@ def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | Non
         return None, (ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     configs = {c.name: c.value for c in topic.configs}
     try:
-        configs = validate_topic_configs(configs)
+        configs = topic_configs.validate(configs)
     except ValueError as exc:
         return None, (ErrorCode.INVALID_CONFIG, str(exc))
     if topic.assignments:

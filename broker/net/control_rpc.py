@@ -52,11 +52,12 @@ import cbor2
 import structlog
 import trio
 
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config.node_config import check_secret
 from raftka.raft_meta.controller.config_decisions import AlterResource, ConfigOp
 from raftka.raft_meta.controller.controller import Controller, HeartbeatReply, TopicResult
 from raftka.raft_meta.controller.controller_decisions import NewTopic
-from raftka.raft_meta.controller.controller_errors import KAFKA_ERROR_CODES, ControllerError
+from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
 
 log = structlog.get_logger("broker.control_rpc")
@@ -97,8 +98,7 @@ def topic_results_from_wire(data: list[dict]) -> list[TopicResult]:
     for item in data:
         error = item.get("error")
         if error is not None:
-            name = error[0] if error[0] in KAFKA_ERROR_CODES else "UNKNOWN_SERVER_ERROR"
-            error = ControllerError(name, str(error[1]))
+            error = ControllerError.named(error[0], str(error[1]))
         out.append(TopicResult(str(item["name"]), error, item.get("topic_id")))
     return out
 
@@ -113,8 +113,7 @@ def errors_from_wire(data: list) -> list[ControllerError | None]:
         if error is None:
             out.append(None)
         else:
-            name = error[0] if error[0] in KAFKA_ERROR_CODES else "UNKNOWN_SERVER_ERROR"
-            out.append(ControllerError(name, str(error[1])))
+            out.append(ControllerError.named(error[0], str(error[1])))
     return out
 
 
@@ -624,22 +623,20 @@ class ControlRpcClient:
                 raise
             except trio.TooSlowError:
                 await self.aclose()
-                raise ControllerError("REQUEST_TIMED_OUT",
-                                      f"control call {method} to {self.address[0]}:{self.address[1]}: no answer "
-                                      f"within {wait_s:g} s; its outcome is unknown") from None
+                raise ControllerError(ErrorCode.REQUEST_TIMED_OUT,
+                                              f"control call {method} to {self.address[0]}:{self.address[1]}: no answer "
+                                              f"within {wait_s:g} s; its outcome is unknown") from None
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, RpcProtocolError) as exc:
                 await self.aclose()
-                raise ControllerError("NOT_CONTROLLER",
-                                      f"control call {method} to {self.address[0]}:{self.address[1]} failed: "
-                                      f"{exc!r}") from None
+                raise ControllerError(ErrorCode.NOT_CONTROLLER,
+                                              f"control call {method} to {self.address[0]}:{self.address[1]} failed: "
+                                              f"{exc!r}") from None
             if reply is None or reply.get("id") != call_id:
                 await self.aclose()
-                raise ControllerError("NOT_CONTROLLER", f"control call {method}: connection lost")
+                raise ControllerError(ErrorCode.NOT_CONTROLLER, f"control call {method}: connection lost")
         if "error" in reply:
             name, message = reply["error"]
-            if name not in KAFKA_ERROR_CODES:
-                name = "UNKNOWN_SERVER_ERROR"
-            raise ControllerError(name, str(message))
+            raise ControllerError.named(name, str(message))
         return reply.get("ok")
 
     async def aclose(self) -> None:

@@ -22,6 +22,7 @@ from raftka.broker.net.control_rpc import (
     new_topic_to_wire,
     topic_results_from_wire,
 )
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config.node_config import NodeConfig
 from raftka.raft_meta.controller.config_decisions import AlterResource
 from raftka.raft_meta.controller.controller import Controller, HeartbeatReply, TopicResult
@@ -50,7 +51,7 @@ class ControllerChannel:
         leader = self._loader.quorum.leader_id
         if leader is not None and leader != self._config.node_id:
             return leader
-        raise ControllerError("NOT_CONTROLLER", "no active controller is known yet")
+        raise ControllerError(ErrorCode.NOT_CONTROLLER, "no active controller is known yet")
 
     async def _call(self, method: str, *, wire_args: dict[str, Any] | None = None,
                     from_wire: Callable[[Any], Any] | None = None, **args: Any) -> Any:

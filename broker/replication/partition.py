@@ -27,6 +27,7 @@ from raftka.broker.replication.replica_state import (
     PartitionAssignment,
     ReplicaState,
 )
+from raftka.client.protocol import ErrorCode
 from raftka.log.append_origin import AppendOrigin
 from raftka.log.batch_header import BatchHeader
 from raftka.log.partition_log import AppendInfo, PartitionLog, ReadInfo
@@ -38,31 +39,31 @@ log = structlog.get_logger("broker.partition")
 class PartitionError(Exception):
     """A request this replica cannot serve; `code` is the Kafka error code to answer."""
 
-    code = -1
+    code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 class NotLeaderOrFollower(PartitionError):
-    code = 6
+    code = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
 class FencedLeaderEpoch(PartitionError):
-    code = 74
+    code = int(ErrorCode.FENCED_LEADER_EPOCH)
 
 
 class UnknownLeaderEpoch(PartitionError):
-    code = 75
+    code = int(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
 class NotEnoughReplicas(PartitionError):
-    code = 19
+    code = int(ErrorCode.NOT_ENOUGH_REPLICAS)
 
 
 class NotEnoughReplicasAfterAppend(PartitionError):
-    code = 20
+    code = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 class RequestTimedOut(PartitionError):
-    code = 7
+    code = int(ErrorCode.REQUEST_TIMED_OUT)
 
 
 def _now_ms() -> float:

@@ -33,10 +33,15 @@ from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replication.purgatory import DelayedOperationPurgatory
 from raftka.broker.replication.replica_fetcher import ReplicaFetcherManager
 from raftka.broker.replication.replication_quota import ReplicationQuotas
-from raftka.broker.topic_config import TopicConfig, effective_topic_config, topic_overrides
+from raftka.client.protocol import ErrorCode
 from raftka.log.append_origin import AppendOrigin
 from raftka.log.partition_log import PartitionLog
 from raftka.raft_meta.config.node_config import NodeConfig
+from raftka.raft_meta.config.topic_configs import (
+    TopicConfig,
+    effective_topic_config,
+    topic_overrides,
+)
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataDelta, MetadataImage, PartitionImage
 
@@ -50,7 +55,7 @@ AlterPartition = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
 
 
 class UnknownTopicOrPartition(Exception):
-    code = 3
+    code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def _now_ms() -> float:

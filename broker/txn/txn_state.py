@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from raftka.client.protocol import ErrorCode
 
-NONE = 0
+NONE = int(ErrorCode.NONE)
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 INVALID_PRODUCER_EPOCH = int(ErrorCode.INVALID_PRODUCER_EPOCH)
 INVALID_TXN_STATE = int(ErrorCode.INVALID_TXN_STATE)

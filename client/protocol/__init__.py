@@ -83,6 +83,7 @@ from raftka.client.protocol.errors import (
     ERRORS,
     ErrorCode,
     KafkaErrorInfo,
+    error_code_named,
     error_info,
     is_retriable,
 )
@@ -192,6 +193,7 @@ __all__ = [
     "encode_request",
     "encode_response",
     "encode_response_chunks",
+    "error_code_named",
     "error_info",
     "expects_response",
     "is_advertised",

@@ -299,5 +299,11 @@ def error_info(code: int) -> KafkaErrorInfo:
     return info
 
 
+def error_code_named(name: str) -> ErrorCode:
+    """The code Kafka names `name` (a peer's error sent by name); UNKNOWN_SERVER_ERROR for a
+    name this table does not know."""
+    return ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
 def is_retriable(code: int) -> bool:
     return error_info(code).retriable

@@ -3,7 +3,7 @@ DescribeConfigs shows for a config (`synonyms`, v1+) with the source of its valu
 
 The one table of which broker keys set a topic key's default, in Kafka's order of priority
 (`ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS`), each with the factor that turns its
-value into the topic key's unit (log.retention.hours -> ms). broker/topic_config.py reads it
+value into the topic key's unit (log.retention.hours -> ms). topic_configs.py reads it
 to apply dynamic broker defaults; broker/handlers/describe_configs.py to show the chains.
 
 The chain is Kafka's (`ConfigHelper.configSynonyms`): the names in `broker_synonyms(name)` as
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from raftka.log.config import BROKER_KEYS
 
 # Kafka's DescribeConfigsResponse ConfigSource ids (DescribeConfigs v1+).
 DYNAMIC_TOPIC_CONFIG = 1
@@ -60,6 +62,27 @@ TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
     "local.retention.ms": (("log.local.retention.ms", 1),),
     "local.retention.bytes": (("log.local.retention.bytes", 1),),
+}
+
+# Dynamic broker key -> the topic key whose validator checks its value (Kafka's
+# DynamicBrokerConfig: the log defaults and a few replication keys are cluster-wide dynamic).
+DYNAMIC_BROKER_CONFIGS: dict[str, str] = {
+    **{broker_key: topic_key for topic_key, broker_key in BROKER_KEYS.items()},
+    "log.retention.minutes": "retention.ms",
+    "log.retention.hours": "retention.ms",
+    "log.roll.hours": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.preallocate": "preallocate",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 # Broker synonyms Kafka defines without a default (they are absent from its DEFAULT_CONFIG layer).
@@ -131,18 +154,29 @@ def source_of(chain: Sequence[Synonym]) -> int:
     return chain[0].source if chain else DEFAULT_CONFIG
 
 
+def synonym_default(broker_key: str) -> str:
+    """The default of the topic key `broker_key` stands for, in `broker_key`'s unit
+    (log.retention.hours -> 168): the topic config table is the one home of that default."""
+    from raftka.raft_meta.config.topic_configs import TOPIC_CONFIGS
+
+    found = topic_key_of(broker_key)
+    if found is None:
+        raise KeyError(f"{broker_key!r} is not a broker synonym of a topic key; expected one of TOPIC_SYNONYMS'")
+    topic_key, factor = found
+    default = TOPIC_CONFIGS[topic_key].default
+    return default if factor == 1 else str(int(default) // factor)
+
+
 def broker_defaults() -> dict[str, str]:
     """Kafka's DEFAULT_CONFIG layer for the keys raftka knows: server.properties defaults, and
     for a topic key's broker synonyms raftka has no server.properties key for, the topic
     key's default in the synonym's unit."""
     from raftka.raft_meta.config.node_config import _KEYS
-    from raftka.raft_meta.config.topic_configs import TOPIC_CONFIGS
 
     out = {key: default for key, (_, _, default) in _KEYS.items() if default is not None}
-    for topic_key, synonyms in TOPIC_SYNONYMS.items():
-        for name, factor in synonyms:
+    for synonyms in TOPIC_SYNONYMS.values():
+        for name, _ in synonyms:
             if name in out or name in NO_DEFAULT or name in _KEYS:
                 continue
-            default = TOPIC_CONFIGS[topic_key].default
-            out[name] = default if factor == 1 else str(int(default) // factor)
+            out[name] = synonym_default(name)
     return out

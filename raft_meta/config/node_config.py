@@ -1,6 +1,9 @@
 """`server.properties` parsing into a frozen `NodeConfig`.
 
-Kafka's key names and defaults, so a Kafka user's file works as written. The
+Kafka's key names and defaults, so a Kafka user's file works as written. A
+broker key that sets a topic key's default (`min.insync.replicas`,
+`log.retention.hours`, ...) takes its own default from the topic config table
+(`config_synonyms.synonym_default`), the one home of a topic key's type and default. The
 broker imports `NodeConfig` from here (raft_meta sits below broker in the
 layer DAG). Every problem raises `ConfigError` naming the key, the value
 received and what was expected.
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from raftka.raft_meta.config import security_config
+from raftka.raft_meta.config.config_synonyms import synonym_default
 from raftka.raft_meta.security.acls import principal_error
 from raftka.raft_meta.security.authorizer import STANDARD_AUTHORIZER, parse_super_users
 
@@ -287,14 +291,14 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "num.partitions": ("num_partitions", _positive_int, "1"),
     "default.replication.factor": ("default_replication_factor", _positive_int, "1"),
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool, "true"),
-    "min.insync.replicas": ("min_insync_replicas", _positive_int, "1"),
+    "min.insync.replicas": ("min_insync_replicas", _positive_int, synonym_default("min.insync.replicas")),
     "broker.session.timeout.ms": ("broker_session_timeout_ms", _positive_int, "9000"),
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _positive_int, "2000"),
     # raftka's own: the controller fences a broker at once when a TCP probe of its advertised
     # listeners is refused (its process is gone); see raft_meta/quorum/liveness_probe.py.
     "broker.liveness.probe.enable": ("broker_liveness_probe_enable", _bool, "true"),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _positive_int, "30000"),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, "false"),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, synonym_default("unclean.leader.election.enable")),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool, "true"),
     "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", _positive_int, "300"),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _positive_int, "3"),
@@ -308,20 +312,20 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "max.connections.per.ip": ("max_connections_per_ip", _non_negative_int, "2147483647"),
     "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", _ip_overrides, ""),
     "queued.max.request.bytes": ("queued_max_request_bytes", _queued_bytes, "104857600"),
-    "log.segment.bytes": ("log_segment_bytes", _positive_int, "1073741824"),
+    "log.segment.bytes": ("log_segment_bytes", _positive_int, synonym_default("log.segment.bytes")),
     "log.retention.ms": ("log_retention_ms", _int, None),
     "log.retention.minutes": ("log_retention_minutes", _int, None),
-    "log.retention.hours": ("log_retention_hours", _int, "168"),
-    "log.retention.bytes": ("log_retention_bytes", _int, "-1"),
+    "log.retention.hours": ("log_retention_hours", _int, synonym_default("log.retention.hours")),
+    "log.retention.bytes": ("log_retention_bytes", _int, synonym_default("log.retention.bytes")),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _positive_int, "300000"),
     "log.roll.ms": ("log_roll_ms", _positive_int, None),
-    "log.roll.hours": ("log_roll_hours", _positive_int, "168"),
-    "log.index.interval.bytes": ("log_index_interval_bytes", _non_negative_int, "4096"),
-    "log.index.size.max.bytes": ("log_index_size_max_bytes", _positive_int, "10485760"),
-    "message.max.bytes": ("message_max_bytes", _positive_int, "1048588"),
-    "log.flush.interval.messages": ("log_flush_interval_messages", _positive_int, "9223372036854775807"),
+    "log.roll.hours": ("log_roll_hours", _positive_int, synonym_default("log.roll.hours")),
+    "log.index.interval.bytes": ("log_index_interval_bytes", _non_negative_int, synonym_default("log.index.interval.bytes")),
+    "log.index.size.max.bytes": ("log_index_size_max_bytes", _positive_int, synonym_default("log.index.size.max.bytes")),
+    "message.max.bytes": ("message_max_bytes", _positive_int, synonym_default("message.max.bytes")),
+    "log.flush.interval.messages": ("log_flush_interval_messages", _positive_int, synonym_default("log.flush.interval.messages")),
     "log.flush.interval.ms": ("log_flush_interval_ms", _positive_int, None),
-    "log.cleanup.policy": ("log_cleanup_policy", _cleanup_policy, "delete"),
+    "log.cleanup.policy": ("log_cleanup_policy", _cleanup_policy, synonym_default("log.cleanup.policy")),
     "log.cleaner.enable": ("log_cleaner_enable", _bool, "true"),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _non_negative_int, "3000"),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _positive_int, "6000"),

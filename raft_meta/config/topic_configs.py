@@ -8,7 +8,7 @@ key, the value received and what was expected (the request answers INVALID_CONFI
 
 `EFFECT` says what a key does in raftka:
 - "applied": the log or the replication layer acts on it (see `log/config.py`,
-  `broker/topic_config.py` and, for the replication throttles, `broker/replication/replication_quota.py`);
+  `effective_topic_config` below and, for the replication throttles, `broker/replication/replication_quota.py`);
 - "stored": accepted, validated, stored in the metadata image and shown by DescribeConfigs
   and `raftka topics describe`, but raftka does not act on it (tiered storage, preallocation, compaction-lag and timestamp-skew bounds, jitter, the broker
   re-compressing batches to the topic's `compression.type`: see docs/operations.md, "Topic and broker configs").
@@ -19,8 +19,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from raftka.log.config import LOG_KEYS, LogConfig
+from raftka.raft_meta.config.config_synonyms import (
+    DYNAMIC_BROKER_CONFIGS,
+    TOPIC_SYNONYMS,
+    topic_key_of,
+)
+
+if TYPE_CHECKING:
+    from raftka.raft_meta.config.node_config import NodeConfig
+    from raftka.raft_meta.metadata.image import MetadataImage
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -76,7 +86,7 @@ def _bool(default: bool, effect: str = "stored") -> TopicConfigDef:
 
 
 # Kafka 4's LogConfig definitions, in its order. Defaults are Kafka's (raftka's broker `log.*`
-# settings override some of them: see `broker/topic_config.py::broker_log_defaults`).
+# settings override some of them: see `broker_log_defaults` below).
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "segment.bytes": _int(1 << 30, 14),  # Kafka: >= 1 MiB; raftka's tests use smaller segments
     "segment.ms": _long(7 * _DAY_MS, 1),
@@ -120,13 +130,17 @@ class TopicConfigError(ValueError):
     """A topic config that Kafka would refuse (INVALID_CONFIG); the message names key, value and rule."""
 
 
+_THROTTLED_ITEM = re.compile(r"([0-9]+:[0-9]+)?")
+
+
 def _check_throttled(key: str, text: str) -> None:
-    items = [p.strip() for p in text.split(",") if p.strip()]
-    if items == ["*"] or not items:
+    """Kafka's ThrottledReplicaListValidator: every item (trimmed) is partitionId:brokerId or
+    empty, or the items together are the literal '*'."""
+    items = [p.strip() for p in text.split(",")]
+    if "".join(items) == "*":
         return
     for item in items:
-        parts = item.split(":")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        if not _THROTTLED_ITEM.fullmatch(item):
             raise TopicConfigError(
                 f"Invalid value {text!r} for configuration {key}: {item!r} is not partition:brokerId; "
                 f"expected {TOPIC_CONFIGS[key].describe()}")
@@ -209,3 +223,86 @@ def check_cross_rules(values: Mapping[str, str]) -> None:
         raise TopicConfigError(
             "Invalid value true for configuration remote.storage.enable: tiered storage is not supported by "
             "raftka (Kafka answers the same when remote.log.storage.system.enable is false)")
+
+
+# A topic's effective values: the broker's defaults (its `log.*` settings, then the dynamic
+# broker configs) overlaid with the topic's own configs, which `validate` has already checked.
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """What the log and the replication layer act on for one topic."""
+
+    log: LogConfig
+    min_insync_replicas: int
+    unclean_leader_election: bool
+
+
+def broker_log_defaults(config: NodeConfig) -> dict[str, str]:
+    """The broker's `log.*` settings under their topic-level names."""
+    props = {
+        "segment.bytes": str(config.log_segment_bytes),
+        "segment.ms": str(config.log_roll_ms),
+        "segment.index.bytes": str(config.log_index_size_max_bytes),
+        "index.interval.bytes": str(config.log_index_interval_bytes),
+        "max.message.bytes": str(config.message_max_bytes),
+        "retention.ms": str(config.log_retention_ms),
+        "retention.bytes": str(config.log_retention_bytes),
+        "cleanup.policy": ",".join(config.log_cleanup_policy),
+        "flush.messages": str(config.log_flush_interval_messages),
+    }
+    if config.log_flush_interval_ms is not None:
+        props["flush.ms"] = str(config.log_flush_interval_ms)
+    return props
+
+
+def _log_props(configs: Mapping[str, str]) -> dict[str, str]:
+    """The keys the partition log acts on (the others are stored only: see `EFFECT`)."""
+    return {k: v for k, v in configs.items() if k in LOG_KEYS}
+
+
+def dynamic_topic_defaults(image: MetadataImage, node_id: int) -> dict[str, str]:
+    """The dynamic broker configs (AlterConfigs on brokers) as topic-level defaults: the
+    cluster-wide default ("broker" resource with the empty name) overlaid with this broker's own,
+    under their topic keys (`log.retention.ms` -> `retention.ms`, hours and minutes converted)."""
+    out: dict[str, str] = {}
+    for resource in (("cluster", ""), ("broker", str(node_id))):
+        chosen: dict[str, tuple[int, str]] = {}
+        for key, value in image.configs.get(resource, {}).items():
+            found = topic_key_of(key) if key in DYNAMIC_BROKER_CONFIGS else None
+            if found is None:
+                continue
+            topic_key, factor = found
+            if factor != 1:
+                try:
+                    value = str(int(value) * factor)
+                except ValueError:
+                    continue
+            rank = -[name for name, _ in TOPIC_SYNONYMS[topic_key]].index(key)  # the first synonym wins
+            if topic_key not in chosen or rank > chosen[topic_key][0]:
+                chosen[topic_key] = (rank, value)
+        out.update({k: v for k, (_, v) in chosen.items()})
+    return out
+
+
+def topic_overrides(image: MetadataImage, node_id: int, topic: str) -> dict[str, str]:
+    """What overrides the static broker defaults for `topic`: dynamic broker defaults, then the
+    topic's own configs (Kafka's precedence)."""
+    own = image.configs.get(("topic", topic), {})
+    dynamic = dynamic_topic_defaults(image, node_id) if len(image.configs) > 0 else {}
+    if not dynamic:
+        return own
+    return {**dynamic, **own}
+
+
+def effective_topic_config(config: NodeConfig, configs: Mapping[str, str]) -> TopicConfig:
+    """The table's defaults, overlaid with the broker's, overlaid with `configs` (the topic's
+    overrides: `topic_overrides`)."""
+    props = {key: TOPIC_CONFIGS[key].default for key in sorted(LOG_KEYS)}
+    props.update(broker_log_defaults(config))
+    props.update(_log_props(configs))
+    min_isr = int(configs.get("min.insync.replicas", config.min_insync_replicas))
+    unclean_raw = configs.get("unclean.leader.election.enable")
+    unclean = (
+        config.unclean_leader_election_enable if unclean_raw is None else unclean_raw.lower() == "true"
+    )
+    return TopicConfig(LogConfig.from_properties(props), min_isr, unclean)

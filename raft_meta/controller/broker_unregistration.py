@@ -10,6 +10,7 @@ broker with nothing lost. A broker that is still running notices at its next hea
 
 from __future__ import annotations
 
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.controller import controller_decisions as decide
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataImage
@@ -19,8 +20,8 @@ from raftka.raft_meta.metadata.records import UnregisterBroker
 def unregister_broker(image: MetadataImage, broker_id: int, request_id: str | None = None) -> decide.Decision:
     broker = image.brokers.get(broker_id)
     if broker is None:
-        raise ControllerError("BROKER_ID_NOT_REGISTERED",
-                              f"broker {broker_id} is not registered (registered: {sorted(image.brokers)})")
+        raise ControllerError(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                                      f"broker {broker_id} is not registered (registered: {sorted(image.brokers)})")
     moved = decide.fence_broker(image, broker_id, unclean_default=False)
     return decide.Decision((*moved.records, UnregisterBroker(broker_id, broker.epoch, request_id=request_id)),
                            moved.warnings)

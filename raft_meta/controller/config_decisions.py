@@ -22,8 +22,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from raftka.log.config import BROKER_KEYS
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config import topic_configs
+from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.controller.controller_decisions import (
     MAX_RECORDS_PER_USER_OP,
     Decision,
@@ -35,27 +36,6 @@ from raftka.raft_meta.metadata.records import Config, MetadataRecord
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # Kafka's AlterConfigOp.OpType ids
 OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-
-# Dynamic broker key -> the topic key whose validator checks its value (Kafka's
-# DynamicBrokerConfig: the log defaults and a few replication keys are cluster-wide dynamic).
-DYNAMIC_BROKER_CONFIGS: dict[str, str] = {
-    **{broker_key: topic_key for topic_key, broker_key in BROKER_KEYS.items()},
-    "log.retention.minutes": "retention.ms",
-    "log.retention.hours": "retention.ms",
-    "log.roll.hours": "segment.ms",
-    "log.roll.jitter.ms": "segment.jitter.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-    "log.preallocate": "preallocate",
-    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
-    "compression.type": "compression.type",
-    "compression.gzip.level": "compression.gzip.level",
-    "compression.lz4.level": "compression.lz4.level",
-    "compression.zstd.level": "compression.zstd.level",
-    "min.insync.replicas": "min.insync.replicas",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-}
 
 # Kafka's dynamic broker quota keys (KIP-73 replication throttles, bytes/s, a long >= 0; unset:
 # Long.MAX, unthrottled). Not topic keys: validated here, acted on by broker/replication/replication_quota.py.
@@ -97,7 +77,7 @@ def storage_key(resource_type: str, resource_name: str) -> tuple[str, str]:
 
 
 def _invalid(message: str) -> ControllerError:
-    return ControllerError("INVALID_CONFIG", message)
+    return ControllerError(ErrorCode.INVALID_CONFIG, message)
 
 
 def _apply_ops(current: Mapping[str, str], resource: AlterResource, list_keys: frozenset[str],
@@ -107,8 +87,8 @@ def _apply_ops(current: Mapping[str, str], resource: AlterResource, list_keys: f
     names = [op.name for op in resource.ops]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise ControllerError("INVALID_REQUEST", f"config {twice[0]!r} is named more than once for "
-                                                 f"{resource.resource_type} {resource.resource_name!r}")
+        raise ControllerError(ErrorCode.INVALID_REQUEST, f"config {twice[0]!r} is named more than once for "
+                                                         f"{resource.resource_type} {resource.resource_name!r}")
     after = dict(current) if resource.incremental else {}
     for op in resource.ops:
         if op.op == SET:
@@ -132,8 +112,8 @@ def _apply_ops(current: Mapping[str, str], resource: AlterResource, list_keys: f
             else:
                 after.pop(op.name, None)
         else:
-            raise ControllerError("INVALID_REQUEST", f"config operation {op.op} for {op.name!r}; expected 0 (SET), "
-                                                     "1 (DELETE), 2 (APPEND) or 3 (SUBTRACT)")
+            raise ControllerError(ErrorCode.INVALID_REQUEST, f"config operation {op.op} for {op.name!r}; expected 0 (SET), "
+                                                             "1 (DELETE), 2 (APPEND) or 3 (SUBTRACT)")
     return after
 
 
@@ -153,7 +133,7 @@ def replication_factor(image: MetadataImage, topic: str) -> int | None:
 def _topic_after(image: MetadataImage, resource: AlterResource) -> dict[str, str]:
     name = resource.resource_name
     if image.topic_by_name(name) is None:
-        raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     after = _apply_ops(image.configs.get(("topic", name), {}), resource, _TOPIC_LISTS, _TOPIC_DEFAULTS)
     try:
         after = topic_configs.validate(after)
@@ -174,8 +154,8 @@ def _broker_after(image: MetadataImage, resource: AlterResource, static_keys: fr
         if key in DYNAMIC_BROKER_CONFIGS or key in THROTTLED_RATE_KEYS:
             continue
         if key in static_keys:
-            raise ControllerError("INVALID_REQUEST", f"broker config {key!r} cannot be updated dynamically; "
-                                                     "set it in server.properties and restart the broker")
+            raise ControllerError(ErrorCode.INVALID_REQUEST, f"broker config {key!r} cannot be updated dynamically; "
+                                                             "set it in server.properties and restart the broker")
         raise _invalid(f"Unknown broker config name: {key}")
     out = {}
     for key, value in after.items():
@@ -202,15 +182,15 @@ def alter_configs(
     for i, resource in enumerate(resources):
         try:
             if keys.count(keys[i]) > 1:
-                raise ControllerError("INVALID_REQUEST", f"{resource.resource_type} {resource.resource_name!r} is "
-                                                         "named more than once in the request")
+                raise ControllerError(ErrorCode.INVALID_REQUEST, f"{resource.resource_type} {resource.resource_name!r} is "
+                                                                 "named more than once in the request")
             if resource.resource_type == "topic":
                 after = _topic_after(image, resource)
             elif resource.resource_type == "broker":
                 after = _broker_after(image, resource, static_broker_keys)
             else:
-                raise ControllerError("INVALID_REQUEST", f"resource type {resource.resource_type!r}; expected "
-                                                         "topic or broker")
+                raise ControllerError(ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type!r}; expected "
+                                                                 "topic or broker")
         except ControllerError as exc:
             errors[i] = exc
             continue
@@ -220,7 +200,7 @@ def alter_configs(
         records.extend(Config(kind, name, key, value) for key, value in sorted(after.items())
                        if before.get(key) != value)
     if len(records) > MAX_RECORDS_PER_USER_OP:
-        raise ControllerError("POLICY_VIOLATION", f"altering {len(resources)} resource(s) would write {len(records)} "
-                                                  f"metadata records; one request may write at most "
-                                                  f"{MAX_RECORDS_PER_USER_OP} (Kafka's MAX_RECORDS_PER_USER_OP)")
+        raise ControllerError(ErrorCode.POLICY_VIOLATION, f"altering {len(resources)} resource(s) would write {len(records)} "
+                                                          f"metadata records; one request may write at most "
+                                                          f"{MAX_RECORDS_PER_USER_OP} (Kafka's MAX_RECORDS_PER_USER_OP)")
     return Decision(tuple(records)), errors

@@ -3,7 +3,7 @@
 It acts only while `loader.active_controller_epoch()` says this node is the
 active controller (its ControllerClaim for the current Raft term is
 applied). Requests from brokers (the broker's control-channel RPC calls
-these methods) raise `ControllerError("NOT_CONTROLLER")` otherwise.
+these methods) raise `ControllerError(ErrorCode.NOT_CONTROLLER)` otherwise.
 Decisions are made one at a time under a lock, on an image that includes
 every record this controller submitted before, so they never race each
 other; anything that still goes stale is rejected by `apply`.
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config.node_config import STATIC_BROKER_KEYS, NodeConfig
 from raftka.raft_meta.controller import broker_unregistration as unregistration
 from raftka.raft_meta.controller import controller_decisions as decide
@@ -126,7 +127,7 @@ class Controller:
     def _require_active(self) -> int:
         epoch = self.loader.active_controller_epoch()
         if epoch is None:
-            raise ControllerError("NOT_CONTROLLER", f"node {self.quorum.node_id} is not the active controller")
+            raise ControllerError(ErrorCode.NOT_CONTROLLER, f"node {self.quorum.node_id} is not the active controller")
         return epoch
 
     async def _decide_and_commit(self, make_decision, deadline: float | None = None) -> MetadataImage:
@@ -160,17 +161,17 @@ class Controller:
                     raise commit.error
                 assert commit.image is not None
                 return commit.image
-        raise ControllerError("REQUEST_TIMED_OUT", f"still waiting for {waiting_for} at the request's deadline; "
-                                                   "it may yet complete: look before retrying")
+        raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, f"still waiting for {waiting_for} at the request's deadline; "
+                                                           "it may yet complete: look before retrying")
 
     def _start_commit(self, records: tuple, epoch: int) -> _Commit:
         """Submit one decision as one Raft entry (all of its records apply together, or none do)
         in a task of `run`'s nursery, which outlives the request that asked for it."""
         what = f"{type(records[0]).__name__}{'' if len(records) == 1 else f' and {len(records) - 1} more'}"
         if self.loader.active_controller_epoch() != epoch:
-            raise ControllerError("NOT_CONTROLLER", f"lost the controller role (epoch {epoch}) before committing")
+            raise ControllerError(ErrorCode.NOT_CONTROLLER, f"lost the controller role (epoch {epoch}) before committing")
         if self._tasks is None:
-            raise ControllerError("NOT_CONTROLLER", "the controller loop is not running")
+            raise ControllerError(ErrorCode.NOT_CONTROLLER, "the controller loop is not running")
         entry = records[0] if len(records) == 1 else RecordBatch(tuple(encode_record(r) for r in records))
         commit = _Commit(what, trio.Event())
         self._tasks.start_soon(self._run_commit, commit, entry)
@@ -183,15 +184,15 @@ class Controller:
         except SubmitError as exc:
             if exc.reason == "TIMEOUT":
                 log.warning("controller.commit_outcome_unknown", records=commit.what, waited_s=COMMIT_OUTCOME_TIMEOUT_S)
-                commit.error = ControllerError("REQUEST_TIMED_OUT", f"no outcome for the commit of {commit.what} "
-                                                                    f"within {COMMIT_OUTCOME_TIMEOUT_S} s; it may yet "
-                                                                    "commit: look before retrying")
+                commit.error = ControllerError(ErrorCode.REQUEST_TIMED_OUT, f"no outcome for the commit of {commit.what} "
+                                                                            f"within {COMMIT_OUTCOME_TIMEOUT_S} s; it may yet "
+                                                                            "commit: look before retrying")
             else:
-                commit.error = ControllerError("NOT_CONTROLLER", f"could not commit {commit.what}: {exc.reason}")
+                commit.error = ControllerError(ErrorCode.NOT_CONTROLLER, f"could not commit {commit.what}: {exc.reason}")
         finally:
             if commit.image is None and commit.error is None:
-                commit.error = ControllerError("NOT_CONTROLLER", f"the controller stopped before the commit of "
-                                                                 f"{commit.what} was known")
+                commit.error = ControllerError(ErrorCode.NOT_CONTROLLER, f"the controller stopped before the commit of "
+                                                                         f"{commit.what} was known")
             commit.done.set()
 
     # --- requests from brokers ---
@@ -278,8 +279,8 @@ class Controller:
         for i, topic in enumerate(topics):
             error, topic_id = refused.get(topic.name), ids.get(i)
             if error is None and image.topic_ids.get(topic.name) != topic_id:
-                error = ControllerError("TOPIC_ALREADY_EXISTS", f"topic {topic.name!r} was created by another "
-                                                                "request meanwhile")
+                error = ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} was created by another "
+                                                                        "request meanwhile")
             results.append(TopicResult(topic.name, error, None if error else topic_id))
         return results
 
@@ -320,8 +321,8 @@ class Controller:
             error = refused.get(name)
             topic = image.topic_by_name(name)
             if error is None and (topic is None or len(topic.partitions) < total):
-                error = ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} changed meanwhile; "
-                                                                      "its partitions were not added")
+                error = ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} changed meanwhile; "
+                                                                              "its partitions were not added")
             results.append(TopicResult(name, error))
         return results
 
@@ -579,6 +580,6 @@ class Controller:
 
 def _check_user_op(records: int, what: str) -> None:
     if records > decide.MAX_RECORDS_PER_USER_OP:
-        raise ControllerError("POLICY_VIOLATION", f"{what} would write {records} metadata records; one request "
-                                                  f"may write at most {decide.MAX_RECORDS_PER_USER_OP} (Kafka's "
-                                                  "MAX_RECORDS_PER_USER_OP), so nothing was changed")
+        raise ControllerError(ErrorCode.POLICY_VIOLATION, f"{what} would write {records} metadata records; one request "
+                                                          f"may write at most {decide.MAX_RECORDS_PER_USER_OP} (Kafka's "
+                                                          "MAX_RECORDS_PER_USER_OP), so nothing was changed")

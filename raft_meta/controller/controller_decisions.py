@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.controller.reassignment import completion_record
 from raftka.raft_meta.metadata.image import (
@@ -82,10 +83,10 @@ def _rack_interleaved(brokers: Sequence[BrokerRegistration]) -> list[BrokerRegis
 
 def _check_replication_factor(rf: int, live: int) -> None:
     if rf < 1:
-        raise ControllerError("INVALID_REPLICATION_FACTOR", f"replication factor {rf} must be >= 1")
+        raise ControllerError(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf} must be >= 1")
     if rf > live:
         raise ControllerError(
-            "INVALID_REPLICATION_FACTOR", f"replication factor {rf} is larger than the {live} available brokers"
+            ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf} is larger than the {live} available brokers"
         )
 
 
@@ -132,7 +133,7 @@ def place_replicas(
 def check_topic_name(name: str) -> None:
     if not name or name in (".", "..") or len(name) > MAX_TOPIC_NAME or not _LEGAL_TOPIC.match(name):
         raise ControllerError(
-            "INVALID_TOPIC_EXCEPTION",
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"topic name {name!r} is invalid; expected 1-{MAX_TOPIC_NAME} characters of [a-zA-Z0-9._-], not '.' or '..'",
         )
 
@@ -145,16 +146,16 @@ def check_min_isr(topic: str, configs: Mapping[str, str], rf: int | None) -> Non
     try:
         value = int(raw)
     except ValueError:
-        raise ControllerError("INVALID_CONFIG", f"min.insync.replicas {raw!r} of topic {topic!r} is not an "
-                                                "integer") from None
+        raise ControllerError(ErrorCode.INVALID_CONFIG, f"min.insync.replicas {raw!r} of topic {topic!r} is not an "
+                                                        "integer") from None
     if value > rf:
-        raise ControllerError("INVALID_CONFIG", f"min.insync.replicas {value} of topic {topic!r} is larger than its "
-                                                f"replication factor {rf}; expected at most the replication factor "
-                                                "(acks=all writes could never succeed)")
+        raise ControllerError(ErrorCode.INVALID_CONFIG, f"min.insync.replicas {value} of topic {topic!r} is larger than its "
+                                                        f"replication factor {rf}; expected at most the replication factor "
+                                                        "(acks=all writes could never succeed)")
 
 
 def _bad_assignment(message: str) -> ControllerError:
-    return ControllerError("INVALID_REPLICA_ASSIGNMENT", message)
+    return ControllerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
 
 
 def check_manual_assignment(
@@ -207,7 +208,7 @@ class NewTopic:
 
 def _over_records_cap(what: str, records: int) -> ControllerError:
     return ControllerError(
-        "POLICY_VIOLATION",
+        ErrorCode.POLICY_VIOLATION,
         f"{what} would write {records} metadata records; one request may write at most "
         f"{MAX_RECORDS_PER_USER_OP} (Kafka's MAX_RECORDS_PER_USER_OP), so nothing was created",
     )
@@ -260,16 +261,16 @@ def create_topics(
                                     "assigned partitions", records_needed + 1 + len(topic.assignments))
         try:
             if topic.name in twice:
-                raise ControllerError("INVALID_REQUEST", f"topic {topic.name!r} is named more than once in the request")
+                raise ControllerError(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named more than once in the request")
             check_topic_name(topic.name)
             if topic.name in image.topic_ids:
-                raise ControllerError("TOPIC_ALREADY_EXISTS", f"topic {topic.name!r} already exists "
-                                                              f"({_layout(image.topic_by_name(topic.name))})")
+                raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists "
+                                                                      f"({_layout(image.topic_by_name(topic.name))})")
             if topic.assignments is not None:
                 if topic.num_partitions is not None or topic.replication_factor is not None:
-                    raise ControllerError("INVALID_REQUEST", "both num_partitions or replication_factor and a manual "
-                                                             "replica assignment were given; expected -1 for both "
-                                                             "with an assignment")
+                    raise ControllerError(ErrorCode.INVALID_REQUEST, "both num_partitions or replication_factor and a manual "
+                                                                     "replica assignment were given; expected -1 for both "
+                                                                     "with an assignment")
                 indexes = sorted(topic.assignments)
                 if indexes != list(range(len(indexes))) or not indexes:
                     raise _bad_assignment(f"topic {topic.name!r}: partitions {indexes} of the manual assignment "
@@ -277,7 +278,7 @@ def create_topics(
                 manual = check_manual_assignment(image, topic.name, [topic.assignments[p] for p in indexes], 0, None)
                 partitions, rf = len(manual), len(manual[0][0])
             if partitions < 1:
-                raise ControllerError("INVALID_PARTITIONS", f"number of partitions {partitions} must be >= 1")
+                raise ControllerError(ErrorCode.INVALID_PARTITIONS, f"number of partitions {partitions} must be >= 1")
             if manual is None:
                 _check_replication_factor(rf, len(live))
             check_min_isr(topic.name, topic.configs, rf)
@@ -349,14 +350,14 @@ def create_partitions_batch(
     for name, total in totals:
         try:
             if name in twice:
-                raise ControllerError("INVALID_REQUEST", f"topic {name!r} is named more than once in the request")
+                raise ControllerError(ErrorCode.INVALID_REQUEST, f"topic {name!r} is named more than once in the request")
             topic = image.topic_by_name(name)
             if topic is None:
-                raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+                raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
             current = len(topic.partitions)
             if total <= current:
-                raise ControllerError("INVALID_PARTITIONS",
-                                      f"topic {name!r} has {current} partitions; asked for {total}, expected more")
+                raise ControllerError(ErrorCode.INVALID_PARTITIONS,
+                                              f"topic {name!r} has {current} partitions; asked for {total}, expected more")
             rf = len(topic.partitions[0].replicas) if topic.partitions else 1
             manual = None
             if assignments is not None and name in assignments:
@@ -403,7 +404,7 @@ def create_partitions(image: MetadataImage, name: str, total: int, start: int = 
 def delete_topic(image: MetadataImage, name: str, request_id: str | None = None) -> Decision:
     topic = image.topic_by_name(name)
     if topic is None:
-        raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     return Decision((RemoveTopic(topic.topic_id, request_id=request_id),))
 
 
@@ -475,7 +476,7 @@ def fence_broker(image: MetadataImage, broker_id: int, unclean_default: bool) ->
     """Session expired: fence it, move its leaderships, drop it from ISRs (keeping a last member)."""
     broker = image.brokers.get(broker_id)
     if broker is None:
-        raise ControllerError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered")
+        raise ControllerError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker {broker_id} is not registered")
     builder = _Builder()
     if not broker.fenced:
         builder.records.append(FenceBroker(broker_id, broker.epoch))
@@ -507,10 +508,10 @@ def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     """The broker's registration, if `broker_epoch` is its current epoch; else the Kafka error."""
     broker = image.brokers.get(broker_id)
     if broker is None:
-        raise ControllerError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered")
+        raise ControllerError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker {broker_id} is not registered")
     if broker.epoch != broker_epoch:
         raise ControllerError(
-            "STALE_BROKER_EPOCH", f"broker {broker_id} sent epoch {broker_epoch}; its registered epoch is {broker.epoch}"
+            ErrorCode.STALE_BROKER_EPOCH, f"broker {broker_id} sent epoch {broker_epoch}; its registered epoch is {broker.epoch}"
         )
     return broker
 
@@ -535,7 +536,7 @@ def register_broker(
     existing = image.brokers.get(broker_id)
     if existing is not None and existing.incarnation_id != incarnation_id and session_alive and not existing.fenced:
         raise ControllerError(
-            "DUPLICATE_BROKER_REGISTRATION",
+            ErrorCode.DUPLICATE_BROKER_REGISTRATION,
             f"broker {broker_id} is registered by live incarnation {existing.incarnation_id}; got {incarnation_id}",
         )
     builder = _Builder()
@@ -630,21 +631,21 @@ def alter_partition(
     check_broker_epoch(image, broker_id, broker_epoch)
     part = image.partition(topic_id, partition)
     if part is None:
-        raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {topic_id}/{partition} does not exist")
+        raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic_id}/{partition} does not exist")
     if part.leader != broker_id:
-        raise ControllerError("NOT_LEADER_OR_FOLLOWER", f"broker {broker_id} is not the leader of {topic_id}/{partition} (leader {part.leader})")
+        raise ControllerError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker_id} is not the leader of {topic_id}/{partition} (leader {part.leader})")
     if leader_epoch != part.leader_epoch:
-        raise ControllerError("FENCED_LEADER_EPOCH", f"leader epoch {leader_epoch}; current leader epoch is {part.leader_epoch}")
+        raise ControllerError(ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {leader_epoch}; current leader epoch is {part.leader_epoch}")
     if partition_epoch != part.partition_epoch:
-        raise ControllerError("INVALID_UPDATE_VERSION", f"partition epoch {partition_epoch}; current partition epoch is {part.partition_epoch}")
+        raise ControllerError(ErrorCode.INVALID_UPDATE_VERSION, f"partition epoch {partition_epoch}; current partition epoch is {part.partition_epoch}")
     isr = tuple(new_isr)
     if broker_id not in isr or len(set(isr)) != len(isr) or not set(isr) <= set(part.replicas):
         raise ControllerError(
-            "INVALID_REQUEST", f"ISR {list(isr)} must be distinct replicas of {list(part.replicas)} including leader {broker_id}"
+            ErrorCode.INVALID_REQUEST, f"ISR {list(isr)} must be distinct replicas of {list(part.replicas)} including leader {broker_id}"
         )
     ineligible = [r for r in isr if r not in part.isr and not image.is_live(r)]
     if ineligible:
-        raise ControllerError("INELIGIBLE_REPLICA", f"replicas {ineligible} are fenced or unregistered and cannot join the ISR")
+        raise ControllerError(ErrorCode.INELIGIBLE_REPLICA, f"replicas {ineligible} are fenced or unregistered and cannot join the ISR")
     if isr == part.isr:
         return Decision()
     if part.reassigning:  # every target replica in sync: the same record finishes the reassignment
@@ -680,21 +681,21 @@ def _elect_one(image: MetadataImage, topic: TopicImage, index: int, part: Partit
     if election_type == PREFERRED_ELECTION:
         preferred = part.replicas[0]
         if part.leader == preferred:
-            return None, ControllerError("ELECTION_NOT_NEEDED", f"{name}: the preferred replica {preferred} "
-                                                                "already leads")
+            return None, ControllerError(ErrorCode.ELECTION_NOT_NEEDED, f"{name}: the preferred replica {preferred} "
+                                                                        "already leads")
         if preferred not in part.isr or not image.is_live(preferred):
-            return None, ControllerError("PREFERRED_LEADER_NOT_AVAILABLE",
-                                         f"{name}: the preferred replica {preferred} is "
-                                         f"{'not in the ISR ' + str(list(part.isr)) if preferred not in part.isr else 'fenced'}")
+            return None, ControllerError(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                                 f"{name}: the preferred replica {preferred} is "
+                                                 f"{'not in the ISR ' + str(list(part.isr)) if preferred not in part.isr else 'fenced'}")
         return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=preferred), None
     if part.has_leader and image.is_live(part.leader):
-        return None, ControllerError("ELECTION_NOT_NEEDED", f"{name}: replica {part.leader} leads already")
+        return None, ControllerError(ErrorCode.ELECTION_NOT_NEEDED, f"{name}: replica {part.leader} leads already")
     clean = [r for r in part.replicas if r in part.isr and image.is_live(r)]
     if clean:
         return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=clean[0]), None
     dirty = [r for r in part.replicas if image.is_live(r)]
     if not dirty:
-        return None, ControllerError("ELIGIBLE_LEADERS_NOT_AVAILABLE", f"{name}: no replica of "
+        return None, ControllerError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"{name}: no replica of "
                                                                       f"{list(part.replicas)} is live")
     return PartitionChange(topic.topic_id, index, part.partition_epoch, leader=dirty[0], isr=(dirty[0],),
                            unclean=True), None
@@ -710,8 +711,8 @@ def elect_leaders(
     not ELECTION_NOT_NEEDED are reported. Errors per partition (by (topic, index)); over
     MAX_RECORDS_PER_USER_OP the whole request is refused (POLICY_VIOLATION, raised)."""
     if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
-        raise ControllerError("INVALID_REQUEST", f"election type {election_type}; expected 0 (preferred) or "
-                                                 "1 (unclean)")
+        raise ControllerError(ErrorCode.INVALID_REQUEST, f"election type {election_type}; expected 0 (preferred) or "
+                                                         "1 (unclean)")
     every = partitions is None
     wanted = [(name, index) for name in sorted(image.topic_ids)
               for index in sorted(image.topics[image.topic_ids[name]].partitions)] if every else list(partitions)
@@ -721,8 +722,8 @@ def elect_leaders(
         topic = image.topic_by_name(name)
         part = topic.partitions.get(index) if topic is not None else None
         if topic is None or part is None:
-            results[(name, index)] = ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {name}-{index} "
-                                                                                   "does not exist")
+            results[(name, index)] = ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name}-{index} "
+                                                                                           "does not exist")
             continue
         if (name, index) in results:
             continue  # named twice: elected once

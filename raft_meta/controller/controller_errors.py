@@ -1,42 +1,27 @@
-"""Errors a controller decision returns to the requester, with Kafka's error codes."""
+"""Errors a controller decision returns to the requester, with Kafka's error codes.
+
+The codes are the protocol's `ErrorCode` (client/protocol/errors.py, the one table every
+layer imports); this module only carries one of them with a message.
+"""
 
 from __future__ import annotations
 
-# Kafka error name -> code (org.apache.kafka.common.protocol.Errors).
-KAFKA_ERROR_CODES = {
-    "UNKNOWN_SERVER_ERROR": -1,
-    "UNKNOWN_TOPIC_OR_PARTITION": 3,
-    "NOT_LEADER_OR_FOLLOWER": 6,
-    "REQUEST_TIMED_OUT": 7,
-    "INVALID_TOPIC_EXCEPTION": 17,
-    "TOPIC_ALREADY_EXISTS": 36,
-    "INVALID_PARTITIONS": 37,
-    "INVALID_REPLICATION_FACTOR": 38,
-    "INVALID_CONFIG": 40,
-    "NOT_CONTROLLER": 41,
-    "INVALID_REQUEST": 42,
-    "POLICY_VIOLATION": 44,
-    "FENCED_LEADER_EPOCH": 74,
-    "STALE_BROKER_EPOCH": 77,
-    "INVALID_UPDATE_VERSION": 95,
-    "DUPLICATE_BROKER_REGISTRATION": 101,
-    "BROKER_ID_NOT_REGISTERED": 102,
-    "INELIGIBLE_REPLICA": 107,
-    "INVALID_REPLICA_ASSIGNMENT": 39,
-    "PREFERRED_LEADER_NOT_AVAILABLE": 80,
-    "ELIGIBLE_LEADERS_NOT_AVAILABLE": 83,
-    "ELECTION_NOT_NEEDED": 84,
-    "NO_REASSIGNMENT_IN_PROGRESS": 85,
-}
+from raftka.client.protocol import ErrorCode, error_code_named
 
 
 class ControllerError(Exception):
-    """A request the controller refuses. `name` is Kafka's error name, `code` its number."""
+    """A request the controller refuses: `code` is Kafka's error code, `name` its Kafka name."""
 
-    def __init__(self, name: str, message: str) -> None:
-        if name not in KAFKA_ERROR_CODES:
-            raise ValueError(f"unknown Kafka error name {name!r}; expected one of {sorted(KAFKA_ERROR_CODES)}")
-        super().__init__(f"{name}: {message}")
-        self.name = name
-        self.code = KAFKA_ERROR_CODES[name]
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        if not isinstance(code, ErrorCode):
+            raise TypeError(f"ControllerError code: got {code!r}, expected an ErrorCode member")
+        super().__init__(f"{code.name}: {message}")
+        self.name = code.name
+        self.code = int(code)
         self.message = message
+
+    @classmethod
+    def named(cls, name: str, message: str) -> ControllerError:
+        """The error a peer sent by Kafka name (the control RPC's wire form); an unknown name
+        is UNKNOWN_SERVER_ERROR."""
+        return cls(error_code_named(name), message)

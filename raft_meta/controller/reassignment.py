@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataImage, PartitionImage
 from raftka.raft_meta.metadata.records import NO_LEADER, PartitionChange
@@ -61,17 +62,17 @@ def _check_target(image: MetadataImage, topic: str, partition: int, target: Sequ
     """Kafka's validateManualPartitionAssignment: non-empty, distinct, registered brokers."""
     where = f"{topic}-{partition}"
     if not target:
-        raise ControllerError("INVALID_REPLICA_ASSIGNMENT", f"{where}: the target replica list is empty")
+        raise ControllerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"{where}: the target replica list is empty")
     seen: set[int] = set()
     for broker in target:
         if broker in seen:
-            raise ControllerError("INVALID_REPLICA_ASSIGNMENT",
-                                  f"{where}: the target {list(target)} names broker {broker} more than once")
+            raise ControllerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                          f"{where}: the target {list(target)} names broker {broker} more than once")
         seen.add(broker)
         if broker not in image.brokers:
-            raise ControllerError("INVALID_REPLICA_ASSIGNMENT",
-                                  f"{where}: the target {list(target)} names broker {broker}, which is not "
-                                  f"registered (registered: {sorted(image.brokers)})")
+            raise ControllerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                          f"{where}: the target {list(target)} names broker {broker}, which is not "
+                                          f"registered (registered: {sorted(image.brokers)})")
 
 
 def _leader_for(image: MetadataImage, leader: int, candidates: Iterable[int], isr: Sequence[int]) -> int:
@@ -146,7 +147,7 @@ def _cancel(image: MetadataImage, topic_id: str, index: int, part: PartitionImag
             warnings: list[tuple[str, dict]]) -> PartitionChange:
     name = image.topics[topic_id].name
     if not part.reassigning:
-        raise ControllerError("NO_REASSIGNMENT_IN_PROGRESS", f"{name}-{index} has no reassignment in progress")
+        raise ControllerError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"{name}-{index} has no reassignment in progress")
     replicas = tuple(r for r in part.replicas if r not in part.adding_replicas)
     isr = tuple(r for r in part.isr if r in replicas)
     unclean = not isr
@@ -172,8 +173,8 @@ def alter_partition_reassignments(image: MetadataImage, requests: Sequence[Reass
     INVALID_REQUEST. `allow_replication_factor_change` False (v1's field, KIP-860) refuses a
     target whose size differs from the current target's with INVALID_REPLICATION_FACTOR."""
     if len(requests) > MAX_REASSIGNMENTS_PER_REQUEST:
-        raise ControllerError("POLICY_VIOLATION", f"{len(requests)} partitions in one reassignment request; at most "
-                                                  f"{MAX_REASSIGNMENTS_PER_REQUEST} (Kafka's MAX_RECORDS_PER_USER_OP)")
+        raise ControllerError(ErrorCode.POLICY_VIOLATION, f"{len(requests)} partitions in one reassignment request; at most "
+                                                          f"{MAX_REASSIGNMENTS_PER_REQUEST} (Kafka's MAX_RECORDS_PER_USER_OP)")
     counts: dict[tuple[str, int], int] = {}
     for r in requests:
         counts[(r.topic, r.partition)] = counts.get((r.topic, r.partition), 0) + 1
@@ -184,20 +185,20 @@ def alter_partition_reassignments(image: MetadataImage, requests: Sequence[Reass
         key = (r.topic, r.partition)
         try:
             if counts[key] > 1:
-                raise ControllerError("INVALID_REQUEST", f"{r.topic}-{r.partition} is named more than once")
+                raise ControllerError(ErrorCode.INVALID_REQUEST, f"{r.topic}-{r.partition} is named more than once")
             topic = image.topic_by_name(r.topic)
             part = None if topic is None else topic.partitions.get(r.partition)
             if topic is None or part is None:
-                raise ControllerError("UNKNOWN_TOPIC_OR_PARTITION", f"{r.topic}-{r.partition} does not exist")
+                raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{r.topic}-{r.partition} does not exist")
             if r.replicas is None:
                 records.append(_cancel(image, topic.topic_id, r.partition, part, warnings))
                 continue
             target = tuple(r.replicas)
             _check_target(image, r.topic, r.partition, target)
             if not allow_replication_factor_change and len(target) != len(part.target_replicas):
-                raise ControllerError("INVALID_REPLICATION_FACTOR",
-                                      f"{r.topic}-{r.partition}: the target {list(target)} changes the replication "
-                                      f"factor from {len(part.target_replicas)} and the request does not allow it")
+                raise ControllerError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                              f"{r.topic}-{r.partition}: the target {list(target)} changes the replication "
+                                              f"factor from {len(part.target_replicas)} and the request does not allow it")
             change = _start(image, topic.topic_id, r.partition, part, target)
             if change is not None:
                 records.append(change)

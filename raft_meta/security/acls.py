@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.records import AccessControlEntry, RemoveAccessControlEntry
 
@@ -250,8 +251,8 @@ def check_request_size(acls: Iterable[AclBinding | AclFilter], what: str) -> Non
     """Raise POLICY_VIOLATION if the ACLs' text exceeds MAX_ACL_BYTES_PER_REQUEST."""
     size = sum(16 + len(a.resource_name or "") + len(a.principal or "") + len(a.host or "") for a in acls)
     if size > MAX_ACL_BYTES_PER_REQUEST:
-        raise ControllerError("POLICY_VIOLATION", f"{what} holds {size} bytes of ACLs; one request may hold at "
-                                                  f"most {MAX_ACL_BYTES_PER_REQUEST}: split it")
+        raise ControllerError(ErrorCode.POLICY_VIOLATION, f"{what} holds {size} bytes of ACLs; one request may hold at "
+                                                          f"most {MAX_ACL_BYTES_PER_REQUEST}: split it")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from raftka.cli.runner import run_with_cluster
 from raftka.client.cluster import Cluster
 from raftka.client.cluster_admin import unregister_broker
 from raftka.client.errors import KafkaError
+from raftka.client.protocol import ErrorCode
 from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
 
 TIMEOUT_MS = 30000
@@ -138,9 +139,9 @@ def unregister_cmd(bootstrap: str, broker_id: int) -> int:
                     await unregister_broker(cluster, broker_id)
                     break
                 except KafkaError as exc:
-                    if exc.code == 102 and retried:
+                    if exc.code == ErrorCode.BROKER_ID_NOT_REGISTERED and retried:
                         break  # an earlier attempt did commit before the controller moved
-                    if exc.code != 41:
+                    if exc.code != ErrorCode.NOT_CONTROLLER:
                         raise
                     retried = True
                     await trio.sleep(0.5)

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict
 
 from raftka.cli.options import security as command_security
+from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config.node_config import ConfigError, load_node_config
 
 
@@ -55,7 +56,7 @@ def quorum_status_via_broker(bootstrap: str, as_json: bool, timeout: float) -> i
         async with AsyncAdmin(bootstrap, security=command_security()) as admin:
             cluster = await admin.describe_cluster()
             if cluster.controller_id < 0:
-                raise KafkaError("no active controller is known yet", code=41, retriable=True)
+                raise KafkaError("no active controller is known yet", code=int(ErrorCode.NOT_CONTROLLER), retriable=True)
             body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
             response = await admin.cluster.send_to(cluster.controller_id, ApiKey.DESCRIBE_QUORUM, body, version=1)
             return cluster, response.topics[0].partitions[0]

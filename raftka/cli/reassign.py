@@ -29,6 +29,7 @@ import trio
 from raftka.cli.runner import run_with_cluster
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError
+from raftka.client.protocol import ErrorCode
 from raftka.client.reassign_admin import (
     BROKER_RESOURCE,
     THROTTLE_RATE_KEYS,
@@ -232,7 +233,7 @@ async def retry_not_controller(call: Callable[[], Awaitable[T]]) -> T:
         try:
             return await call()
         except KafkaError as exc:
-            if exc.code != 41 or trio.current_time() >= deadline:
+            if exc.code != ErrorCode.NOT_CONTROLLER or trio.current_time() >= deadline:
                 raise
         await trio.sleep(0.5)
 
@@ -349,8 +350,8 @@ def cancel_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False)
     if results is None:
         return status
     cancelled = [f"{t}-{p}" for (t, p), e in sorted(results.items()) if e is None]
-    idle = [f"{t}-{p}" for (t, p), e in sorted(results.items()) if e is not None and e.code == 85]
-    failed = {k: e for k, e in results.items() if e is not None and e.code != 85}
+    idle = [f"{t}-{p}" for (t, p), e in sorted(results.items()) if e is not None and e.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS]
+    failed = {k: e for k, e in results.items() if e is not None and e.code != ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
     if cancelled:
         click.echo("Successfully cancelled partition reassignments for: " + ",".join(cancelled))
     if idle:

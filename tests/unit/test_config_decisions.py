@@ -245,7 +245,7 @@ def test_elect_leaders_refuses_an_unknown_type() -> None:
     assert caught.value.name == "INVALID_REQUEST"
 
 
-# --- dynamic broker configs as topic defaults (broker/topic_config.py) ----------------------
+# --- dynamic broker configs as topic defaults (raft_meta/config/topic_configs.py) ----------------------
 
 @pytest.mark.parametrize(("cluster_wide", "own", "expected"), [
     ({}, {}, {}),
@@ -257,7 +257,7 @@ def test_elect_leaders_refuses_an_unknown_type() -> None:
      {"min.insync.replicas": "2", "cleanup.policy": "compact"}),
 ])
 def test_dynamic_topic_defaults(cluster_wide: dict, own: dict, expected: dict) -> None:
-    from raftka.broker.topic_config import dynamic_topic_defaults, topic_overrides
+    from raftka.raft_meta.config.topic_configs import dynamic_topic_defaults, topic_overrides
 
     records = [Config("cluster", "", k, v) for k, v in cluster_wide.items()]
     records += [Config("broker", "1", k, v) for k, v in own.items()]

@@ -215,7 +215,7 @@ def test_leader_balance_moves_leaders_back_only_above_the_percentage():
                                       ("x:1", False), ("0:", False)])
 def test_throttled_replicas_topic_configs_are_accepted_and_validated(value, ok):
     """Not enforced yet, but accepted with Kafka's format check, so tools that set them work."""
-    from raftka.broker.topic_config import validate_topic_configs
+    from raftka.raft_meta.config.topic_configs import validate as validate_topic_configs
 
     for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
         if ok:

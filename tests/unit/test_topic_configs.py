@@ -46,6 +46,7 @@ def test_every_kafka_key_is_known_with_a_valid_default() -> None:
     ("compression.zstd.level", "-5", "-5"),
     ("leader.replication.throttled.replicas", "*", "*"),
     ("follower.replication.throttled.replicas", "0:1, 1:2", "0:1,1:2"),
+    ("leader.replication.throttled.replicas", "*,", "*"),  # Kafka: the items together are '*'
     ("retention.ms", "-1", "-1"),
     ("local.retention.ms", "-2", "-2"),
 ])
@@ -70,6 +71,8 @@ def test_accepted_values(key: str, raw: str, stored: str) -> None:
     ("compression.gzip.level", "0", "out of range"),
     ("compression.lz4.level", "18", "out of range"),
     ("leader.replication.throttled.replicas", "0-1", "is not partition:brokerId"),
+    ("leader.replication.throttled.replicas", "0 : 1", "'0 : 1' is not partition:brokerId"),  # Kafka's regex
+    ("follower.replication.throttled.replicas", "*,0:1", "'*' is not partition:brokerId"),
     ("message.timestamp.type", "create", "one of CreateTime, LogAppendTime"),
 ])
 def test_refused_values_name_key_value_and_rule(key: str, raw: str, message: str) -> None:
@@ -87,3 +90,41 @@ def test_refused_values_name_key_value_and_rule(key: str, raw: str, message: str
 def test_cross_key_rules(configs: dict, message: str) -> None:
     with pytest.raises(TopicConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         validate(configs)
+
+
+def test_broker_keys_take_their_topic_keys_default_from_the_table() -> None:
+    """min.insync.replicas, log.retention.hours, ... default to the topic key's default in the
+    broker key's unit (one home per default); Kafka's synonyms without a default have none."""
+    from raftka.raft_meta.config.config_synonyms import NO_DEFAULT, TOPIC_SYNONYMS
+    from raftka.raft_meta.config.node_config import _KEYS
+
+    checked = 0
+    for topic_key, synonyms in TOPIC_SYNONYMS.items():
+        for broker_key, factor in synonyms:
+            if broker_key not in _KEYS:
+                continue
+            table = TOPIC_CONFIGS[topic_key].default
+            expected = table if factor == 1 else str(int(table) // factor)
+            assert _KEYS[broker_key][2] == (None if broker_key in NO_DEFAULT else expected), (broker_key, topic_key)
+            checked += 1
+    assert checked >= 11
+
+
+def test_the_log_reads_the_tables_defaults_and_ranges() -> None:
+    """log/config.py (below the table in the layers) types the values the log acts on; its
+    defaults and ranges must be the table's, so the table's answer is the log's."""
+    from raftka.log.config import LOG_KEYS, LogConfig
+
+    log_defaults = LogConfig().to_properties()
+    for key in sorted(LOG_KEYS):
+        spec = TOPIC_CONFIGS[key]
+        assert log_defaults[key] == spec.default, key
+        LogConfig.from_properties({key: spec.default})
+        if spec.kind in ("int", "long"):
+            LogConfig.from_properties({key: str(int(spec.minimum))})
+            LogConfig.from_properties({key: str(int(spec.maximum))})
+            for outside in (int(spec.minimum) - 1, int(spec.maximum) + 1):
+                with pytest.raises(ValueError, match="out of range"):
+                    LogConfig.from_properties({key: str(outside)})
+        for choice in spec.choices:
+            LogConfig.from_properties({key: choice})
