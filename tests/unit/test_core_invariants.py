@@ -7,6 +7,15 @@ from __future__ import annotations
 import pytest
 
 from raftka.broker.txn import txn_state as ts
+from raftka.raft_meta.controller import controller_decisions as cd
+from raftka.raft_meta.metadata.apply import replay
+from raftka.raft_meta.metadata.records import (
+    Partition,
+    PartitionChange,
+    RegisterBroker,
+    Topic,
+    UnfenceBroker,
+)
 
 
 def _txn(state: ts.TxnState, epoch: int = 0, partitions=frozenset()) -> ts.TxnMetadata:
@@ -39,3 +48,43 @@ def test_txn_kafkas_transitions_pass() -> None:
     for after, befores in ts.VALID_PREVIOUS.items():
         for before in befores:
             _txn(before).to(after, 0)
+
+
+# --- controller decisions ----------------------------------------------------------------
+
+def _cluster_with_topic():
+    listeners = (("PLAINTEXT", "h", 1),)
+    records = [RegisterBroker(b, f"inc{b}", listeners) for b in (1, 2, 3)]
+    records += [UnfenceBroker(b, b) for b in (1, 2)]  # broker 3 stays fenced
+    records += [Topic("t", "tid"), Partition("tid", 0, (1, 2, 3), (1, 2), 1)]
+    return replay(list(enumerate(records, start=1)))
+
+
+@pytest.mark.parametrize("change, broken", [
+    (dict(isr=(1, 4)), "ISR \\[1, 4\\] must be a non-empty set of replicas"),
+    (dict(isr=()), "must be a non-empty set of replicas"),
+    (dict(leader=3, isr=(2, 3)), "elected leader 3 is not a live broker"),
+    (dict(leader=2, isr=(1,)), "leader 2 is not in ISR \\[1\\]"),
+    (dict(replicas=(1, 1, 2)), "must be distinct and non-empty"),
+    (dict(partition_epoch=7), "not decided on the current partition epoch"),
+])
+def test_controller_partition_records_keep_the_invariants(change, broken) -> None:
+    image = _cluster_with_topic()
+    record = PartitionChange("tid", 0, change.pop("partition_epoch", 0), **change)
+    with pytest.raises(AssertionError, match=broken):
+        cd._check_invariants(image, cd.Decision((record,)))
+
+
+def test_controller_a_valid_change_passes() -> None:
+    cd._check_invariants(_cluster_with_topic(), cd.Decision((PartitionChange("tid", 0, 0, leader=2, isr=(2,)),)))
+
+
+def test_controller_decisions_run_the_check(monkeypatch) -> None:
+    """The public decisions are wrapped: a decision that breaks an invariant raises."""
+
+    def elect_outside_the_isr(builder, image, topic_id, index, part, *args) -> None:
+        builder.records.append(PartitionChange(topic_id, index, part.partition_epoch, leader=3))
+
+    monkeypatch.setattr(cd, "_rebalance_partition", elect_outside_the_isr)
+    with pytest.raises(AssertionError, match="leader 3 is not in ISR"):
+        cd.fence_broker(_cluster_with_topic(), 1, False)
