@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from raftka.broker.replication.replica_state import FollowerState, PartitionAssignment, ReplicaState
 from raftka.broker.txn import txn_state as ts
 from raftka.raft_meta.controller import controller_decisions as cd
 from raftka.raft_meta.metadata.apply import replay
@@ -88,3 +89,57 @@ def test_controller_decisions_run_the_check(monkeypatch) -> None:
     monkeypatch.setattr(cd, "_rebalance_partition", elect_outside_the_isr)
     with pytest.raises(AssertionError, match="leader 3 is not in ISR"):
         cd.fence_broker(_cluster_with_topic(), 1, False)
+
+
+# --- replica_state -----------------------------------------------------------------------
+
+def _leader() -> ReplicaState:
+    state = ReplicaState(1, 30000)
+    state.apply(PartitionAssignment((1, 2, 3), (1, 2, 3), 1, 1, 0), min_insync_replicas=1, now_ms=0,
+                log_end_offset=0, epoch_start_offset=0)
+    return state
+
+
+def test_replica_leader_in_its_isr() -> None:
+    state = ReplicaState(1, 30000)
+    with pytest.raises(AssertionError, match="the leader is not in ISR \\[2, 3\\]"):
+        state.apply(PartitionAssignment((1, 2, 3), (2, 3), 1, 1, 0), min_insync_replicas=1, now_ms=0,
+                    log_end_offset=0, epoch_start_offset=0)
+
+
+def test_replica_isr_within_replicas() -> None:
+    state = ReplicaState(2, 30000)
+    with pytest.raises(AssertionError, match="ISR \\[1, 4\\] not within replicas"):
+        state.apply(PartitionAssignment((1, 2), (1, 4), 1, 1, 0), min_insync_replicas=1, now_ms=0,
+                    log_end_offset=0, epoch_start_offset=0)
+
+
+def test_replica_high_watermark_within_the_log() -> None:
+    state = _leader()
+    state.on_append(10, 1)
+    state.high_watermark = 11  # as a bug in a transition would leave it
+    with pytest.raises(AssertionError, match="HW 11 > log end 10"):
+        state.on_append(10, 2)
+
+
+def test_replica_pending_isr_keeps_the_leader() -> None:
+    state = _leader()
+    state.pending_isr = (2, 3)
+    with pytest.raises(AssertionError, match="pending ISR \\[2, 3\\] must hold the leader"):
+        state.on_append(5, 1)
+
+
+def test_replica_follower_states_are_the_other_replicas() -> None:
+    state = _leader()
+    del state.followers[3]
+    with pytest.raises(AssertionError, match="follower states \\[2\\] are not the other replicas"):
+        state.on_fetch(2, 0, 1)
+
+
+def test_replica_a_follower_tracks_no_followers() -> None:
+    state = ReplicaState(2, 30000)
+    state.apply(PartitionAssignment((1, 2), (1, 2), 1, 1, 0), min_insync_replicas=1, now_ms=0,
+                log_end_offset=0, epoch_start_offset=0)
+    state.followers[1] = FollowerState()
+    with pytest.raises(AssertionError, match="not leading but tracks followers \\[1\\]"):
+        state.on_leader_high_watermark(0, 0)
