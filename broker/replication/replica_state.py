@@ -57,8 +57,9 @@ As follower, the HW is the leader's, capped at the local log end.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
+
+from raftka.broker.invariants import checked
 
 
 class NotAReplica(Exception):
@@ -149,18 +150,6 @@ class AlterIsr:
 Effect = HighWatermarkChanged | BecameLeader | BecameFollower | StoppedLeading | CanJoinIsr | FetchBeyondLogEnd | AlterIsr
 
 
-def _checked(mutator):
-    """Run `ReplicaState._check_invariants` after `mutator`."""
-
-    @functools.wraps(mutator)
-    def wrapper(self: ReplicaState, *args, **kwargs):
-        effects = mutator(self, *args, **kwargs)
-        self._check_invariants()
-        return effects
-
-    return wrapper
-
-
 @dataclass(slots=True)
 class ReplicaState:
     """One replica's replication state; every mutator returns the effects it caused."""
@@ -222,7 +211,7 @@ class ReplicaState:
 
     # -- metadata ------------------------------------------------------------------------
 
-    @_checked
+    @checked
     def apply(self, part: PartitionAssignment, *, min_insync_replicas: int, now_ms: float,
               log_end_offset: int, epoch_start_offset: int) -> list[Effect]:
         """Take the role, epochs and ISR the metadata says (a committed ISR change included).
@@ -266,13 +255,13 @@ class ReplicaState:
 
     # -- leader side ---------------------------------------------------------------------
 
-    @_checked
+    @checked
     def on_append(self, log_end_offset: int, now_ms: float) -> list[Effect]:
         """The leader appended: its log now ends at `log_end_offset`."""
         self.log_end_offset = log_end_offset
         return self._maybe_advance_high_watermark(now_ms)
 
-    @_checked
+    @checked
     def on_fetch(self, replica_id: int, fetch_offset: int, now_ms: float) -> list[Effect]:
         """Record a follower's fetch: its log ends at `fetch_offset`.
 
@@ -324,7 +313,7 @@ class ReplicaState:
         return [r for r in self.isr if r != self.local_id
                 and not (r in self.followers and self.followers[r].is_caught_up(self.log_end_offset, now_ms, self.lag_ms))]
 
-    @_checked
+    @checked
     def isr_changes(self, now_ms: float) -> list[Effect]:
         """The periodic ISR check: shrink the lagging, expand the caught up, in one change.
 
@@ -338,7 +327,7 @@ class ReplicaState:
             effects.append(AlterIsr(new_isr, tuple(sorted(removed)), tuple(sorted(added))))
         return effects
 
-    @_checked
+    @checked
     def alter_failed(self, new_isr: tuple[int, ...], now_ms: float) -> list[Effect]:
         """The controller refused the change to `new_isr`: it is no longer pending, and a
         refused addition (e.g. INELIGIBLE_REPLICA: its broker was fenced meanwhile) no longer
@@ -377,13 +366,13 @@ class ReplicaState:
 
     # -- follower side -------------------------------------------------------------------
 
-    @_checked
+    @checked
     def on_leader_high_watermark(self, leader_high_watermark: int, log_end_offset: int) -> list[Effect]:
         """As follower: the leader's HW, capped at the local log end (it may go down)."""
         self.log_end_offset = log_end_offset
         return self._set_high_watermark(min(leader_high_watermark, log_end_offset))
 
-    @_checked
+    @checked
     def on_truncate(self, log_end_offset: int) -> list[Effect]:
         """The local log was cut (or restarted) to end at `log_end_offset`."""
         self.log_end_offset = log_end_offset

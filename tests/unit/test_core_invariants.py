@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from raftka.broker.group.group_state import GroupPhase, GroupState
 from raftka.broker.replication.replica_state import FollowerState, PartitionAssignment, ReplicaState
 from raftka.broker.txn import txn_state as ts
 from raftka.raft_meta.controller import controller_decisions as cd
@@ -143,3 +144,49 @@ def test_replica_a_follower_tracks_no_followers() -> None:
     state.followers[1] = FollowerState()
     with pytest.raises(AssertionError, match="not leading but tracks followers \\[1\\]"):
         state.on_leader_high_watermark(0, 0)
+
+
+# --- group_state (classic groups) --------------------------------------------------------
+
+def _stable_group() -> GroupState:
+    group = GroupState("g", new_member_id=lambda client: f"{client}-1")
+    group.join("", client_id="a", client_host="h", session_timeout_ms=10000, rebalance_timeout_ms=30000,
+               protocol_type="consumer", protocols=[("range", b"")], now_ms=0)
+    group.sync("a-1", 1, {"a-1": b"p0"}, 0)
+    assert group.phase is GroupPhase.STABLE
+    return group
+
+
+def test_group_empty_has_no_members() -> None:
+    group = _stable_group()
+    group.phase = GroupPhase.EMPTY
+    with pytest.raises(AssertionError, match="has members \\['a-1'\\]"):
+        group.heartbeat("a-1", 1, 1)
+
+
+def test_group_leader_is_a_member() -> None:
+    group = _stable_group()
+    group.leader_id = "gone-7"
+    with pytest.raises(AssertionError, match="leader 'gone-7' is not a member"):
+        group.heartbeat("a-1", 1, 1)
+
+
+def test_group_no_leader_without_members() -> None:
+    group = GroupState("g")
+    group.leader_id = "a-1"
+    with pytest.raises(AssertionError, match="leader 'a-1' with members \\[\\]"):
+        group.tick(0)
+
+
+def test_group_stable_parks_no_join() -> None:
+    group = _stable_group()
+    group.members["a-1"].awaiting_join = True
+    with pytest.raises(AssertionError, match="JoinGroup parked for \\['a-1'\\]"):
+        group.tick(1)
+
+
+def test_group_sync_parked_only_while_completing() -> None:
+    group = _stable_group()
+    group.members["a-1"].awaiting_sync = True
+    with pytest.raises(AssertionError, match="SyncGroup parked for \\['a-1'\\]"):
+        group.validate_commit("a-1", 1, 1)
