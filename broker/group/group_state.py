@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from raftka.broker.invariants import checked
 from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription
 from raftka.client.protocol import ErrorCode
 
@@ -172,6 +173,25 @@ class GroupState:
     def describe_phase(self) -> str:
         return self.phase.value
 
+    def _check_invariants(self) -> None:
+        """Self-checks after every request and tick (AssertionError names the broken one): an
+        Empty or Dead group has no members; a group with members has one of them as leader
+        (and none without); no JoinGroup is parked in a Stable group, and SyncGroups are
+        parked only while the leader's assignment is awaited (CompletingRebalance)."""
+        where = f"group {self.group_id!r} ({self.phase.value}, generation {self.generation_id})"
+        if self.members and self.phase in (GroupPhase.EMPTY, GroupPhase.DEAD):
+            raise AssertionError(f"{where}: has members {sorted(self.members)}")
+        if (self.leader_id is None) if self.members else (self.leader_id is not None):
+            raise AssertionError(f"{where}: leader {self.leader_id!r} with members {sorted(self.members)}")
+        if self.leader_id is not None and self.leader_id not in self.members:
+            raise AssertionError(f"{where}: leader {self.leader_id!r} is not a member of {sorted(self.members)}")
+        parked_join = sorted(m.member_id for m in self.members.values() if m.awaiting_join)
+        if parked_join and self.phase is GroupPhase.STABLE:
+            raise AssertionError(f"{where}: JoinGroup parked for {parked_join}")
+        parked_sync = sorted(m.member_id for m in self.members.values() if m.awaiting_sync)
+        if parked_sync and self.phase is not GroupPhase.COMPLETING_REBALANCE:
+            raise AssertionError(f"{where}: SyncGroup parked for {parked_sync}")
+
     def static_member_id(self, group_instance_id: str | None) -> str | None:
         """The member id currently registered for `group_instance_id` (None if unknown)."""
         if group_instance_id is None:
@@ -217,6 +237,7 @@ class GroupState:
         return max(votes, key=lambda name: (votes[name], -order.index(name) if name in order else 0))
 
     # --- JoinGroup -----------------------------------------------------------
+    @checked
     def join(self, member_id: str, *, client_id: str, client_host: str, session_timeout_ms: int,
              rebalance_timeout_ms: int, protocol_type: str, protocols: Iterable[tuple[str, bytes]],
              now_ms: float, require_known_member_id: bool = False,
@@ -404,6 +425,7 @@ class GroupState:
                           members)
 
     # --- SyncGroup ------------------------------------------------------------
+    @checked
     def sync(self, member_id: str, generation_id: int, assignments: dict[str, bytes],
              now_ms: float, group_instance_id: str | None = None) -> list[Reply]:
         """Handle a SyncGroup; the caller waits for the ("sync", member_id) reply."""
@@ -435,6 +457,7 @@ class GroupState:
         return replies
 
     # --- Heartbeat / LeaveGroup ---------------------------------------------------
+    @checked
     def heartbeat(self, member_id: str, generation_id: int, now_ms: float,
                   group_instance_id: str | None = None) -> int:
         if self._fenced(member_id, group_instance_id):
@@ -449,6 +472,7 @@ class GroupState:
             return REBALANCE_IN_PROGRESS
         return NONE
 
+    @checked
     def leave(self, member_id: str, now_ms: float,
               group_instance_id: str | None = None) -> tuple[int, list[Reply]]:
         """LeaveGroup for one member. A static member may be named by its instance id alone
@@ -505,6 +529,7 @@ class GroupState:
             deadlines.append(self.sync_deadline_ms)
         return min(deadlines, default=None)
 
+    @checked
     def tick(self, now_ms: float) -> tuple[list[Reply], list[str]]:
         """Expire sessions and phase deadlines. Returns the replies owed and the ids of the
         members removed (session expiry or a missed rebalance)."""
@@ -530,6 +555,7 @@ class GroupState:
         return replies, sorted(before - set(self.members))
 
     # --- offsets ------------------------------------------------------------------
+    @checked
     def validate_commit(self, member_id: str, generation_id: int, now_ms: float,
                         group_instance_id: str | None = None) -> int:
         """The error for an OffsetCommit from this member and generation (NONE to accept).
@@ -554,6 +580,7 @@ class GroupState:
         return NONE
 
     # --- failover -----------------------------------------------------------------
+    @checked
     def restore(self, *, protocol_type: str | None, generation_id: int, protocol_name: str | None,
                 leader_id: str | None, members: Iterable[Member], now_ms: float) -> None:
         """Install the group as last persisted (a new coordinator loading it): Stable with its
@@ -569,6 +596,7 @@ class GroupState:
         self.leader_id = leader_id if leader_id in self.members else next(iter(self.members), None)
         self.phase = GroupPhase.STABLE if self.members else GroupPhase.EMPTY
 
+    @checked
     def mark_dead(self) -> list[Reply]:
         replies: list[Reply] = []
         for member_id in list(self.members):

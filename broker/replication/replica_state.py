@@ -59,6 +59,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from raftka.broker.invariants import checked
+
 
 class NotAReplica(Exception):
     """A fetch from a broker that is not a follower of this leader."""
@@ -174,6 +176,32 @@ class ReplicaState:
     def is_leader(self) -> bool:
         return self.leader == self.local_id
 
+    def _check_invariants(self) -> None:
+        """Self-checks after every transition (AssertionError names the broken one): HW <= the
+        local log end; the ISR within the replicas; as leader, itself in the ISR and in any
+        pending ISR, and a follower state for exactly the other replicas; else no followers.
+        (HW <= every ISR follower's log end holds when the HW moves, not always after: a
+        follower's log end is unknown after an election, and a restarted follower may fetch
+        from below the HW, which never moves back.)"""
+        where = f"replica {self.local_id} (leader {self.leader}, epoch {self.leader_epoch})"
+        if self.high_watermark > self.log_end_offset:
+            raise AssertionError(f"{where}: HW {self.high_watermark} > log end {self.log_end_offset}")
+        if not set(self.isr) <= set(self.replicas):
+            raise AssertionError(f"{where}: ISR {list(self.isr)} not within replicas {list(self.replicas)}")
+        if not self.is_leader:
+            if self.followers:
+                raise AssertionError(f"{where}: not leading but tracks followers {sorted(self.followers)}")
+            return
+        if self.local_id not in self.isr:
+            raise AssertionError(f"{where}: the leader is not in ISR {list(self.isr)}")
+        if self.pending_isr is not None and (self.local_id not in self.pending_isr
+                                             or not set(self.pending_isr) <= set(self.replicas)):
+            raise AssertionError(f"{where}: pending ISR {list(self.pending_isr)} must hold the leader and "
+                                 f"replicas only ({list(self.replicas)})")
+        if set(self.followers) != set(self.replicas) - {self.local_id}:
+            raise AssertionError(f"{where}: follower states {sorted(self.followers)} are not the other "
+                                 f"replicas of {list(self.replicas)}")
+
     @property
     def maximal_isr(self) -> frozenset[int]:
         """The ISR plus replicas whose addition is pending (KIP-497's maximal ISR)."""
@@ -183,6 +211,7 @@ class ReplicaState:
 
     # -- metadata ------------------------------------------------------------------------
 
+    @checked
     def apply(self, part: PartitionAssignment, *, min_insync_replicas: int, now_ms: float,
               log_end_offset: int, epoch_start_offset: int) -> list[Effect]:
         """Take the role, epochs and ISR the metadata says (a committed ISR change included).
@@ -226,11 +255,13 @@ class ReplicaState:
 
     # -- leader side ---------------------------------------------------------------------
 
+    @checked
     def on_append(self, log_end_offset: int, now_ms: float) -> list[Effect]:
         """The leader appended: its log now ends at `log_end_offset`."""
         self.log_end_offset = log_end_offset
         return self._maybe_advance_high_watermark(now_ms)
 
+    @checked
     def on_fetch(self, replica_id: int, fetch_offset: int, now_ms: float) -> list[Effect]:
         """Record a follower's fetch: its log ends at `fetch_offset`.
 
@@ -282,6 +313,7 @@ class ReplicaState:
         return [r for r in self.isr if r != self.local_id
                 and not (r in self.followers and self.followers[r].is_caught_up(self.log_end_offset, now_ms, self.lag_ms))]
 
+    @checked
     def isr_changes(self, now_ms: float) -> list[Effect]:
         """The periodic ISR check: shrink the lagging, expand the caught up, in one change.
 
@@ -295,6 +327,7 @@ class ReplicaState:
             effects.append(AlterIsr(new_isr, tuple(sorted(removed)), tuple(sorted(added))))
         return effects
 
+    @checked
     def alter_failed(self, new_isr: tuple[int, ...], now_ms: float) -> list[Effect]:
         """The controller refused the change to `new_isr`: it is no longer pending, and a
         refused addition (e.g. INELIGIBLE_REPLICA: its broker was fenced meanwhile) no longer
@@ -333,11 +366,13 @@ class ReplicaState:
 
     # -- follower side -------------------------------------------------------------------
 
+    @checked
     def on_leader_high_watermark(self, leader_high_watermark: int, log_end_offset: int) -> list[Effect]:
         """As follower: the leader's HW, capped at the local log end (it may go down)."""
         self.log_end_offset = log_end_offset
         return self._set_high_watermark(min(leader_high_watermark, log_end_offset))
 
+    @checked
     def on_truncate(self, log_end_offset: int) -> list[Effect]:
         """The local log was cut (or restarted) to end at `log_end_offset`."""
         self.log_end_offset = log_end_offset

@@ -103,7 +103,39 @@ class TxnMetadata:
     pending: TxnState | None = None
 
     def to(self, state: TxnState, now_ms: int, **changes) -> TxnMetadata:
-        return dataclasses.replace(self, state=state, update_ms=now_ms, pending=None, **changes)
+        after = dataclasses.replace(self, state=state, update_ms=now_ms, pending=None, **changes)
+        _check_invariants(self, after)
+        return after
+
+
+# Kafka's TransactionState.validPreviousStates: the only transitions a write may make.
+VALID_PREVIOUS = {
+    TxnState.EMPTY: {TxnState.EMPTY, *COMPLETED},
+    TxnState.ONGOING: {TxnState.ONGOING, *COMPLETED},
+    TxnState.PREPARE_COMMIT: {TxnState.ONGOING},
+    TxnState.PREPARE_ABORT: {TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE, *COMPLETED},
+    TxnState.COMPLETE_COMMIT: {TxnState.PREPARE_COMMIT},
+    TxnState.COMPLETE_ABORT: {TxnState.PREPARE_ABORT},
+    TxnState.DEAD: set(COMPLETED),
+    TxnState.PREPARE_EPOCH_FENCE: {TxnState.ONGOING},
+}
+
+
+def _check_invariants(before: TxnMetadata, after: TxnMetadata) -> None:
+    """Self-checks of every transition (AssertionError names the broken one): along Kafka's
+    table, the epoch never goes back under one producer id nor past Short.MaxValue, and
+    only an open or deciding transaction holds partitions."""
+    if before.state not in VALID_PREVIOUS[after.state]:
+        raise AssertionError(f"{after.transactional_id!r}: {before.state.display_name} -> "
+                             f"{after.state.display_name} is not a transition of Kafka's TransactionState")
+    if after.producer_id == before.producer_id and after.producer_epoch < before.producer_epoch:
+        raise AssertionError(f"{after.transactional_id!r}: producer {after.producer_id}'s epoch went back from "
+                             f"{before.producer_epoch} to {after.producer_epoch}")
+    if after.producer_epoch > MAX_EPOCH:
+        raise AssertionError(f"{after.transactional_id!r}: producer epoch {after.producer_epoch} > {MAX_EPOCH}")
+    if after.partitions and after.state not in (TxnState.ONGOING, *PREPARED):
+        raise AssertionError(f"{after.transactional_id!r}: {after.state.display_name} holds partitions "
+                             f"{sorted(after.partitions)}")
 
 
 @dataclass(frozen=True)

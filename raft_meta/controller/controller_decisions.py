@@ -12,6 +12,7 @@ Structured log events the caller should emit are returned, not logged
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -64,6 +65,53 @@ class _Builder:
 
     def done(self) -> Decision:
         return Decision(tuple(self.records), tuple(self.warnings))
+
+
+def _check_invariants(image: MetadataImage, decision: Decision) -> None:
+    """Self-checks of a decision's partition records, on the partitions they leave behind
+    (AssertionError names the broken one): a change is decided on the current partition
+    epoch; replicas are distinct and non-empty; the ISR is a non-empty set of replicas; the
+    leader is in the ISR (or there is none) and a newly elected leader is a live broker."""
+    fenced = {b.broker_id: b.fenced for b in image.brokers.values()}
+    parts: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], int]] = {}
+    for record in decision.records:
+        if isinstance(record, (FenceBroker, UnfenceBroker)):
+            fenced[record.broker_id] = isinstance(record, FenceBroker)
+        if isinstance(record, Partition):
+            key, state, moved = (record.topic_id, record.partition), (record.replicas, record.isr, record.leader), True
+        elif isinstance(record, PartitionChange):
+            key = (record.topic_id, record.partition)
+            current = image.partition(*key)
+            if current is None or key in parts or record.partition_epoch != current.partition_epoch:
+                raise AssertionError(f"{record}: not decided on the current partition epoch of {key}")
+            state = (current.replicas if record.replicas is None else tuple(record.replicas),
+                     current.isr if record.isr is None else tuple(record.isr),
+                     current.leader if record.leader is None else record.leader)
+            moved = record.leader is not None and record.leader != current.leader
+        else:
+            continue
+        replicas, isr, leader = parts[key] = state
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise AssertionError(f"{record}: replicas {list(replicas)} must be distinct and non-empty")
+        if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
+            raise AssertionError(f"{record}: ISR {list(isr)} must be a non-empty set of replicas {list(replicas)}")
+        if leader != NO_LEADER and leader not in isr:
+            raise AssertionError(f"{record}: leader {leader} is not in ISR {list(isr)}")
+        if moved and leader != NO_LEADER and fenced.get(leader, True):
+            raise AssertionError(f"{record}: elected leader {leader} is not a live broker")
+
+
+def _checked(decide):
+    """Run `_check_invariants` on what `decide(image, ...)` returns (a Decision, or a tuple
+    that starts with one)."""
+
+    @functools.wraps(decide)
+    def wrapper(image: MetadataImage, *args, **kwargs):
+        result = decide(image, *args, **kwargs)
+        _check_invariants(image, result[0] if isinstance(result, tuple) else result)
+        return result
+
+    return wrapper
 
 
 # --- replica placement -------------------------------------------------------
@@ -227,6 +275,7 @@ def _duplicates(names: Iterable[str]) -> set[str]:
     return {name for name, n in counts.items() if n > 1}
 
 
+@_checked
 def create_topics(
     image: MetadataImage,
     topics: Sequence[NewTopic],
@@ -330,6 +379,7 @@ def create_topic(
     return decision
 
 
+@_checked
 def create_partitions_batch(
     image: MetadataImage, totals: Sequence[tuple[str, int]], start: int = 0,
     assignments: Mapping[str, Sequence[tuple[int, ...]]] | None = None,
@@ -472,6 +522,7 @@ def _partitions(image: MetadataImage) -> Iterable[tuple[str, int, PartitionImage
             yield topic_id, index, part
 
 
+@_checked
 def fence_broker(image: MetadataImage, broker_id: int, unclean_default: bool) -> Decision:
     """Session expired: fence it, move its leaderships, drop it from ISRs (keeping a last member)."""
     broker = image.brokers.get(broker_id)
@@ -487,6 +538,7 @@ def fence_broker(image: MetadataImage, broker_id: int, unclean_default: bool) ->
     return builder.done()
 
 
+@_checked
 def controlled_shutdown(image: MetadataImage, broker_id: int, broker_epoch: int, unclean_default: bool) -> Decision:
     """A broker asks to shut down: move its leaderships and ISR memberships first, then fence it.
 
@@ -516,6 +568,7 @@ def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     return broker
 
 
+@_checked
 def register_broker(
     image: MetadataImage,
     broker_id: int,
@@ -549,6 +602,7 @@ def register_broker(
     return builder.done()
 
 
+@_checked
 def broker_heartbeat(
     image: MetadataImage, broker_id: int, broker_epoch: int, caught_up: bool, unclean_default: bool
 ) -> Decision:
@@ -617,6 +671,7 @@ def fence_gone_broker(image: MetadataImage, broker_id: int, broker_epoch: int, u
     return fence_broker(image, broker_id, unclean_default)
 
 
+@_checked
 def alter_partition(
     image: MetadataImage,
     broker_id: int,
@@ -655,6 +710,7 @@ def alter_partition(
     return Decision((PartitionChange(topic_id, partition, part.partition_epoch, isr=isr),))
 
 
+@_checked
 def preferred_leader_elections(image: MetadataImage) -> Decision:
     """Move leadership back to the first replica where it is live and in sync."""
     builder = _Builder()
@@ -701,6 +757,7 @@ def _elect_one(image: MetadataImage, topic: TopicImage, index: int, part: Partit
                            unclean=True), None
 
 
+@_checked
 def elect_leaders(
     image: MetadataImage, election_type: int, partitions: Sequence[tuple[str, int]] | None
 ) -> tuple[Decision, dict[tuple[str, int], ControllerError | None]]:

@@ -1,7 +1,7 @@
 """Data-driven scenarios for broker/group/consumer_group_state.py (KIP-848), etcd-raft style.
 
 Each file under testdata/consumer_group/ is a sequence of blocks (the format of
-tests/unit/scenario_files.py, the runner the cores' scenario tests share):
+tests/scenario.py, the runner the cores' scenario tests share):
 
     # comments
     command key=value ...
@@ -46,7 +46,7 @@ from raftka.broker.group.consumer_group_state import (
     TargetAssignmentMemberRecord,
 )
 from raftka.client.protocol import ErrorCode
-from tests.unit.scenario_files import check_scenario_file
+from tests.scenario import check_scenario_file
 
 TESTDATA = Path(__file__).parent / "testdata" / "consumer_group"
 

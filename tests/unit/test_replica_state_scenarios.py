@@ -49,7 +49,7 @@ from raftka.broker.replication.replica_state import (
     ReplicaState,
     StoppedLeading,
 )
-from tests.unit.scenario_files import CommandHarness, scenario_tests
+from tests.scenario import CommandHarness, scenario_tests
 
 TESTDATA = Path(__file__).parent / "testdata" / "replica_state"
 

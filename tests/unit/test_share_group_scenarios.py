@@ -1,6 +1,6 @@
 """Data-driven scenarios for broker/group/share_group_state.py (etcd-raft's `testdata/*.txt` style).
 
-The files under testdata/share_group/ follow tests/unit/scenario_files.py; each command
+The files under testdata/share_group/ follow tests/scenario.py; each command
 runs against one `ShareGroupState` and prints the answer, then the group:
 `group: <state> epoch=.. assignment_epoch=..` and one line per member.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from raftka.broker.group.share_group_state import Heartbeat, ShareGroupConfig, ShareGroupState
-from tests.unit.scenario_files import CommandHarness, scenario_tests
+from tests.scenario import CommandHarness, scenario_tests
 
 TESTDATA = Path(__file__).parent / "testdata" / "share_group"
 

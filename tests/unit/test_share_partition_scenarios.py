@@ -1,6 +1,6 @@
 """Data-driven scenarios for broker/group/share_partition_state.py (etcd-raft's `testdata/*.txt` style).
 
-The files under testdata/share_partition/ follow tests/unit/scenario_files.py; each
+The files under testdata/share_partition/ follow tests/scenario.py; each
 command runs against one `SharePartitionState` and prints its effects, then the state:
 `state: spso=.. speo=.. next_fetch=.. in_flight=..` and one line per run of records with
 the same state, delivery count, member and lock deadline.
@@ -40,7 +40,7 @@ from raftka.broker.group.share_partition_state import (
     SharePartitionState,
     start_offset_for_reset,
 )
-from tests.unit.scenario_files import CommandHarness, scenario_tests
+from tests.scenario import CommandHarness, scenario_tests
 
 TESTDATA = Path(__file__).parent / "testdata" / "share_partition"
 

@@ -1,6 +1,7 @@
-"""etcd-raft style scenario files (`testdata/*.txt`), shared by the pure cores' harnesses.
+"""etcd-raft style scenario files (`testdata/<core>/*.txt`), shared by the pure cores' harnesses.
 
-A file is a sequence of blocks:
+A file is a sequence of blocks (etcd-raft's datadriven format, without its arguments
+in parentheses):
 
     # comments
     command key=value ...
@@ -9,12 +10,19 @@ A file is a sequence of blocks:
     <blank line>
 
 `check_scenario_file` runs each command through `run(command) -> str` and compares
-what it returns with the expected block. With RAFTKA_TESTDATA_REWRITE=1 it rewrites
-the expectations from the code's output instead (then review the diff).
+what it returns with the expected block; a failure lists every block that differs,
+as `file:line: command` and a unified diff of expected against got. With
+RAFTKA_TESTDATA_REWRITE=1 it rewrites the expectations from the code's output
+instead (then review the diff with `git diff`: the code's output is not right by
+being the code's).
+
+A harness is a `CommandHarness` whose `cmd_<name>(kv)` methods run the commands;
+`scenario_tests(testdata, Harness, minimum)` gives the two tests of a directory.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,7 +101,7 @@ def scenario_tests(testdata: Path, harness: Callable[[], CommandHarness], minimu
     return test_there_are_scenarios, test_scenario
 
 
-def check_scenario_file(path: Path, run: Callable[[str], str]) -> None:
+def check_scenario_file(path: Path, run: Callable[[str], str], *, rewrite: bool = REWRITE) -> None:
     rewritten: list[str] = []
     failures: list[str] = []
     for prefix, block in parse(path.read_text()):
@@ -108,9 +116,15 @@ def check_scenario_file(path: Path, run: Callable[[str], str]) -> None:
             got = f"exception: {type(exc).__name__}: {exc}"
         rewritten += [block.command, "----", got]
         if got != block.expected:
-            failures.append(f"{path.name}:{block.line}: {block.command}\n--- expected\n{block.expected}\n"
-                            f"--- got\n{got}")
-    if REWRITE:
+            failures.append(f"{path.name}:{block.line}: {block.command}\n{diff(block.expected, got)}")
+    if rewrite:
         path.write_text("\n".join(rewritten).rstrip("\n") + "\n")
         return
-    assert not failures, "\n\n".join(failures)
+    assert not failures, (f"{len(failures)} block(s) of {path} differ (RAFTKA_TESTDATA_REWRITE=1 rewrites "
+                          "them from the code's output):\n\n" + "\n\n".join(failures))
+
+
+def diff(expected: str, got: str) -> str:
+    """A unified diff of a block's expected output against what the command printed."""
+    lines = difflib.unified_diff(expected.splitlines(), got.splitlines(), "expected", "got", lineterm="", n=2)
+    return "\n".join(lines)
