@@ -30,11 +30,15 @@ def _raftka(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 class ClusterUp:
-    def __init__(self, data_dir: Path, port_base: int) -> None:
+    """`raftka cluster up --nodes 3` as a child process; `python` and `env` choose which raftka
+    (this checkout's by default; tests/packaging passes an installed wheel's)."""
+
+    def __init__(self, data_dir: Path, port_base: int, python: str | Path = sys.executable,
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "raftka", "cluster", "up", "--nodes", "3", "--data-dir", str(data_dir),
+            [str(python), "-m", "raftka", "cluster", "up", "--nodes", "3", "--data-dir", str(data_dir),
              "--port-base", str(port_base), "--quiet"],
-            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env=_env() if env is None else env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 

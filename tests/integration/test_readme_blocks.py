@@ -97,11 +97,12 @@ def test_every_readme_block_is_run_by_a_test() -> None:
 
 
 @contextmanager
-def cluster_up(data_dir: Path) -> Iterator[str]:
+def cluster_up(data_dir: Path, python: Path = Path(sys.executable),
+               env: dict[str, str] | None = None) -> Iterator[str]:
     """`raftka cluster up --nodes 3` (what `make run` runs) on free ports; its first node's
     address. Ctrl-C (SIGINT) at the end, as a user stops it, must stop it cleanly."""
     base = free_port_base(3, offsets=(0, 1, 2, 3))  # clients, quorum, control RPC, metrics
-    up = ClusterUp(data_dir, base)
+    up = ClusterUp(data_dir, base, python, env, cwd=data_dir.parent)  # where the user runs it
     try:
         up.wait_ready()
         yield f"127.0.0.1:{base}"
@@ -160,19 +161,17 @@ def test_localize_changes_only_the_address() -> None:
         localize(".venv/bin/raftka perf produce --topic fo &", raftka, "h:1")
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-def test_the_tour_runs_as_shown(tmp_path: Path) -> None:
-    recipe = (REPO / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
-    assert "raftka cluster up --nodes 3" in recipe, f"make run no longer starts what this test starts: {recipe}"
-    raftka = Path(sys.executable).parent / "raftka"
-    assert raftka.exists(), f"no raftka script beside {sys.executable}"
+def run_tour(python: Path, cwd: Path, env: dict[str, str]) -> None:
+    """The tour's shell lines, in order, with `python`'s raftka (a checkout's or an installed
+    wheel's) against a `cluster up` started in `cwd`; asserts what the tour says it shows."""
+    raftka = python.parent / "raftka"
+    assert raftka.exists(), f"no raftka script beside {python}"
     ran: list[tuple[str, subprocess.CompletedProcess[str]]] = []
     # `cluster kill|status|start` find the cluster by --data-dir's default, ./cluster-data.
-    with cluster_up(tmp_path / "cluster-data") as address:
+    with cluster_up(cwd / "cluster-data", python, env) as address:
         for line in readme_block("A two-minute tour", "sh").splitlines():
             if line.strip():
-                done = subprocess.run(localize(line, raftka, address), shell=True, cwd=tmp_path, env=raftka_env(),
+                done = subprocess.run(localize(line, raftka, address), shell=True, cwd=cwd, env=env,
                                       capture_output=True, text=True, timeout=180)
                 assert done.returncode == 0, (line, done.stdout, done.stderr)
                 ran.append((line, done))
@@ -182,6 +181,15 @@ def test_the_tour_runs_as_shown(tmp_path: Path) -> None:
     consumed = outputs[".venv/bin/raftka consume --topic demo --from-beginning --max-messages 5"]
     assert [sorted(out.split()) for out in consumed] == [["1", "2", "3", "4", "5"]] * 2, consumed
     assert "node 2: down (signal SIGKILL)" in outputs[".venv/bin/raftka cluster status"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_the_tour_runs_as_shown(tmp_path: Path) -> None:
+    """From this checkout; tests/packaging runs the same tour from an installed wheel."""
+    recipe = (REPO / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "raftka cluster up --nodes 3" in recipe, f"make run no longer starts what this test starts: {recipe}"
+    run_tour(Path(sys.executable), tmp_path, raftka_env())
 
 
 # --- the Python blocks -----------------------------------------------------------------------

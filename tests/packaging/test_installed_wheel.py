@@ -279,3 +279,19 @@ def test_first_hour_mistakes_answer_in_one_line_from_the_wheel(installed, tmp_pa
                      str(tmp_path / "c")], cwd=installed["app"])
     assert busy.returncode == 1 and len(busy.stderr.splitlines()) == 1, busy.stderr
     assert f"127.0.0.1:{base} (node 1's client port) is in use" in busy.stderr
+
+
+@pytest.mark.timeout(600)
+def test_the_readme_tour_runs_from_the_wheel(installed, tmp_path: Path):
+    """The README's two-minute tour, line by line, with the wheel's own `raftka` command and
+    `raftka cluster up`, from a folder outside the repository (tests/integration/test_readme_blocks.py
+    runs it from the checkout)."""
+    from tests.integration.test_readme_blocks import run_tour
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    env["RAFTKA_LOG_LEVEL"] = "WARNING"
+    folder = tmp_path / "tour"
+    folder.mkdir()
+    where = _run([str(installed["python"]), "-c", "import raftka; print(raftka.__file__)"], cwd=folder, env=env)
+    assert where.stdout.startswith(str(installed["site"])), where.stdout + where.stderr
+    run_tour(installed["python"], folder, env)
