@@ -19,7 +19,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from raftka.client.protocol.exceptions import EncodeError, MalformedMessage, TruncatedMessage
 from raftka.client.protocol.schema import MISSING, Field, MessageSchema, parse_versions
@@ -79,6 +79,10 @@ class Message:
     _field_names: ClassVar[frozenset[str]] = frozenset()
     # name -> (struct class, is_array) for fields holding nested structs
     _struct_fields: ClassVar[dict[str, tuple[type[Message], bool]]] = {}
+
+    if TYPE_CHECKING:
+        # The fields are built from the schema at import time: to a type checker, any one.
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, **values: Any) -> None:
         for name, default, factory in self._defaults:
