@@ -30,6 +30,30 @@ def package_dirs() -> dict[str, str]:
     return {pkg: folder for pkg, folder in mapping.items() if pkg.startswith(f"{TOP}.")}
 
 
+def strict_modules() -> list[str]:
+    """The strict set: the modules (or `pkg.*` patterns) of [tool.mypy]'s strict override."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    for override in config["tool"]["mypy"]["overrides"]:
+        if override.get("disallow_untyped_defs"):
+            return list(override["module"])
+    return []
+
+
+def repo_path(module: str) -> str:
+    """Where a module (or a `pkg.*` pattern: its folder) is in the repository."""
+    parts = module.removesuffix(".*").split(".")
+    for cut in range(len(parts), 1, -1):
+        folder = package_dirs().get(".".join(parts[:cut]))
+        if folder is not None:
+            path = "/".join([folder, *parts[cut:]])
+            break
+    else:
+        path = "/".join(parts)
+    if module.endswith(".*") or (REPO / path).is_dir():
+        return path + "/"
+    return path + ".py"
+
+
 def build_layout() -> dict[str, str]:
     """Link the installed layout under LAYOUT; return {layout prefix: repository prefix}."""
     top = LAYOUT / TOP
