@@ -517,7 +517,8 @@ class _Compiler:
 
     def struct_reader(self, cls: type[Message], fields: tuple[Field, ...]) -> Reader:
         present, tagged, absent = self._split(fields)
-        plan: list[tuple[tuple[str, ...], struct.Struct | None, Any]] = [  # (names, Struct, None) | (names, None, Reader)
+        # (names, Struct, None) | (names, None, Reader)
+        plan: list[tuple[tuple[str, ...], struct.Struct | None, Any]] = [
             (names, fmt, None if fmt else self.field_reader(f))
             for names, fmt, f in self._fixed_runs(present)
         ]
