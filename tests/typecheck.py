@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import tomllib
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,17 +24,20 @@ LAYOUT = REPO / ".mypy_cache" / "layout"
 TOP = "raftka"
 
 
+@cache
+def pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
 def package_dirs() -> dict[str, str]:
     """pyproject.toml's package-dir for the `raftka` namespace: package -> folder."""
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())
-    mapping = config["tool"]["setuptools"]["package-dir"]
+    mapping = pyproject()["tool"]["setuptools"]["package-dir"]
     return {pkg: folder for pkg, folder in mapping.items() if pkg.startswith(f"{TOP}.")}
 
 
 def strict_modules() -> list[str]:
     """The strict set: the modules (or `pkg.*` patterns) of [tool.mypy]'s strict override."""
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())
-    for override in config["tool"]["mypy"]["overrides"]:
+    for override in pyproject()["tool"]["mypy"]["overrides"]:
         if override.get("disallow_untyped_defs"):
             return list(override["module"])
     return []
@@ -61,7 +65,8 @@ def build_layout() -> dict[str, str]:
     links = {entry.name: REPO / TOP / entry.name for entry in (REPO / TOP).iterdir()
              if entry.name != "__pycache__"}
     for pkg, folder in package_dirs().items():
-        links[pkg.split(".", 1)[1]] = REPO / folder
+        if pkg.count(".") == 1:  # a nested mapping sits inside its parent's folder
+            links[pkg.split(".", 1)[1]] = REPO / folder
     for old in top.iterdir():
         if old.name not in links or not old.is_symlink() or old.readlink() != links[old.name]:
             old.unlink()
