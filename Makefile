@@ -60,8 +60,11 @@ fuzz: $(DEV_STAMP)
 simulate: $(STAMP)
 	$(PY) -m raftka.raft_meta.quorum.simulation --seeds $(SEEDS) --first-seed $(FIRST_SEED) --jobs $(JOBS)
 
+# ruff, then mypy over the installed layout (tests/typecheck.py): strict on the pure cores and the
+# wire codec, mypy's default level on the rest (pyproject.toml's [tool.mypy]).
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
+	$(PY) -m tests.typecheck
 
 # Re-resolve both locks in a scratch venv: the newest versions pyproject.toml's ranges allow,
 # pinned exactly; the runtime lock from `pip install .`, the dev lock with every extra.

@@ -11,6 +11,11 @@ A request that does not ask gets INT32_MIN ("omitted").
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raftka.broker.acl_checks import AuthorizationContext
+    from raftka.broker.net.network import ConnectionInfo
 
 OMITTED = -(2**31)
 
@@ -38,11 +43,12 @@ def to_bitfield(operations: Iterable[int]) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
-def authorized_operations(ctx, conn, resource_type: str, resource_name: str, wanted: bool = True) -> int:
+def authorized_operations(ctx: AuthorizationContext, conn: ConnectionInfo | None, resource_type: str,
+                          resource_name: str, wanted: bool = True) -> int:
     """The bit field to answer for one resource (OMITTED when the request did not ask)."""
     if not wanted:
         return OMITTED
-    if getattr(ctx, "authorizer", None) is not None:  # the StandardAuthorizer's answer (broker/acl_checks.py)
+    if ctx.authorizer is not None:  # the StandardAuthorizer's answer (broker/acl_checks.py)
         from raftka.broker import acl_checks
         from raftka.raft_meta.security.acls import ResourceType
 

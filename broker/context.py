@@ -21,22 +21,25 @@ from raftka.raft_meta.security.authorizer import StandardAuthorizer
 
 @dataclass
 class BrokerContext:
+    """Every handler's `ctx` (broker/handlers/__init__.py's Handler); broker/node.py builds the one
+    of a running node. Only the authorizer is optional (None: no ACL checks)."""
+
     config: NodeConfig
     cluster_id: str
     loader: MetadataLoader
     replicas: ReplicaManager
     controller: ControllerChannel
     producer_ids: ProducerIdManager
-    groups: GroupCoordinator | None = None
+    groups: GroupCoordinator
+    txns: TxnCoordinator
+    # KIP-890 part 1: partition leaders verify transactional writes with the coordinator.
+    txn_verifier: TxnVerifier
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     broker_epoch: int = -1
     # Set once the node is registered and unfenced; False again during shutdown.
     serving: bool = field(default=False)
     # authorizer.class.name set: the StandardAuthorizer (broker/acl_checks.py); None = no checks.
     authorizer: StandardAuthorizer | None = None
-    txns: TxnCoordinator | None = None
-    # KIP-890 part 1: partition leaders verify transactional writes with the coordinator.
-    txn_verifier: TxnVerifier | None = None
     # Client byte-rate quotas' sensors (broker/client_quotas.py).
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas.create)
 

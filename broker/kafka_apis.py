@@ -13,7 +13,9 @@ import structlog
 import trio
 
 from raftka.broker.client_quotas import user_of
+from raftka.broker.context import BrokerContext
 from raftka.broker.handlers import (
+    Handler,
     acls,
     alter_configs,
     api_versions,
@@ -66,7 +68,7 @@ from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
 
 log = structlog.get_logger("broker.requests")
 
-HANDLERS = {
+HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.handle_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.handle_describe,
     ApiKey.API_VERSIONS: api_versions.handle,
@@ -122,7 +124,7 @@ HANDLERS = {
 }
 
 class KafkaApis:
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
 
     async def handle(self, frame, conn: ConnectionInfo) -> bytes | ChunkedResponse | Deferred | None:

@@ -354,8 +354,7 @@ class ConsumerGroupState:
                 if metadata is None:
                     self.members.pop(member_id, None)
                 else:
-                    member = self.members.setdefault(member_id, ConsumerMember(member_id))
-                    member.metadata = metadata
+                    self.members.setdefault(member_id, ConsumerMember(member_id)).metadata = metadata
             case TargetAssignmentEpochRecord(epoch):
                 self.assignment_epoch = epoch if epoch is not None else 0
             case TargetAssignmentMemberRecord(member_id, partitions):

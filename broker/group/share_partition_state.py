@@ -306,9 +306,9 @@ class SharePartitionState:
         the log (compacted) and are ARCHIVED (Kafka's `maybeArchiveStaleBatches`). Returns the
         acquired ranges; nothing if none is acquirable."""
         if fetch_offset is not None and fetch_offset < first_offset:
-            for offset, record in self.records.items():
-                if fetch_offset <= offset < first_offset and record.state is RecordState.AVAILABLE:
-                    self._finish(record, RecordState.ARCHIVED)
+            for offset, stale in self.records.items():
+                if fetch_offset <= offset < first_offset and stale.state is RecordState.AVAILABLE:
+                    self._finish(stale, RecordState.ARCHIVED)
             self._advance_start()
         # Kafka's lastOffsetAndMaxRecordsToAcquire: one call takes at most the room left in the
         # window, re-acquired records included; a full window still serves the records inside it.
@@ -325,7 +325,7 @@ class SharePartitionState:
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         offset = max(first_offset, self.start_offset)
         while offset <= last_offset and len(taken) < budget:
-            record = self.records.get(offset)
+            record: InFlightRecord | None = self.records.get(offset)
             if offset < self._next_new:
                 if record is None or record.state is not RecordState.AVAILABLE:
                     offset += 1

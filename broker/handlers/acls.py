@@ -12,6 +12,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
@@ -55,7 +56,7 @@ def _filter(f) -> AclFilter:
                      f.host_filter, f.operation, f.permission_type)
 
 
-async def handle_describe_acls(ctx, header, request, conn=None):
+async def handle_describe_acls(ctx: BrokerContext, header, request, conn=None):
     def answer(code: int, message: str | None, resources: list) -> object:
         return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message, resources=resources)
 
@@ -75,7 +76,7 @@ async def handle_describe_acls(ctx, header, request, conn=None):
                             for (rt, name, pt), entries in resources.items()])
 
 
-async def handle_create_acls(ctx, header, request, conn=None):
+async def handle_create_acls(ctx: BrokerContext, header, request, conn=None):
     refusal = _refusal(ctx, conn, AclOperation.ALTER)
     results: list[tuple[int, str | None]] = [(0, None)] * len(request.creations)
     if refusal is not None:
@@ -108,7 +109,7 @@ async def handle_create_acls(ctx, header, request, conn=None):
         {"error_code": code, "error_message": message} for code, message in results])
 
 
-async def handle_delete_acls(ctx, header, request, conn=None):
+async def handle_delete_acls(ctx: BrokerContext, header, request, conn=None):
     refusal = _refusal(ctx, conn, AclOperation.ALTER)
     filters = [_filter(f) for f in request.filters]
     results: list[dict] = [{"error_code": 0, "error_message": None, "matching_acls": []} for _ in filters]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
@@ -78,12 +79,12 @@ async def _alter(ctx, request, incremental: bool, conn=None) -> list[dict]:
              "resource_name": entry.resource_name} for i, entry in enumerate(request.resources)]
 
 
-async def handle_alter_configs(ctx, header, request, conn=None):
+async def handle_alter_configs(ctx: BrokerContext, header, request, conn=None):
     return AlterConfigsResponse(throttle_time_ms=0, responses=await _alter(ctx, request, incremental=False,
                                                                                    conn=conn))
 
 
-async def handle_incremental_alter_configs(ctx, header, request, conn=None):
+async def handle_incremental_alter_configs(ctx: BrokerContext, header, request, conn=None):
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=await _alter(ctx, request,
                                                                                               incremental=True,
                                                                                               conn=conn))

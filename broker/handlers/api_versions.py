@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from raftka.broker import features
+from raftka.broker.context import BrokerContext
 from raftka.client.protocol import ADVERTISED_VERSIONS, ApiVersionsResponse, ErrorCode
 
 FIRST_FEATURES_VERSION = 3
@@ -22,7 +23,7 @@ def valid_client_software(name: str | None, version: str | None) -> bool:
     return all(value is not None and _SOFTWARE.fullmatch(value) for value in (name, version))
 
 
-async def handle(ctx, header, request, conn=None) -> ApiVersionsResponse:
+async def handle(ctx: BrokerContext, header, request, conn=None) -> ApiVersionsResponse:
     version = header.api_version
     if version >= FIRST_FEATURES_VERSION and not valid_client_software(
             request.client_software_name, request.client_software_version):

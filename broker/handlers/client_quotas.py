@@ -9,6 +9,7 @@ records; it needs ALTER_CONFIGS on the cluster. `validate_only` checks without c
 from __future__ import annotations
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode, error_code_named, response_class
 from raftka.client.protocol.api_keys import ApiKey
@@ -28,7 +29,7 @@ def _entity(parts) -> list[dict]:
     return [{"entity_type": t, "entity_name": n} for t, n in parts]
 
 
-async def handle_describe(ctx, header, request, conn=None):
+async def handle_describe(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.DESCRIBE_CONFIGS)
     if denied:
         return DescribeResponse(throttle_time_ms=0, error_code=denied,
@@ -44,7 +45,7 @@ async def handle_describe(ctx, header, request, conn=None):
         for entity, values in found])
 
 
-async def handle_alter(ctx, header, request, conn=None):
+async def handle_alter(ctx: BrokerContext, header, request, conn=None):
     entries = [tuple((e.entity_type, e.entity_name) for e in entry.entity) for entry in request.entries]
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.ALTER_CONFIGS)
     if denied:

@@ -8,6 +8,7 @@ import uuid
 
 from raftka.broker import acl_checks
 from raftka.broker import authorized_operations as authz
+from raftka.broker.context import BrokerContext
 from raftka.broker.group.consumer_group_state import Heartbeat, Partitions
 from raftka.broker.handlers.groups import _peer_host
 from raftka.client.protocol import ErrorCode
@@ -31,7 +32,7 @@ def _wire(partitions: Partitions) -> list[dict]:
     return [{"topic_id": uuid.UUID(t), "partitions": sorted(ps)} for t, ps in sorted(partitions.items())]
 
 
-async def handle_heartbeat(ctx, header, request, conn=None):
+async def handle_heartbeat(ctx: BrokerContext, header, request, conn=None):
     def answer(code: int, message: str | None = None, **fields):
         return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                               **{"member_id": None, "member_epoch": 0,
@@ -62,7 +63,7 @@ async def handle_heartbeat(ctx, header, request, conn=None):
                   heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
 
 
-async def handle_describe(ctx, header, request, conn=None):
+async def handle_describe(ctx: BrokerContext, header, request, conn=None):
     wanted = bool(request.include_authorized_operations)
     image = ctx.image
     names = {t.topic_id: t.name for t in image.topics.values()}

@@ -18,6 +18,7 @@ import structlog
 import trio
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
@@ -78,7 +79,7 @@ async def _delete_one(ctx, topic: str, index: int, requested: int, deadline: flo
     return answer(ErrorCode.REQUEST_TIMED_OUT, low())
 
 
-async def handle(ctx, header, request, conn=None):
+async def handle(ctx: BrokerContext, header, request, conn=None):
     timeout_ms = request.timeout_ms if request.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
     deadline = trio.current_time() + timeout_ms / 1000.0
     jobs = [(t.name, p.partition_index, p.offset) for t in request.topics for p in t.partitions]

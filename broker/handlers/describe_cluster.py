@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from raftka.broker import acl_checks
 from raftka.broker import authorized_operations as authz
+from raftka.broker.context import BrokerContext
 from raftka.broker.handlers.metadata import live_broker_endpoints
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
@@ -16,7 +17,7 @@ DescribeClusterResponse = response_class(ApiKey.DESCRIBE_CLUSTER)
 ENDPOINT_TYPE_BROKER = 1  # v1+: 2 asks for controllers, which Kafka brokers refuse too
 
 
-async def handle(ctx, header, request, conn=None):
+async def handle(ctx: BrokerContext, header, request, conn=None):
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKER)
     image = ctx.image
     if endpoint_type != ENDPOINT_TYPE_BROKER:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 from raftka.raft_meta.config import config_synonyms as synonyms
 from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
@@ -76,7 +77,7 @@ def _broker_configs(ctx, name: str) -> list[dict]:
     return out
 
 
-async def handle(ctx, header, request, conn=None) -> DescribeConfigsResponse:
+async def handle(ctx: BrokerContext, header, request, conn=None) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
         result = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,

@@ -8,6 +8,7 @@ import shutil
 import trio
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
@@ -24,7 +25,7 @@ def _usage(path) -> tuple[int, int] | None:
     return usage.total, usage.free
 
 
-async def handle(ctx, header, request, conn=None):
+async def handle(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.DESCRIBE)
     if denied:  # Kafka: DESCRIBE on the cluster, else no log dirs
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=denied, results=[])

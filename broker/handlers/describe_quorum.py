@@ -10,6 +10,7 @@ so the caller asks the leader (the active controller) instead.
 from __future__ import annotations
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.raft_meta.security.acls import AclOperation
@@ -19,7 +20,7 @@ METADATA_TOPIC = "__cluster_metadata"
 DescribeQuorumResponse = response_class(ApiKey.DESCRIBE_QUORUM)
 
 
-async def handle(ctx, header, request, conn=None):
+async def handle(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.DESCRIBE)
     if denied:
         return DescribeQuorumResponse(error_code=denied, topics=[])

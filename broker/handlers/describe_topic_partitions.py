@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from raftka.broker import acl_checks
 from raftka.broker import authorized_operations as authz
+from raftka.broker.context import BrokerContext
 from raftka.broker.handlers.metadata import ZERO_UUID, topic_uuid
 from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode
@@ -109,7 +110,7 @@ def _partition(image: MetadataImage, index: int, part) -> dict:
     }
 
 
-async def handle(ctx, header, request, conn=None):
+async def handle(ctx: BrokerContext, header, request, conn=None):
     image: MetadataImage = ctx.image
     names = [t.name for t in request.topics]
     cursor = (request.cursor.topic_name, request.cursor.partition_index) if request.cursor is not None else None

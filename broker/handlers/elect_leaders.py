@@ -6,6 +6,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
@@ -18,7 +19,7 @@ log = structlog.get_logger("broker.admin")
 ElectLeadersResponse = response_class(ApiKey.ELECT_LEADERS)
 
 
-async def handle(ctx, header, request, conn=None):
+async def handle(ctx: BrokerContext, header, request, conn=None):
     election_type = getattr(request, "election_type", PREFERRED_ELECTION)  # v0: preferred only
     partitions = None if request.topic_partitions is None else [
         (t.topic, p) for t in request.topic_partitions for p in t.partitions]

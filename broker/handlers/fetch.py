@@ -35,6 +35,7 @@ import structlog
 import trio
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.handlers.metadata import ZERO_UUID, topic_uuid
 from raftka.broker.net.zero_copy import FileRegion
@@ -277,7 +278,7 @@ def _unknown_topic_entries(unknown) -> list[dict]:
          "preferred_read_replica": -1, "records": b""} for p in t.partitions]} for t in unknown]
 
 
-async def handle(ctx, header, request, conn=None) -> FetchResponse:
+async def handle(ctx: BrokerContext, header, request, conn=None) -> FetchResponse:
     if header.api_version >= REPLICA_STATE_VERSION:
         request.replica_id = request.replica_state.replica_id
     ids: dict[str, uuid.UUID] = {}
@@ -300,7 +301,7 @@ async def handle(ctx, header, request, conn=None) -> FetchResponse:
     return response
 
 
-async def _handle(ctx, header, request, conn=None) -> FetchResponse:
+async def _handle(ctx: BrokerContext, header, request, conn=None) -> FetchResponse:
     now = trio.current_time()
     try:
         session, wanted, listed, incremental = _open_session(ctx, request, now)

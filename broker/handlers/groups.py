@@ -10,6 +10,7 @@ import structlog
 
 from raftka.broker import acl_checks
 from raftka.broker import authorized_operations as authz
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.group.group_coordinator import OFFSETS_TOPIC, CoordinatorError
 from raftka.broker.group.group_state import CommittedOffset, GroupPhase
@@ -46,7 +47,7 @@ def _peer_host(conn) -> str:
     return "/" + peer.rsplit(":", 1)[0] if peer else ""
 
 
-async def handle_find_coordinator(ctx, header, request, conn=None) -> FindCoordinatorResponse:
+async def handle_find_coordinator(ctx: BrokerContext, header, request, conn=None) -> FindCoordinatorResponse:
     def fail(code: int, message: str) -> FindCoordinatorResponse:
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                        node_id=-1, host="", port=-1)
@@ -113,7 +114,7 @@ async def find_transaction_coordinator(ctx, transactional_id: str, conn, fail) -
     return coordinator_endpoint(ctx, conn, TRANSACTION_STATE_TOPIC, index, fail)
 
 
-async def handle_join_group(ctx, header, request, conn=None) -> JoinGroupResponse:
+async def handle_join_group(ctx: BrokerContext, header, request, conn=None) -> JoinGroupResponse:
     denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
     if denied:
         return JoinGroupResponse(throttle_time_ms=0, error_code=denied, generation_id=-1, protocol_name="",
@@ -131,7 +132,7 @@ async def handle_join_group(ctx, header, request, conn=None) -> JoinGroupRespons
                  for m in result.members])
 
 
-async def handle_sync_group(ctx, header, request, conn=None) -> SyncGroupResponse:
+async def handle_sync_group(ctx: BrokerContext, header, request, conn=None) -> SyncGroupResponse:
     denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
     if denied:
         return SyncGroupResponse(throttle_time_ms=0, error_code=denied, assignment=b"")
@@ -141,13 +142,13 @@ async def handle_sync_group(ctx, header, request, conn=None) -> SyncGroupRespons
     return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code, assignment=result.assignment)
 
 
-async def handle_heartbeat(ctx, header, request, conn=None) -> HeartbeatResponse:
+async def handle_heartbeat(ctx: BrokerContext, header, request, conn=None) -> HeartbeatResponse:
     code = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id) or ctx.groups.heartbeat(
         request.group_id, request.member_id, request.generation_id, request.group_instance_id)
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
-async def handle_leave_group(ctx, header, request, conn=None) -> LeaveGroupResponse:
+async def handle_leave_group(ctx: BrokerContext, header, request, conn=None) -> LeaveGroupResponse:
     if header.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -163,7 +164,7 @@ async def handle_leave_group(ctx, header, request, conn=None) -> LeaveGroupRespo
         {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes, strict=True)])
 
 
-async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitResponse:
+async def handle_offset_commit(ctx: BrokerContext, header, request, conn=None) -> OffsetCommitResponse:
     now = int(time.time() * 1000)
     offsets = {}
     unknown: dict[tuple[str, int], int] = {}
@@ -202,7 +203,7 @@ async def handle_offset_commit(ctx, header, request, conn=None) -> OffsetCommitR
         {"name": name, "partitions": parts} for name, parts in topics.items()])
 
 
-async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchResponse:
+async def handle_offset_fetch(ctx: BrokerContext, header, request, conn=None) -> OffsetFetchResponse:
     wanted = None if request.topics is None else [
         (t.name, i) for t in request.topics for i in t.partition_indexes]
     # DESCRIBE on the group, then on each topic: a named partition of a topic the caller may
@@ -244,7 +245,7 @@ async def handle_offset_fetch(ctx, header, request, conn=None) -> OffsetFetchRes
 FIRST_GROUP_NOT_FOUND_VERSION = 6
 
 
-async def handle_describe_groups(ctx, header, request, conn=None) -> DescribeGroupsResponse:
+async def handle_describe_groups(ctx: BrokerContext, header, request, conn=None) -> DescribeGroupsResponse:
     """An unknown (or deleted) group is state Dead; from v6 also GROUP_ID_NOT_FOUND with
     Kafka's message (GroupMetadataManager.describeGroups)."""
     described = []
@@ -282,7 +283,7 @@ GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"  # KIP-848 (broker/group/consumer_group_state.py)
 
 
-async def handle_list_groups(ctx, header, request, conn=None) -> ListGroupsResponse:
+async def handle_list_groups(ctx: BrokerContext, header, request, conn=None) -> ListGroupsResponse:
     """v4+: each group's state, filtered by `states_filter`; v5+: its type ("classic" or
     "consumer"), filtered by `types_filter`. Filters match case-insensitively, as in Kafka."""
     states = {s.lower() for s in (getattr(request, "states_filter", None) or [])}
@@ -305,7 +306,7 @@ async def handle_list_groups(ctx, header, request, conn=None) -> ListGroupsRespo
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
-async def handle_offset_delete(ctx, header, request, conn=None):
+async def handle_offset_delete(ctx: BrokerContext, header, request, conn=None):
     asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     denied_group = acl_checks.group_error(ctx, conn, AclOperation.DELETE, request.group_id)
     if denied_group:  # Kafka: DELETE on the group, then READ on each topic
@@ -321,7 +322,7 @@ async def handle_offset_delete(ctx, header, request, conn=None):
         {"name": name, "partitions": parts} for name, parts in topics.items()])
 
 
-async def handle_delete_groups(ctx, header, request, conn=None) -> DeleteGroupsResponse:
+async def handle_delete_groups(ctx: BrokerContext, header, request, conn=None) -> DeleteGroupsResponse:
     results = [{"group_id": g, "error_code": acl_checks.group_error(ctx, conn, AclOperation.DELETE, g)
                 or await ctx.groups.delete_group(g)} for g in request.groups_names]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.handlers import transactions
 from raftka.client.protocol import InitProducerIdResponse
@@ -13,7 +14,7 @@ from raftka.client.protocol import InitProducerIdResponse
 log = structlog.get_logger("broker.producer_ids")
 
 
-async def handle(ctx, header, request, conn=None) -> InitProducerIdResponse:
+async def handle(ctx: BrokerContext, header, request, conn=None) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return await transactions.handle_init_producer_id(ctx, header, request, conn)
     code = acl_checks.idempotent_write_error(ctx, conn)

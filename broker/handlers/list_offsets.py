@@ -11,6 +11,7 @@ offset at or past its high watermark (last stable offset for read_committed) exc
 from __future__ import annotations
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.replication.max_timestamp import max_timestamp_and_offset
 from raftka.client.protocol import ListOffsetsResponse
@@ -67,7 +68,7 @@ def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozense
     return result
 
 
-async def handle(ctx, header, request, conn=None) -> ListOffsetsResponse:
+async def handle(ctx: BrokerContext, header, request, conn=None) -> ListOffsetsResponse:
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, (t.name for t in request.topics))
     topics = [
         {"name": t.name, "partitions": [_lookup(ctx, request, t.name, p, denied) for p in t.partitions]}

@@ -21,6 +21,7 @@ import structlog
 
 from raftka.broker import acl_checks
 from raftka.broker import authorized_operations as authz
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftka.client.protocol import ErrorCode, MetadataResponse
@@ -60,7 +61,7 @@ def _requested_names(header, request, image: MetadataImage) -> tuple[list[str] |
     return names, unknown_ids
 
 
-async def handle(ctx, header, request, conn=None) -> MetadataResponse:
+async def handle(ctx: BrokerContext, header, request, conn=None) -> MetadataResponse:
     image: MetadataImage = ctx.image
     names, unknown_ids = _requested_names(header, request, image)
     allow_create = ctx.config.auto_create_topics_enable and (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import OffsetForLeaderEpochResponse
 
@@ -22,7 +23,7 @@ def _answer(ctx, topic: str, req_part, denied: frozenset[str] = frozenset()) -> 
     return result
 
 
-async def handle(ctx, header, request, conn=None) -> OffsetForLeaderEpochResponse:
+async def handle(ctx: BrokerContext, header, request, conn=None) -> OffsetForLeaderEpochResponse:
     denied = acl_checks.offset_for_leader_epoch_denied(ctx, conn, (t.topic for t in request.topics))
     return OffsetForLeaderEpochResponse(
         throttle_time_ms=0,

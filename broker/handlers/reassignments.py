@@ -15,6 +15,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import error_code_named, response_class
 from raftka.client.protocol.api_keys import ApiKey
@@ -34,7 +35,7 @@ def _by_topic(rows: list[tuple[str, dict]]) -> list[dict]:
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
-async def handle_alter(ctx, header, request, conn=None):
+async def handle_alter(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.ALTER)
     if denied:
         return AlterPartitionReassignmentsResponse(
@@ -59,7 +60,7 @@ async def handle_alter(ctx, header, request, conn=None):
                                                responses=_by_topic(rows))
 
 
-async def handle_list(ctx, header, request, conn=None):
+async def handle_list(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.DESCRIBE)
     if denied:
         return ListPartitionReassignmentsResponse(

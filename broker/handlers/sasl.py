@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import structlog
 
+from raftka.broker.context import BrokerContext
 from raftka.broker.net.sasl_server import DONE, SaslAuthenticator
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
@@ -20,7 +21,7 @@ SaslHandshakeResponse = response_class(ApiKey.SASL_HANDSHAKE)
 SaslAuthenticateResponse = response_class(ApiKey.SASL_AUTHENTICATE)
 
 
-async def handle_sasl_handshake(ctx, header, request, conn=None):
+async def handle_sasl_handshake(ctx: BrokerContext, header, request, conn=None):
     auth = conn.authenticator if conn is not None else None
     if not isinstance(auth, SaslAuthenticator):
         mechanisms = list(ctx.config.security.listener(conn.listener).sasl_mechanisms) if conn else []
@@ -32,7 +33,7 @@ async def handle_sasl_handshake(ctx, header, request, conn=None):
     return SaslHandshakeResponse(error_code=code, mechanisms=mechanisms)
 
 
-async def handle_sasl_authenticate(ctx, header, request, conn=None):
+async def handle_sasl_authenticate(ctx: BrokerContext, header, request, conn=None):
     auth = conn.authenticator if conn is not None else None
     if not isinstance(auth, SaslAuthenticator):
         return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,

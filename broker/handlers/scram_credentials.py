@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode, error_code_named, response_class
 from raftka.client.protocol.api_keys import ApiKey
@@ -25,7 +26,7 @@ DescribeResponse = response_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 AlterResponse = response_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 
 
-async def handle_describe(ctx, header, request, conn=None):
+async def handle_describe(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.DESCRIBE)  # Kafka: DESCRIBE on the cluster
     if denied:
         return DescribeResponse(throttle_time_ms=0, error_code=denied,
@@ -54,7 +55,7 @@ async def handle_describe(ctx, header, request, conn=None):
     return DescribeResponse(throttle_time_ms=0, error_code=0, results=results)
 
 
-async def handle_alter(ctx, header, request, conn=None):
+async def handle_alter(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.ALTER)  # Kafka: ALTER on the cluster
     if denied:
         names = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])

@@ -27,6 +27,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import topic_name_error
 from raftka.client.protocol import (
@@ -71,7 +72,7 @@ def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | Non
     return decide.NewTopic(topic.name, partitions, rf, configs), None
 
 
-async def handle_create_topics(ctx, header, request, conn=None) -> CreateTopicsResponse:
+async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -> CreateTopicsResponse:
     answers: dict[int, tuple[int, str | None]] = {}  # request position -> (error code, message)
     asked: list[tuple[int, decide.NewTopic]] = []
     denied = acl_checks.create_topic_denied(ctx, conn, (t.name for t in request.topics))
@@ -126,7 +127,7 @@ def _name(exc: BaseException) -> str:
     return exc.name if isinstance(exc, ControllerError) else type(exc).__name__
 
 
-async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsResponse:
+async def handle_delete_topics(ctx: BrokerContext, header, request, conn=None) -> DeleteTopicsResponse:
     responses = []
     denied = acl_checks.delete_topic_denied(ctx, conn, request.topic_names)
     for name in request.topic_names:
@@ -143,7 +144,7 @@ async def handle_delete_topics(ctx, header, request, conn=None) -> DeleteTopicsR
     return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
 
-async def handle_create_partitions(ctx, header, request, conn=None) -> CreatePartitionsResponse:
+async def handle_create_partitions(ctx: BrokerContext, header, request, conn=None) -> CreatePartitionsResponse:
     answers: dict[int, tuple[int, str | None]] = {}
     asked: list[tuple[int, tuple[str, int]]] = []
     assignments: dict[str, list[tuple[int, ...]]] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.group.group_records import partition_for_group
 from raftka.broker.txn.txn_coordinator import wall_ms
 from raftka.broker.txn.txn_state import STATE_BY_NAME, TxnState
@@ -43,7 +44,7 @@ def _denied_txn_id(ctx, conn, op: AclOperation, transactional_id: str) -> int:
     return acl_checks.transactional_id_error(ctx, conn, op, transactional_id)
 
 
-async def handle_init_producer_id(ctx, header, request, conn=None) -> InitProducerIdResponse:
+async def handle_init_producer_id(ctx: BrokerContext, header, request, conn=None) -> InitProducerIdResponse:
     """InitProducerId with a transactional id (the idempotent path stays in init_producer_id.py)."""
     def answer(code: int, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=_fenced_for(header.api_version, 4, code),
@@ -94,7 +95,7 @@ def _partition_errors(ctx, conn, tps: dict[tuple[str, int], None]) -> dict[tuple
     return {}
 
 
-async def handle_add_partitions_to_txn(ctx, header, request, conn=None):
+async def handle_add_partitions_to_txn(ctx: BrokerContext, header, request, conn=None):
     version = header.api_version
     if version >= 4:
         return await _add_partitions_v4(ctx, request, conn)
@@ -137,7 +138,7 @@ def offsets_partition(ctx, group_id: str) -> int:
     return partition_for_group(group_id, count)
 
 
-async def handle_add_offsets_to_txn(ctx, header, request, conn=None):
+async def handle_add_offsets_to_txn(ctx: BrokerContext, header, request, conn=None):
     def answer(code: int):
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced_for(header.api_version, 2, code))
 
@@ -152,7 +153,7 @@ async def handle_add_offsets_to_txn(ctx, header, request, conn=None):
     return answer(await ctx.txns.add_partitions(tid, request.producer_id, request.producer_epoch, frozenset({tp})))
 
 
-async def handle_end_txn(ctx, header, request, conn=None):
+async def handle_end_txn(ctx: BrokerContext, header, request, conn=None):
     def answer(code: int):
         return EndTxnResponse(throttle_time_ms=0, error_code=_fenced_for(header.api_version, 2, code))
 
@@ -170,7 +171,7 @@ def _topics(partitions) -> list[dict]:
     return [{"topic": t, "partitions": p} for t, p in by_topic.items()]
 
 
-async def handle_describe_transactions(ctx, header, request, conn=None):
+async def handle_describe_transactions(ctx: BrokerContext, header, request, conn=None):
     states = []
     for tid in request.transactional_ids:
         code = _denied_txn_id(ctx, conn, AclOperation.DESCRIBE, tid)
@@ -189,7 +190,7 @@ async def handle_describe_transactions(ctx, header, request, conn=None):
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
 
 
-async def handle_list_transactions(ctx, header, request, conn=None):
+async def handle_list_transactions(ctx: BrokerContext, header, request, conn=None):
     known: set[TxnState] = set()
     unknown: list[str] = []
     for name in request.state_filters:

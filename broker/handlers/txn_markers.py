@@ -20,6 +20,7 @@ import structlog
 import trio
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.group.group_metadata_manager import OFFSETS_TOPIC
 from raftka.client.protocol import ApiKey, ErrorCode
@@ -35,7 +36,7 @@ WriteTxnMarkersResponse = response_class(ApiKey.WRITE_TXN_MARKERS)
 DescribeProducersResponse = response_class(ApiKey.DESCRIBE_PRODUCERS)
 
 
-async def handle_write_txn_markers(ctx, header, request, conn=None):
+async def handle_write_txn_markers(ctx: BrokerContext, header, request, conn=None):
     allowed = acl_checks.cluster_allowed(ctx, conn, AclOperation.CLUSTER_ACTION)
     deadline = trio.current_time() + MARKER_TIMEOUT_S
     answers = []
@@ -77,7 +78,7 @@ async def handle_write_txn_markers(ctx, header, request, conn=None):
     return WriteTxnMarkersResponse(markers=answers)
 
 
-async def handle_describe_producers(ctx, header, request, conn=None):
+async def handle_describe_producers(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:

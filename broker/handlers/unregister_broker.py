@@ -7,6 +7,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker import acl_checks
+from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import response_class
 from raftka.client.protocol.api_keys import ApiKey
@@ -17,7 +18,7 @@ log = structlog.get_logger("broker.admin")
 UnregisterBrokerResponse = response_class(ApiKey.UNREGISTER_BROKER)
 
 
-async def handle(ctx, header, request, conn=None):
+async def handle(ctx: BrokerContext, header, request, conn=None):
     denied = acl_checks.cluster_error(ctx, conn, AclOperation.ALTER)
     if denied:
         return UnregisterBrokerResponse(throttle_time_ms=0, error_code=denied,

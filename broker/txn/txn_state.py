@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 from raftka.client.protocol import ErrorCode
 
@@ -102,7 +103,7 @@ class TxnMetadata:
     # The state a write in flight moves to; requests meanwhile get CONCURRENT_TRANSACTIONS.
     pending: TxnState | None = None
 
-    def to(self, state: TxnState, now_ms: int, **changes) -> TxnMetadata:
+    def to(self, state: TxnState, now_ms: int, **changes: Any) -> TxnMetadata:
         after = dataclasses.replace(self, state=state, update_ms=now_ms, pending=None, **changes)
         _check_invariants(self, after)
         return after

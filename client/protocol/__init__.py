@@ -69,6 +69,8 @@ before any allocation. Building an unencodable message raises `EncodeError`
 (a ValueError) whose `path` names the field.
 """
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from raftka.client.protocol.api_keys import (
     ADVERTISED_VERSIONS,
     DECLARED_VERSIONS,
@@ -120,48 +122,94 @@ from raftka.client.protocol.messages import (
 )
 
 # The message classes, importable by name: `from raftka.client.protocol import ProduceRequest`.
-ProduceRequest = request_class(ApiKey.PRODUCE)
-ProduceResponse = response_class(ApiKey.PRODUCE)
-FetchRequest = request_class(ApiKey.FETCH)
-FetchResponse = response_class(ApiKey.FETCH)
-ListOffsetsRequest = request_class(ApiKey.LIST_OFFSETS)
-ListOffsetsResponse = response_class(ApiKey.LIST_OFFSETS)
-MetadataRequest = request_class(ApiKey.METADATA)
-MetadataResponse = response_class(ApiKey.METADATA)
-OffsetCommitRequest = request_class(ApiKey.OFFSET_COMMIT)
-OffsetCommitResponse = response_class(ApiKey.OFFSET_COMMIT)
-OffsetFetchRequest = request_class(ApiKey.OFFSET_FETCH)
-OffsetFetchResponse = response_class(ApiKey.OFFSET_FETCH)
-FindCoordinatorRequest = request_class(ApiKey.FIND_COORDINATOR)
-FindCoordinatorResponse = response_class(ApiKey.FIND_COORDINATOR)
-JoinGroupRequest = request_class(ApiKey.JOIN_GROUP)
-JoinGroupResponse = response_class(ApiKey.JOIN_GROUP)
-HeartbeatRequest = request_class(ApiKey.HEARTBEAT)
-HeartbeatResponse = response_class(ApiKey.HEARTBEAT)
-LeaveGroupRequest = request_class(ApiKey.LEAVE_GROUP)
-LeaveGroupResponse = response_class(ApiKey.LEAVE_GROUP)
-SyncGroupRequest = request_class(ApiKey.SYNC_GROUP)
-SyncGroupResponse = response_class(ApiKey.SYNC_GROUP)
-DescribeGroupsRequest = request_class(ApiKey.DESCRIBE_GROUPS)
-DescribeGroupsResponse = response_class(ApiKey.DESCRIBE_GROUPS)
-ListGroupsRequest = request_class(ApiKey.LIST_GROUPS)
-ListGroupsResponse = response_class(ApiKey.LIST_GROUPS)
-ApiVersionsRequest = request_class(ApiKey.API_VERSIONS)
-ApiVersionsResponse = response_class(ApiKey.API_VERSIONS)
-CreateTopicsRequest = request_class(ApiKey.CREATE_TOPICS)
-CreateTopicsResponse = response_class(ApiKey.CREATE_TOPICS)
-DeleteTopicsRequest = request_class(ApiKey.DELETE_TOPICS)
-DeleteTopicsResponse = response_class(ApiKey.DELETE_TOPICS)
-InitProducerIdRequest = request_class(ApiKey.INIT_PRODUCER_ID)
-InitProducerIdResponse = response_class(ApiKey.INIT_PRODUCER_ID)
-OffsetForLeaderEpochRequest = request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
-OffsetForLeaderEpochResponse = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
-DescribeConfigsRequest = request_class(ApiKey.DESCRIBE_CONFIGS)
-DescribeConfigsResponse = response_class(ApiKey.DESCRIBE_CONFIGS)
-CreatePartitionsRequest = request_class(ApiKey.CREATE_PARTITIONS)
-CreatePartitionsResponse = response_class(ApiKey.CREATE_PARTITIONS)
-DeleteGroupsRequest = request_class(ApiKey.DELETE_GROUPS)
-DeleteGroupsResponse = response_class(ApiKey.DELETE_GROUPS)
+# Their fields come from the schemas at import time, so to a type checker each is a Message
+# (whose attributes are then Any).
+if TYPE_CHECKING:
+    ProduceRequest: TypeAlias = Message
+    ProduceResponse: TypeAlias = Message
+    FetchRequest: TypeAlias = Message
+    FetchResponse: TypeAlias = Message
+    ListOffsetsRequest: TypeAlias = Message
+    ListOffsetsResponse: TypeAlias = Message
+    MetadataRequest: TypeAlias = Message
+    MetadataResponse: TypeAlias = Message
+    OffsetCommitRequest: TypeAlias = Message
+    OffsetCommitResponse: TypeAlias = Message
+    OffsetFetchRequest: TypeAlias = Message
+    OffsetFetchResponse: TypeAlias = Message
+    FindCoordinatorRequest: TypeAlias = Message
+    FindCoordinatorResponse: TypeAlias = Message
+    JoinGroupRequest: TypeAlias = Message
+    JoinGroupResponse: TypeAlias = Message
+    HeartbeatRequest: TypeAlias = Message
+    HeartbeatResponse: TypeAlias = Message
+    LeaveGroupRequest: TypeAlias = Message
+    LeaveGroupResponse: TypeAlias = Message
+    SyncGroupRequest: TypeAlias = Message
+    SyncGroupResponse: TypeAlias = Message
+    DescribeGroupsRequest: TypeAlias = Message
+    DescribeGroupsResponse: TypeAlias = Message
+    ListGroupsRequest: TypeAlias = Message
+    ListGroupsResponse: TypeAlias = Message
+    ApiVersionsRequest: TypeAlias = Message
+    ApiVersionsResponse: TypeAlias = Message
+    CreateTopicsRequest: TypeAlias = Message
+    CreateTopicsResponse: TypeAlias = Message
+    DeleteTopicsRequest: TypeAlias = Message
+    DeleteTopicsResponse: TypeAlias = Message
+    InitProducerIdRequest: TypeAlias = Message
+    InitProducerIdResponse: TypeAlias = Message
+    OffsetForLeaderEpochRequest: TypeAlias = Message
+    OffsetForLeaderEpochResponse: TypeAlias = Message
+    DescribeConfigsRequest: TypeAlias = Message
+    DescribeConfigsResponse: TypeAlias = Message
+    CreatePartitionsRequest: TypeAlias = Message
+    CreatePartitionsResponse: TypeAlias = Message
+    DeleteGroupsRequest: TypeAlias = Message
+    DeleteGroupsResponse: TypeAlias = Message
+else:
+    ProduceRequest = request_class(ApiKey.PRODUCE)
+    ProduceResponse = response_class(ApiKey.PRODUCE)
+    FetchRequest = request_class(ApiKey.FETCH)
+    FetchResponse = response_class(ApiKey.FETCH)
+    ListOffsetsRequest = request_class(ApiKey.LIST_OFFSETS)
+    ListOffsetsResponse = response_class(ApiKey.LIST_OFFSETS)
+    MetadataRequest = request_class(ApiKey.METADATA)
+    MetadataResponse = response_class(ApiKey.METADATA)
+    OffsetCommitRequest = request_class(ApiKey.OFFSET_COMMIT)
+    OffsetCommitResponse = response_class(ApiKey.OFFSET_COMMIT)
+    OffsetFetchRequest = request_class(ApiKey.OFFSET_FETCH)
+    OffsetFetchResponse = response_class(ApiKey.OFFSET_FETCH)
+    FindCoordinatorRequest = request_class(ApiKey.FIND_COORDINATOR)
+    FindCoordinatorResponse = response_class(ApiKey.FIND_COORDINATOR)
+    JoinGroupRequest = request_class(ApiKey.JOIN_GROUP)
+    JoinGroupResponse = response_class(ApiKey.JOIN_GROUP)
+    HeartbeatRequest = request_class(ApiKey.HEARTBEAT)
+    HeartbeatResponse = response_class(ApiKey.HEARTBEAT)
+    LeaveGroupRequest = request_class(ApiKey.LEAVE_GROUP)
+    LeaveGroupResponse = response_class(ApiKey.LEAVE_GROUP)
+    SyncGroupRequest = request_class(ApiKey.SYNC_GROUP)
+    SyncGroupResponse = response_class(ApiKey.SYNC_GROUP)
+    DescribeGroupsRequest = request_class(ApiKey.DESCRIBE_GROUPS)
+    DescribeGroupsResponse = response_class(ApiKey.DESCRIBE_GROUPS)
+    ListGroupsRequest = request_class(ApiKey.LIST_GROUPS)
+    ListGroupsResponse = response_class(ApiKey.LIST_GROUPS)
+    ApiVersionsRequest = request_class(ApiKey.API_VERSIONS)
+    ApiVersionsResponse = response_class(ApiKey.API_VERSIONS)
+    CreateTopicsRequest = request_class(ApiKey.CREATE_TOPICS)
+    CreateTopicsResponse = response_class(ApiKey.CREATE_TOPICS)
+    DeleteTopicsRequest = request_class(ApiKey.DELETE_TOPICS)
+    DeleteTopicsResponse = response_class(ApiKey.DELETE_TOPICS)
+    InitProducerIdRequest = request_class(ApiKey.INIT_PRODUCER_ID)
+    InitProducerIdResponse = response_class(ApiKey.INIT_PRODUCER_ID)
+    OffsetForLeaderEpochRequest = request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    OffsetForLeaderEpochResponse = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    DescribeConfigsRequest = request_class(ApiKey.DESCRIBE_CONFIGS)
+    DescribeConfigsResponse = response_class(ApiKey.DESCRIBE_CONFIGS)
+    CreatePartitionsRequest = request_class(ApiKey.CREATE_PARTITIONS)
+    CreatePartitionsResponse = response_class(ApiKey.CREATE_PARTITIONS)
+    DeleteGroupsRequest = request_class(ApiKey.DELETE_GROUPS)
+    DeleteGroupsResponse = response_class(ApiKey.DELETE_GROUPS)
 
 __all__ = [
     "ADVERTISED_VERSIONS",

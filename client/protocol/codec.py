@@ -19,14 +19,14 @@ import struct
 import uuid
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from raftka.client.protocol.exceptions import EncodeError, MalformedMessage, TruncatedMessage
 from raftka.client.protocol.schema import MISSING, Field, MessageSchema, parse_versions
 
 Buffer = bytes | bytearray | memoryview
 Reader = Callable[[memoryview, int], tuple[Any, int]]
-Writer = Callable[[Any, list], None]
+Writer = Callable[[Any, list[Any]], None]
 
 _FIXED_FORMATS = {
     "int8": "b",
@@ -80,6 +80,14 @@ class Message:
     # name -> (struct class, is_array) for fields holding nested structs
     _struct_fields: ClassVar[dict[str, tuple[type[Message], bool]]] = {}
 
+    _unknown_tags: dict[int, bytes]  # tagged fields this version does not know, kept as read
+
+    if TYPE_CHECKING:
+        # The fields are built from the schema at import time: to a type checker, any one.
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
     def __init__(self, **values: Any) -> None:
         for name, default, factory in self._defaults:
             if name in values:
@@ -132,7 +140,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _field_default(field: Field, classes: dict[str, type[Message]]):
+def _field_default(field: Field, classes: dict[str, type[Message]]) -> tuple[object, Callable[[], object] | None]:
     """(default, factory) for a field, following Kafka's default rules."""
     if field.default is not MISSING:
         return field.default, None
@@ -161,7 +169,7 @@ def _build_classes(schema: MessageSchema) -> dict[str, type[Message]]:
                     continue
                 shapes[field.element_type] = field.fields
                 build(field.element_type, field.fields)
-        cls = type(
+        cls = cast("type[Message]", type(
             name,
             (Message,),
             {
@@ -169,10 +177,10 @@ def _build_classes(schema: MessageSchema) -> dict[str, type[Message]]:
                 "__module__": __name__,
                 "__qualname__": name if name == schema.name else f"{schema.name}.{name}",
             },
-        )
+        ))
         cls._defaults = tuple(
             (f.name, *_field_default(f, classes))
-            for f in fields  # type: ignore[misc]
+            for f in fields
         )
         cls._field_names = frozenset(f.name for f in fields)
         cls._struct_fields = {
@@ -239,7 +247,7 @@ def _read_signed_varint(max_bytes: int) -> Reader:
 def _write_signed_varint(bits: int) -> Writer:
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
-    def write(value: int, out: list) -> None:
+    def write(value: int, out: list[Any]) -> None:
         if not low <= value <= high:
             raise EncodeError(f"value {value} out of range for a {bits}-bit varint")
         out.append(write_uvarint((value << 1) ^ (value >> (bits - 1))))
@@ -452,7 +460,7 @@ class _Compiler:
         if fixed is not None:
             size = min_size
 
-            def read_fixed_array(buf: memoryview, pos: int) -> tuple[list | None, int]:
+            def read_fixed_array(buf: memoryview, pos: int) -> tuple[list[Any] | None, int]:
                 n, pos = check(buf, pos)
                 if n is None:
                     return None, pos
@@ -462,11 +470,11 @@ class _Compiler:
 
         read_elem = self.value_reader(field, elem)
 
-        def read_array(buf: memoryview, pos: int) -> tuple[list | None, int]:
+        def read_array(buf: memoryview, pos: int) -> tuple[list[Any] | None, int]:
             n, pos = check(buf, pos)
             if n is None:
                 return None, pos
-            out = []
+            out: list[Any] = []
             append = out.append
             for _ in range(n):
                 value, pos = read_elem(buf, pos)
@@ -509,14 +517,15 @@ class _Compiler:
 
     def struct_reader(self, cls: type[Message], fields: tuple[Field, ...]) -> Reader:
         present, tagged, absent = self._split(fields)
-        plan = [
+        # (names, Struct, None) | (names, None, Reader)
+        plan: list[tuple[tuple[str, ...], struct.Struct | None, Any]] = [
             (names, fmt, None if fmt else self.field_reader(f))
             for names, fmt, f in self._fixed_runs(present)
         ]
         # Fields not read from the wire take their defaults (tagged ones may be
         # overwritten when present).
         defaults = [d for d in cls._defaults if d[0] in {f.name for f in absent + tagged}]
-        tag_readers = {f.tag: (f.name, self.field_reader(f)) for f in tagged}
+        tag_readers = {f.tag: (f.name, self.field_reader(f)) for f in tagged if f.tag is not None}
         flexible = self.flexible
         new = object.__new__
         cls_name = cls.__name__
@@ -550,7 +559,7 @@ class _Compiler:
         if elem_type in _FIXED_FORMATS:
             pack = struct.Struct(">" + _FIXED_FORMATS[elem_type]).pack
 
-            def write_fixed(value: Any, out: list) -> None:
+            def write_fixed(value: Any, out: list[Any]) -> None:
                 out.append(pack(value))
 
             return write_fixed
@@ -560,7 +569,7 @@ class _Compiler:
             null = write_uvarint(0) if compact else (_NULL_INT16 if is_string else _NULL_INT32)
             limit = 0x7FFF if is_string and not compact else 0x7FFFFFFF
 
-            def write_blob(value: Any, out: list) -> None:
+            def write_blob(value: Any, out: list[Any]) -> None:
                 if value is None:
                     if not nullable:
                         raise EncodeError(f"{name!r} is None but not nullable in v{self.version}")
@@ -578,7 +587,7 @@ class _Compiler:
             return write_blob
         if elem_type == "uuid":
 
-            def write_uuid(value: uuid.UUID, out: list) -> None:
+            def write_uuid(value: uuid.UUID, out: list[Any]) -> None:
                 out.append(value.bytes)
 
             return write_uuid
@@ -593,7 +602,7 @@ class _Compiler:
             inner = self.value_writer(field, field.type, path)
             if field.is_struct and self._nullable(field):
 
-                def write_nullable_struct(value: Any, out: list) -> None:
+                def write_nullable_struct(value: Any, out: list[Any]) -> None:
                     if value is None:
                         out.append(b"\xff")
                     else:
@@ -610,7 +619,7 @@ class _Compiler:
         fixed = _FIXED_FORMATS.get(field.element_type)
         if fixed is not None:
 
-            def write_fixed_array(value: Any, out: list) -> None:
+            def write_fixed_array(value: Any, out: list[Any]) -> None:
                 if value is None:
                     if not nullable:
                         raise EncodeError(f"{name!r} is None but not nullable in v{version}")
@@ -622,7 +631,7 @@ class _Compiler:
             return write_fixed_array
         write_elem = self.value_writer(field, field.element_type, path)
 
-        def write_array(value: Any, out: list) -> None:
+        def write_array(value: Any, out: list[Any]) -> None:
             if value is None:
                 if not nullable:
                     raise EncodeError(f"{name!r} is None but not nullable in v{version}")
@@ -639,7 +648,8 @@ class _Compiler:
     ) -> Writer:
         path = (*path, cls.__name__)
         present, tagged, _ = self._split(fields)
-        plan = []
+        # (names, get, Struct.pack, its format, None) | (names, get, None, None, Writer)
+        plan: list[tuple[tuple[str, ...], Callable[[Any], Any], Callable[..., bytes] | None, str | None, Any]] = []
         for names, fmt, f in self._fixed_runs(present):
             if fmt is not None:
                 plan.append((names, attrgetter(*names), fmt.pack, fmt.format, None))
@@ -651,7 +661,7 @@ class _Compiler:
         )
         flexible = self.flexible
 
-        def write_struct(obj: Any, out: list) -> None:
+        def write_struct(obj: Any, out: list[Any]) -> None:
             if type(obj) is dict:
                 obj = cls(**obj)
             elif not isinstance(obj, Message) or obj._defaults is not cls._defaults:
@@ -731,13 +741,13 @@ def _read_tagged_fields(
     return pos
 
 
-def _write_tagged_fields(obj: Any, out: list, tag_writers: list) -> None:
+def _write_tagged_fields(obj: Any, out: list[Any], tag_writers: list[Any]) -> None:
     entries = []
     for tag, name, (default, factory), write in tag_writers:
         value = getattr(obj, name)
         if value == (factory() if factory is not None else default):
             continue  # Kafka omits tagged fields that hold their default
-        sub: list = []
+        sub: list[Any] = []
         write(value, sub)
         entries.append((tag, b"".join(sub)))
     unknown = getattr(obj, "_unknown_tags", None)
@@ -804,12 +814,12 @@ class MessageCodec:
         except struct.error as exc:  # defensive: all reads are bounds-checked
             raise TruncatedMessage(f"{self.schema.name} v{version}: {exc}") from None
 
-    def encode_into(self, message: Any, version: int, out: list) -> None:
+    def encode_into(self, message: Any, version: int, out: list[Any]) -> None:
         """Append the encoded body's chunks to `out` (join them once, at the end)."""
         self.writer(version)(message, out)
 
     def encode(self, message: Any, version: int) -> bytes:
-        out: list = []
+        out: list[Any] = []
         self.writer(version)(message, out)
         return b"".join(out)
 

@@ -20,6 +20,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from raftka.client.protocol import legacy_versions
 from raftka.client.protocol.api_keys import DECLARED_VERSIONS, ApiKey
@@ -113,7 +114,7 @@ def snake_case(name: str) -> str:
 EXTRA_SPECS = Path(__file__).resolve().parent / "specs"
 
 
-def load_spec(resources: Path, stem: str) -> dict:
+def load_spec(resources: Path, stem: str) -> dict[str, Any]:
     path = resources / f"{stem}.json"
     if not path.exists() and (EXTRA_SPECS / f"{stem}.json").exists():
         path = EXTRA_SPECS / f"{stem}.json"
@@ -154,7 +155,7 @@ def _default(raw: object, type_name: str) -> object:
 
 
 def _fields(
-    raw_fields: list[dict], window: VersionRange, common: dict[str, list[dict]]
+    raw_fields: list[dict[str, Any]], window: VersionRange, common: dict[str, list[dict[str, Any]]]
 ) -> tuple[Field, ...]:
     out = []
     for raw in raw_fields:
@@ -183,7 +184,7 @@ def _fields(
     return tuple(out)
 
 
-def message_schema_from_json(spec: dict, low: int, high: int) -> MessageSchema:
+def message_schema_from_json(spec: dict[str, Any], low: int, high: int) -> MessageSchema:
     """Build a MessageSchema for versions low..high from a parsed Kafka spec."""
     window = VersionRange(low, high)
     common = {s["name"]: s["fields"] for s in spec.get("commonStructs", [])}

@@ -15,6 +15,7 @@ codec needs. docs/compatibility.md lists the floor of every API.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # Spec name -> the oldest version raftka serves (below the Kafka 4 spec's validVersions).
 FLOORS: dict[str, int] = {
@@ -36,7 +37,7 @@ FLOORS: dict[str, int] = {
 _RANGE = re.compile(r"^(\d+)(.*)$")
 
 
-def apply(spec: dict) -> dict:
+def apply(spec: dict[str, Any]) -> dict[str, Any]:
     """`spec` (a parsed Kafka message spec) with `validVersions` starting at raftka's floor."""
     floor = FLOORS.get(spec.get("name", ""))
     m = _RANGE.match(spec.get("validVersions", ""))

@@ -59,7 +59,7 @@ def _memoryview(frame: Buffer) -> memoryview:
     return view if view.format == "B" else view.cast("B")
 
 
-def _frame(chunks: list) -> bytes:
+def _frame(chunks: list[bytes]) -> bytes:
     """chunks[0] is a placeholder for the size prefix."""
     chunks[0] = _SIZE.pack(sum(map(len, chunks)))
     return b"".join(chunks)
@@ -157,7 +157,7 @@ def encode_request(
     """
     key = ApiKey(api_key)
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
-    chunks: list = [b"", encode_request_header(header, request_header_version(key, api_version))]
+    chunks: list[Any] = [b"", encode_request_header(header, request_header_version(key, api_version))]
     REQUEST_CODECS[key].encode_into(body, api_version, chunks)
     return _frame(chunks)
 
@@ -181,7 +181,7 @@ def encode_response_chunks(
     api_key: int,
     api_version: int,
     body: Any,
-) -> list:
+) -> list[Any]:
     """`encode_response`, unjoined: the size prefix, then the encoded pieces in order.
 
     A `records` value may be any object with `len()` (e.g. a file region the
@@ -194,7 +194,7 @@ def encode_response_chunks(
         else header_or_correlation
     )
     key = ApiKey(api_key)
-    chunks: list = [
+    chunks: list[Any] = [
         b"",
         encode_response_header(correlation_id, response_header_version(key, api_version)),
     ]

@@ -27,6 +27,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MIN_ITERATIONS = 4096
@@ -196,7 +197,7 @@ def server_nonce() -> str:
 class ScramServer:
     """One server-side SCRAM exchange: client-first, then client-final. Single use."""
 
-    def __init__(self, mechanism: str, lookup) -> None:
+    def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None]) -> None:
         """`lookup(name) -> ScramCredential | None` finds the stored credential."""
         _hash_name(mechanism)
         self.mechanism = mechanism

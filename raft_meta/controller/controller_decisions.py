@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.controller.controller_errors import ControllerError
@@ -55,13 +56,13 @@ class Decision:
     """Records to submit, in order, plus warnings to log (event name, fields)."""
 
     records: tuple[MetadataRecord, ...] = ()
-    warnings: tuple[tuple[str, dict], ...] = ()
+    warnings: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 @dataclass
 class _Builder:
     records: list[MetadataRecord] = field(default_factory=list)
-    warnings: list[tuple[str, dict]] = field(default_factory=list)
+    warnings: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def done(self) -> Decision:
         return Decision(tuple(self.records), tuple(self.warnings))
@@ -123,7 +124,7 @@ def _rack_interleaved(brokers: Sequence[BrokerRegistration]) -> list[BrokerRegis
     for broker in sorted(brokers, key=lambda b: b.broker_id):
         by_rack.setdefault(broker.rack or "", []).append(broker)
     racks = [by_rack[r] for r in sorted(by_rack)]
-    ordered = []
+    ordered: list[BrokerRegistration] = []
     for i in range(max(len(r) for r in racks)):
         ordered.extend(rack[i] for rack in racks if i < len(rack))
     return ordered
@@ -214,7 +215,7 @@ def check_manual_assignment(
     non-empty, without duplicates, of registered brokers, all of one length (that of the
     topic's existing partitions, when given), with at least one unfenced broker (the ISR is the
     unfenced ones, the leader the first of them). Else INVALID_REPLICA_ASSIGNMENT."""
-    out = []
+    out: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     for offset, replicas in enumerate(replicas_by_partition):
         index = first_partition + offset
         replicas = tuple(replicas)
@@ -298,7 +299,7 @@ def create_topics(
     errors: dict[str, ControllerError] = {}
     twice = _duplicates(t.name for t in topics)
     live = image.live_brokers()
-    planned: list[tuple[int, NewTopic, int, int, list | None]] = []
+    planned: list[tuple[int, NewTopic, int, int, list[tuple[tuple[int, ...], tuple[int, ...]]] | None]] = []
     records_needed = 0
     for i, topic in enumerate(topics):
         partitions = default_partitions if topic.num_partitions is None else topic.num_partitions
@@ -395,7 +396,7 @@ def create_partitions_batch(
     errors: dict[str, ControllerError] = {}
     twice = _duplicates(name for name, _ in totals)
     live = image.live_brokers()
-    planned: list[tuple[TopicImage, int, int, list | None]] = []
+    planned: list[tuple[TopicImage, int, int, list[tuple[tuple[int, ...], tuple[int, ...]]] | None]] = []
     records_needed = 0
     for name, total in totals:
         try:
@@ -772,7 +773,7 @@ def elect_leaders(
                                                          "1 (unclean)")
     every = partitions is None
     wanted = [(name, index) for name in sorted(image.topic_ids)
-              for index in sorted(image.topics[image.topic_ids[name]].partitions)] if every else list(partitions)
+              for index in sorted(image.topics[image.topic_ids[name]].partitions)] if partitions is None else list(partitions)
     builder = _Builder()
     results: dict[tuple[str, int], ControllerError | None] = {}
     for name, index in wanted:

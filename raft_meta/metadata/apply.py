@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 from raftka.raft_meta.controller import client_quotas
 from raftka.raft_meta.metadata.image import (
@@ -90,11 +92,12 @@ class _Draft:
         self._request_order: deque[str] | None = None
         self._request_ids: set[str] | None = None
 
-    def _own(self, name: str) -> dict:
+    def _own(self, name: str) -> dict[Any, Any]:
         if name not in self._owned:
             setattr(self, name, dict(getattr(self, name)))
             self._owned.add(name)
-        return getattr(self, name)
+        owned: dict[Any, Any] = getattr(self, name)
+        return owned
 
     def brokers_for_change(self) -> dict[int, BrokerRegistration]:
         return self._own("brokers")
@@ -252,7 +255,7 @@ def _unregister(draft: _Draft, r: UnregisterBroker, offset: int) -> MetadataDelt
     return MetadataDelta(offset, r, True, brokers=frozenset({r.broker_id}))
 
 
-def _set_fenced(fenced: bool):
+def _set_fenced(fenced: bool) -> Callable[[_Draft, FenceBroker | UnfenceBroker, int], MetadataDelta]:
     def handler(draft: _Draft, r: FenceBroker | UnfenceBroker, offset: int) -> MetadataDelta:
         broker = _broker_with_epoch(draft, r.broker_id, r.broker_epoch)
         draft.brokers_for_change()[r.broker_id] = dataclasses.replace(broker, fenced=fenced)
@@ -408,9 +411,9 @@ def _access_control_entry(draft: _Draft, r: AccessControlEntry, offset: int) -> 
     for value in (r.resource_type, r.pattern_type, r.operation, r.permission_type):
         if not isinstance(value, int) or isinstance(value, bool):
             raise _Reject(f"ACL {r.acl_id} enum field {value!r} is not an integer")
-    for value in (r.resource_name, r.principal, r.host):
-        if not isinstance(value, str):
-            raise _Reject(f"ACL {r.acl_id} field {value!r:.200} is not a string")
+    for text in (r.resource_name, r.principal, r.host):
+        if not isinstance(text, str):
+            raise _Reject(f"ACL {r.acl_id} field {text!r:.200} is not a string")
     problem = binding_error(binding)
     if problem is not None:
         raise _Reject(f"ACL {r.acl_id} is invalid: {problem}")
@@ -474,7 +477,8 @@ def _client_quota(draft: _Draft, r: ClientQuota, offset: int) -> MetadataDelta:
     return MetadataDelta(offset, r, True, client_quotas=True)
 
 
-_HANDLERS = {
+# record type -> its handler (each takes its own record type)
+_HANDLERS: dict[type[Any], Callable[[_Draft, Any, int], MetadataDelta]] = {
     RegisterBroker: _register,
     UnregisterBroker: _unregister,
     FenceBroker: _set_fenced(True),

@@ -3,13 +3,15 @@ force, who calls, and what the rule answers (docs/security.md "Which check each 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import dataclasses
+from dataclasses import dataclass
 
 import pytest
 
 from raftka.broker import acl_checks
 from raftka.broker.net.network import ConnectionInfo
 from raftka.client.protocol import ErrorCode
+from raftka.raft_meta.config.node_config import NodeConfig, parse_node_config
 from raftka.raft_meta.metadata.image import MetadataImage
 from raftka.raft_meta.security.acls import AclBinding
 from raftka.raft_meta.security.acls import AclOperation as Op
@@ -30,16 +32,24 @@ def deny(res: Res, name: str, op: Op, principal: str = "User:alice") -> AclBindi
     return AclBinding(res, name, Pat.LITERAL, principal, "*", op, Perm.DENY)
 
 
-def ctx(*bindings: AclBinding, super_users=("User:admin",)):
+@dataclass(frozen=True)
+class Authorization:
+    """The minimal acl_checks.AuthorizationContext: what the checks read of a BrokerContext."""
+
+    authorizer: StandardAuthorizer | None
+    image: MetadataImage
+
+
+def ctx(*bindings: AclBinding, super_users=("User:admin",)) -> Authorization:
     image = MetadataImage(acls={f"id{i}": b for i, b in enumerate(bindings)})
-    return SimpleNamespace(authorizer=StandardAuthorizer(super_users), image=image)
+    return Authorization(StandardAuthorizer(super_users), image)
 
 
 CLUSTER = ("kafka-cluster",)
 
 
 def test_no_authorizer_allows_everything() -> None:
-    off = SimpleNamespace(authorizer=None, image=MetadataImage())
+    off = Authorization(None, MetadataImage())
     assert acl_checks.topics_denied(off, ALICE, Op.WRITE, ["t"]) == frozenset()
     assert acl_checks.fetch_denied(off, ALICE, True, ["t"]) == frozenset()
     assert acl_checks.idempotent_write_error(off, ALICE) == 0
@@ -141,6 +151,12 @@ def test_authorized_operations_bitfield() -> None:
     assert acl_checks.authorized_operations(c, ALICE, Res.CLUSTER, "kafka-cluster") == 0
 
 
+def node_config(**properties: str) -> NodeConfig:
+    return parse_node_config({"node.id": "1", "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                              "controller.quorum.voters": "1@localhost:9093", "log.dirs": "/tmp/unused",
+                              "controller.quorum.secret": "s" * 20, **properties}, env={})
+
+
 @pytest.mark.parametrize("properties, warned", [
     ({}, False),  # no authorizer
     ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, True),
@@ -148,19 +164,15 @@ def test_authorized_operations_bitfield() -> None:
       "super.users": "User:ANONYMOUS"}, False),
 ])
 def test_anonymous_inter_broker_warning(properties: dict, warned: bool) -> None:
-    from raftka.raft_meta.config.node_config import parse_node_config
-
-    config = parse_node_config({"node.id": "1", "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
-                                "controller.quorum.voters": "1@localhost:9093", "log.dirs": "/tmp/unused",
-                                "controller.quorum.secret": "s" * 20, **properties}, env={})
+    config = node_config(**properties)
     assert (acl_checks.anonymous_inter_broker_warning(config) is not None) is warned
 
 
 def test_no_warning_when_brokers_use_a_secured_listener() -> None:
-    # (SSL/SASL listeners arrive with the TLS work; the rule only reads the protocol map.)
-    config = SimpleNamespace(authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                             super_users=frozenset(), inter_broker_listener_name="INTERNAL",
-                             listener_security_protocol_map=(("INTERNAL", "SASL_SSL"),))
+    # The rule only reads the protocol map: a parsed config with the inter-broker listener on SASL_SSL.
+    config = dataclasses.replace(
+        node_config(**{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}),
+        inter_broker_listener_name="INTERNAL", listener_security_protocol_map=(("INTERNAL", "SASL_SSL"),))
     assert acl_checks.anonymous_inter_broker_warning(config) is None
 
 
