@@ -122,7 +122,7 @@ def rebalance_cmd(bootstrap: str, wait: bool, timeout_s: float) -> int:
 
 
 def _run(command: str, bootstrap: str, action) -> int:
-    status, result = run_with_cluster("brokers", command, bootstrap, action, timeout_ms=TIMEOUT_MS)
+    status, result = run_with_cluster(f"brokers {command}", bootstrap, action, timeout_ms=TIMEOUT_MS)
     return status or result
 
 

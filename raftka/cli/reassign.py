@@ -26,7 +26,7 @@ from typing import TypeVar
 import click
 import trio
 
-from raftka.cli.runner import run_with_cluster
+from raftka.cli.runner import USAGE, Refused, UsageError, fail, run_with_cluster
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError
 from raftka.client.reassign_admin import (
@@ -44,10 +44,6 @@ from raftka.raft_meta.metadata.image import BrokerRegistration
 T = TypeVar("T")
 TIMEOUT_MS = 30000
 Assignment = dict[tuple[str, int], tuple[int, ...]]
-
-
-class UsageError(ValueError):
-    """Options or files kafka-reassign-partitions would refuse."""
 
 
 # --- the pure part: files, plans, reports --------------------------------------------------
@@ -218,7 +214,7 @@ async def _clear_throttles(cluster: Cluster, plan: Assignment) -> None:
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    return run_with_cluster("reassign", command, bootstrap, action, timeout_ms=TIMEOUT_MS)
+    return run_with_cluster(f"reassign {command}", bootstrap, action, timeout_ms=TIMEOUT_MS)
 
 
 CONTROLLER_RETRY_S = 30.0
@@ -241,7 +237,7 @@ async def _current(cluster: Cluster, topics: Sequence[str]) -> tuple[Assignment,
     metadata = await cluster.refresh_metadata(list(topics))
     missing = [t for t in topics if t not in metadata.topics]
     if missing:
-        raise UsageError(f"topics {missing} do not exist")
+        raise Refused(f"topics {missing} do not exist")
     current = {(t, p): tuple(info.replicas) for t in topics for p, info in metadata.topics[t].partitions.items()}
     return current, {b.node_id: b.rack for b in metadata.brokers.values()}
 
@@ -260,14 +256,16 @@ def generate_cmd(bootstrap: str, topics_file: str, broker_list: str, disable_rac
     try:
         brokers = parse_broker_list(broker_list)
     except UsageError as exc:
-        click.echo(f"raftka reassign generate: {exc}", err=True)
-        return 2
+        return fail("reassign generate", str(exc), USAGE)
     if topics is None:
-        return 2
+        return USAGE
 
     async def action(cluster: Cluster) -> tuple[Assignment, Assignment]:
         current, racks = await _current(cluster, topics)
-        return current, propose(current, racks, brokers, disable_rack_aware)
+        try:
+            return current, propose(current, racks, brokers, disable_rack_aware)
+        except UsageError as exc:  # the brokers or topics the cluster has do not fit the list
+            raise Refused(str(exc)) from None
 
     status, result = _run("generate", bootstrap, action)
     if result is not None:
@@ -280,16 +278,16 @@ def generate_cmd(bootstrap: str, topics_file: str, broker_list: str, disable_rac
 def execute_cmd(bootstrap: str, plan_file: str, throttle: int) -> int:
     plan = _read(plan_file, parse_reassignment, "execute")
     if plan is None:
-        return 2
+        return USAGE
 
     async def action(cluster: Cluster):
         current, _ = await _current(cluster, sorted({t for t, _ in plan}))
         unknown = sorted(f"{t}-{p}" for t, p in plan if (t, p) not in current)
         if unknown:
-            raise UsageError(f"partitions {unknown} do not exist")
+            raise Refused(f"partitions {unknown} do not exist")
         ongoing = await list_partition_reassignments(cluster, list(plan))
         if ongoing:
-            raise UsageError("a reassignment is already in progress for " + ", ".join(
+            raise Refused("a reassignment is already in progress for " + ", ".join(
                 f"{t}-{p}" for t, p in sorted(ongoing)) + "; cancel it or wait (raftka reassign verify)")
         click.echo("Current partition replica assignment\n\n"
                    f"{format_assignment({k: current[k] for k in plan})}\n\n"
@@ -315,7 +313,7 @@ def execute_cmd(bootstrap: str, plan_file: str, throttle: int) -> int:
 def verify_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False) -> int:
     plan = _read(plan_file, parse_reassignment, "verify")
     if plan is None:
-        return 2
+        return USAGE
 
     async def action(cluster: Cluster):
         metadata = await cluster.refresh_metadata(sorted({t for t, _ in plan}))
@@ -337,7 +335,7 @@ def verify_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False)
 def cancel_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False) -> int:
     plan = _read(plan_file, parse_reassignment, "cancel")
     if plan is None:
-        return 2
+        return USAGE
 
     async def action(cluster: Cluster):
         results = await retry_not_controller(lambda: alter_partition_reassignments(cluster, dict.fromkeys(plan)))
