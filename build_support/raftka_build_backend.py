@@ -32,7 +32,7 @@ editable wheels built from a copy of the repository and installed into a scratch
   and it would go into the regular wheel too, naming the builder's checkout there.
 - setuptools' own finder (`__editable___raftka_*_finder.py`) is a meta-path finder;
   `pkgutil.iter_modules()` lists path entries only, so no finder option helps.
-""""""
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict
 
 from raftka.cli.options import security as command_security
+from raftka.cli.runner import Refused, run
 from raftka.raft_meta.config.node_config import ConfigError, load_node_config
 
 
@@ -61,14 +62,16 @@ def quorum_status_via_broker(bootstrap: str, as_json: bool, timeout: float) -> i
             return cluster, response.topics[0].partitions[0]
 
     async def describe_within_timeout():
-        with trio.fail_after(timeout):
-            return await describe()
+        try:
+            with trio.fail_after(timeout):
+                return await describe()
+        except trio.TooSlowError:
+            raise Refused(f"cannot describe the quorum via {bootstrap}: no answer within {timeout:g} s") from None
 
-    try:
-        cluster, part = trio.run(describe_within_timeout)
-    except (KafkaError, OSError, trio.TooSlowError) as exc:
-        print(f"raftka quorum status: cannot describe the quorum via {bootstrap}: {exc}", file=sys.stderr)
-        return 1
+    status, found = run("quorum status", describe_within_timeout)
+    if found is None:
+        return status
+    cluster, part = found
     if part.error_code:
         print(f"raftka quorum status: the controller answered error {part.error_code}; try again", file=sys.stderr)
         return 1

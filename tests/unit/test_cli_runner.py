@@ -90,6 +90,7 @@ COMMANDS = [
     ["brokers", "drain", "--node", "1"],
     ["brokers", "unregister", "--id", "1"],
     ["consume", "--topic", "t", "--timeout-ms", "100"],
+    ["quorum", "status"],
 ]
 
 
