@@ -166,3 +166,18 @@ def test_throttle_configs_are_kafka_reassign_partitions(name, plan, current, lis
     """kafka-reassign-partitions' calculateLeaderThrottles / calculateFollowerThrottles /
     calculateReassigningBrokers."""
     assert throttle_configs(plan, current) == (lists, brokers)
+
+
+def test_the_decisions_import_no_io() -> None:
+    """reassign_decisions is the pure core: no trio, no click, no client (its shells have those)."""
+    import ast
+    from pathlib import Path
+
+    import raftka.cli.reassign_decisions as core
+
+    tree = ast.parse(Path(core.__file__).read_text())
+    imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported, "the module's imports were not read"
+    assert not {m for m in imported if m.split(".")[0] in ("trio", "click", "socket")
+                or m.startswith("raftka.client")}, imported
