@@ -10,6 +10,28 @@ more file, `raftka-spark-discovery.pth`, naming the folder that holds the shim a
 nothing else (`spark_source/autodiscovery/`): a real path entry, in every process
 that starts this interpreter (the driver, executors' Python workers, a Connect
 server), and no other top-level name becomes importable.
+
+Why plain setuptools configuration cannot do it (tried with the pinned setuptools 65.5,
+editable wheels built from a copy of the repository and installed into a scratch venv):
+
+- `editable_mode=compat` writes a static `.pth` naming `package-dir[""]` only, here
+  `spark_source/autodiscovery`: Spark lists the shim, but `import raftka` fails
+  (ModuleNotFoundError), since the layers' folders (`broker/` for `raftka.broker`, ...)
+  are mapped by `package-dir`, which no single path entry can express. Pointing
+  `package-dir[""]` at the repository root instead would make `broker`, `log`, `client`
+  ... importable as top-level names.
+- `editable_mode=strict` (also settable in a setup.cfg `[editable_wheel] mode = strict`)
+  builds a tree of per-file links under `build/` and puts that tree on sys.path: Spark
+  lists the shim, raftka imports, no stray names. But a module added after the install
+  (a new file in `broker/`, a merge that brings one) is an ImportError until the install
+  is redone, and deleting `build/` breaks the install: a development loop this project
+  cannot ask of its contributors.
+- `data-files` can only install files with static contents, relative to `sys.prefix`:
+  the `.pth` must name this checkout's absolute path (known only when building), it
+  would have to spell `lib/python3.X/site-packages` (version and platform specific),
+  and it would go into the regular wheel too, naming the builder's checkout there.
+- setuptools' own finder (`__editable___raftka_*_finder.py`) is a meta-path finder;
+  `pkgutil.iter_modules()` lists path entries only, so no finder option helps.
 """
 
 from __future__ import annotations

@@ -116,6 +116,7 @@ async def append_records(leader_for: Callable[[str, int], Partition],
                 log.info("produce.rejected", topic=topic, partition=index, error_code=refusal[0],
                          error="internal topic")
             continue
+        assert records is not None  # check_partition refuses a partition without records
         if transactional_id is not None:
             code = await _verify(verifier, leader_for, key, transactional_id, header)
             if code:

@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.controller.controller_errors import ControllerError
@@ -102,14 +102,20 @@ def _check_invariants(image: MetadataImage, decision: Decision) -> None:
             raise AssertionError(f"{record}: elected leader {leader} is not a live broker")
 
 
-def _checked(decide):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _checked(
+    decide: Callable[Concatenate[MetadataImage, _P], _R],
+) -> Callable[Concatenate[MetadataImage, _P], _R]:
     """Run `_check_invariants` on what `decide(image, ...)` returns (a Decision, or a tuple
     that starts with one)."""
 
     @functools.wraps(decide)
-    def wrapper(image: MetadataImage, *args, **kwargs):
+    def wrapper(image: MetadataImage, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         result = decide(image, *args, **kwargs)
-        _check_invariants(image, result[0] if isinstance(result, tuple) else result)
+        _check_invariants(image, cast(Decision, result[0] if isinstance(result, tuple) else result))
         return result
 
     return wrapper

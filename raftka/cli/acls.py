@@ -11,7 +11,7 @@ topics and READ on the groups (it needs `--group`). `list` and `remove` take a p
 filter (`any`, `match`, `literal` (default), `prefixed`); `remove` without principals removes
 every ACL of the resources, `list` without resources lists every ACL.
 
-Each returns the exit status: 0 done, 1 the cluster said no or was unreachable, 2 bad options.
+Each returns the exit status (cli/runner.py): 0 done, 1 the cluster said no or was unreachable, 2 bad options.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import click
 
-from raftka.cli.runner import run_with_cluster
+from raftka.cli.runner import USAGE, UsageError, fail, run_with_cluster
 from raftka.client.acl_admin import Acl, AclFilter, create_acls, delete_acls, describe_acls
 from raftka.client.cluster import Cluster
 from raftka.raft_meta.security.acls import (
@@ -34,15 +34,10 @@ from raftka.raft_meta.security.acls import (
 )
 
 T = TypeVar("T")
-TIMEOUT_MS = 15000
-
-
-class UsageError(ValueError):
-    """Options kafka-acls would refuse."""
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    return run_with_cluster("acls", command, bootstrap, action, timeout_ms=TIMEOUT_MS)
+    return run_with_cluster(f"acls {command}", bootstrap, action)
 
 
 def parse_operation(text: str) -> AclOperation:
@@ -170,8 +165,7 @@ def add_cmd(bootstrap: str, options: AclOptions) -> int:
     try:
         acls = acls_to_add(options)
     except UsageError as exc:
-        click.echo(f"raftka acls add: {exc}", err=True)
-        return 2
+        return fail("acls add", str(exc), USAGE)
     status, _ = _run("add", bootstrap, lambda c: create_acls(c, acls))
     if status == 0:
         click.echo(f"Adding ACLs for {len(acls)} binding(s):")
@@ -184,8 +178,7 @@ def list_cmd(bootstrap: str, options: AclOptions) -> int:
     try:
         filters = filters_to_list(options)
     except UsageError as exc:
-        click.echo(f"raftka acls list: {exc}", err=True)
-        return 2
+        return fail("acls list", str(exc), USAGE)
 
     async def listing(cluster: Cluster) -> list[Acl]:
         found: dict[Acl, None] = {}
@@ -203,8 +196,7 @@ def remove_cmd(bootstrap: str, options: AclOptions) -> int:
     try:
         filters = filters_to_remove(options)
     except UsageError as exc:
-        click.echo(f"raftka acls remove: {exc}", err=True)
-        return 2
+        return fail("acls remove", str(exc), USAGE)
     status, deleted = _run("remove", bootstrap, lambda c: delete_acls(c, filters))
     if status == 0:
         click.echo(f"Removed {len(deleted or [])} ACL(s):")

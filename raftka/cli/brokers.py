@@ -19,13 +19,11 @@ and followed as a drain is.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
-
 import click
 import trio
 
-from raftka.cli.reassign import Assignment, format_assignment, retry_not_controller
+from raftka.cli.reassign import retry_not_controller
+from raftka.cli.reassign_decisions import Assignment, format_assignment, plan_drain, plan_rebalance
 from raftka.cli.runner import run_with_cluster
 from raftka.client.cluster import Cluster
 from raftka.client.cluster_admin import unregister_broker
@@ -34,53 +32,6 @@ from raftka.client.protocol import ErrorCode
 from raftka.client.reassign_admin import alter_partition_reassignments, list_partition_reassignments
 
 TIMEOUT_MS = 30000
-
-
-def plan_drain(current: Mapping[tuple[str, int], Sequence[int]], live: Sequence[int],
-               node: int) -> tuple[Assignment, dict[tuple[str, int], str]]:
-    """(new replica lists for the partitions with a replica on `node`, why each other one cannot move)."""
-    load = Counter({b: 0 for b in live if b != node})
-    for replicas in current.values():
-        load.update(r for r in replicas if r in load)
-    plan: Assignment = {}
-    stuck: dict[tuple[str, int], str] = {}
-    for key, replicas in sorted(current.items()):
-        if node not in replicas:
-            continue
-        candidates = sorted((n, b) for b, n in load.items() if b not in replicas)
-        if not candidates:
-            stuck[key] = (f"replication factor {len(replicas)} needs another live broker besides "
-                          f"{sorted(set(replicas) - {node})} and none is left (live: {sorted(live)})")
-            continue
-        replacement = candidates[0][1]
-        load[replacement] += 1
-        plan[key] = tuple(replacement if r == node else r for r in replicas)
-    return plan, stuck
-
-
-def plan_rebalance(current: Mapping[tuple[str, int], Sequence[int]], live: Sequence[int]) -> Assignment:
-    """New replica lists that even out the replicas per live broker, one replica at a time from
-    the most loaded to the least loaded (ties: lowest id), preferring partitions already moving
-    then the first by name; replicas on brokers that are not live stay (drain those)."""
-    load = Counter({b: 0 for b in live})
-    for replicas in current.values():
-        load.update(r for r in replicas if r in load)
-    lists = {key: list(replicas) for key, replicas in current.items()}
-    moved: set[tuple[str, int]] = set()
-    while True:
-        donors = sorted(load, key=lambda b: (-load[b], b))
-        receivers = sorted(load, key=lambda b: (load[b], b))
-        move = next(((donor, receiver, key)
-                     for donor in donors for receiver in receivers if load[donor] - load[receiver] >= 2
-                     for key in sorted(lists, key=lambda k: (k not in moved, k))
-                     if donor in lists[key] and receiver not in lists[key]), None)
-        if move is None:  # every move would leave the spread as wide (each one narrows it: it ends)
-            return {key: tuple(lists[key]) for key in sorted(moved)}
-        donor, receiver, key = move
-        lists[key][lists[key].index(donor)] = receiver
-        load[donor] -= 1
-        load[receiver] += 1
-        moved.add(key)
 
 
 async def _start_and_follow(cluster: Cluster, plan: Assignment, current: Assignment, wait: bool,
@@ -123,7 +74,7 @@ def rebalance_cmd(bootstrap: str, wait: bool, timeout_s: float) -> int:
 
 
 def _run(command: str, bootstrap: str, action) -> int:
-    status, result = run_with_cluster("brokers", command, bootstrap, action, timeout_ms=TIMEOUT_MS)
+    status, result = run_with_cluster(f"brokers {command}", bootstrap, action, timeout_ms=TIMEOUT_MS)
     return status or result
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import click
 
-from raftka.cli.topics import _fail, run_admin
+from raftka.cli.runner import USAGE, fail, run_with_admin
 from raftka.client.admin import AsyncAdmin
 
 ENTITY_TYPES = ("topics", "brokers")
@@ -82,12 +82,12 @@ def describe(bootstrap: str, entity_type: str, name: str | None, default: bool, 
     try:
         target = _target(entity_type, name, default)
     except ValueError as exc:
-        return _fail("configs describe", str(exc), 2)
+        return fail("configs describe", str(exc), USAGE)
 
     async def action(admin: AsyncAdmin):
         return await admin.describe_configs(**target)
 
-    status, configs = run_admin("configs describe", bootstrap, action)
+    status, configs = run_with_admin("configs describe", bootstrap, action)
     if status:
         return status
     shown = [c for c in (configs or {}).values() if show_all or c.is_dynamic]
@@ -115,12 +115,12 @@ def alter(bootstrap: str, entity_type: str, name: str | None, default: bool, add
         if both:
             raise ValueError(f"{both[0]!r} is both added and deleted")
     except ValueError as exc:
-        return _fail("configs alter", str(exc), 2)
+        return fail("configs alter", str(exc), USAGE)
 
     async def action(admin: AsyncAdmin) -> None:
         await admin.alter_configs(**target, set_configs=to_set, delete=to_delete)
 
-    status, _ = run_admin("configs alter", bootstrap, action)
+    status, _ = run_with_admin("configs alter", bootstrap, action)
     if status == 0:
         click.echo(f"Completed updating config for {_what(entity_type, name, default)}.")
     return status

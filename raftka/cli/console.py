@@ -9,7 +9,7 @@ waits for what it already sent, and the consumer stops polling and commits
 (with `--group`); both then print "Processed a total of N messages" on
 stderr, as kafka-console-consumer does. A second Ctrl-C abandons that wait.
 
-Exit status: 0 done (also after Ctrl-C), 1 the cluster said no or is
+Exit status (cli/runner.py): 0 done (also after Ctrl-C), 1 the cluster said no or is
 unreachable, 2 bad arguments or input.
 """
 
@@ -35,9 +35,9 @@ from raftka.cli.console_format import (
 )
 from raftka.cli.interrupts import stop_on_signal
 from raftka.cli.options import security as command_security
+from raftka.cli.runner import USAGE, UsageError, fail, run
 from raftka.client.admin import AsyncAdmin
 from raftka.client.consumer import AsyncConsumer
-from raftka.client.errors import KafkaError
 from raftka.client.list_offsets import list_offsets
 from raftka.client.producer import AsyncProducer
 from raftka.client.records import TopicPartition
@@ -49,43 +49,10 @@ READ_CHUNK = 1 << 16
 MAX_UNDELIVERED = 100_000
 
 
-class _Stop(Exception):
-    """A clean early end with an exit status and a message (bad input line)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _fail(command: str, message: str, status: int = 1) -> int:
-    click.echo(f"raftka {command}: {message}", err=True)
-    return status
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The one exception inside (nested) exception groups, or `exc` itself."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _run(command: str, main: Callable[[], Awaitable[int]]) -> int:
-    """trio.run(main) with the console tools' one-line errors: no traceback for a refused
-    request, an unreachable cluster or a Ctrl-C that came before the tool was listening."""
-    try:
-        return trio.run(main)
-    except BaseException as exc:  # noqa: BLE001 - sorted below; anything else re-raised
-        leaf = _leaf(exc)
-        if isinstance(leaf, KeyboardInterrupt):
-            click.echo(f"raftka {command}: interrupted", err=True)
-            return 130
-        if isinstance(leaf, _Stop):
-            return _fail(command, str(leaf), leaf.status)
-        if isinstance(leaf, KafkaError):
-            return _fail(command, str(leaf))
-        if isinstance(leaf, ValueError):
-            return _fail(command, str(leaf), 2)
-        raise
+    """The runner's one-line errors (cli/runner.py), or main's own status."""
+    status, result = run(command, main)
+    return status or result or 0
 
 
 def _chunks(source: IO[bytes]) -> Callable[[], bytes]:
@@ -116,7 +83,7 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
             props = {**props, "parse.key": "true", "key.separator": key_separator}
         reader = LineReader.from_properties(props)
     except ValueError as exc:
-        return _fail("produce", str(exc), 2)
+        return fail("produce", str(exc), USAGE)
     read = _chunks(stdin if stdin is not None else sys.stdin.buffer)
     counts = {"sent": 0, "done": 0}
     failures: list[BaseException] = []
@@ -159,8 +126,8 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
                                 try:
                                     key, value, headers = reader.parse(line)
                                 except LineError as exc:
-                                    raise _Stop(2, f"line {counts['sent'] + 1}: {exc}: "
-                                                   f"{line[:60]!r}") from None
+                                    raise UsageError(f"line {counts['sent'] + 1}: {exc}: "
+                                                     f"{line[:60]!r}") from None
                                 send(topic, value, key=key, headers=headers,
                                      partition=partition).add_callback(on_delivery)
                             counts["sent"] += 1
@@ -173,10 +140,10 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, acks: str,
                 nursery.cancel_scope.cancel()
         click.echo(f"Processed a total of {counts['done'] - len(failures)} messages", err=True)
         if failures:
-            return _fail("produce", f"{len(failures)} record(s) not delivered: {failures[0]}")
+            return fail("produce", f"{len(failures)} record(s) not delivered: {failures[0]}")
         if counts["sent"] > counts["done"]:
-            return _fail("produce", f"{counts['sent'] - counts['done']} record(s) abandoned "
-                                    "(interrupted twice)")
+            return fail("produce", f"{counts['sent'] - counts['done']} record(s) abandoned "
+                                   "(interrupted twice)")
         return 0
 
     return _run("produce", main)
@@ -217,22 +184,22 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
                                                                      CONSUMER_PROPERTIES))
         start_ms = None if from_timestamp is None else parse_start_timestamp(from_timestamp)
     except ValueError as exc:
-        return _fail("consume", str(exc), 2)
+        return fail("consume", str(exc), USAGE)
     if offset is not None and partition is None:
-        return _fail("consume", "--offset needs --partition (offsets are per partition)", 2)
+        return fail("consume", "--offset needs --partition (offsets are per partition)", USAGE)
     if offset is not None and offset not in ("earliest", "latest") and not offset.isdigit():
-        return _fail("consume", f"--offset {offset!r} must be a number, 'earliest' or 'latest'",
-                     2)
+        return fail("consume", f"--offset {offset!r} must be a number, 'earliest' or 'latest'",
+                    USAGE)
     if group is not None and (partition is not None or offset is not None):
-        return _fail("consume", "--group cannot be combined with --partition or --offset "
-                                "(the group assigns partitions and keeps the offsets)", 2)
+        return fail("consume", "--group cannot be combined with --partition or --offset "
+                               "(the group assigns partitions and keeps the offsets)", USAGE)
     if group is not None and start_ms is not None:
-        return _fail("consume", "--from-timestamp needs no --group; to move a group's offsets use "
-                                "`raftka groups reset-offsets --to-datetime`", 2)
+        return fail("consume", "--from-timestamp needs no --group; to move a group's offsets use "
+                               "`raftka groups reset-offsets --to-datetime`", USAGE)
     if sum(x is not None and x is not False for x in (from_beginning or None, offset,
                                                         start_ms)) > 1:
-        return _fail("consume", "give only one of --from-beginning, --offset, --from-timestamp",
-                     2)
+        return fail("consume", "give only one of --from-beginning, --offset, --from-timestamp",
+                    USAGE)
     sink = out if out is not None else sys.stdout.buffer
     render = record_json if as_json else formatter.format
     seen = 0
@@ -246,8 +213,8 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
             cluster = consumer._require_cluster()
             parts = await cluster.wait_for_partitions(topic, METADATA_TIMEOUT_MS / 1000)
             if partition is not None and partition not in parts:
-                return _fail("consume", f"topic {topic!r} has no partition {partition} "
-                             f"(partitions: 0..{len(parts) - 1})", 2)
+                return fail("consume", f"topic {topic!r} has no partition {partition} "
+                            f"(partitions: 0..{len(parts) - 1})", USAGE)
             if group is not None:
                 consumer.subscribe([topic])
             else:

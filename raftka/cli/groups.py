@@ -1,6 +1,6 @@
 """`raftka groups list|describe|delete|reset-offsets`: kafka-consumer-groups.sh's verbs.
 
-Each returns the exit status: 0 done, 1 the cluster said no or was unreachable
+Each returns the exit status (cli/runner.py): 0 done, 1 the cluster said no or was unreachable
 (or the group does not exist / is active), 2 bad arguments.
 """
 
@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import click
 
-from raftka.cli.runner import run_with_cluster
+from raftka.cli.runner import Refused, run_with_cluster
 from raftka.client.cluster import Cluster
 from raftka.client.errors import UnknownTopicOrPartitionError
 from raftka.client.group_admin import delete_group, describe_group, list_groups
@@ -25,7 +25,7 @@ TIMEOUT_MS = 15000
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    return run_with_cluster("groups", command, bootstrap, action, (_Refused,))
+    return run_with_cluster(f"groups {command}", bootstrap, action)
 
 
 def list_cmd(bootstrap: str) -> int:
@@ -109,13 +109,13 @@ def reset_offsets_cmd(bootstrap: str, group_id: str, topics: tuple[str, ...], al
     async def action(cluster: Cluster) -> dict[TopicPartition, int]:
         view = await describe_group(cluster, group_id)
         if view.state not in ("Empty", "Dead"):
-            raise _Refused(f"assignments can only be reset if the group {group_id!r} is inactive, "
+            raise Refused(f"assignments can only be reset if the group {group_id!r} is inactive, "
                            f"but the current state is {view.state}")
         committed = {p.tp: p.committed for p in view.partitions if p.committed is not None}
         if all_topics:
             names = sorted({tp.topic for tp in committed})
             if not names:
-                raise _Refused(f"group {group_id!r} has no committed offsets; name the topics "
+                raise Refused(f"group {group_id!r} has no committed offsets; name the topics "
                                "with --topic")
         else:
             names = [spec.partition(":")[0] for spec in topics]
@@ -124,10 +124,14 @@ def reset_offsets_cmd(bootstrap: str, group_id: str, topics: tuple[str, ...], al
             try:
                 known[name] = await cluster.wait_for_partitions(name, TIMEOUT_MS / 1000)
             except UnknownTopicOrPartitionError:
-                raise ValueError(f"topic {name!r} does not exist") from None
+                raise Refused(f"topic {name!r} does not exist") from None
         tps: list[TopicPartition] = []
         for spec in (names if all_topics else topics):
-            tps.extend(tp for tp in parse_topic_partitions(spec, known) if tp not in tps)
+            try:
+                found = parse_topic_partitions(spec, known)
+            except ValueError as exc:  # a partition the topic does not have: the cluster's answer
+                raise Refused(str(exc)) from None
+            tps.extend(tp for tp in found if tp not in tps)
         earliest = await list_offsets(cluster, dict.fromkeys(tps, EARLIEST), timeout=TIMEOUT_MS / 1000)
         latest = await list_offsets(cluster, dict.fromkeys(tps, LATEST), timeout=TIMEOUT_MS / 1000)
         by_time = None
@@ -153,6 +157,3 @@ def reset_offsets_cmd(bootstrap: str, group_id: str, topics: tuple[str, ...], al
         click.echo("(dry run: nothing was changed; add --execute to commit these offsets)", err=True)
     return 0
 
-
-class _Refused(Exception):
-    """The group or request does not allow the reset (exit 1, one line)."""

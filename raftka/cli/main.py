@@ -1,38 +1,15 @@
-"""The `raftka` command line.
-
-The command tree is complete; commands whose issue has not landed yet say so
-plainly and exit with status 3, so scripts can tell "not built" from failure.
+"""The `raftka` command line: the click tree; each command's work is in its own module
+of raftka/cli/, and the commands that talk to brokers share cli/runner.py's runner and
+exit statuses (0 done, 1 the cluster said no, 2 bad arguments).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
 
 import click
 
 from raftka import __version__
-
-NOT_BUILT_EXIT = 3
-
-_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True}
-
-
-def _not_built(command: str, issue: int, what: str) -> NoReturn:
-    click.echo(
-        f"raftka {command}: not built yet — {what} arrives with issue #{issue}.",
-        err=True,
-    )
-    sys.exit(NOT_BUILT_EXIT)
-
-
-def _placeholder(group: click.Group, name: str, issue: int, what: str, help_text: str) -> None:
-    """Register a command that exists in the tree but is not implemented yet."""
-
-    @group.command(name=name, context_settings=_PASS_THROUGH, help=f"{help_text} [not built yet: issue #{issue}]")
-    @click.pass_context
-    def _cmd(ctx: click.Context) -> None:
-        _not_built(ctx.command_path.removeprefix("raftka "), issue, what)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -26,6 +26,7 @@ import click
 import trio
 
 from raftka.cli.interrupts import stop_on_signal
+from raftka.cli.runner import FAILED, USAGE, fail
 from raftka.client.errors import KafkaError
 from raftka.testing.perf import (
     ConsumePerfConfig,
@@ -44,9 +45,8 @@ from raftka.testing.perf import (
 )
 
 
-def _fail(command: str, message: str, status: int = 1) -> int:
-    click.echo(f"raftka perf {command}: {message}", err=True)
-    return status
+def _fail(command: str, message: str, status: int = FAILED) -> int:
+    return fail(f"perf {command}", message, status)
 
 
 def _emit_json(obj: dict[str, Any]) -> None:
@@ -98,7 +98,7 @@ def _show_progress(as_json: bool) -> bool:
 def produce(config: ProducePerfConfig, *, producers: int = 1, as_json: bool = False,
             worker: bool = False) -> int:
     if producers < 1:
-        return _fail("produce", f"--producers must be >= 1, got {producers}", 2)
+        return _fail("produce", f"--producers must be >= 1, got {producers}", USAGE)
     if producers > 1:
         return _produce_parallel(config, producers, as_json)
     progress = _Progress()
@@ -127,7 +127,7 @@ def produce(config: ProducePerfConfig, *, producers: int = 1, as_json: bool = Fa
                             _show_progress(as_json or worker)) as echo:
             result, samples = run(echo)
     except ValueError as exc:
-        return _fail("produce", str(exc), 2)
+        return _fail("produce", str(exc), USAGE)
     except KafkaError as exc:
         return _fail("produce", f"topic {config.topic!r}: {exc}")
     if interrupted[0]:
@@ -247,7 +247,7 @@ def consume(config: ConsumePerfConfig, *, as_json: bool = False) -> int:
 
             report = trio.run(consume_perf, config, on_window, progress)
     except ValueError as exc:
-        return _fail("consume", str(exc), 2)
+        return _fail("consume", str(exc), USAGE)
     except KafkaError as exc:
         return _fail("consume", f"topic {config.topic!r}: {exc}")
     if as_json:

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict
 
 from raftka.cli.options import security as command_security
+from raftka.cli.runner import Refused, run
 from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config.node_config import ConfigError, load_node_config
 
@@ -62,14 +63,16 @@ def quorum_status_via_broker(bootstrap: str, as_json: bool, timeout: float) -> i
             return cluster, response.topics[0].partitions[0]
 
     async def describe_within_timeout():
-        with trio.fail_after(timeout):
-            return await describe()
+        try:
+            with trio.fail_after(timeout):
+                return await describe()
+        except trio.TooSlowError:
+            raise Refused(f"cannot describe the quorum via {bootstrap}: no answer within {timeout:g} s") from None
 
-    try:
-        cluster, part = trio.run(describe_within_timeout)
-    except (KafkaError, OSError, trio.TooSlowError) as exc:
-        print(f"raftka quorum status: cannot describe the quorum via {bootstrap}: {exc}", file=sys.stderr)
-        return 1
+    status, found = run("quorum status", describe_within_timeout)
+    if found is None:
+        return status
+    cluster, part = found
     if part.error_code:
         print(f"raftka quorum status: the controller answered error {part.error_code}; try again", file=sys.stderr)
         return 1
@@ -89,7 +92,7 @@ def quorum_status_via_broker(bootstrap: str, as_json: bool, timeout: float) -> i
     print()
     print(f"{'NodeId':<8}{'LogEndOffset':<14}{'Lag':<6}{'Status':<10}")
     for v in voters:
-        status = "Leader" if v["node_id"] == part.leader_id else "Follower"
-        lag = "?" if v["lag"] is None else v["lag"]
-        print(f"{v['node_id']:<8}{v['log_end_offset']:<14}{lag!s:<6}{status:<10}")
+        role = "Leader" if v["node_id"] == part.leader_id else "Follower"
+        shown_lag = "?" if v["lag"] is None else str(v["lag"])
+        print(f"{v['node_id']:<8}{v['log_end_offset']:<14}{shown_lag:<6}{role:<10}")
     return 0

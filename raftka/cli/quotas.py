@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import click
 
-from raftka.cli.topics import _fail, run_admin
+from raftka.cli.runner import USAGE, fail, run_with_admin
 from raftka.client.admin import AsyncAdmin, QuotaFilter
 
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
@@ -65,13 +65,13 @@ def describe_quotas(bootstrap: str, entity_type: str, name: str | None, default:
     try:
         entity = quota_entity(entity_type, name, default, client, client_default, describe=True)
     except ValueError as exc:
-        return _fail("configs describe", str(exc), 2)
+        return fail("configs describe", str(exc), USAGE)
     filters = _filters(entity, default, client_default)
 
     async def action(admin: AsyncAdmin):
         return await admin.describe_client_quotas(filters, strict=True)
 
-    status, found = run_admin("configs describe", bootstrap, action)
+    status, found = run_with_admin("configs describe", bootstrap, action)
     if status:
         return status
     for described, values in sorted(found or [], key=lambda e: sorted((k, v or "") for k, v in e[0].items())):
@@ -91,12 +91,12 @@ def alter_quotas(bootstrap: str, entity_type: str, name: str | None, default: bo
             except ValueError:
                 raise ValueError(f"--add-config {key}={text!r}: a quota is a number") from None
     except ValueError as exc:
-        return _fail("configs alter", str(exc), 2)
+        return fail("configs alter", str(exc), USAGE)
 
     async def action(admin: AsyncAdmin) -> None:
         await admin.alter_client_quotas(entity, values, to_delete)
 
-    status, _ = run_admin("configs alter", bootstrap, action)
+    status, _ = run_with_admin("configs alter", bootstrap, action)
     if status == 0:
         click.echo(f"Completed updating config for {_describe_entity(entity)}.")
     return status

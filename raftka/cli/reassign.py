@@ -19,14 +19,23 @@ partition complete), 1 refused / unreachable / still in progress, 2 bad options 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import click
 import trio
 
-from raftka.cli.runner import run_with_cluster
+from raftka.cli.reassign_decisions import (
+    Assignment,
+    format_assignment,
+    parse_broker_list,
+    parse_reassignment,
+    parse_topics_to_move,
+    propose,
+    throttle_configs,
+    verify_lines,
+)
+from raftka.cli.runner import USAGE, Refused, UsageError, fail, run_with_cluster
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError
 from raftka.client.protocol import ErrorCode
@@ -39,155 +48,9 @@ from raftka.client.reassign_admin import (
     alter_partition_reassignments,
     list_partition_reassignments,
 )
-from raftka.raft_meta.controller.controller_decisions import place_replicas
-from raftka.raft_meta.metadata.image import BrokerRegistration
 
 T = TypeVar("T")
 TIMEOUT_MS = 30000
-Assignment = dict[tuple[str, int], tuple[int, ...]]
-
-
-class UsageError(ValueError):
-    """Options or files kafka-reassign-partitions would refuse."""
-
-
-# --- the pure part: files, plans, reports --------------------------------------------------
-
-
-def _load(text: str, what: str) -> dict:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{what} is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{what} must be a JSON object, got {type(data).__name__}")
-    version = data.get("version", 1)
-    if version != 1:
-        raise UsageError(f"{what} version {version!r} is not supported; expected 1")
-    return data
-
-
-def parse_topics_to_move(text: str) -> list[str]:
-    """`{"version": 1, "topics": [{"topic": name}, ...]}` -> the names, in order, once each."""
-    data = _load(text, "the topics-to-move file")
-    topics = data.get("topics")
-    if not isinstance(topics, list) or not topics:
-        raise UsageError('the topics-to-move file needs a non-empty "topics" list')
-    names = []
-    for entry in topics:
-        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
-            raise UsageError(f'each topic entry needs a "topic" string, got {entry!r}')
-        names.append(entry["topic"])
-    return list(dict.fromkeys(names))
-
-
-def parse_reassignment(text: str) -> Assignment:
-    """`{"version": 1, "partitions": [{"topic", "partition", "replicas", "log_dirs"?}]}`."""
-    data = _load(text, "the reassignment file")
-    partitions = data.get("partitions")
-    if not isinstance(partitions, list) or not partitions:
-        raise UsageError('the reassignment file needs a non-empty "partitions" list')
-    plan: Assignment = {}
-    for entry in partitions:
-        if not isinstance(entry, dict):
-            raise UsageError(f"each partition entry must be an object, got {entry!r}")
-        topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
-        if not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool):
-            raise UsageError(f'each partition entry needs a "topic" string and a "partition" integer: {entry!r}')
-        if (not isinstance(replicas, list) or not replicas
-                or not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas)):
-            raise UsageError(f"{topic}-{partition}: \"replicas\" must be a non-empty list of broker ids")
-        if len(set(replicas)) != len(replicas):
-            raise UsageError(f"{topic}-{partition}: replicas {replicas} name a broker more than once")
-        log_dirs = entry.get("log_dirs")
-        if log_dirs is not None and (not isinstance(log_dirs, list) or len(log_dirs) != len(replicas)
-                                     or any(d != "any" for d in log_dirs)):
-            raise UsageError(f"{topic}-{partition}: log_dirs {log_dirs!r}; raftka accepts only \"any\", one per "
-                             "replica (a node has one log directory)")
-        if (topic, partition) in plan:
-            raise UsageError(f"{topic}-{partition} is listed more than once")
-        plan[(topic, partition)] = tuple(replicas)
-    return plan
-
-
-def parse_broker_list(text: str) -> list[int]:
-    try:
-        brokers = [int(b) for b in text.split(",") if b.strip()]
-    except ValueError:
-        raise UsageError(f"--broker-list {text!r}; expected comma-separated broker ids like 1,2,3") from None
-    if not brokers or len(set(brokers)) != len(brokers):
-        raise UsageError(f"--broker-list {text!r} must name distinct brokers")
-    return brokers
-
-
-def format_assignment(assignment: Mapping[tuple[str, int], Sequence[int]]) -> str:
-    """Kafka's JSON, one line, partitions sorted."""
-    return json.dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
-        for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
-
-
-def propose(current: Assignment, racks: Mapping[int, str | None], broker_list: Sequence[int],
-            disable_rack_aware: bool = False) -> Assignment:
-    """Each topic's partitions spread over `broker_list` with its current replication factor,
-    by the placement new topics get (leaders rotating, racks alternating)."""
-    unknown = [b for b in broker_list if b not in racks]
-    if unknown:
-        raise UsageError(f"--broker-list names brokers {unknown} that are not in the cluster "
-                         f"(brokers: {sorted(racks)})")
-    brokers = [BrokerRegistration(b, "", 0, (), None if disable_rack_aware else racks[b]) for b in broker_list]
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in sorted(current):
-        by_topic.setdefault(topic, []).append(partition)
-    proposed: Assignment = {}
-    for i, (topic, partitions) in enumerate(sorted(by_topic.items())):
-        rf = len(current[(topic, partitions[0])])
-        if rf > len(brokers):
-            raise UsageError(f"topic {topic!r} has replication factor {rf}, more than the {len(brokers)} "
-                             "brokers of --broker-list")
-        placed = place_replicas(brokers, max(partitions) + 1, rf, start=i)
-        proposed.update({(topic, p): placed[p] for p in partitions})
-    return proposed
-
-
-def verify_lines(plan: Assignment, current: Mapping[tuple[str, int], Sequence[int]],
-                 ongoing: Mapping[tuple[str, int], object]) -> tuple[list[str], bool]:
-    """Kafka's verify wording per partition; True if every partition is complete."""
-    lines, done = [], True
-    for (topic, partition), target in sorted(plan.items()):
-        name = f"{topic}-{partition}"
-        now = tuple(current.get((topic, partition), ()))
-        if (topic, partition) in ongoing:
-            lines.append(f"Reassignment of partition {name} is still in progress.")
-            done = False
-        elif now == tuple(target):
-            lines.append(f"Reassignment of partition {name} is completed.")
-        else:
-            lines.append(f"There is no active reassignment of partition {name}, but replica set is "
-                         f"{list(now)} rather than {list(target)}.")
-            done = False
-    return lines, done
-
-
-def throttle_configs(plan: Assignment, current: Mapping[tuple[str, int], Sequence[int]],
-                     ) -> tuple[dict[str, tuple[str, str]], list[int]]:
-    """kafka-reassign-partitions' throttles for a plan: per topic, (leader list, follower list)
-    and the brokers involved. Each partition's sources are its current replicas (on the leader
-    list), its destinations the new replicas that are not sources (on the follower list)."""
-    leaders: dict[str, set[str]] = {}
-    followers: dict[str, set[str]] = {}
-    brokers: set[int] = set()
-    for (topic, partition), target in plan.items():
-        sources = set(current.get((topic, partition), ()))
-        destinations = set(target) - sources
-        leaders.setdefault(topic, set()).update(f"{partition}:{b}" for b in sources)
-        followers.setdefault(topic, set()).update(f"{partition}:{b}" for b in destinations)
-        brokers |= sources | destinations
-
-    def joined(items: set[str]) -> str:  # Kafka's TreeSet order: as strings
-        return ",".join(sorted(items))
-
-    return {t: (joined(leaders[t]), joined(followers[t])) for t in sorted(leaders)}, sorted(brokers)
 
 
 async def _set_throttles(cluster: Cluster, plan: Assignment, current: Assignment, throttle: int) -> None:
@@ -219,7 +82,7 @@ async def _clear_throttles(cluster: Cluster, plan: Assignment) -> None:
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    return run_with_cluster("reassign", command, bootstrap, action, timeout_ms=TIMEOUT_MS)
+    return run_with_cluster(f"reassign {command}", bootstrap, action, timeout_ms=TIMEOUT_MS)
 
 
 CONTROLLER_RETRY_S = 30.0
@@ -242,7 +105,7 @@ async def _current(cluster: Cluster, topics: Sequence[str]) -> tuple[Assignment,
     metadata = await cluster.refresh_metadata(list(topics))
     missing = [t for t in topics if t not in metadata.topics]
     if missing:
-        raise UsageError(f"topics {missing} do not exist")
+        raise Refused(f"topics {missing} do not exist")
     current = {(t, p): tuple(info.replicas) for t in topics for p, info in metadata.topics[t].partitions.items()}
     return current, {b.node_id: b.rack for b in metadata.brokers.values()}
 
@@ -261,14 +124,16 @@ def generate_cmd(bootstrap: str, topics_file: str, broker_list: str, disable_rac
     try:
         brokers = parse_broker_list(broker_list)
     except UsageError as exc:
-        click.echo(f"raftka reassign generate: {exc}", err=True)
-        return 2
+        return fail("reassign generate", str(exc), USAGE)
     if topics is None:
-        return 2
+        return USAGE
 
     async def action(cluster: Cluster) -> tuple[Assignment, Assignment]:
         current, racks = await _current(cluster, topics)
-        return current, propose(current, racks, brokers, disable_rack_aware)
+        try:
+            return current, propose(current, racks, brokers, disable_rack_aware)
+        except UsageError as exc:  # the brokers or topics the cluster has do not fit the list
+            raise Refused(str(exc)) from None
 
     status, result = _run("generate", bootstrap, action)
     if result is not None:
@@ -281,16 +146,16 @@ def generate_cmd(bootstrap: str, topics_file: str, broker_list: str, disable_rac
 def execute_cmd(bootstrap: str, plan_file: str, throttle: int) -> int:
     plan = _read(plan_file, parse_reassignment, "execute")
     if plan is None:
-        return 2
+        return USAGE
 
     async def action(cluster: Cluster):
         current, _ = await _current(cluster, sorted({t for t, _ in plan}))
         unknown = sorted(f"{t}-{p}" for t, p in plan if (t, p) not in current)
         if unknown:
-            raise UsageError(f"partitions {unknown} do not exist")
+            raise Refused(f"partitions {unknown} do not exist")
         ongoing = await list_partition_reassignments(cluster, list(plan))
         if ongoing:
-            raise UsageError("a reassignment is already in progress for " + ", ".join(
+            raise Refused("a reassignment is already in progress for " + ", ".join(
                 f"{t}-{p}" for t, p in sorted(ongoing)) + "; cancel it or wait (raftka reassign verify)")
         click.echo("Current partition replica assignment\n\n"
                    f"{format_assignment({k: current[k] for k in plan})}\n\n"
@@ -316,7 +181,7 @@ def execute_cmd(bootstrap: str, plan_file: str, throttle: int) -> int:
 def verify_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False) -> int:
     plan = _read(plan_file, parse_reassignment, "verify")
     if plan is None:
-        return 2
+        return USAGE
 
     async def action(cluster: Cluster):
         metadata = await cluster.refresh_metadata(sorted({t for t, _ in plan}))
@@ -338,7 +203,7 @@ def verify_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False)
 def cancel_cmd(bootstrap: str, plan_file: str, preserve_throttles: bool = False) -> int:
     plan = _read(plan_file, parse_reassignment, "cancel")
     if plan is None:
-        return 2
+        return USAGE
 
     async def action(cluster: Cluster):
         results = await retry_not_controller(lambda: alter_partition_reassignments(cluster, dict.fromkeys(plan)))

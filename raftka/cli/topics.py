@@ -1,46 +1,19 @@
 """`raftka topics ...`: kafka-topics.sh's verbs over the SDK's AsyncAdmin.
 
-Each function returns the process exit status: 0 done, 1 the cluster said no
-(or could not be reached), 2 bad arguments. Errors go to stderr naming the
-topic and the broker's reason.
+Each function returns the process exit status (cli/runner.py: 0 done, 1 the cluster said no
+or could not be reached, 2 bad arguments). Errors go to stderr naming the topic and the
+broker's reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 import click
-import trio
 
-from raftka.cli.options import security as command_security
+from raftka.cli.runner import USAGE, fail, run_with_admin
 from raftka.client.admin import AsyncAdmin, NewTopic
-from raftka.client.errors import KafkaError, TopicAlreadyExistsError
-
-T = TypeVar("T")
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-ADMIN_TIMEOUT_MS = 15000
-
-
-def _fail(command: str, message: str, status: int = 1) -> int:
-    click.echo(f"raftka {command}: {message}", err=True)
-    return status
-
-
-def run_admin(command: str, bootstrap: str, action: Callable[[AsyncAdmin], Awaitable[T]],
-              ) -> tuple[int, T | None]:
-    """Run `action` with a started admin; map SDK errors to a message and status 1."""
-
-    async def main() -> T:
-        async with AsyncAdmin(bootstrap, request_timeout_ms=ADMIN_TIMEOUT_MS, security=command_security()) as admin:
-            return await action(admin)
-
-    try:
-        return 0, trio.run(main)
-    except ValueError as exc:
-        return _fail(command, str(exc), 2), None
-    except KafkaError as exc:
-        return _fail(command, str(exc)), None
+from raftka.client.errors import TopicAlreadyExistsError
 
 
 def parse_configs(pairs: Sequence[str]) -> dict[str, str]:
@@ -59,7 +32,7 @@ def create(bootstrap: str, topic: str, partitions: int | None, replication_facto
     try:
         config_map = parse_configs(configs)
     except ValueError as exc:
-        return _fail("topics create", str(exc), 2)
+        return fail("topics create", str(exc), USAGE)
     new = NewTopic(topic, -1 if partitions is None else partitions,
                    -1 if replication_factor is None else replication_factor, config_map)
 
@@ -70,14 +43,14 @@ def create(bootstrap: str, topic: str, partitions: int | None, replication_facto
             if not if_not_exists:
                 raise
 
-    status, _ = run_admin("topics create", bootstrap, action)
+    status, _ = run_with_admin("topics create", bootstrap, action)
     if status == 0:
         click.echo(f"Created topic {topic}.")
     return status
 
 
 def list_topics(bootstrap: str) -> int:
-    status, names = run_admin("topics list", bootstrap, lambda a: a.list_topics())
+    status, names = run_with_admin("topics list", bootstrap, lambda a: a.list_topics())
     for name in names or []:
         click.echo(name)
     return status
@@ -93,7 +66,7 @@ def describe(bootstrap: str, topic: str | None) -> int:
                                        if c.source == 1)
         return described, configs
 
-    status, result = run_admin("topics describe", bootstrap, action)
+    status, result = run_with_admin("topics describe", bootstrap, action)
     topics, configs = result if result is not None else ([], {})
     for t in topics:
         leaders_ok = sum(1 for p in t.partitions if p.leader >= 0)
@@ -111,7 +84,7 @@ def describe(bootstrap: str, topic: str | None) -> int:
 
 
 def delete(bootstrap: str, topic: str) -> int:
-    status, _ = run_admin("topics delete", bootstrap, lambda a: a.delete_topics([topic]))
+    status, _ = run_with_admin("topics delete", bootstrap, lambda a: a.delete_topics([topic]))
     if status == 0:
         click.echo(f"Deleted topic {topic}.")
     return status
@@ -119,13 +92,13 @@ def delete(bootstrap: str, topic: str) -> int:
 
 def alter(bootstrap: str, topic: str, partitions: int | None) -> int:
     if partitions is None:
-        return _fail("topics alter", "nothing to change: give --partitions N", 2)
+        return fail("topics alter", "nothing to change: give --partitions N", USAGE)
 
     async def action(admin: AsyncAdmin) -> None:
         await admin.describe_topics([topic])  # a clear "unknown topic" first
         await admin.create_partitions({topic: partitions})
 
-    status, _ = run_admin("topics alter", bootstrap, action)
+    status, _ = run_with_admin("topics alter", bootstrap, action)
     if status == 0:
         click.echo(f"Topic {topic} now has {partitions} partitions.")
     return status

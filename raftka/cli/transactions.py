@@ -1,6 +1,6 @@
 """`raftka transactions list|describe|describe-producers|abort`: kafka-transactions.sh's verbs.
 
-Each returns the exit status: 0 done, 1 the cluster said no or was unreachable, 2 bad
+Each returns the exit status (cli/runner.py): 0 done, 1 the cluster said no or was unreachable, 2 bad
 arguments. `abort` repairs a hanging transaction (KIP-664): it finds the producer whose
 transaction opened at --start-offset with DescribeProducers, then writes the ABORT marker
 on the partition's leader with WriteTxnMarkers.
@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import click
 
-from raftka.cli.runner import run_with_cluster
+from raftka.cli.runner import USAGE, fail, run_with_cluster
 from raftka.client.cluster import Cluster
 from raftka.client.records import TopicPartition
 from raftka.client.txn_admin import (
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 def _run(command: str, bootstrap: str, action: Callable[[Cluster], Awaitable[T]]) -> tuple[int, T | None]:
-    return run_with_cluster("transactions", command, bootstrap, action)
+    return run_with_cluster(f"transactions {command}", bootstrap, action)
 
 
 def _table(rows: Sequence[Sequence[str]]) -> None:
@@ -72,8 +72,7 @@ def describe_producers_cmd(bootstrap: str, topic: str, partition: int) -> int:
 
 def abort_cmd(bootstrap: str, topic: str, partition: int, start_offset: int) -> int:
     if start_offset < 0:
-        click.echo(f"raftka transactions abort: --start-offset {start_offset} must be >= 0", err=True)
-        return 2
+        return fail("transactions abort", f"--start-offset {start_offset} must be >= 0", USAGE)
     tp = TopicPartition(topic, partition)
     status, producer = _run("abort", bootstrap,
                             lambda c: abort_hanging_transaction(c, tp, start_offset))

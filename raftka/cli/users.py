@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-
-import trio
-
-from raftka.cli.options import security as command_security
-from raftka.client.admin import AsyncAdmin
-from raftka.client.errors import KafkaError
+from raftka.cli.runner import Refused, run_with_admin
 from raftka.client.scram_admin import ScramUpsert, alter_users, describe_users
 
 
-def _run(bootstrap: str, action) -> int:
-    async def main() -> None:
-        async with AsyncAdmin(bootstrap, client_id="raftka-users", security=command_security()) as admin:
-            await action(admin)
-
-    try:
-        trio.run(main)
-    except (KafkaError, ValueError, OSError) as exc:
-        print(f"raftka users: {exc}", file=sys.stderr)
-        return 1
-    return 0
+def _run(command: str, bootstrap: str, action) -> int:
+    status, _ = run_with_admin(f"users {command}", bootstrap, action, timeout_ms=30000,
+                               client_id="raftka-users")
+    return status
 
 
 def create(bootstrap: str, user: str, password: str, mechanisms: tuple[str, ...], iterations: int) -> int:
@@ -30,7 +17,7 @@ def create(bootstrap: str, user: str, password: str, mechanisms: tuple[str, ...]
         await alter_users(admin, [ScramUpsert(user, m, password, iterations) for m in mechanisms])
         print(f"Created SCRAM credentials for user {user!r}: {', '.join(mechanisms)} ({iterations} iterations)")
 
-    return _run(bootstrap, action)
+    return _run("create", bootstrap, action)
 
 
 def delete(bootstrap: str, user: str, mechanisms: tuple[str, ...]) -> int:
@@ -38,11 +25,11 @@ def delete(bootstrap: str, user: str, mechanisms: tuple[str, ...]) -> int:
         [info] = await describe_users(admin, [user])
         present = [m for m, _ in info.mechanisms if m in mechanisms]
         if not present:
-            raise ValueError(f"user {user!r} has no credential for {list(mechanisms)}")
+            raise Refused(f"user {user!r} has no credential for {list(mechanisms)}")
         await alter_users(admin, deletions=[(user, m) for m in present])
         print(f"Deleted SCRAM credentials of user {user!r}: {', '.join(present)}")
 
-    return _run(bootstrap, action)
+    return _run("delete", bootstrap, action)
 
 
 def list_users(bootstrap: str) -> int:
@@ -51,4 +38,4 @@ def list_users(bootstrap: str) -> int:
             mechanisms = ", ".join(f"{m} (iterations={i})" for m, i in info.mechanisms)
             print(f"{info.user}: {mechanisms}")
 
-    return _run(bootstrap, action)
+    return _run("list", bootstrap, action)

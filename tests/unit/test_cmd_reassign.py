@@ -1,4 +1,4 @@
-"""The pure part of `raftka reassign`: kafka-reassign-partitions' JSON files, proposals, verify wording."""
+"""raftka/cli/reassign_decisions.py, the pure part of `raftka reassign` and `raftka brokers`: kafka-reassign-partitions' JSON files, proposals, verify wording."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from raftka.cli.reassign import (
+from raftka.cli.reassign_decisions import (
     UsageError,
     format_assignment,
     parse_broker_list,
@@ -94,7 +94,7 @@ def test_verify_wording() -> None:
 
 
 def test_drain_plan_replaces_the_node_with_the_least_loaded_live_broker() -> None:
-    from raftka.cli.brokers import plan_drain
+    from raftka.cli.reassign_decisions import plan_drain
 
     current = {("t", 0): (1, 2), ("t", 1): (2, 3), ("t", 2): (3, 4), ("u", 0): (2,)}
     plan, stuck = plan_drain(current, [1, 2, 3, 4], 2)
@@ -107,7 +107,7 @@ def test_drain_plan_replaces_the_node_with_the_least_loaded_live_broker() -> Non
 
 
 def test_drain_plan_reports_partitions_that_cannot_move() -> None:
-    from raftka.cli.brokers import plan_drain
+    from raftka.cli.reassign_decisions import plan_drain
 
     plan, stuck = plan_drain({("t", 0): (1, 2), ("t", 1): (1,)}, [1, 2], 1)
     assert plan == {("t", 1): (2,)}
@@ -128,7 +128,7 @@ def test_drain_plan_reports_partitions_that_cannot_move() -> None:
     ({("t", 0): (1, 2, 3), ("u", 0): (1, 2, 3)}, [1, 2, 3], {}),
 ])
 def test_rebalance_plan_evens_out_replicas_with_the_fewest_moves(current, live, expected) -> None:
-    from raftka.cli.brokers import plan_rebalance
+    from raftka.cli.reassign_decisions import plan_rebalance
 
     plan = plan_rebalance(current, live)
     assert plan == expected
@@ -138,7 +138,7 @@ def test_rebalance_plan_evens_out_replicas_with_the_fewest_moves(current, live, 
 
 
 def test_rebalance_plan_moves_a_partition_once_when_it_can() -> None:
-    from raftka.cli.brokers import plan_rebalance
+    from raftka.cli.reassign_decisions import plan_rebalance
 
     # Two new brokers: 8 replicas over 4 brokers, 2 each, by moving two whole partitions.
     current = {("t", p): (1, 2) for p in range(4)}
@@ -166,3 +166,18 @@ def test_throttle_configs_are_kafka_reassign_partitions(name, plan, current, lis
     """kafka-reassign-partitions' calculateLeaderThrottles / calculateFollowerThrottles /
     calculateReassigningBrokers."""
     assert throttle_configs(plan, current) == (lists, brokers)
+
+
+def test_the_decisions_import_no_io() -> None:
+    """reassign_decisions is the pure core: no trio, no click, no client (its shells have those)."""
+    import ast
+    from pathlib import Path
+
+    import raftka.cli.reassign_decisions as core
+
+    tree = ast.parse(Path(core.__file__).read_text())
+    imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported, "the module's imports were not read"
+    assert not {m for m in imported if m.split(".")[0] in ("trio", "click", "socket")
+                or m.startswith("raftka.client")}, imported
