@@ -1,6 +1,6 @@
 """Client byte-rate quotas enforced (KIP-13, KIP-55, KIP-219): Kafka's ClientQuotaManager.
 
-The quotas live in the metadata image (`ClientQuota` records; raft_meta/controller/client_quotas.py).
+The quotas live in the metadata image (`ClientQuota` records; raft_meta/controller/quota_decisions.py).
 Per quota type (`producer_byte_rate` for Produce, `consumer_byte_rate` for consumer Fetch),
 each connection's bytes go to a sensor shared by every connection the same quota applies to
 (`quota_for`: the first of KIP-55's eight entities that sets the key, e.g. all of a user's
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from raftka.raft_meta.controller.client_quotas import (
+from raftka.raft_meta.controller.quota_decisions import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     QuotaMap,

@@ -8,7 +8,7 @@ from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.group.group_coordinator import GroupCoordinator
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.net.controller_channel import ControllerChannel
-from raftka.broker.replication.fetch_session import FetchSessionCache
+from raftka.broker.replication.fetch_session_state import FetchSessionCache
 from raftka.broker.replication.replica_manager import ReplicaManager
 from raftka.broker.txn.producer_ids import ProducerIdManager
 from raftka.broker.txn.txn_coordinator import TxnCoordinator

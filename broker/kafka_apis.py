@@ -46,9 +46,9 @@ from raftka.broker.handlers import (
 from raftka.broker.handlers import sasl as sasl_handlers
 from raftka.broker.metrics import request_name
 from raftka.broker.net.network import CloseConnection, ConnectionInfo, Deferred, FinalResponse
-from raftka.broker.net.sasl_server import FAILED, PreAuthViolation
+from raftka.broker.net.sasl_state import FAILED, PreAuthViolation
 from raftka.broker.net.zero_copy import ChunkedResponse
-from raftka.broker.replication.fetch_session import FINAL_EPOCH
+from raftka.broker.replication.fetch_session_state import FINAL_EPOCH
 from raftka.broker.replication.purgatory import DelayedResponse
 from raftka.client.protocol import (
     ApiKey,

@@ -32,16 +32,16 @@ from raftka.broker.metrics_http import MetricsServer
 from raftka.broker.net.control_rpc import ControlRpcServer
 from raftka.broker.net.controller_channel import ControllerChannel
 from raftka.broker.net.network import ListenerLimits, serve_listener
-from raftka.broker.net.sasl_server import scram_lookup_from_image
+from raftka.broker.net.sasl_state import scram_lookup_from_image
 from raftka.broker.net.tls import ListenerTransport
 from raftka.broker.replication.replica_manager import ReplicaManager
 from raftka.broker.txn.producer_ids import ProducerIdManager
 from raftka.broker.txn.txn_coordinator import TxnCoordinator
 from raftka.broker.txn.txn_verification import TxnVerifier
 from raftka.raft_meta.config.node_config import NodeConfig
-from raftka.raft_meta.controller.client_quotas import ip_connection_rate
 from raftka.raft_meta.controller.controller import Controller
 from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.controller.quota_decisions import ip_connection_rate
 from raftka.raft_meta.metadata.bootstrap_records import cluster_default_records, read_bootstrap
 from raftka.raft_meta.metadata.metadata_loader import MetadataLoader
 from raftka.raft_meta.quorum.quorum import open_quorum_from_config

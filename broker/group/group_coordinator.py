@@ -67,7 +67,7 @@ from raftka.broker.group.group_state import (
 )
 from raftka.broker.group.group_timers import DeadlineTimers
 from raftka.broker.group.group_timers import now_ms as _now_ms
-from raftka.broker.group.txn_offsets import PendingTxnOffsets, validate_txn_commit
+from raftka.broker.group.txn_offsets_state import PendingTxnOffsets, validate_txn_commit
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition, PartitionError
 from raftka.broker.replication.replica_manager import ReplicaManager
 from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription

@@ -1,7 +1,7 @@
 """DescribeClientQuotas (48) and AlterClientQuotas (49), Kafka's way (KIP-546).
 
 Describe answers from this broker's metadata image, matched as Kafka's ClientQuotasImage
-does (raft_meta/controller/client_quotas.py); it needs DESCRIBE_CONFIGS on the cluster. Alter goes to
+does (raft_meta/controller/quota_decisions.py); it needs DESCRIBE_CONFIGS on the cluster. Alter goes to
 the active controller, which validates every entry and commits the changes as ClientQuota
 records; it needs ALTER_CONFIGS on the cluster. `validate_only` checks without committing.
 """
@@ -13,12 +13,12 @@ from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import ErrorCode, error_code_named, response_class
 from raftka.client.protocol.api_keys import ApiKey
-from raftka.raft_meta.controller.client_quotas import (
+from raftka.raft_meta.controller.controller_errors import ControllerError
+from raftka.raft_meta.controller.quota_decisions import (
     DescribeError,
     QuotaAlteration,
     describe_client_quotas,
 )
-from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.security.acls import AclOperation
 
 DescribeResponse = response_class(ApiKey.DESCRIBE_CLIENT_QUOTAS)

@@ -8,7 +8,7 @@ and keeps it in the ISR). The response is built, and if it holds fewer than
 high-watermark move (consumers) or an append (followers), then is built
 again.
 
-Followers may use incremental fetch sessions (broker/replication/fetch_session.py): the
+Followers may use incremental fetch sessions (broker/replication/fetch_session_state.py): the
 leader then remembers every partition of the session and the follower's
 position in it, updates the follower state of all of them on each fetch
 (the ISR needs that), and answers only for partitions with news. Consumers
@@ -40,7 +40,7 @@ from raftka.broker.errors import error_code_for
 from raftka.broker.handlers.metadata import ZERO_UUID, topic_uuid
 from raftka.broker.net.zero_copy import FileRegion
 from raftka.broker.replication import replica_selector
-from raftka.broker.replication.fetch_session import (
+from raftka.broker.replication.fetch_session_state import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     SessionError,

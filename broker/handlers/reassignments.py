@@ -1,6 +1,6 @@
 """AlterPartitionReassignments (key 45) and ListPartitionReassignments (key 46), KIP-455.
 
-Alter goes to the active controller as one user operation (raft_meta/controller/reassignment.py
+Alter goes to the active controller as one user operation (raft_meta/controller/reassignment_decisions.py
 decides; one metadata entry commits every partition's change) and answers per
 partition; the move itself then happens in the background: the adding replicas fetch
 and catch up, and the controller finishes the reassignment when they are all in the
@@ -19,7 +19,7 @@ from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.client.protocol import error_code_named, response_class
 from raftka.client.protocol.api_keys import ApiKey
-from raftka.raft_meta.controller.reassignment import list_partition_reassignments
+from raftka.raft_meta.controller.reassignment_decisions import list_partition_reassignments
 from raftka.raft_meta.security.acls import AclOperation
 
 log = structlog.get_logger("broker.admin")

@@ -1,6 +1,6 @@
 """SaslHandshake (17) and SaslAuthenticate (36): the broker side of Kafka's SASL exchange.
 
-The decisions are broker/net/sasl_server.py's; these handlers carry them on the
+The decisions are broker/net/sasl_state.py's; these handlers carry them on the
 wire. On a listener without SASL, or after authentication, both answer
 ILLEGAL_SASL_STATE (34), as Kafka does (re-authentication, KIP-368, is not
 supported: `connections.max.reauth.ms` must stay 0 and SessionLifetimeMs is 0).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import structlog
 
 from raftka.broker.context import BrokerContext
-from raftka.broker.net.sasl_server import DONE, SaslAuthenticator
+from raftka.broker.net.sasl_state import DONE, SaslAuthenticator
 from raftka.client.protocol import ErrorCode, response_class
 from raftka.client.protocol.api_keys import ApiKey
 

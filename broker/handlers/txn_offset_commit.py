@@ -5,7 +5,7 @@ the transactional id (53), READ on the group (30), READ on each topic (29). The
 offsets are validated against the group (KIP-447 fencing with v3's generation,
 member and instance ids), written as one transactional batch of the producer to
 the group's `__consumer_offsets` partition, and held pending until the
-producer's marker lands there (broker/group/txn_offsets.py). The partition is first
+producer's marker lands there (broker/group/txn_offsets_state.py). The partition is first
 verified with the transaction coordinator (KIP-890 part 1, as a Produce: it must
 have been added by AddOffsetsToTxn). v0-1 get
 COORDINATOR_NOT_AVAILABLE where later versions get COORDINATOR_LOAD_IN_PROGRESS.

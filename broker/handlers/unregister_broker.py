@@ -1,5 +1,5 @@
 """UnregisterBroker (key 64), what `kafka-cluster unregister --id N` sends: the controller
-removes the broker's registration (raft_meta/controller/broker_unregistration.py). ACL as Kafka: ALTER
+removes the broker's registration (raft_meta/controller/unregistration_decisions.py). ACL as Kafka: ALTER
 on the CLUSTER."""
 
 from __future__ import annotations

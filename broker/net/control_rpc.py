@@ -206,7 +206,7 @@ def _wire_args(method: str, args: dict) -> dict:
                 "upsertions": [ScramUpsertion(str(n), int(m), int(i), bytes(s), bytes(k1), bytes(k2))
                                for n, m, i, s, k1, k2 in args["upsertions"]]}
     if method == "alter_client_quotas":
-        from raftka.raft_meta.controller.client_quotas import QuotaAlteration
+        from raftka.raft_meta.controller.quota_decisions import QuotaAlteration
 
         args = {**args, "alterations": [
             QuotaAlteration(tuple((str(t), None if n is None else str(n)) for t, n in components),

@@ -162,8 +162,8 @@ class ControllerChannel:
                                 deletions=deletions, upsertions=upsertions)
 
     async def alter_client_quotas(self, alterations: list, validate_only: bool = False) -> list:
-        """A QuotaResult per entry (raft_meta/controller/client_quotas.py)."""
-        from raftka.raft_meta.controller.client_quotas import QuotaResult
+        """A QuotaResult per entry (raft_meta/controller/quota_decisions.py)."""
+        from raftka.raft_meta.controller.quota_decisions import QuotaResult
 
         wire = {"alterations": [[[list(c) for c in a.components], [list(op) for op in a.ops]] for a in alterations],
                 "validate_only": validate_only}

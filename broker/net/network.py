@@ -27,7 +27,7 @@ Limits, with Kafka's names (the keys are in raft_meta/config/node_config.py):
 - An `accept()` error (EMFILE, ENFILE, ENOBUFS, ...) is logged and retried
   after a back-off (100 ms doubling to 1 s); the listener is never lost.
 
-Security (broker/net/tls.py, broker/net/sasl_server.py): an SSL / SASL_SSL listener
+Security (broker/net/tls.py, broker/net/sasl_state.py): an SSL / SASL_SSL listener
 wraps each connection in `trio.SSLStream`; the TLS handshake must finish
 within TLS_HANDSHAKE_TIMEOUT_S (and within `connections.max.idle.ms`), else
 the connection is closed. Under TLS the connection reads what the TLS layer
@@ -83,7 +83,7 @@ class ConnectionInfo:
     listener: str
     peer: str
     principal: str = "User:ANONYMOUS"
-    # The SASL exchange still owed on a SASL listener (broker/net/sasl_server.py); None once done
+    # The SASL exchange still owed on a SASL listener (broker/net/sasl_state.py); None once done
     # and on other listeners.
     authenticator: object | None = None
     # A client quota's throttle (broker/client_quotas.py, KIP-219): no request is read or

@@ -19,7 +19,7 @@ import structlog
 import trio
 from cryptography import x509
 
-from raftka.broker.net.sasl_server import SaslAuthenticator
+from raftka.broker.net.sasl_state import SaslAuthenticator
 from raftka.client.security import ClientSecurity
 from raftka.client.tls import limit_versions, load_key_and_chain, load_trust
 from raftka.raft_meta.config.security_config import ListenerSecurity, SslSettings

@@ -17,7 +17,7 @@ import structlog
 import trio
 
 from raftka.broker.net.tls import inter_broker_security
-from raftka.broker.replication.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
+from raftka.broker.replication.fetch_session_state import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
 from raftka.client.connection import BrokerConnection
 from raftka.client.errors import KafkaConnectionError, KafkaTimeoutError
 from raftka.client.protocol import ApiKey, ErrorCode
@@ -226,7 +226,7 @@ class ReplicaFetcher:
     async def _fetch(self, conn: BrokerConnection, states: list[_FetchState]) -> None:
         """One fetch of `states` (the partitions ready to fetch) in this connection's session:
         only partitions whose position the leader does not know yet are listed, and the ones
-        no longer fetched are forgotten (broker/replication/fetch_session.py)."""
+        no longer fetched are forgotten (broker/replication/fetch_session_state.py)."""
         positions = {s.partition.key: (s.partition.log.log_end_offset, s.partition.log.log_start_offset,
                                        s.partition.leader_epoch) for s in states}
         if self._sessions_supported and self._session_id:

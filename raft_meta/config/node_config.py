@@ -348,7 +348,7 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool, "false"),
     # fsync the metadata journal (in batches) before a voter acknowledges entries (raft_meta/quorum/pysyncobj_patches.py)
     "metadata.log.fsync.enable": ("metadata_log_fsync_enable", _bool, "true"),
-    # Kafka's threshold for automatic preferred-leader balancing (raft_meta/controller/leader_balance.py).
+    # Kafka's threshold for automatic preferred-leader balancing (raft_meta/controller/leader_balance_decisions.py).
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _percentage, "10"),
     # KIP-392 (broker/replication/replica_selector.py): empty = consumers read from leaders.
     "replica.selector.class": ("replica_selector_class", _replica_selector, ""),

@@ -32,10 +32,10 @@ import trio
 
 from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config.node_config import STATIC_BROKER_KEYS, NodeConfig
-from raftka.raft_meta.controller import broker_unregistration as unregistration
 from raftka.raft_meta.controller import controller_decisions as decide
-from raftka.raft_meta.controller import leader_balance
-from raftka.raft_meta.controller import reassignment as reassign
+from raftka.raft_meta.controller import leader_balance_decisions as leader_balance
+from raftka.raft_meta.controller import reassignment_decisions as reassign
+from raftka.raft_meta.controller import unregistration_decisions as unregistration
 from raftka.raft_meta.controller.config_decisions import AlterResource, alter_configs
 from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataImage
@@ -412,9 +412,9 @@ class Controller:
         return outcome
 
     async def alter_client_quotas(self, alterations: list, validate_only: bool = False) -> list:
-        """AlterClientQuotas (raft_meta/controller/client_quotas.py): a QuotaResult per entry, in order; the
+        """AlterClientQuotas (raft_meta/controller/quota_decisions.py): a QuotaResult per entry, in order; the
         changes of every valid entry commit as one entry (Kafka's atomic ControllerResult)."""
-        from raftka.raft_meta.controller import client_quotas
+        from raftka.raft_meta.controller import quota_decisions as client_quotas
 
         outcome: list = []
 
@@ -430,7 +430,7 @@ class Controller:
     async def alter_partition_reassignments(self, reassignments: Sequence[Sequence], allow_rf_change: bool = True,
                                             timeout_ms: int | None = None) -> list[list]:
         """One AlterPartitionReassignments request (`[topic, partition, replicas or None]` each),
-        committed as one entry (raft_meta/controller/reassignment.py); per partition `[topic, partition,
+        committed as one entry (raft_meta/controller/reassignment_decisions.py); per partition `[topic, partition,
         error name or None, message or None]`, in order. Whole-request errors raised
         (POLICY_VIOLATION, REQUEST_TIMED_OUT, NOT_CONTROLLER)."""
         asked = [reassign.Reassignment(str(t), int(p), None if r is None else tuple(int(b) for b in r))
@@ -456,7 +456,7 @@ class Controller:
         return out
 
     async def unregister_broker(self, broker_id: int) -> None:
-        """UnregisterBroker (raft_meta/controller/broker_unregistration.py): BROKER_ID_NOT_REGISTERED if unknown."""
+        """UnregisterBroker (raft_meta/controller/unregistration_decisions.py): BROKER_ID_NOT_REGISTERED if unknown."""
         log.info("broker.unregister_requested", broker_id=broker_id)
         await self._decide_and_commit(lambda img: unregistration.unregister_broker(img, broker_id))
         self._last_heartbeat.pop(broker_id, None)

@@ -21,7 +21,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.controller.controller_errors import ControllerError
-from raftka.raft_meta.controller.reassignment import completion_record
+from raftka.raft_meta.controller.reassignment_decisions import completion_record
 from raftka.raft_meta.metadata.image import (
     BrokerRegistration,
     MetadataImage,

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from raftka.raft_meta.controller import client_quotas
+from raftka.raft_meta.controller import quota_decisions as client_quotas
 from raftka.raft_meta.metadata.image import (
     REQUEST_ID_MEMORY,
     BrokerRegistration,

@@ -234,7 +234,7 @@ class ClientQuota:
 
     `entity` is the quota entity as sorted `(entity type, name)` pairs, the type one of "user",
     "client-id", "ip" and the name None for that type's default entity ("<default>" in
-    kafka-configs); `key` is a quota key (`producer_byte_rate`, ...; raft_meta/controller/client_quotas.py).
+    kafka-configs); `key` is a quota key (`producer_byte_rate`, ...; raft_meta/controller/quota_decisions.py).
     """
 
     TYPE: ClassVar[str] = "ClientQuota"

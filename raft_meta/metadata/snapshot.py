@@ -36,7 +36,7 @@ from typing import Any
 
 import cbor2
 
-from raftka.raft_meta.controller import client_quotas
+from raftka.raft_meta.controller import quota_decisions as client_quotas
 from raftka.raft_meta.metadata.image import (
     BrokerRegistration,
     ControllerImage,

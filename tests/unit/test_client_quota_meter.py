@@ -92,7 +92,7 @@ IP_RATE_CASES = [
 
 @pytest.mark.parametrize(("quotas", "ip", "expected"), IP_RATE_CASES)
 def test_ip_connection_rate_lookup(quotas, ip, expected):
-    from raftka.raft_meta.controller.client_quotas import ip_connection_rate
+    from raftka.raft_meta.controller.quota_decisions import ip_connection_rate
 
     image_quotas = {entity: {"connection_creation_rate": v} for entity, v in quotas.items()}
     assert ip_connection_rate(image_quotas, ip) == expected

@@ -1,12 +1,12 @@
 """Client quotas in the metadata log: the record, apply, snapshot, and the pure decisions of
-raft_meta/controller/client_quotas.py (AlterClientQuotas validation, DescribeClientQuotas matching, the
+raft_meta/controller/quota_decisions.py (AlterClientQuotas validation, DescribeClientQuotas matching, the
 KIP-55 lookup order), as tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftka.raft_meta.controller.client_quotas import (
+from raftka.raft_meta.controller.quota_decisions import (
     DescribeError,
     QuotaAlteration,
     alter_client_quotas,
@@ -230,7 +230,7 @@ def test_wire_round_trip(kind, key, body, version):
 
 def test_control_rpc_carries_alterations_and_results():
     from raftka.broker.net.control_rpc import METHODS, _wire_args, check_arguments
-    from raftka.raft_meta.controller.client_quotas import QuotaResult
+    from raftka.raft_meta.controller.quota_decisions import QuotaResult
 
     alterations = [QuotaAlteration((("user", None), ("client-id", "p1")), (("producer_byte_rate", 5.0),
                                                                            ("consumer_byte_rate", None)))]

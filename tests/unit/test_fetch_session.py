@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.broker.replication.fetch_session import (
+from raftka.broker.replication.fetch_session_state import (
     MAX_EPOCH,
     FetchSessionCache,
     SessionError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from raftka.raft_meta.controller import controller_decisions as cd
-from raftka.raft_meta.controller.reassignment import (
+from raftka.raft_meta.controller.reassignment_decisions import (
     OngoingReassignment,
     Reassignment,
     alter_partition_reassignments,
@@ -176,8 +176,8 @@ def test_isr_change_keeps_a_running_reassignment_and_snapshot_round_trips_it():
 
 
 def test_unregister_broker_moves_its_leaderships_then_removes_it():
-    from raftka.raft_meta.controller.broker_unregistration import unregister_broker
     from raftka.raft_meta.controller.controller_errors import ControllerError
+    from raftka.raft_meta.controller.unregistration_decisions import unregister_broker
     from raftka.raft_meta.metadata.records import UnregisterBroker
 
     image = cluster(*topic())
@@ -196,7 +196,7 @@ def test_unregister_broker_moves_its_leaderships_then_removes_it():
 def test_leader_balance_moves_leaders_back_only_above_the_percentage():
     """Kafka's leader.imbalance.per.broker.percentage: broker 1 prefers 4 partitions and leads
     1 of them (75 % imbalanced); broker 2 prefers 4 and leads 3 (25 %)."""
-    from raftka.raft_meta.controller.leader_balance import imbalance, rebalance_leaders
+    from raftka.raft_meta.controller.leader_balance_decisions import imbalance, rebalance_leaders
 
     records = [Topic("t", T)]
     for p in range(4):  # preferred 1; leader 1 only for p0
@@ -262,7 +262,7 @@ def test_rack_aware_replica_selector_skips_followers_without_the_offset():
 def test_a_move_waiting_for_a_live_leader_finishes_once_the_target_is_back():
     """Target [4] already in the ISR, leader 1 removed, 4 fenced: the ISR change could not
     finish it; once 4 is unfenced, the controller's tick does, without any ISR change."""
-    from raftka.raft_meta.controller.reassignment import pending_completions
+    from raftka.raft_meta.controller.reassignment_decisions import pending_completions
 
     image = cluster(*moving(replicas=(4, 1), isr=(1, 4), adding=(4,), removing=(1,)), FenceBroker(4, 4))
     assert pending_completions(image) == ()

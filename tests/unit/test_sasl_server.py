@@ -1,10 +1,10 @@
-"""The per-connection SASL state machine (broker/net/sasl_server.py), as tables."""
+"""The per-connection SASL state machine (broker/net/sasl_state.py), as tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftka.broker.net.sasl_server import (
+from raftka.broker.net.sasl_state import (
     AUTHENTICATE,
     DONE,
     FAILED,

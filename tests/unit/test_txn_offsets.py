@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from raftka.broker.group.group_state import CommittedOffset, GroupState, Member
-from raftka.broker.group.txn_offsets import PendingTxnOffsets, validate_txn_commit
+from raftka.broker.group.txn_offsets_state import PendingTxnOffsets, validate_txn_commit
 from raftka.client.protocol import ErrorCode
 
 
