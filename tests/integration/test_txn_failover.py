@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from raftka.client.protocol import ApiKey
 from tests.compat.wire_client import WireConnection, values_batch
+from tests.differential.kafka_jars import kafka_jars
+from tests.differential.tools import run_tool
 from tests.integration.cluster_support import (
     create_topic,
     partition_info,
@@ -23,6 +25,7 @@ READ_COMMITTED = 1
 
 
 def test_new_leader_serves_the_same_aborted_list_and_lso(tmp_path) -> None:
+    jars = kafka_jars()
     with running_cluster(tmp_path, 3, extra={"transaction.partition.verification.enable": "false"}) as cluster:
         create_topic(cluster, TOPIC, rf=3)
         old = partition_info(cluster, TOPIC).leader
@@ -48,6 +51,16 @@ def test_new_leader_serves_the_same_aborted_list_and_lso(tmp_path) -> None:
                     {aborter: -1, opener: 4}
                 if follower != single_host:
                     assert describe_producers(conn, SINGLE).error_code == 6
+            # Kafka 4.4's own tool, asking the follower: the open transaction, then no hanging one.
+            tool = ["--bootstrap-server", cluster.nodes[old].bootstrap]
+            described = run_tool(jars, "kafka-transactions", [*tool, "describe-producers", "--topic", TOPIC,
+                                                              "--partition", "0", "--broker-id", str(follower)])
+            assert described.exit == 0, described.stderr
+            rows = {line.split()[0]: line.split()[-1] for line in described.stdout.splitlines()[1:] if line.strip()}
+            assert rows == {str(aborter): "None", str(opener): "4"}, described.stdout
+            hanging = run_tool(jars, "kafka-transactions", [*tool, "find-hanging", "--broker-id", str(follower)])
+            assert hanging.exit == 0 and hanging.stdout.split()[0] == "Topic", hanging
+            assert len(hanging.stdout.strip().splitlines()) == 1, hanging  # the header, no row
         cluster.kill_node(old)
         new = wait_partition(cluster, TOPIC, lambda p: p.leader >= 0 and p.leader != old, timeout=TIMEOUT,
                              exclude={old}, what="a new leader").leader
