@@ -720,24 +720,33 @@ class PartitionLog:
         time index and a header scan, then decodes that one batch (ListOffsets
         is not the hot path) to find the exact record, as Kafka does.
         """
-        self._check_open()
-        from raftka.log.record_batch import decode_batch  # only needed here
+        found = self.batch_for_timestamp(timestamp)
+        return None if found is None else self.record_for_timestamp(*found, timestamp)
 
+    def batch_for_timestamp(self, timestamp: int) -> tuple[LogSegment, BatchHeader] | None:
+        """`offset_for_timestamp`'s first half, on the owner's thread: the first batch whose
+        maxTimestamp >= `timestamp` (in-memory indexes and a few headers)."""
+        self._check_open()
         for segment in self._segments:
             if segment.max_timestamp < timestamp:
                 continue
             header = segment.find_by_timestamp(timestamp)
-            if header is None:
+            if header is None or header.last_offset < self._log_start_offset:
                 continue
-            if header.last_offset < self._log_start_offset:
-                continue
-            batch = decode_batch(segment.read_bytes(header.position, header.size))
-            for record in batch.records:
-                record_ts = header.max_timestamp if header.is_log_append_time else record.timestamp
-                if record_ts is not None and record_ts >= timestamp and record.offset >= self._log_start_offset:
-                    return record.offset, record_ts
-            return max(header.base_offset, self._log_start_offset), header.max_timestamp
+            return segment, header
         return None
+
+    def record_for_timestamp(self, segment: LogSegment, header: BatchHeader, timestamp: int) -> tuple[int, int]:
+        """`offset_for_timestamp`'s second half: read (pread) and decode the batch found. Safe in
+        a worker thread while the owner appends, provided nothing truncates or deletes the
+        segment meanwhile (the caller's per-partition lock)."""
+        log_start = self._log_start_offset
+        batch = decode_batch(segment.read_bytes(header.position, header.size))
+        for record in batch.records:
+            record_ts = header.max_timestamp if header.is_log_append_time else record.timestamp
+            if record_ts is not None and record_ts >= timestamp and record.offset >= log_start:
+                return record.offset, record_ts
+        return max(header.base_offset, log_start), header.max_timestamp
 
     def verify_segments(self) -> list[CorruptBatchReport]:
         """Check every batch's length, magic and CRC; report (and log) each segment's first bad batch."""

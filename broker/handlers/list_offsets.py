@@ -6,14 +6,19 @@ for read_committed ones), max timestamp (-3, KIP-734: broker/replication/max_tim
 As in Kafka (Partition.fetchOffsetForTimestamp), the special timestamps are read whatever the
 request version (clients ask -3 from v7, -4 from v8, -5 from v9), a consumer never gets an
 offset at or past its high watermark (last stable offset for read_committed) except for -2 and
--4, and v10's `timeout_ms` (for remote reads) has nothing to wait for."""
+-4, and v10's `timeout_ms` (for remote reads) has nothing to wait for. The lookups by timestamp
+and max timestamp locate their batch on the event loop (in-memory indexes, a few headers) and
+read and decode it in a worker thread, under the partition's lock (ReplicaManager.read_log)."""
 
 from __future__ import annotations
 
 from raftka.broker import acl_checks
 from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
-from raftka.broker.replication.max_timestamp import max_timestamp_and_offset
+from raftka.broker.replication.max_timestamp import (
+    batch_with_max_timestamp,
+    record_with_max_timestamp,
+)
 from raftka.client.protocol import ListOffsetsResponse
 from raftka.raft_meta.security.acls import AclOperation
 
@@ -34,7 +39,7 @@ def _epoch_of(partition, offset: int) -> int:
     return epoch
 
 
-def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozenset()) -> dict:
+async def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozenset()) -> dict:
     result = {"partition_index": req_part.partition_index, "error_code": 0, "timestamp": -1,
               "offset": -1, "leader_epoch": -1}
     try:
@@ -51,11 +56,14 @@ def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozense
         elif req_part.timestamp == LATEST:
             result["offset"] = visible
         elif req_part.timestamp == MAX_TIMESTAMP:
-            found = max_timestamp_and_offset(partition.log)
+            found = await ctx.replicas.read_log(partition, batch_with_max_timestamp,
+                                                lambda located: record_with_max_timestamp(*located))
             if found is not None and found.offset < visible:
                 result["offset"], result["timestamp"], epoch = found.offset, found.timestamp, found.leader_epoch
         elif req_part.timestamp != LATEST_TIERED:
-            found = partition.log.offset_for_timestamp(req_part.timestamp)
+            target = req_part.timestamp
+            found = await ctx.replicas.read_log(partition, lambda log: log.batch_for_timestamp(target),
+                                                lambda located: partition.log.record_for_timestamp(*located, target))
             if found is not None and found[0] < visible:
                 result["offset"], result["timestamp"] = found
         if result["offset"] >= 0:
@@ -71,7 +79,7 @@ def _lookup(ctx, request, name: str, req_part, denied: frozenset[str] = frozense
 async def handle(ctx: BrokerContext, header, request, conn=None) -> ListOffsetsResponse:
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, (t.name for t in request.topics))
     topics = [
-        {"name": t.name, "partitions": [_lookup(ctx, request, t.name, p, denied) for p in t.partitions]}
+        {"name": t.name, "partitions": [await _lookup(ctx, request, t.name, p, denied) for p in t.partitions]}
         for t in request.topics
     ]
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -10,8 +10,11 @@ all but 47/52. A marker that lands in a `__consumer_offsets` partition then
 resolves the producer's pending transactional offsets there (commit: visible to
 OffsetFetch; abort: dropped).
 
-DescribeProducers v0 (KIP-664, leader only, READ on the topic): the producer
-state of each partition, open transactions included.
+DescribeProducers v0 (KIP-664, READ on the topic): the producer state of each partition,
+open transactions included. As in Kafka (ReplicaManager.activeProducerState), any replica
+answers from its own log's producer state, a follower's included (`kafka-transactions
+find-hanging --broker-id N` asks broker N about every partition it hosts); a broker that
+does not host the partition answers NOT_LEADER_OR_FOLLOWER, an unknown one 3.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ async def handle_describe_producers(ctx: BrokerContext, header, request, conn=No
             try:
                 if topic.name in denied:
                     raise acl_checks.topic_denied_error(topic.name)
-                partition = ctx.replicas.get_leader(topic.name, index)
+                partition = ctx.replicas.get(topic.name, index)
             except Exception as exc:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 import trio
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.replica_manager")
 
 AlterPartition = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
+T = TypeVar("T")
+L = TypeVar("L")
 
 
 class UnknownTopicOrPartition(Exception):
@@ -434,6 +436,22 @@ class ReplicaManager:
                 return False
             await trio.to_thread.run_sync(partition.truncate_to, offset)
             return True
+
+    async def read_log(self, partition: Partition, locate: Callable[[PartitionLog], L | None],
+                       read: Callable[[L], T]) -> T | None:
+        """A lookup in the log's files (ListOffsets by timestamp) under the partition's lock, so no
+        truncation, retention or close runs under it: `locate(log)` on this thread (in-memory
+        indexes and batch headers, as a fetch reads them), then `read(found)` (reading and
+        decoding a batch) in a worker thread; None if nothing was located.
+        NotLeaderOrFollower if the partition was deleted or replaced while waiting for the lock."""
+        async with self._locks.hold([partition.key]):
+            if self.partitions.get(partition.key) is not partition:
+                raise NotLeaderOrFollower(f"{partition.topic}-{partition.index} is no longer hosted by "
+                                          f"broker {self.node_id}")
+            found = locate(partition.log)
+            if found is None:
+                return None
+            return await trio.to_thread.run_sync(read, found)
 
     def _topic_settings(self, topic_configs: Mapping[str, str]) -> TopicConfig:
         """The effective config for a topic's overrides, parsed once per distinct set of them

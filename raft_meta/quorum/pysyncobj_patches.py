@@ -43,6 +43,9 @@ if a pysyncobj upgrade renames them). Each was found by the simulation; docs/arc
    outside the journal, lazily (`raft_meta/quorum/voter_guard.py`), so a restart can tell a journal
    that went back.
 
+9. **Each follower's fetch and caught-up times, for DescribeQuorum** (`replica_times`, not a
+   fix): the leader records every follower answer by Kafka's rule (`replica_times.py`).
+
 `read_journal_state` reads a stopped node's journal files without opening them for writing
 (pysyncobj's own `FileJournal` creates and resizes them): the start-up guard decides from it.
 
@@ -59,6 +62,7 @@ import gzip
 import os
 import shutil
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +76,8 @@ from pysyncobj.journal import (
     FileJournal,
     MetaStorer,
 )
+
+from raftka.raft_meta.quorum.replica_times import ReplicaTimes, on_fetch
 
 
 def _check_pysyncobj() -> None:
@@ -264,6 +270,8 @@ class RaftSyncObj(SyncObj):
         self._held_acks: list[tuple[object, int, bool, bool]] = []
         self._snapshot_idx: int | None = None  # last index of the snapshot just installed or kept
         self._votes: tuple[int, set[str]] = (-1, set())  # (term, voters whose vote was counted)
+        # node id -> the leader's view of its fetches (9.); entries replaced whole, read from any thread
+        self.replica_times: dict[str, ReplicaTimes] = {}
         super().__init__(*args, **kwargs)
 
     # --- durability: sync once per tick, then acknowledge ---
@@ -362,6 +370,16 @@ class RaftSyncObj(SyncObj):
             self._install_snapshot(node, message)
             return
         SyncObj._SyncObj__onMessageReceived(self, node, message)
+        if message.get("type") == "next_node_idx" and self._isLeader():
+            self._record_fetch(node, message)
+
+    def _record_fetch(self, node, message) -> None:
+        """A follower's answer is its fetch (9.): offsets are Raft indexes + 1 (log end offsets)."""
+        node_id = getattr(node, "id", str(node))
+        fetch_offset = message["next_node_idx"] if message.get("success") else None
+        self.replica_times[node_id] = on_fetch(self.replica_times.get(node_id), self._SyncObj__raftCurrentTerm,
+                                               fetch_offset, self._SyncObj__raftLog[-1][1] + 1,
+                                               int(time.time() * 1000))
 
     def _first_vote(self, node, term: int) -> bool:
         """pysyncobj counts vote *messages*: a duplicated grant counts twice and can make two

@@ -46,7 +46,7 @@ import functools
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -156,6 +156,9 @@ class QuorumStatus:
     voters: Mapping[int, str]
     match_index: Mapping[int, int]  # leader only: each follower's replicated index
     observers: int = 0  # leader only: broker-only nodes connected and sent the log
+    # leader only: each follower's (last fetch, last caught up) in ms since the epoch, -1 if never
+    # in this term (pysyncobj_patches.RaftSyncObj.replica_times)
+    fetch_times: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
 
 class _MetadataLog(SyncObjConsumer):
@@ -472,7 +475,14 @@ class Quorum:
             voters=dict(self.voters),
             match_index=match,
             observers=int(s.get("readonly_nodes_count", 0)) if s["state"] == 2 else 0,
+            fetch_times=self._fetch_times(s["raft_term"]) if s["state"] == 2 else {},
         )
+
+    def _fetch_times(self, term: int) -> dict[int, tuple[int, int]]:
+        assert self._sync is not None
+        times = dict(getattr(self._sync, "replica_times", {}))  # one C-level copy, safe from any thread
+        return {self._id_by_address[address]: (t.last_fetch_ms, t.last_caught_up_ms)
+                for address, t in times.items() if t.term == term and address in self._id_by_address}
 
     # --- the image digest (`raftka quorum status`, the chaos checker) ---
     def image_state(self) -> dict[str, object]:

@@ -141,7 +141,8 @@ async def main() -> None:
                         nursery.start_soon(submit_many, quorum, words[1], int(words[2]), _config, w, int(words[3]))
                 elif words[:1] == ["status"]:
                     s = quorum.status()
-                    emit(event="status", leader=s.leader_id, term=s.term, is_leader=s.is_leader, last_offset=s.last_offset)
+                    emit(event="status", leader=s.leader_id, term=s.term, is_leader=s.is_leader, last_offset=s.last_offset,
+                         fetch_times={str(k): list(v) for k, v in s.fetch_times.items()}, now_ms=int(time.time() * 1000))
             nursery.cancel_scope.cancel()
 
 

@@ -3,6 +3,7 @@ the Spark source) against a real one-node server."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -12,6 +13,9 @@ from raftka.client import AsyncAdmin, AsyncProducer, NewTopic, TopicPartition
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaTimeoutError
 from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets, list_offsets_once
+from raftka.log.compression import Compression
+from raftka.log.record_batch import Record, encode_batch
+from tests.compat.wire_client import WireConnection
 from tests.integration.sdk_broker import one_node_server
 
 TOPIC = "offsets"
@@ -109,3 +113,53 @@ async def test_another_name_for_the_broker_gets_its_own_connection(bootstrap: st
         assert (await list_offsets(cluster, {P0: LATEST}, timeout=10)) == {P0: 5}
     finally:
         await cluster.aclose()
+
+
+BUSY_BATCH = 20
+
+
+def _busy_batch(first: int) -> bytes:
+    """Records first .. first + 19 of the busy topic: record i carries BASE_TS + 10 i."""
+    records = [Record(key=None, value=b"v%d" % i, timestamp=BASE_TS + 10 * i) for i in range(first, first + BUSY_BATCH)]
+    return encode_batch(records, compression=Compression.ZSTD)
+
+
+def test_timestamp_lookups_answer_right_while_the_log_grows(bootstrap: str) -> None:
+    """ListOffsets by max timestamp (-3) and by timestamp locate their batch on the event loop and
+    read it in a worker thread, while that loop goes on appending zstd batches and rolling 4 KiB
+    segments: every answer names the record Kafka names, with its own timestamp."""
+    topic = "offsets-busy"
+    errors: list[object] = []
+    stop = threading.Event()
+
+    def append() -> None:
+        try:
+            with WireConnection(bootstrap) as conn:
+                for first in range(0, 4000, BUSY_BATCH):
+                    if stop.is_set():
+                        return
+                    errors.extend(filter(None, [conn.produce(topic, 0, _busy_batch(first)).error_code]))
+        except Exception as exc:  # reported by the test below
+            errors.append(exc)
+
+    with WireConnection(bootstrap) as conn:
+        assert conn.create_topic(topic, 1, {"segment.bytes": "4096"}) == 0
+        appender = threading.Thread(target=append)
+        appender.start()
+        try:
+            answered, last = 0, -1
+            for round_ in range(300):
+                top = conn.list_offset(topic, 0, -3)
+                assert top.error_code == 0
+                if top.offset < 0:  # nothing visible yet
+                    continue
+                assert top.timestamp == BASE_TS + 10 * top.offset and top.offset >= last
+                last = top.offset
+                k = round_ * 7 % (top.offset + 1)  # a record at or below the max: visible
+                found = conn.list_offset(topic, 0, BASE_TS + 10 * k - 5)
+                assert (found.error_code, found.offset, found.timestamp) == (0, k, BASE_TS + 10 * k)
+                answered += 1
+        finally:
+            stop.set()
+            appender.join(30)
+    assert errors == [] and answered > 100 and last > 0

@@ -52,6 +52,14 @@ def test_three_voters_survive_leader_kill_and_catch_up(voters3: list[Voter]) -> 
     logs = [[(e["offset"], e["key"]) for e in v.drain() if e["event"] == "committed"] for v in voters3]
     assert logs[0] == logs[1] == logs[2]  # same records at the same offsets everywhere
 
+    # The leader's view of each follower (DescribeQuorum): fetched and caught up within the last
+    # few heartbeats, in ms since the epoch.
+    followers = {str(v.node_id) for v in voters3 if v is not leader}
+    times = _status(leader)
+    assert set(times["fetch_times"]) == followers
+    for fetched, caught_up in times["fetch_times"].values():
+        assert times["now_ms"] - 5000 < caught_up <= fetched <= times["now_ms"]
+
     # kill -9 the leader: another is elected, nothing committed is lost.
     leader.kill()
     survivors = [v for v in voters3 if v is not leader]
@@ -59,6 +67,8 @@ def test_three_voters_survive_leader_kill_and_catch_up(voters3: list[Voter]) -> 
     assert new_leader is not leader and new_epoch > epoch
     new_leader.send("submit b 10")
     new_leader.wait_for(lambda _: len(_keys_acked(new_leader, "b-")) == 10, 20, "10 acks after the kill")
+    # The new leader has never heard from the killed voter in its term: no times for it (-1).
+    assert set(_status(new_leader)["fetch_times"]) == {str(v.node_id) for v in survivors if v is not new_leader}
     after = expected + [f"b-{i}" for i in range(10)]
     for voter in survivors:
         voter.wait_for(lambda _, v=voter: v.committed_keys() == after, 10, "old and new records in order")
@@ -68,6 +78,14 @@ def test_three_voters_survive_leader_kill_and_catch_up(voters3: list[Voter]) -> 
     leader.start()
     leader.wait_for(lambda _: leader.committed_keys() == after, 20, "restarted voter caught up")
     assert [(e["offset"], e["key"]) for e in leader.drain() if e["event"] == "committed"] == final
+
+
+def _status(voter: Voter) -> dict:
+    """The voter's next `status` answer."""
+    before = len([e for e in voter.drain() if e["event"] == "status"])
+    voter.send("status")
+    return voter.wait_for(lambda events: ([e for e in events if e["event"] == "status"][before:] or [None])[0],
+                          10, "a status answer")
 
 
 def test_single_voter_quorum(tmp_path: Path) -> None:

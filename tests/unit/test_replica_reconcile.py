@@ -6,6 +6,7 @@ A real ReplicaManager on real log directories, fed committed records through the
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -328,6 +329,34 @@ async def test_a_truncation_worked_out_at_an_epoch_the_partition_left_cuts_nothi
             assert partition.is_leader and partition.leader_epoch == 1
     assert done == [False]
     assert partition.log_end_offset == 3
+
+
+async def test_a_log_read_waits_for_the_lock_and_reads_in_a_worker_thread(started) -> None:
+    """ListOffsets by timestamp (ReplicaManager.read_log): the batch is located on the trio thread,
+    read and decoded in a worker thread, both under the partition's lock (no truncation meanwhile)."""
+    manager, feed, _ = started
+    feed.topic("r", ID_1, 1)
+    await manager.wait_reconciled()
+    partition = manager.get_leader("r", 0)
+    threads: list[threading.Thread] = []
+
+    def locate(log: PartitionLog) -> PartitionLog:
+        threads.append(threading.current_thread())
+        return log
+
+    def read(log: PartitionLog) -> int:
+        threads.append(threading.current_thread())
+        return log.log_end_offset
+
+    done: list[int] = []
+    async with trio.open_nursery() as nursery:
+        async with manager._locks.hold([partition.key]):  # e.g. a truncation holds the lock
+            nursery.start_soon(lambda: _record(done, manager.read_log(partition, locate, read)))
+            await trio.testing.wait_all_tasks_blocked()
+            assert threads == []
+    assert done == [0]
+    assert threads[0] is threading.main_thread() and threads[1] is not threading.main_thread()
+    assert await manager.read_log(partition, lambda log: None, read) is None  # nothing located: no read
 
 
 async def _record(out: list, awaitable) -> None:
