@@ -25,7 +25,7 @@ from raftka.client.protocol import ErrorCode
 
 ROOT = "root"
 PREFIX = "raftka"
-# Kafka's LogLevelConfig.VALID_LOG_LEVELS, in its message's order, with Python's numbers
+# Kafka's LogLevelConfig.VALID_LOG_LEVELS with Python's numbers (its message lists them sorted)
 VALID_LEVELS: dict[str, int] = {"FATAL": logging.CRITICAL, "ERROR": logging.ERROR, "WARN": logging.WARNING,
                                 "INFO": logging.INFO, "DEBUG": logging.DEBUG, "TRACE": 5}
 _NAMES = {number: name for name, number in reversed(VALID_LEVELS.items())}
@@ -111,7 +111,7 @@ class LoggerLevels:
         if number is None:
             raise LoggerLevelError(ErrorCode.INVALID_CONFIG,
                                    f"Cannot set the log level of {name} to {level} as it is not a supported log "
-                                   f"level. Valid log levels are {', '.join(VALID_LEVELS)}")
+                                   f"level. Valid log levels are {', '.join(sorted(VALID_LEVELS))}")
         return number
 
     @staticmethod

@@ -12,7 +12,7 @@ import sys
 
 import structlog
 
-from raftka.broker.logger_levels import LEVELS, NamedPrintLoggerFactory, drop_below_level
+from raftka.broker import logger_levels
 
 _configured = False
 
@@ -34,10 +34,10 @@ def configure_logging(level: str | None = None, json: bool | None = None) -> Non
         renderer = structlog.dev.ConsoleRenderer()
     # Levels per logger, changeable at run time (broker/logger_levels.py: the BROKER_LOGGER
     # config resource): structlog's own filter passes debug events on to `drop_below_level`.
-    LEVELS.set_level("root", logging.getLevelName(numeric).replace("WARNING", "WARN").replace("CRITICAL", "FATAL"))
+    logger_levels.LEVELS.set_level(logger_levels.ROOT, logger_levels.level_name(numeric))
     structlog.configure(
         processors=[
-            drop_below_level,
+            logger_levels.drop_below_level,
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -46,7 +46,7 @@ def configure_logging(level: str | None = None, json: bool | None = None) -> Non
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(min(numeric, logging.DEBUG)),
-        logger_factory=NamedPrintLoggerFactory(file=sys.stderr),
+        logger_factory=logger_levels.NamedPrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
     # Third-party libraries (pysyncobj, py4j) log through stdlib logging.

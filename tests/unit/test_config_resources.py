@@ -168,8 +168,8 @@ def test_level_refusals_are_kafkas() -> None:
     levels = LoggerLevels()
     with pytest.raises(Exception, match="Removing the log level of the root logger is not allowed"):
         levels.unset("root")
-    with pytest.raises(Exception, match="as it is not a supported log level. Valid log levels are FATAL, ERROR, "
-                                        "WARN, INFO, DEBUG, TRACE"):
+    with pytest.raises(Exception, match="as it is not a supported log level. Valid log levels are DEBUG, ERROR, "
+                                        "FATAL, INFO, TRACE, WARN"):
         levels.set_level("raftka", "VERBOSE")
 
 
