@@ -194,19 +194,20 @@ def authorized_operations(ctx: AuthorizationContext, conn: ConnectionInfo | None
 
 
 # ConfigResource types (DescribeConfigs / AlterConfigs / IncrementalAlterConfigs)
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = 2, 4, 8, 32
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_CLIENT_METRICS, CONFIG_GROUP = 2, 4, 8, 16, 32
 
 
 def config_resource_error(ctx: AuthorizationContext, conn: ConnectionInfo | None,
                           op: Op, resource_type: int, name: str) -> tuple[int, str] | None:
     """DescribeConfigs (DESCRIBE_CONFIGS) / AlterConfigs (ALTER_CONFIGS) on one config resource:
-    a topic's own ACLs (29), a broker's or broker logger's the cluster's (31), a group's (30).
+    a topic's own ACLs (29), a broker's, broker logger's or client-metrics subscription's the
+    cluster's (31), a group's (30).
     None if allowed (or an unknown resource type: the handler refuses it itself)."""
     if not enabled(ctx):
         return None
     if resource_type == CONFIG_TOPIC:
         target, code = (Res.TOPIC, name), ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    elif resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
+    elif resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_CLIENT_METRICS):
         target, code = (Res.CLUSTER, CLUSTER_NAME), ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     elif resource_type == CONFIG_GROUP:
         target, code = (Res.GROUP, name), ErrorCode.GROUP_AUTHORIZATION_FAILED

@@ -1,10 +1,13 @@
-"""DescribeConfigs for topics (effective configs, with their source) and brokers."""
+"""DescribeConfigs for topics (effective configs, with their source), brokers, this broker's
+loggers (broker/logger_levels.py) and client-metrics subscriptions (KIP-714)."""
 
 from __future__ import annotations
 
 from raftka.broker import acl_checks
 from raftka.broker.context import BrokerContext
+from raftka.broker.logger_levels import LEVELS
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
+from raftka.raft_meta.config import client_metrics_configs
 from raftka.raft_meta.config import config_synonyms as synonyms
 from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.config.node_config import is_sensitive
@@ -13,13 +16,18 @@ from raftka.raft_meta.config.topic_configs import (
     effective_topic_config,
     topic_overrides,
 )
-from raftka.raft_meta.controller.config_decisions import THROTTLED_RATE_KEYS
+from raftka.raft_meta.controller.config_decisions import CLIENT_METRICS, THROTTLED_RATE_KEYS
 from raftka.raft_meta.security.acls import AclOperation
 
 _DEFAULTS = synonyms.broker_defaults()
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+RESOURCE_CLIENT_METRICS = 16
+# Kafka's ConfigSource ids not in config_synonyms
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
+CLIENT_METRICS_CONFIG = 7
 # Kafka's ConfigEntry.ConfigType ids (DescribeConfigs v3+)
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
@@ -77,6 +85,42 @@ def _broker_configs(ctx, name: str) -> list[dict]:
     return out
 
 
+def broker_id_error(name: str, node_id: int) -> str | None:
+    """Why a broker-logger resource name is not this broker (Kafka's INVALID_REQUEST
+    messages), or None."""
+    if not name:
+        return "Broker id must not be empty"
+    try:
+        asked = int(name)
+    except ValueError:
+        return f"Broker id must be an integer, but it is: {name}"
+    if asked != node_id:
+        return f"Unexpected broker id, expected {node_id} but received {name}"
+    return None
+
+
+def _entry(name: str, value: str, source: int, config_type: int = 0, chain: list[dict] | None = None) -> dict:
+    return {"name": name, "value": value, "read_only": False, "config_source": source, "is_sensitive": False,
+            "synonyms": chain or [], "config_type": config_type, "documentation": None}
+
+
+def logger_configs(loggers: dict[str, str]) -> list[dict]:
+    """Each logger and its level, as Kafka describes a broker-logger resource."""
+    return [_entry(name, level, DYNAMIC_BROKER_LOGGER_CONFIG) for name, level in loggers.items()]
+
+
+def client_metrics_entries(stored: dict[str, str]) -> list[dict]:
+    """A subscription's three keys: its own value (source 7, one synonym) or the default (5)."""
+    out = []
+    for key, (kind, default) in sorted(client_metrics_configs.CLIENT_METRICS_CONFIGS.items()):
+        if key in stored:
+            chain = [{"name": key, "value": stored[key], "source": CLIENT_METRICS_CONFIG}]
+            out.append(_entry(key, stored[key], CLIENT_METRICS_CONFIG, _CONFIG_TYPES[kind], chain))
+        else:
+            out.append(_entry(key, default, synonyms.DEFAULT_CONFIG, _CONFIG_TYPES[kind]))
+    return out
+
+
 async def handle(ctx: BrokerContext, header, request, conn=None) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
@@ -99,9 +143,23 @@ async def handle(ctx: BrokerContext, header, request, conn=None) -> DescribeConf
                                             f"({ctx.config.node_id})")
             else:
                 result["configs"] = _broker_configs(ctx, resource.resource_name)
+        elif resource.resource_type == RESOURCE_BROKER_LOGGER:
+            wrong = broker_id_error(resource.resource_name, ctx.config.node_id)
+            if wrong:
+                result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=wrong)
+            else:
+                result["configs"] = logger_configs(LEVELS.loggers())
+        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
+            if not resource.resource_name:
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
+                              error_message="Client metrics subscription name must not be empty")
+            else:
+                result["configs"] = client_metrics_entries(
+                    ctx.image.configs.get((CLIENT_METRICS, resource.resource_name), {}))
         else:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
-                          error_message=f"resource type {resource.resource_type}; expected 2 (topic) or 4 (broker)")
+                          error_message=f"resource type {resource.resource_type}; expected 2 (topic), 4 (broker), "
+                                        "8 (broker logger) or 16 (client metrics)")
         if resource.configuration_keys is not None and not result["error_code"]:
             wanted = set(resource.configuration_keys)
             result["configs"] = [c for c in result["configs"] if c["name"] in wanted]

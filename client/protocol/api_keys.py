@@ -72,6 +72,8 @@ class ApiKey(IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     # KIP-966 topic description (issue 29): `kafka-topics --describe` on Kafka 3.8+ tools
     DESCRIBE_TOPIC_PARTITIONS = 75
+    # KIP-1142 (v0: KIP-714's ListClientMetricsResources): the config resources of each type
+    LIST_CONFIG_RESOURCES = 74
     # share groups (issue 30, KIP-932): declared for the codec, not yet served or advertised
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
@@ -154,6 +156,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # read by kafka-python 3's broker-version guess. Without it Kafka's `kafka-topics --describe`
     # falls back to Metadata and prints `Elr: N/A`.
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    # As Kafka 4.4 (broker/handlers/list_config_resources.py); flexible-only, not read by
+    # kafka-python 3's broker-version guess. `kafka-client-metrics --list` needs it.
+    ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -236,6 +241,7 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
     ApiKey.ALTER_CLIENT_QUOTAS: 1,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.LIST_CONFIG_RESOURCES: 0,
     ApiKey.SHARE_GROUP_HEARTBEAT: 0,
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,

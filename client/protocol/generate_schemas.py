@@ -90,6 +90,7 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
     ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
+    ApiKey.LIST_CONFIG_RESOURCES: "ListConfigResources",
     ApiKey.SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat",
     ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
     ApiKey.SHARE_FETCH: "ShareFetch",

@@ -1613,6 +1613,25 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE = MessageSchema(
     ),
 )
 
+LIST_CONFIG_RESOURCES_REQUEST = MessageSchema(
+    'ListConfigResourcesRequest', 74, 'request', '0-1', flexible='0+',
+    fields=(
+        F('resource_types', '[]int8', '1+'),
+    ),
+)
+
+LIST_CONFIG_RESOURCES_RESPONSE = MessageSchema(
+    'ListConfigResourcesResponse', 74, 'response', '0-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('config_resources', '[]ConfigResource', '0+', fields=(
+            F('resource_name', 'string', '0+'),
+            F('resource_type', 'int8', '1+', default=16),
+        )),
+    ),
+)
+
 SHARE_GROUP_HEARTBEAT_REQUEST = MessageSchema(
     'ShareGroupHeartbeatRequest', 76, 'request', '1-1', flexible='0+',
     fields=(
@@ -1903,6 +1922,8 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     ALTER_CLIENT_QUOTAS_RESPONSE,
     DESCRIBE_TOPIC_PARTITIONS_REQUEST,
     DESCRIBE_TOPIC_PARTITIONS_RESPONSE,
+    LIST_CONFIG_RESOURCES_REQUEST,
+    LIST_CONFIG_RESOURCES_RESPONSE,
     SHARE_GROUP_HEARTBEAT_REQUEST,
     SHARE_GROUP_HEARTBEAT_RESPONSE,
     SHARE_GROUP_DESCRIBE_REQUEST,

@@ -1,9 +1,10 @@
 """AlterConfigs / IncrementalAlterConfigs as a pure controller decision: (image, request) ->
 Config records, plus each refused resource's error.
 
-Resources are topics (stored under ("topic", name)) and brokers: a broker id (stored
+Resources are topics (stored under ("topic", name)), brokers: a broker id (stored
 under ("broker", "<id>")) or the empty name, Kafka's cluster-wide default (stored under
-("cluster", "")). Kafka's rules:
+("cluster", "")), and client-metrics subscriptions (KIP-714, under ("client_metrics", name);
+validated by raft_meta/config/client_metrics_configs.py). Kafka's rules:
 - AlterConfigs (legacy) replaces a resource's whole set of dynamic configs: keys not named
   are deleted. IncrementalAlterConfigs applies SET / DELETE / APPEND / SUBTRACT per key
   (APPEND and SUBTRACT only for list-typed keys).
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from raftka.client.protocol import ErrorCode
-from raftka.raft_meta.config import topic_configs
+from raftka.raft_meta.config import client_metrics_configs, topic_configs
 from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.controller.controller_decisions import (
     MAX_RECORDS_PER_USER_OP,
@@ -34,6 +35,7 @@ from raftka.raft_meta.controller.controller_errors import ControllerError
 from raftka.raft_meta.metadata.image import MetadataImage
 from raftka.raft_meta.metadata.records import Config, MetadataRecord
 
+CLIENT_METRICS = "client_metrics"  # the image's resource type of a client-metrics subscription
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # Kafka's AlterConfigOp.OpType ids
 OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
@@ -63,7 +65,7 @@ class ConfigOp:
 
 @dataclass(frozen=True)
 class AlterResource:
-    resource_type: str  # "topic" or "broker"
+    resource_type: str  # "topic", "broker" or CLIENT_METRICS
     resource_name: str
     ops: tuple[ConfigOp, ...]
     incremental: bool = True
@@ -170,6 +172,15 @@ def _broker_after(image: MetadataImage, resource: AlterResource, static_keys: fr
     return out
 
 
+def _client_metrics_after(image: MetadataImage, resource: AlterResource) -> dict[str, str]:
+    after = _apply_ops(image.configs.get((CLIENT_METRICS, resource.resource_name), {}), resource,
+                       client_metrics_configs.LIST_KEYS, client_metrics_configs.DEFAULTS)
+    try:
+        return client_metrics_configs.validate(resource.resource_name, after)
+    except client_metrics_configs.ClientMetricsConfigError as exc:
+        raise ControllerError(exc.code, exc.message) from None
+
+
 def alter_configs(
     image: MetadataImage, resources: Sequence[AlterResource], static_broker_keys: frozenset[str] = frozenset()
 ) -> tuple[Decision, dict[int, ControllerError]]:
@@ -188,9 +199,11 @@ def alter_configs(
                 after = _topic_after(image, resource)
             elif resource.resource_type == "broker":
                 after = _broker_after(image, resource, static_broker_keys)
+            elif resource.resource_type == CLIENT_METRICS:
+                after = _client_metrics_after(image, resource)
             else:
                 raise ControllerError(ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type!r}; expected "
-                                                                 "topic or broker")
+                                                                 f"topic, broker or {CLIENT_METRICS}")
         except ControllerError as exc:
             errors[i] = exc
             continue

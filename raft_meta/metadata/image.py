@@ -88,7 +88,7 @@ class MetadataImage:
     brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     topics: dict[str, TopicImage] = field(default_factory=dict)  # by topic id
     topic_ids: dict[str, str] = field(default_factory=dict)  # name -> topic id
-    # (resource_type, resource_name) -> {name: value}; types: topic, broker, cluster
+    # (resource_type, resource_name) -> {name: value}; types: topic, broker, cluster, client_metrics
     configs: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     next_producer_id: int = 0
     producer_id_blocks: dict[int, tuple[int, int]] = field(default_factory=dict)  # broker -> (first, size)

@@ -12,6 +12,8 @@ import sys
 
 import structlog
 
+from raftka.broker import logger_levels
+
 _configured = False
 
 
@@ -30,8 +32,12 @@ def configure_logging(level: str | None = None, json: bool | None = None) -> Non
         renderer = structlog.processors.JSONRenderer()
     else:
         renderer = structlog.dev.ConsoleRenderer()
+    # Levels per logger, changeable at run time (broker/logger_levels.py: the BROKER_LOGGER
+    # config resource): structlog's own filter passes debug events on to `drop_below_level`.
+    logger_levels.LEVELS.set_level(logger_levels.ROOT, logger_levels.level_name(numeric))
     structlog.configure(
         processors=[
+            logger_levels.drop_below_level,
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -39,8 +45,8 @@ def configure_logging(level: str | None = None, json: bool | None = None) -> Non
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(min(numeric, logging.DEBUG)),
+        logger_factory=logger_levels.NamedPrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
     # Third-party libraries (pysyncobj, py4j) log through stdlib logging.

@@ -5,6 +5,7 @@ from tests.differential.client_steps import CLIENTS
 from tests.differential.steps import (
     BROKER_CONFIGS,
     CLUSTER_BASICS,
+    CONFIG_RESOURCES,
     GROUPS,
     MORE_TOPICS,
     OFFSETS,
@@ -14,4 +15,4 @@ from tests.differential.steps import (
 )
 
 SCENARIOS = (TOPICS, CLUSTER_BASICS, MORE_TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, GROUPS, OFFSETS,
-             OPERATIONS, CLIENTS)
+             OPERATIONS, CONFIG_RESOURCES, CLIENTS)

@@ -222,3 +222,25 @@ OPERATIONS = Scenario("operations", steps=(
     Step("client-metrics.list", "kafka-client-metrics", (*B, "--list")),
     Step("client-metrics.describe", "kafka-client-metrics", (*B, "--describe")),
 ))
+
+CONFIG_RESOURCES = Scenario("config-resources", steps=(
+    Step("client-metrics.alter", "kafka-client-metrics",
+         (*B, "--alter", "--name", "dk-sub", "--metrics", "org.apache.kafka.producer.,org.apache.kafka.consumer.",
+          "--interval", "60000", "--match", "client_id=dk-.*")),
+    Step("client-metrics.describe-one", "kafka-client-metrics", (*B, "--describe", "--name", "dk-sub")),
+    Step("client-metrics.list-one", "kafka-client-metrics", (*B, "--list")),
+    configs("configs.client-metrics.describe", "--describe", "--entity-type", "client-metrics",
+            "--entity-name", "dk-sub"),
+    Step("client-metrics.alter-bad-interval", "kafka-client-metrics",
+         (*B, "--alter", "--name", "dk-bad", "--interval", "50"), kafka_exit=1),
+    Step("client-metrics.alter-bad-match", "kafka-client-metrics",
+         (*B, "--alter", "--name", "dk-bad", "--match", "client_color=red"), kafka_exit=1),
+    Step("client-metrics.delete", "kafka-client-metrics", (*B, "--delete", "--name", "dk-sub")),
+    Step("client-metrics.list-after-delete", "kafka-client-metrics", (*B, "--list")),
+    configs("configs.broker-loggers.alter", "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
+            "--add-config", "root=INFO"),
+    configs("configs.broker-loggers.alter-bad-level", "--alter", "--entity-type", "broker-loggers",
+            "--entity-name", "1", "--add-config", "root=LOUD", kafka_exit=1),
+    configs("configs.broker-loggers.delete-root", "--alter", "--entity-type", "broker-loggers",
+            "--entity-name", "1", "--delete-config", "root", kafka_exit=1),
+))

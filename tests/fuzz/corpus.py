@@ -218,6 +218,9 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
         "response_partition_limit": rng.choice((1, 2, 2000)),
         "cursor": rng.choice((None, {"topic_name": "fuzz-a", "partition_index": rng.randrange(3)},
                               {"topic_name": "fuzz-b", "partition_index": 0}))},
+    # v1: a known, an unsupported (UNSUPPORTED_VERSION) or no type (all of them); v0 has no field.
+    ApiKey.LIST_CONFIG_RESOURCES: lambda rng: {
+        "resource_types": rng.choice(([], [16], [2, 4, 8], [16, 32], [3]))},
     # Transactions: ids and producers nobody uses (answers 49/16/105), never a real one.
     ApiKey.ADD_PARTITIONS_TO_TXN: lambda rng: {
         "v3_and_below_transactional_id": "fuzz-txn", "v3_and_below_producer_id": rng.choice((-1, 4242)),
