@@ -1,10 +1,11 @@
-"""DescribeConfigs for topics (effective configs, with their source) and brokers."""
+"""DescribeConfigs for topics (effective configs, with their source), brokers and groups."""
 
 from __future__ import annotations
 
 from raftka.broker import acl_checks
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 from raftka.raft_meta.config import config_synonyms as synonyms
+from raftka.raft_meta.config.config_catalogue import GROUP_CONFIGS, STORED_BROKER_CONFIGS, group_config_value
 from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.config.node_config import is_sensitive
 from raftka.raft_meta.config.topic_configs import (
@@ -19,6 +20,8 @@ _DEFAULTS = synonyms.broker_defaults()
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
+GROUP_CONFIG = 8  # Kafka's ConfigSource.GROUP_CONFIG
 # Kafka's ConfigEntry.ConfigType ids (DescribeConfigs v3+)
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
@@ -70,9 +73,33 @@ def _broker_configs(ctx, name: str) -> list[dict]:
         sensitive = is_sensitive(key)
         chain = synonyms.broker_config_synonyms(key, layers, per_broker=bool(name), sensitive=sensitive)
         out.append({"name": key, "value": chain[0].value, "config_source": chain[0].source,
-                    "read_only": key not in DYNAMIC_BROKER_CONFIGS and key not in THROTTLED_RATE_KEYS,
+                    "read_only": key not in DYNAMIC_BROKER_CONFIGS and key not in THROTTLED_RATE_KEYS
+                                 and key not in STORED_BROKER_CONFIGS,
                     "is_sensitive": sensitive, "synonyms": _wire(chain), "config_type": 0,
                     "documentation": None})
+    return out
+
+
+def _group_configs(ctx, name: str) -> list[dict]:
+    """Every (non-internal) group config of Kafka's: the group's own (GROUP_CONFIG), else its
+    broker synonym's value from server.properties (STATIC_BROKER_CONFIG), else the default."""
+    own = ctx.image.configs.get(("group", name), {})
+    out = []
+    for key, found in GROUP_CONFIGS.items():
+        if found.internal:
+            continue
+        chain = []
+        if key in own:
+            chain.append({"name": key, "value": own[key], "source": GROUP_CONFIG})
+        if found.synonym is not None:
+            if found.synonym in ctx.config.raw:
+                chain.append({"name": found.synonym, "value": ctx.config.raw[found.synonym],
+                              "source": synonyms.STATIC_BROKER_CONFIG})
+            chain.append({"name": found.synonym, "value": found.spec.default, "source": synonyms.DEFAULT_CONFIG})
+        out.append({"name": key, "value": group_config_value(key, own, ctx.config.raw), "read_only": False,
+                    "config_source": chain[0]["source"] if chain else synonyms.DEFAULT_CONFIG,
+                    "is_sensitive": False, "synonyms": chain,
+                    "config_type": _CONFIG_TYPES.get(found.spec.kind, 0), "documentation": None})
     return out
 
 
@@ -98,9 +125,12 @@ async def handle(ctx, header, request, conn=None) -> DescribeConfigsResponse:
                                             f"({ctx.config.node_id})")
             else:
                 result["configs"] = _broker_configs(ctx, resource.resource_name)
+        elif resource.resource_type == RESOURCE_GROUP:
+            result["configs"] = _group_configs(ctx, resource.resource_name)
         else:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
-                          error_message=f"resource type {resource.resource_type}; expected 2 (topic) or 4 (broker)")
+                          error_message=f"resource type {resource.resource_type}; expected 2 (topic), 4 (broker) "
+                                        "or 32 (group)")
         if resource.configuration_keys is not None and not result["error_code"]:
             wanted = set(resource.configuration_keys)
             result["configs"] = [c for c in result["configs"] if c["name"] in wanted]

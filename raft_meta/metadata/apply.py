@@ -57,7 +57,7 @@ from raftka.raft_meta.metadata.records import (
 )
 from raftka.raft_meta.security.acls import AclBinding, binding_error
 
-CONFIG_RESOURCE_TYPES = ("topic", "broker", "cluster")
+CONFIG_RESOURCE_TYPES = ("topic", "broker", "cluster", "group")
 
 
 class _Reject(Exception):

@@ -124,7 +124,8 @@ class Config:
     """Set (value) or delete (value None) one config of a resource.
 
     resource_type is "topic" (resource_name = topic name), "broker"
-    (resource_name = broker id as text) or "cluster" (resource_name = "").
+    (resource_name = broker id as text), "cluster" (resource_name = "") or "group"
+    (resource_name = group id, KIP-848 group configs).
     """
 
     TYPE: ClassVar[str] = "Config"
