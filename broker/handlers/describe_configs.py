@@ -5,7 +5,11 @@ from __future__ import annotations
 from raftka.broker import acl_checks
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 from raftka.raft_meta.config import config_synonyms as synonyms
-from raftka.raft_meta.config.config_catalogue import GROUP_CONFIGS, STORED_BROKER_CONFIGS, group_config_value
+from raftka.raft_meta.config.config_catalogue import (
+    GROUP_CONFIGS,
+    STORED_BROKER_CONFIGS,
+    group_config_value,
+)
 from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.config.node_config import is_sensitive
 from raftka.raft_meta.config.topic_configs import (
