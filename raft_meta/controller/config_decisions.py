@@ -11,9 +11,8 @@ under ("broker", "<id>")) or the empty name, Kafka's cluster-wide default (store
   after the change; `min.insync.replicas` above the topic's replication factor is refused.
 - Broker keys Kafka updates dynamically (`DYNAMIC_BROKER_CONFIGS`, `STORED_BROKER_CONFIGS`) are
   validated with Kafka's types and ranges; a static key raftka knows answers INVALID_REQUEST
-  ("cannot be updated dynamically"). A key Kafka does not define is stored as given on one
-  broker (Kafka 4.4 validates only the keys it knows) and refused on the cluster-wide default
-  (INVALID_CONFIG).
+  ("cannot be updated dynamically"). A key Kafka does not define is stored as given, on one
+  broker or the cluster-wide default (Kafka 4.4 validates only the keys it knows).
 - Groups (stored under ("group", name); the group need not exist, as on Kafka): Kafka's
   `GroupConfig` keys, each within the broker's group.* bounds (`config_catalogue.validate_group`).
 Errors are per resource: one refused resource does not stop the others. All records of the
@@ -169,8 +168,6 @@ def _broker_after(image: MetadataImage, resource: AlterResource, static_keys: fr
         if key in static_keys:
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"broker config {key!r} cannot be updated dynamically; "
                                                              "set it in server.properties and restart the broker")
-        if name == "":
-            raise _invalid(f"Unknown broker config name: {key}")
     out = {}
     for key, value in after.items():
         if key in THROTTLED_RATE_KEYS:
