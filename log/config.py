@@ -41,6 +41,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     file_delete_delay_ms: int = 60_000
     compression_type: str = "producer"
+    max_decompressed_message_bytes: int = INT_MAX - 8
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -176,6 +177,7 @@ _SPECS: dict[str, _Spec] = {
     "message.timestamp.type": _Spec(str, choices=TIMESTAMP_TYPES),
     "file.delete.delay.ms": _Spec(int, 0, LONG_MAX),
     "compression.type": _Spec(str, choices=COMPRESSION_TYPES),
+    "max.decompressed.message.bytes": _Spec(int, 1, INT_MAX - 8),
 }
 
 # Topic key -> the broker key that sets its default (Kafka's names).
@@ -194,6 +196,7 @@ BROKER_KEYS: dict[str, str] = {
     "flush.ms": "log.flush.interval.ms",
     "message.timestamp.type": "log.message.timestamp.type",
     "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
 }
 
 # The topic keys the partition log acts on (raft_meta/config/topic_configs.py lists every key Kafka defines).

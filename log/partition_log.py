@@ -550,7 +550,8 @@ class PartitionLog:
                 # records so a malformed one is refused here, not stored to stop every
                 # consumer at its offset (followers get only batches that passed this).
                 validate_records(buf, header, max_uncompressed=self.max_uncompressed_batch_bytes,
-                                 require_keys=self.config.compact)
+                                 require_keys=self.config.compact,
+                                 max_record_body=self.config.max_decompressed_message_bytes)
             headers.append(header)
             position += header.size
         return headers

@@ -29,7 +29,11 @@ Rules, in the order they are checked (record i of a batch declaring n records):
 - the fields end exactly at `length`.
 
 A compressed batch is decompressed to be walked, at most `max_uncompressed`
-bytes (a decompression bomb is refused before it is inflated further).
+bytes (a decompression bomb is refused before it is inflated further). In a
+compressed batch, a record whose `length` exceeds `max_record_body` (the topic's
+max.decompressed.message.bytes: Kafka's LogValidator hands it to
+DefaultRecord.readFrom as maxRecordBodySize) is an InvalidRecord, as on Kafka;
+the bound is not applied to uncompressed batches (nor by Kafka).
 
 Errors: InvalidRecord (Kafka's INVALID_RECORD, not retriable) with the index
 of the offending record in `record_index`; CorruptRecord when compressed data
@@ -69,7 +73,7 @@ Buffer = bytes | bytearray | memoryview
 
 
 def validate_records(buf: Buffer, header: BatchHeader, *, max_uncompressed: int,
-                     require_keys: bool = False) -> None:
+                     require_keys: bool = False, max_record_body: int | None = None) -> None:
     """Walk every record of the batch `header` describes in `buf`; return if all are well formed.
 
     `buf` holds the batch at `header.position` (its header already parsed and its
@@ -92,6 +96,8 @@ def validate_records(buf: Buffer, header: BatchHeader, *, max_uncompressed: int,
         except CorruptRecord as exc:
             raise CorruptRecord(f"batch at position {header.position}: {exc}") from None
         start, end = 0, len(data)
+        if max_record_body is not None and max_record_body < end:  # else no record can exceed it
+            _check_record_bodies(data, end, header, max_record_body)
     else:
         data = buf
     # A one-byte timestamp delta (-64..63, all the fast path takes) cannot leave int64 unless the
@@ -108,6 +114,28 @@ def validate_records(buf: Buffer, header: BatchHeader, *, max_uncompressed: int,
             f"{header.record_count} records): {where}{reason}",
             record_index=index,
         )
+
+
+def _check_record_bodies(data: Buffer, end: int, header: BatchHeader, max_record_body: int) -> None:
+    """Each record's `length` within `max_record_body` (Kafka's message: DefaultRecord.readFrom);
+    a record that cannot be read is left to the walk."""
+    pos = 0
+    for index in range(header.record_count):
+        try:
+            length, after = decode_varint(data, pos)
+        except CorruptRecord:
+            return
+        if length > max_record_body:
+            raise InvalidRecord(
+                f"batch at position {header.position} (base offset {header.base_offset}, "
+                f"{header.record_count} records): record {index}: Found invalid record structure: "
+                f"sizeOfBodyInBytes {length} exceeds maxRecordBodySize {max_record_body} "
+                "(the topic's max.decompressed.message.bytes)",
+                record_index=index,
+            )
+        if length < 0 or after + length > end:
+            return
+        pos = after + length
 
 
 def _uniform_records(data: Buffer, pos: int, end: int, count: int, require_keys: bool) -> bool:

@@ -240,6 +240,19 @@ class GroupCoordinator:
             # commit with their member epoch as the generation id in v7 (Kafka wants v9).
             min_commit_version=0)
 
+    def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
+        """The group's session timeout and heartbeat interval: its dynamic group configs
+        (IncrementalAlterConfigs on the group, KIP-848), else the broker's group.consumer.*,
+        read at every heartbeat as Kafka's coordinator does."""
+        own = self.replicas.image.configs.get(("group", group_id), {})
+        config = self.config
+        session = own.get("consumer.session.timeout.ms")
+        interval = own.get("consumer.heartbeat.interval.ms")
+        return (int(session) if session is not None else
+                getattr(config, "group_consumer_session_timeout_ms", SESSION_TIMEOUT_MS),
+                int(interval) if interval is not None else
+                getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS))
+
     def _on_due(self, group_id: str, now: float) -> float | None:
         """The group's timer fired (at its deadline): expire what is due; its next deadline."""
         cg = self.consumer_groups.get(group_id)
@@ -368,6 +381,7 @@ class GroupCoordinator:
                 return HeartbeatResult(int(ErrorCode.UNKNOWN_MEMBER_ID),
                                        f"Group {group_id} has no member {hb.member_id}; join with epoch 0.")
             group = self._new_consumer_group(group_id)
+        group.session_timeout_ms, group.heartbeat_interval_ms = self._consumer_timeouts(group_id)
         result, records = group.heartbeat(hb, self.topic_metas(), _now_ms(),
                                           kafka_uuid if server_member_ids else None)
         if result.error_code and group_id not in self.consumer_groups:

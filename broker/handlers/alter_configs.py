@@ -1,5 +1,5 @@
 """AlterConfigs and IncrementalAlterConfigs: topics, dynamic broker configs, client-metrics
-subscriptions (KIP-714) and, incrementally only, this broker's logger levels.
+subscriptions (KIP-714), group configs (KIP-848) and, incrementally only, this broker's logger levels.
 
 The controller decides (raft_meta/controller/config_decisions.py) and commits the changes as Config
 records in one metadata entry; every broker applies them to its image, and the replica
@@ -20,6 +20,7 @@ from raftka.broker.logger_levels import LEVELS, LoggerLevelError, LoggerLevels
 from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
+from raftka.raft_meta.config.config_catalogue import group_bounds
 from raftka.raft_meta.config.node_config import STATIC_BROKER_KEYS
 from raftka.raft_meta.controller.config_decisions import (
     CLIENT_METRICS,
@@ -39,7 +40,9 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 RESOURCE_CLIENT_METRICS = 16
-_TYPES = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker", RESOURCE_CLIENT_METRICS: CLIENT_METRICS}
+RESOURCE_GROUP = 32
+_TYPES = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker", RESOURCE_CLIENT_METRICS: CLIENT_METRICS,
+          RESOURCE_GROUP: "group"}
 # Kafka bounds a request by its size only; this bounds the work of one request's decision.
 MAX_RESOURCES = 1000
 REQUEST_TIMEOUT_MS = 30_000  # the requests carry no timeout; Kafka's request.timeout.ms
@@ -87,7 +90,7 @@ def _resource(entry, incremental: bool) -> AlterResource | tuple[int, str]:
     if kind is None:
         return ErrorCode.INVALID_REQUEST, (f"resource type {entry.resource_type} cannot be altered here; expected "
                                            f"{RESOURCE_TOPIC} (topic), {RESOURCE_BROKER} (broker) or "
-                                           f"{RESOURCE_CLIENT_METRICS} (client metrics)")
+                                           f"{RESOURCE_CLIENT_METRICS} (client metrics) or {RESOURCE_GROUP} (group)")
     ops = tuple(ConfigOp(c.name, c.value, c.config_operation if incremental else SET) for c in entry.configs)
     return AlterResource(kind, entry.resource_name, ops, incremental)
 
@@ -118,7 +121,8 @@ async def _alter(ctx, request, incremental: bool, conn=None) -> list[dict]:
         resources = [r for _, r in asked]
         try:
             if request.validate_only:
-                _, refused = alter_configs(ctx.image, resources, frozenset(ctx.config.raw) | STATIC_BROKER_KEYS)
+                _, refused = alter_configs(ctx.image, resources, frozenset(ctx.config.raw) | STATIC_BROKER_KEYS,
+                                            group_bounds(ctx.config.raw))
                 errors = [refused.get(i) for i in range(len(resources))]
             else:
                 errors = await ctx.controller.alter_configs(resources, REQUEST_TIMEOUT_MS)

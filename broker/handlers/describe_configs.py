@@ -1,5 +1,5 @@
 """DescribeConfigs for topics (effective configs, with their source), brokers, this broker's
-loggers (broker/logger_levels.py) and client-metrics subscriptions (KIP-714)."""
+loggers (broker/logger_levels.py), client-metrics subscriptions (KIP-714) and groups (KIP-848)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from raftka.broker.logger_levels import LEVELS
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
 from raftka.raft_meta.config import client_metrics_configs
 from raftka.raft_meta.config import config_synonyms as synonyms
+from raftka.raft_meta.config.config_catalogue import (
+    GROUP_CONFIGS,
+    STORED_BROKER_CONFIGS,
+    group_config_value,
+)
 from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.config.node_config import is_sensitive
 from raftka.raft_meta.config.topic_configs import (
@@ -25,9 +30,11 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 RESOURCE_CLIENT_METRICS = 16
+RESOURCE_GROUP = 32
 # Kafka's ConfigSource ids not in config_synonyms
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
 CLIENT_METRICS_CONFIG = 7
+GROUP_CONFIG = 8
 # Kafka's ConfigEntry.ConfigType ids (DescribeConfigs v3+)
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
@@ -79,7 +86,8 @@ def _broker_configs(ctx, name: str) -> list[dict]:
         sensitive = is_sensitive(key)
         chain = synonyms.broker_config_synonyms(key, layers, per_broker=bool(name), sensitive=sensitive)
         out.append({"name": key, "value": chain[0].value, "config_source": chain[0].source,
-                    "read_only": key not in DYNAMIC_BROKER_CONFIGS and key not in THROTTLED_RATE_KEYS,
+                    "read_only": key not in DYNAMIC_BROKER_CONFIGS and key not in THROTTLED_RATE_KEYS
+                                 and key not in STORED_BROKER_CONFIGS,
                     "is_sensitive": sensitive, "synonyms": _wire(chain), "config_type": 0,
                     "documentation": None})
     return out
@@ -121,6 +129,29 @@ def client_metrics_entries(stored: dict[str, str]) -> list[dict]:
     return out
 
 
+def _group_configs(ctx, name: str) -> list[dict]:
+    """Every (non-internal) group config of Kafka's: the group's own (GROUP_CONFIG), else its
+    broker synonym's value from server.properties (STATIC_BROKER_CONFIG), else the default."""
+    own = ctx.image.configs.get(("group", name), {})
+    out = []
+    for key, found in GROUP_CONFIGS.items():
+        if found.internal:
+            continue
+        chain = []
+        if key in own:
+            chain.append({"name": key, "value": own[key], "source": GROUP_CONFIG})
+        if found.synonym is not None:
+            if found.synonym in ctx.config.raw:
+                chain.append({"name": found.synonym, "value": ctx.config.raw[found.synonym],
+                              "source": synonyms.STATIC_BROKER_CONFIG})
+            chain.append({"name": found.synonym, "value": found.spec.default, "source": synonyms.DEFAULT_CONFIG})
+        out.append({"name": key, "value": group_config_value(key, own, ctx.config.raw), "read_only": False,
+                    "config_source": chain[0]["source"] if chain else synonyms.DEFAULT_CONFIG,
+                    "is_sensitive": False, "synonyms": chain,
+                    "config_type": _CONFIG_TYPES.get(found.spec.kind, 0), "documentation": None})
+    return out
+
+
 async def handle(ctx: BrokerContext, header, request, conn=None) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
@@ -156,10 +187,12 @@ async def handle(ctx: BrokerContext, header, request, conn=None) -> DescribeConf
             else:
                 result["configs"] = client_metrics_entries(
                     ctx.image.configs.get((CLIENT_METRICS, resource.resource_name), {}))
+        elif resource.resource_type == RESOURCE_GROUP:
+            result["configs"] = _group_configs(ctx, resource.resource_name)
         else:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"resource type {resource.resource_type}; expected 2 (topic), 4 (broker), "
-                                        "8 (broker logger) or 16 (client metrics)")
+                                        "8 (broker logger), 16 (client metrics) or 32 (group)")
         if resource.configuration_keys is not None and not result["error_code"]:
             wanted = set(resource.configuration_keys)
             result["configs"] = [c for c in result["configs"] if c["name"] in wanted]

@@ -62,6 +62,9 @@ TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
     "local.retention.ms": (("log.local.retention.ms", 1),),
     "local.retention.bytes": (("log.local.retention.bytes", 1),),
+    "max.decompressed.message.bytes": (("max.decompressed.message.bytes", 1),),
+    "remote.copy.lag.ms": (("log.remote.copy.lag.ms", 1),),
+    "remote.copy.lag.bytes": (("log.remote.copy.lag.bytes", 1),),
 }
 
 # Dynamic broker key -> the topic key whose validator checks its value (Kafka's
@@ -83,6 +86,11 @@ DYNAMIC_BROKER_CONFIGS: dict[str, str] = {
     "compression.zstd.level": "compression.zstd.level",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
+    "log.remote.copy.lag.ms": "remote.copy.lag.ms",
+    "log.remote.copy.lag.bytes": "remote.copy.lag.bytes",
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
 }
 
 # Broker synonyms Kafka defines without a default (they are absent from its DEFAULT_CONFIG layer).
@@ -171,9 +179,11 @@ def broker_defaults() -> dict[str, str]:
     """Kafka's DEFAULT_CONFIG layer for the keys raftka knows: server.properties defaults, and
     for a topic key's broker synonyms raftka has no server.properties key for, the topic
     key's default in the synonym's unit."""
+    from raftka.raft_meta.config.config_catalogue import STORED_BROKER_CONFIGS
     from raftka.raft_meta.config.node_config import _KEYS
 
-    out = {key: default for key, (_, _, default) in _KEYS.items() if default is not None}
+    out = {key: spec.default for key, spec in STORED_BROKER_CONFIGS.items()}
+    out.update({key: default for key, (_, _, default) in _KEYS.items() if default is not None})
     for synonyms in TOPIC_SYNONYMS.values():
         for name, _ in synonyms:
             if name in out or name in NO_DEFAULT or name in _KEYS:

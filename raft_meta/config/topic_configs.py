@@ -123,6 +123,11 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "local.retention.bytes": _long(-2, -2, effect="stored"),
     "remote.log.copy.disable": _bool(False),
     "remote.log.delete.on.disable": _bool(False),
+    "remote.copy.lag.ms": _long(0, -1, effect="stored", expected="-1 or an integer >= 0"),
+    "remote.copy.lag.bytes": _long(-1, -1, effect="stored", expected="-1 or an integer >= 0"),
+    # Kafka bounds each record of a compressed batch by it (LogValidator's maxRecordBodySize)
+    "max.decompressed.message.bytes": _int(INT_MAX - 8, 1, INT_MAX - 8),
+    "errors.deadletterqueue.group.enable": _bool(False),
 }
 
 
@@ -163,6 +168,12 @@ def _normalize(key: str, raw: str | None) -> str:
     spec = TOPIC_CONFIGS.get(key)
     if spec is None:
         raise TopicConfigError(f"Unknown topic config name: {key}")
+    return normalize_value(key, spec, raw)
+
+
+def normalize_value(key: str, spec: TopicConfigDef, raw: str | None) -> str:
+    """`raw` checked against `spec` (type, range, choices) and normalised; TopicConfigError names
+    `key`. The broker and group config tables (config_catalogue.py) use the same rules."""
     if raw is None:
         raise TopicConfigError(f"Invalid value null for configuration {key}: expected {spec.describe()}")
     text = str(raw).strip()

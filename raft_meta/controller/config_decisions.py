@@ -10,9 +10,12 @@ validated by raft_meta/config/client_metrics_configs.py). Kafka's rules:
   (APPEND and SUBTRACT only for list-typed keys).
 - Topic values are validated as at creation (raft_meta/config/topic_configs.py), over the topic's configs
   after the change; `min.insync.replicas` above the topic's replication factor is refused.
-- Broker keys must be ones Kafka updates dynamically (`DYNAMIC_BROKER_CONFIGS`); a static key
-  raftka knows answers INVALID_REQUEST ("cannot be updated dynamically"), an unknown key
-  INVALID_CONFIG.
+- Broker keys Kafka updates dynamically (`DYNAMIC_BROKER_CONFIGS`, `STORED_BROKER_CONFIGS`) are
+  validated with Kafka's types and ranges; a static key raftka knows answers INVALID_REQUEST
+  ("cannot be updated dynamically"). A key Kafka does not define is stored as given, on one
+  broker or the cluster-wide default (Kafka 4.4 validates only the keys it knows).
+- Groups (stored under ("group", name); the group need not exist, as on Kafka): Kafka's
+  `GroupConfig` keys, each within the broker's group.* bounds (`config_catalogue.validate_group`).
 Errors are per resource: one refused resource does not stop the others. All records of the
 request count together against MAX_RECORDS_PER_USER_OP.
 """
@@ -25,6 +28,13 @@ from dataclasses import dataclass
 
 from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config import client_metrics_configs, topic_configs
+from raftka.raft_meta.config.config_catalogue import (
+    GROUP_BROKER_DEFAULTS,
+    GROUP_CONFIGS,
+    STORED_BROKER_CONFIGS,
+    normalize_broker,
+    validate_group,
+)
 from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.controller.controller_decisions import (
     MAX_RECORDS_PER_USER_OP,
@@ -65,7 +75,7 @@ class ConfigOp:
 
 @dataclass(frozen=True)
 class AlterResource:
-    resource_type: str  # "topic", "broker" or CLIENT_METRICS
+    resource_type: str  # "topic", "broker", CLIENT_METRICS or "group"
     resource_name: str
     ops: tuple[ConfigOp, ...]
     incremental: bool = True
@@ -122,6 +132,8 @@ def _apply_ops(current: Mapping[str, str], resource: AlterResource, list_keys: f
 _TOPIC_LISTS = frozenset(k for k, d in topic_configs.TOPIC_CONFIGS.items() if d.kind == "list")
 _BROKER_LISTS = frozenset(k for k, t in DYNAMIC_BROKER_CONFIGS.items() if t in _TOPIC_LISTS)
 _TOPIC_DEFAULTS = {k: d.default for k, d in topic_configs.TOPIC_CONFIGS.items()}
+_GROUP_LISTS = frozenset(k for k, d in GROUP_CONFIGS.items() if d.spec.kind == "list")
+_GROUP_DEFAULTS = {k: d.spec.default for k, d in GROUP_CONFIGS.items()}
 _BROKER_DEFAULTS = {k: topic_configs.TOPIC_CONFIGS[t].default for k, t in DYNAMIC_BROKER_CONFIGS.items()}
 
 
@@ -153,16 +165,21 @@ def _broker_after(image: MetadataImage, resource: AlterResource, static_keys: fr
     after = _apply_ops(image.configs.get(storage_key("broker", name), {}), resource, _BROKER_LISTS,
                       _BROKER_DEFAULTS)
     for key in after:
-        if key in DYNAMIC_BROKER_CONFIGS or key in THROTTLED_RATE_KEYS:
+        if key in DYNAMIC_BROKER_CONFIGS or key in THROTTLED_RATE_KEYS or key in STORED_BROKER_CONFIGS:
             continue
         if key in static_keys:
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"broker config {key!r} cannot be updated dynamically; "
                                                              "set it in server.properties and restart the broker")
-        raise _invalid(f"Unknown broker config name: {key}")
     out = {}
     for key, value in after.items():
         if key in THROTTLED_RATE_KEYS:
             out[key] = _normalize_rate(key, value)
+            continue
+        if key not in DYNAMIC_BROKER_CONFIGS:
+            try:
+                out[key] = normalize_broker(key, value) if key in STORED_BROKER_CONFIGS else value
+            except topic_configs.TopicConfigError as exc:
+                raise _invalid(str(exc)) from None
             continue
         try:
             out[key] = topic_configs.normalize(DYNAMIC_BROKER_CONFIGS[key], value)
@@ -181,8 +198,20 @@ def _client_metrics_after(image: MetadataImage, resource: AlterResource) -> dict
         raise ControllerError(exc.code, exc.message) from None
 
 
+def _group_after(image: MetadataImage, resource: AlterResource, bounds: Mapping[str, int]) -> dict[str, str]:
+    if not resource.resource_name:
+        raise ControllerError(ErrorCode.INVALID_REQUEST, "a group config resource needs a group id")
+    after = _apply_ops(image.configs.get(("group", resource.resource_name), {}), resource, _GROUP_LISTS,
+                       _GROUP_DEFAULTS)
+    try:
+        return validate_group(after, bounds)
+    except topic_configs.TopicConfigError as exc:
+        raise _invalid(str(exc)) from None
+
+
 def alter_configs(
-    image: MetadataImage, resources: Sequence[AlterResource], static_broker_keys: frozenset[str] = frozenset()
+    image: MetadataImage, resources: Sequence[AlterResource], static_broker_keys: frozenset[str] = frozenset(),
+    group_bounds: Mapping[str, int] = GROUP_BROKER_DEFAULTS,
 ) -> tuple[Decision, dict[int, ControllerError]]:
     """Config records for every resource that can be changed, and the error of each that
     cannot (by position in `resources`). A resource named twice is INVALID_REQUEST.
@@ -201,9 +230,11 @@ def alter_configs(
                 after = _broker_after(image, resource, static_broker_keys)
             elif resource.resource_type == CLIENT_METRICS:
                 after = _client_metrics_after(image, resource)
+            elif resource.resource_type == "group":
+                after = _group_after(image, resource, group_bounds)
             else:
                 raise ControllerError(ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type!r}; expected "
-                                                                 f"topic, broker or {CLIENT_METRICS}")
+                                                                 f"topic, broker, {CLIENT_METRICS} or group")
         except ControllerError as exc:
             errors[i] = exc
             continue

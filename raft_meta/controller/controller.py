@@ -31,6 +31,7 @@ import structlog
 import trio
 
 from raftka.client.protocol import ErrorCode
+from raftka.raft_meta.config.config_catalogue import group_bounds
 from raftka.raft_meta.config.node_config import STATIC_BROKER_KEYS, NodeConfig
 from raftka.raft_meta.controller import controller_decisions as decide
 from raftka.raft_meta.controller import leader_balance_decisions as leader_balance
@@ -333,9 +334,10 @@ class Controller:
         resources = list(resources)
         refused: dict[int, ControllerError] = {}
         static_keys = frozenset(self.config.raw) | STATIC_BROKER_KEYS
+        bounds = group_bounds(self.config.raw)
 
         def decision(img: MetadataImage) -> decide.Decision:
-            made, errors = alter_configs(img, resources, static_keys)
+            made, errors = alter_configs(img, resources, static_keys, bounds)
             refused.clear()
             refused.update(errors)
             return made

@@ -59,7 +59,7 @@ from raftka.raft_meta.metadata.records import (
 )
 from raftka.raft_meta.security.acls import AclBinding, binding_error
 
-CONFIG_RESOURCE_TYPES = ("topic", "broker", "cluster", "client_metrics")
+CONFIG_RESOURCE_TYPES = ("topic", "broker", "cluster", "client_metrics", "group")
 
 
 class _Reject(Exception):

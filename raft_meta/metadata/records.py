@@ -124,8 +124,9 @@ class Config:
     """Set (value) or delete (value None) one config of a resource.
 
     resource_type is "topic" (resource_name = topic name), "broker"
-    (resource_name = broker id as text), "cluster" (resource_name = "") or "client_metrics"
-    (resource_name = a KIP-714 subscription's name).
+    (resource_name = broker id as text), "cluster" (resource_name = ""), "client_metrics"
+    (resource_name = a KIP-714 subscription's name) or "group" (resource_name = group id,
+    KIP-848 group configs).
     """
 
     TYPE: ClassVar[str] = "Config"

@@ -137,6 +137,8 @@ BROKER_CONFIGS = Scenario("broker-configs", steps=(
             "1", "--add-config", "log.dirs=/elsewhere", kafka_exit=1),
     configs("configs.broker.alter-unknown", "--alter", "--entity-type", "brokers", "--entity-name",
             "1", "--add-config", "no.such.config=1"),
+    configs("configs.broker.alter-default-unknown", "--alter", "--entity-type", "brokers", "--entity-default",
+            "--add-config", "no.such.default.config=1"),
     configs("configs.broker.describe-all", "--describe", "--all", "--entity-type", "brokers",
             "--entity-name", "1"),
     configs("configs.broker-loggers.describe", "--describe", "--entity-type", "broker-loggers",
@@ -151,6 +153,12 @@ BROKER_CONFIGS = Scenario("broker-configs", steps=(
             "dk-client", "--add-config", "producer_byte_rate=1048576"),
     configs("configs.ips.describe", "--describe", "--entity-type", "ips"),
     configs("configs.groups.describe", "--describe", "--entity-type", "groups", "--entity-name",
+            "dk-group"),
+    configs("configs.groups.alter-out-of-bounds", "--alter", "--entity-type", "groups", "--entity-name",
+            "dk-group", "--add-config", "consumer.session.timeout.ms=1000", kafka_exit=1),
+    configs("configs.groups.alter", "--alter", "--entity-type", "groups", "--entity-name", "dk-group",
+            "--add-config", "consumer.heartbeat.interval.ms=12000"),
+    configs("configs.groups.describe-after-alter", "--describe", "--entity-type", "groups", "--entity-name",
             "dk-group"),
 ))
 

@@ -79,8 +79,46 @@ ALTER_CASES = [
     ("a static broker key cannot change dynamically", [],
      [res("1", ConfigOp("log.dirs", "/x"), kind="broker")], [],
      {0: ("INVALID_REQUEST", "'log.dirs' cannot be updated dynamically")}),
-    ("an unknown broker key", [], [res("1", ConfigOp("no.such.key", "1"), kind="broker")], [],
-     {0: ("INVALID_CONFIG", "Unknown broker config name: no.such.key")}),
+    ("an unknown key on one broker is stored as given (Kafka 4.4)", [],
+     [res("1", ConfigOp("no.such.key", " 1"), kind="broker")], [Config("broker", "1", "no.such.key", " 1")], {}),
+    ("an unknown key on the cluster-wide default too", [], [res("", ConfigOp("no.such.key", "1"), kind="broker")],
+     [Config("cluster", "", "no.such.key", "1")], {}),
+    ("a dynamic broker key that sets no topic default", [],
+     [res("1", ConfigOp("log.cleaner.threads", " 2"), ConfigOp("transaction.partition.verification.enable", "FALSE"),
+          kind="broker")],
+     [Config("broker", "1", "log.cleaner.threads", "2"),
+      Config("broker", "1", "transaction.partition.verification.enable", "false")], {}),
+    ("such a key as the cluster-wide default", [], [res("", ConfigOp("num.io.threads", "4"), kind="broker")],
+     [Config("cluster", "", "num.io.threads", "4")], {}),
+    ("such a key out of Kafka's range", [], [res("1", ConfigOp("log.cleaner.threads", "-1"), kind="broker")], [],
+     {0: ("INVALID_CONFIG", "Invalid value '-1' for configuration log.cleaner.threads: out of range")}),
+    ("a 4.x topic key's broker synonym", [],
+     [res("", ConfigOp("max.decompressed.message.bytes", "2000000"), ConfigOp("log.remote.copy.lag.ms", "-1"),
+          kind="broker")],
+     [Config("cluster", "", "log.remote.copy.lag.ms", "-1"),
+      Config("cluster", "", "max.decompressed.message.bytes", "2000000")], {}),
+    ("group configs: the group need not exist", [],
+     [res("g", ConfigOp("consumer.session.timeout.ms", "50000"), ConfigOp("consumer.heartbeat.interval.ms", "15000"),
+          ConfigOp("share.auto.offset.reset", "by_duration:PT1H"), kind="group")],
+     [Config("group", "g", "consumer.heartbeat.interval.ms", "15000"),
+      Config("group", "g", "consumer.session.timeout.ms", "50000"),
+      Config("group", "g", "share.auto.offset.reset", "by_duration:PT1H")], {}),
+    ("a group session timeout below group.consumer.min.session.timeout.ms", [],
+     [res("g", ConfigOp("consumer.session.timeout.ms", "44999"), kind="group")], [],
+     {0: ("INVALID_CONFIG", "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.")}),
+    ("a share heartbeat above group.share.max.heartbeat.interval.ms", [],
+     [res("g", ConfigOp("share.heartbeat.interval.ms", "15001"), kind="group")], [],
+     {0: ("INVALID_CONFIG", "share.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.")}),
+    ("streams standby replicas above group.streams.max.standby.replicas", [],
+     [res("g", ConfigOp("streams.num.standby.replicas", "3"), kind="group")], [],
+     {0: ("INVALID_CONFIG", "streams.num.standby.replicas must be less than or equal to 2")}),
+    ("an unknown group key", [], [res("g", ConfigOp("no.such", "1"), kind="group")], [],
+     {0: ("INVALID_CONFIG", "Unknown group config name: no.such")}),
+    ("a group value of the wrong type", [], [res("g", ConfigOp("consumer.session.timeout.ms", "abc"), kind="group")],
+     [], {0: ("INVALID_CONFIG", "configuration consumer.session.timeout.ms: not an integer")}),
+    ("deleting a group config", [Config("group", "g", "consumer.session.timeout.ms", "50000")],
+     [res("g", ConfigOp("consumer.session.timeout.ms", None, DELETE), kind="group")],
+     [Config("group", "g", "consumer.session.timeout.ms", None)], {}),
     ("a bad broker value names the broker key", [], [res("", ConfigOp("log.retention.ms", "x"), kind="broker")], [],
      {0: ("INVALID_CONFIG", "configuration log.retention.ms: not an integer")}),
     ("a broker name that is not an id", [], [res("b1", ConfigOp("log.retention.ms", "1"), kind="broker")], [],
@@ -277,3 +315,16 @@ def test_manual_assignments_over_the_per_op_cap_are_refused_whole() -> None:
         cd.create_partitions_batch(image, [("t", 2 + cd.MAX_RECORDS_PER_USER_OP)],
                                    assignments={"t": [(1, 2)] * (1 + cd.MAX_RECORDS_PER_USER_OP)})
     assert caught.value.name == "POLICY_VIOLATION"
+
+
+def test_group_config_bounds_are_the_brokers() -> None:
+    """The group.*.min/max keys of the controller's server.properties bound group configs."""
+    from raftka.raft_meta.config.config_catalogue import group_bounds
+
+    resource = [res("g", ConfigOp("consumer.session.timeout.ms", "6000"), kind="group")]
+    _, refused = alter_configs(cluster(), resource)
+    assert refused[0].message == "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."
+    bounds = group_bounds({"group.consumer.min.session.timeout.ms": "6000", "group.consumer.max.heartbeat.interval.ms": "x"})
+    decision, refused = alter_configs(cluster(), resource, group_bounds=bounds)
+    assert refused == {}
+    assert list(decision.records) == [Config("group", "g", "consumer.session.timeout.ms", "6000")]

@@ -98,3 +98,12 @@ def test_broker_synonyms(name, expected):
 def test_every_dynamic_broker_key_sets_its_topic_key_through_the_table():
     for broker_key, topic_key in DYNAMIC_BROKER_CONFIGS.items():
         assert topic_key_of(broker_key) is not None and topic_key_of(broker_key)[0] == topic_key, broker_key
+
+
+def test_the_default_layer_has_kafkas_defaults_of_the_4x_and_stored_dynamic_keys():
+    """Kafka 4.4's DEFAULT_CONFIG values, which DescribeConfigs shows in the synonym chains."""
+    defaults = broker_defaults()
+    assert defaults["log.cleaner.threads"] == "1"
+    assert defaults["num.io.threads"] == "8"
+    assert defaults["max.decompressed.message.bytes"] == "2147483639"
+    assert (defaults["log.remote.copy.lag.ms"], defaults["log.remote.copy.lag.bytes"]) == ("0", "-1")

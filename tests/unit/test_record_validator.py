@@ -429,3 +429,17 @@ def _rebuilt_record_with_delta(batch: bytearray, delta: int) -> bytes:
     ts_end = decode_varint(body, 1)[1]  # attributes, then the old one-byte delta
     new_body = body[:1] + encode_varlong(delta) + body[ts_end:]
     return encode_varint(len(new_body)) + new_body
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
+def test_a_record_body_past_max_decompressed_message_bytes_is_invalid(codec: Compression) -> None:
+    """Kafka's max.decompressed.message.bytes: in a compressed batch, a record whose body is
+    longer than the bound is INVALID_RECORD (its index named); at the bound it passes, and an
+    uncompressed batch is not bounded (Kafka applies it only to compressed batches)."""
+    records = record(0, value=b"x" * 10) + record(1, value=b"y" * 40)
+    second = len(record(1, value=b"y" * 40)) - 1  # its body: the record less its one-byte length
+    validate(raw_batch(records, 2, codec), max_record_body=second)
+    with pytest.raises(InvalidRecord, match="max.decompressed.message.bytes") as caught:
+        validate(raw_batch(records, 2, codec), max_record_body=second - 1)
+    assert caught.value.record_index == 1
+    validate(raw_batch(records, 2), max_record_body=1)
