@@ -92,7 +92,8 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
             continue
         group.restore(protocol_type=meta.protocol_type, generation_id=meta.generation_id,
                       protocol_name=meta.protocol_name, leader_id=meta.leader_id, members=meta.members,
-                      now_ms=now_ms)
+                      now_ms=now_ms,
+                      state_timestamp_ms=meta.state_timestamp_ms if meta.state_timestamp_ms >= 0 else None)
     for group_id, cg in consumer.items():
         if cg.deleted or metadata.get(group_id):
             continue  # deleted, or a classic group (again) since
