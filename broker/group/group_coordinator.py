@@ -48,6 +48,7 @@ from raftka.broker.group.group_metadata_manager import (
     OFFSETS_TOPIC,
     append_and_wait,
     load_partition,
+    wall_clock_ms,
 )
 from raftka.broker.group.group_records import (
     GroupMetadata,
@@ -583,9 +584,10 @@ class GroupCoordinator:
 
     async def _persist_group(self, group: GroupState) -> int:
         self._persisted[group.group_id] = _persist_mark(group)
-        stamp = group.state_timestamp_ms if group.state_timestamp_ms is not None else _now_ms()
+        stamp = self._wall_clock(group.state_timestamp_ms)
         meta = GroupMetadata(group.protocol_type or "", group.generation_id, group.protocol_name,
-                             group.leader_id, int(stamp), tuple(group.members.values()))
+                             group.leader_id, int(stamp if stamp is not None else wall_clock_ms()),
+                             tuple(group.members.values()))
         try:
             partition = self._partition(group.group_id)
             await append_and_wait(partition, [(group_key(group.group_id), group_value(meta))],
@@ -745,7 +747,7 @@ class GroupCoordinator:
 
     async def _expire_partition(self, partition: Partition, group_ids: list[str]) -> None:
         retention_ms = getattr(self.config, "offsets_retention_minutes", 10080) * 60_000
-        now = _now_ms()
+        now = wall_clock_ms()  # commit timestamps are wall-clock times, as in Kafka
         decided: list[tuple[GroupState | ConsumerGroupState, Expiry, dict]] = []
         records: list[tuple[bytes, bytes | None]] = []
         for gid in group_ids:
@@ -756,7 +758,8 @@ class GroupCoordinator:
             if isinstance(group, ConsumerGroupState):
                 expiry = expire_consumer(group, now, retention_ms, pending)
             else:
-                expiry = expire_classic(group, now, retention_ms, pending)
+                expiry = expire_classic(group, now, retention_ms, pending,
+                                        self._wall_clock(group.state_timestamp_ms))
             if not (expiry.expired or expiry.delete_group):
                 continue
             records += [(offset_key(gid, t, p), None) for t, p in expiry.expired]
@@ -779,6 +782,11 @@ class GroupCoordinator:
                 self._forget(group)
             log.info("group.offsets_expired", group=group.group_id, partitions=len(expiry.expired),
                      group_deleted=expiry.delete_group and not self._serves(group))
+
+    @staticmethod
+    def _wall_clock(trio_ms: float | None) -> float | None:
+        """A time on trio's clock (the groups' deadlines and state timestamps) as wall-clock ms."""
+        return None if trio_ms is None else trio_ms + (wall_clock_ms() - _now_ms())
 
     def _serves(self, group: GroupState | ConsumerGroupState) -> bool:
         return group is self.consumer_groups.get(group.group_id) or group is self.groups.get(group.group_id)

@@ -164,8 +164,9 @@ class GroupState:
     # Bumped when membership changes without a new generation (a static member replaced in a
     # Stable group), so the coordinator knows to persist it.
     revision: int = 0
-    # When the group last changed phase (Kafka's currentStateTimestamp; stored in its metadata
-    # record): an Empty group's offsets expire counting from it (broker/group/offset_expiration.py).
+    # When the group last changed phase, on the clock of the `now_ms` it is given (Kafka's
+    # currentStateTimestamp; its metadata record stores it as wall-clock time): an Empty group's
+    # offsets expire counting from it (broker/group/offset_expiration.py).
     state_timestamp_ms: float | None = None
 
     # --- queries -----------------------------------------------------------

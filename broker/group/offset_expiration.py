@@ -84,12 +84,13 @@ def classic_subscriptions(group: GroupState) -> frozenset[str] | None:
     return frozenset(topics)
 
 
-def classic_base(group: GroupState) -> Base:
-    """Kafka's `ClassicGroup.offsetExpirationCondition` (see the module docstring)."""
+def classic_base(group: GroupState, state_timestamp_ms: float | None) -> Base:
+    """Kafka's `ClassicGroup.offsetExpirationCondition` (see the module docstring);
+    `state_timestamp_ms` is when the group entered its phase, on the commits' clock."""
     if not group.protocol_type:
         return _commit_time
     if group.phase is GroupPhase.EMPTY:
-        became_empty = group.state_timestamp_ms
+        became_empty = state_timestamp_ms
         if became_empty is None:
             return _commit_time
         return lambda _offset: became_empty
@@ -100,8 +101,10 @@ def classic_base(group: GroupState) -> Base:
 
 
 def expire_classic(group: GroupState, now_ms: float, retention_ms: int,
-                   pending: Collection[TopicPartition] = ()) -> Expiry:
-    return decide(group.offsets, classic_base(group), classic_subscriptions(group) or frozenset(),
+                   pending: Collection[TopicPartition] = (), state_timestamp_ms: float | None = None) -> Expiry:
+    """`now_ms`, `state_timestamp_ms` (see `classic_base`) and the commit timestamps are
+    wall-clock times (GroupState's own `state_timestamp_ms` is on its caller's clock)."""
+    return decide(group.offsets, classic_base(group, state_timestamp_ms), classic_subscriptions(group) or frozenset(),
                   is_empty=group.phase is GroupPhase.EMPTY, now_ms=now_ms, retention_ms=retention_ms,
                   pending=pending)
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from raftka.broker.group.consumer_group_state import ConsumerGroupState, MemberMetadata, MemberMetadataRecord
+from raftka.broker.group.consumer_group_state import (
+    ConsumerGroupState,
+    MemberMetadata,
+    MemberMetadataRecord,
+)
+from raftka.broker.group.group_metadata_manager import state_timestamp, wall_clock_ms
 from raftka.broker.group.group_state import CommittedOffset, GroupPhase, GroupState, Member
 from raftka.broker.group.offset_expiration import (
     Expiry,
@@ -33,12 +38,11 @@ def _member(member_id: str, topics: tuple[str, ...] | None, protocol_type: str =
 
 
 def _classic(phase: GroupPhase, offsets, *, protocol_type: str | None = "consumer",
-             state_ts: int | None = None, subscribed: tuple[str, ...] | None = ("a",)) -> GroupState:
+             subscribed: tuple[str, ...] | None = ("a",)) -> GroupState:
     group = GroupState("g")
     members = [_member("m1", subscribed, protocol_type or "")] if phase is not GroupPhase.EMPTY else []
     group.restore(protocol_type=protocol_type, generation_id=3, protocol_name="range",
-                  leader_id="m1" if members else None, members=members, now_ms=NOW,
-                  state_timestamp_ms=state_ts)
+                  leader_id="m1" if members else None, members=members, now_ms=NOW)
     group.phase = phase
     group.offsets.update(offsets)
     return group
@@ -83,8 +87,11 @@ CLASSIC_CASES = [
 @pytest.mark.parametrize(("phase", "offsets", "shape", "extra", "expected"),
                          [c[1:] for c in CLASSIC_CASES], ids=[c[0] for c in CLASSIC_CASES])
 def test_classic_groups(phase, offsets, shape, extra, expected) -> None:
+    """`state_ts`: when the group entered its phase (on the commits' clock)."""
+    shape = dict(shape)
+    state_ts = shape.pop("state_ts", None)
     group = _classic(phase, offsets, **shape)
-    assert expire_classic(group, NOW, RETENTION, extra.get("pending", ())) == expected
+    assert expire_classic(group, NOW, RETENTION, extra.get("pending", ()), state_ts) == expected
 
 
 def test_the_subscriptions_of_a_classic_group() -> None:
@@ -132,3 +139,12 @@ def test_leaving_stamps_when_the_group_became_empty() -> None:
     assert group.phase is GroupPhase.STABLE
     group.leave(member_id, 5_000)
     assert (group.phase, group.state_timestamp_ms) == (GroupPhase.EMPTY, 5_000)
+
+
+def test_a_stored_state_timestamp_comes_back_on_the_coordinators_clock() -> None:
+    """A group metadata record stores wall-clock time; the loaded group keeps it on trio's
+    clock (here 1 000 000 ms). Kafka's -1, or raftka's old monotonic stamps, mean unknown."""
+    ago = wall_clock_ms() - 5_000
+    assert state_timestamp(int(ago), 1_000_000) == pytest.approx(995_000, abs=1_000)
+    assert state_timestamp(-1, 1_000_000) is None
+    assert state_timestamp(123_456_789, 1_000_000) is None  # a monotonic clock's reading
