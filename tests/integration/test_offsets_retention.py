@@ -10,6 +10,8 @@ offsets.retention.minutes=1 is Kafka's smallest; the check runs every 500 ms. Fo
   minute after the commit, and the group goes with them;
 - `idle`: a member joins and leaves without committing (what `console-consumer-*` groups
   are): deleted at the next check;
+- `modern`: a KIP-848 consumer group whose member commits and leaves: its offset expires a
+  minute after the commit, and the group goes (ConsumerGroupDescribe: GROUP_ID_NOT_FOUND);
 - `active`: a member stays subscribed to TOPIC for the whole minute; that offset stays,
   while the one it committed for OTHER, a topic it does not subscribe to, expires (KIP-496).
 
@@ -32,6 +34,7 @@ from raftka.client.protocol import ErrorCode
 from raftka.client.protocol.api_keys import ApiKey
 from tests.compat.server_process import ServerProcess
 from tests.compat.wire_client import WireConnection
+from tests.integration import test_consumer_groups_wire as kip848
 from tests.integration.groups_support import consumer_config
 from tests.support import wait_until
 
@@ -51,6 +54,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         with WireConnection(process.bootstrap) as conn:
             assert conn.create_topic(TOPIC, 1) == 0
             assert conn.create_topic(OTHER, 1) == 0
+            assert conn.create_topic(kip848.TOPIC, 1) == 0
             wait_until(lambda: conn.find_coordinator("any").error_code == 0, timeout=30.0,
                        what="a group coordinator (it creates __consumer_offsets)")
         yield process
@@ -111,6 +115,10 @@ def test_offsets_and_empty_groups_expire(server: ServerProcess) -> None:
     member(bootstrap, "idle").close()
     with WireConnection(bootstrap) as conn:
         assert conn.commit_offsets("standalone", TOPIC, {0: 31}) == {0: 0}
+        assert kip848.join(conn, "m1", group="modern").member_epoch == 1
+        assert kip848.commit(conn, "m1", 1, {0: 41}, group="modern", topic=kip848.TOPIC) == {0: 0}
+        assert kip848.heartbeat(conn, "m1", -1, group="modern").error_code == 0
+        assert committed(conn, "modern", kip848.TOPIC) == 41 and listed(conn).get("modern") == "Empty"
         assert (committed(conn, "emptied"), committed(conn, "standalone")) == (21, 31)
         assert listed(conn).get("emptied") == "Empty"
 
@@ -123,19 +131,23 @@ def test_offsets_and_empty_groups_expire(server: ServerProcess) -> None:
                    what="emptied's offsets to expire")
         assert time.monotonic() - emptied_at >= RETENTION_S - 1  # not before the retention
         wait_until(lambda: committed(conn, "standalone") == -1, timeout=10.0, what="standalone's offsets to expire")
+        wait_until(lambda: committed(conn, "modern", kip848.TOPIC) == -1, timeout=10.0,
+                   what="modern's offsets to expire")
         wait_until(lambda: committed(conn, "active", OTHER) == -1, timeout=10.0,
                    what="active's offset of a topic it does not subscribe to, to expire")
         assert committed(conn, "active") == 11  # subscribed: kept
         groups = listed(conn)
-        assert "active" in groups and not {"emptied", "standalone", "idle"} & set(groups), groups
+        assert "active" in groups and not {"emptied", "standalone", "idle", "modern"} & set(groups), groups
         assert describe_error(conn, "emptied") == ErrorCode.GROUP_ID_NOT_FOUND
         assert describe_error(conn, "active") == 0
+        assert kip848.describe(conn, "modern").error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
         # The expiry is in the log: offset and group tombstones.
         tombstones = {decode_key(r.key) for b in conn.read_all("__consumer_offsets", 0)
                       for r in b.records if r.value is None}
     assert {OffsetKey("emptied", TOPIC, 0), OffsetKey("standalone", TOPIC, 0), OffsetKey("active", OTHER, 0),
-            GroupKey("emptied"), GroupKey("standalone"), GroupKey("idle")} <= tombstones, tombstones
+            OffsetKey("modern", kip848.TOPIC, 0), GroupKey("emptied"), GroupKey("standalone"),
+            GroupKey("idle")} <= tombstones, tombstones
     assert GroupKey("active") not in tombstones
 
     active.close()  # `active` is Empty from now: a minute before its offset may go
@@ -146,8 +158,10 @@ def test_offsets_and_empty_groups_expire(server: ServerProcess) -> None:
         assert (committed(conn, "emptied"), committed(conn, "standalone"), committed(conn, "active", OTHER)) == (
             -1, -1, -1)
         groups = listed(conn)
-        assert groups.get("active") == "Empty" and not {"emptied", "standalone", "idle"} & set(groups), groups
+        assert groups.get("active") == "Empty", groups
+        assert not {"emptied", "standalone", "idle", "modern"} & set(groups), groups
         assert describe_error(conn, "emptied") == ErrorCode.GROUP_ID_NOT_FOUND
+        assert kip848.describe(conn, "modern").error_code == ErrorCode.GROUP_ID_NOT_FOUND
         # Six checks later `active` still has it: it emptied seconds ago, though it committed
         # over a minute ago.
         holds(lambda: committed(conn, "active") == 11, 3.0)
