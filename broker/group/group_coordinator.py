@@ -627,7 +627,11 @@ class GroupCoordinator:
             log.info("group.commit_failed", group=group_id, error=str(exc))
             return everyone(append_error_code(exc))
         current = self.groups.get(group_id)
-        if current is not None:  # the group may have been deleted or unloaded meanwhile
+        if current is None and group.phase is GroupPhase.DEAD and self._is_served(group_id):
+            # Deleted meanwhile (expired, DeleteGroups): this commit follows the group's
+            # tombstone in the log, so the group lives on with it, as a reload would find it.
+            current = self.groups[group_id] = self._new_group(group_id)
+        if current is not None:  # None: unloaded meanwhile (the next load reads the commit)
             current.offsets.update(offsets)
         return everyone(0)
 
