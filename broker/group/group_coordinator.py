@@ -48,6 +48,7 @@ from raftka.broker.group.group_metadata_manager import (
     OFFSETS_TOPIC,
     append_and_wait,
     load_partition,
+    wall_clock_ms,
 )
 from raftka.broker.group.group_records import (
     GroupMetadata,
@@ -67,6 +68,7 @@ from raftka.broker.group.group_state import (
 )
 from raftka.broker.group.group_timers import DeadlineTimers
 from raftka.broker.group.group_timers import now_ms as _now_ms
+from raftka.broker.group.offset_expiration import Expiry, expire_classic, expire_consumer
 from raftka.broker.group.txn_offsets_state import PendingTxnOffsets, validate_txn_commit
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition, PartitionError
 from raftka.broker.replication.replica_manager import ReplicaManager
@@ -187,6 +189,7 @@ class GroupCoordinator:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.timers.run, self._on_due)
+            nursery.start_soon(self._expiration_loop)
             task_status.started()
             async for partition, token in self._load_recv:
                 nursery.start_soon(self._load, partition, token)
@@ -595,8 +598,10 @@ class GroupCoordinator:
 
     async def _persist_group(self, group: GroupState) -> int:
         self._persisted[group.group_id] = _persist_mark(group)
+        stamp = self._wall_clock(group.state_timestamp_ms)
         meta = GroupMetadata(group.protocol_type or "", group.generation_id, group.protocol_name,
-                             group.leader_id, int(_now_ms()), tuple(group.members.values()))
+                             group.leader_id, int(stamp if stamp is not None else wall_clock_ms()),
+                             tuple(group.members.values()))
         try:
             partition = self._partition(group.group_id)
             await append_and_wait(partition, [(group_key(group.group_id), group_value(meta))],
@@ -636,7 +641,11 @@ class GroupCoordinator:
             log.info("group.commit_failed", group=group_id, error=str(exc))
             return everyone(append_error_code(exc))
         current = self.groups.get(group_id)
-        if current is not None:  # the group may have been deleted or unloaded meanwhile
+        if current is None and group.phase is GroupPhase.DEAD and self._is_served(group_id):
+            # Deleted meanwhile (expired, DeleteGroups): this commit follows the group's
+            # tombstone in the log, so the group lives on with it, as a reload would find it.
+            current = self.groups[group_id] = self._new_group(group_id)
+        if current is not None:  # None: unloaded meanwhile (the next load reads the commit)
             current.offsets.update(offsets)
         return everyone(0)
 
@@ -727,6 +736,99 @@ class GroupCoordinator:
         if tps is None:
             return 0, dict(stored)
         return 0, {tp: stored.get(tp) for tp in tps}
+
+    # --- offset expiration (offsets.retention.minutes) ------------------------------------
+    async def _expiration_loop(self) -> None:
+        """Every `offsets.retention.check.interval.ms`, expire offsets and empty groups (Kafka's
+        periodic group metadata cleanup)."""
+        interval_s = getattr(self.config, "offsets_retention_check_interval_ms", 600_000) / 1000
+        while True:
+            await trio.sleep(interval_s)
+            try:
+                await self.expire_offsets()
+            except Exception:  # a failed cleanup is retried at the next check (Kafka logs and goes on)
+                log.exception("group.offsets_expiration_failed")
+
+    async def expire_offsets(self) -> None:
+        """One cleanup: for every loaded partition, decide (broker/group/offset_expiration.py)
+        and write the offset and group tombstones as one acks=all batch, then drop from memory
+        what is still as decided (a commit or a join meanwhile wins)."""
+        count = self._partition_count()
+        if not count:
+            return
+        by_index: dict[int, list[str]] = {}
+        for gid in [*self.groups, *self.consumer_groups]:
+            by_index.setdefault(partition_for_group(gid, count), []).append(gid)
+        for index, group_ids in sorted(by_index.items()):
+            load = self._loads.get(index)
+            partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
+            if load is None or not load.loaded or partition is None or not partition.is_leader:
+                continue
+            await self._expire_partition(partition, group_ids)
+
+    async def _expire_partition(self, partition: Partition, group_ids: list[str]) -> None:
+        retention_ms = getattr(self.config, "offsets_retention_minutes", 10080) * 60_000
+        now = wall_clock_ms()  # commit timestamps are wall-clock times, as in Kafka
+        decided: list[tuple[GroupState | ConsumerGroupState, Expiry, dict]] = []
+        records: list[tuple[bytes, bytes | None]] = []
+        for gid in group_ids:
+            group: GroupState | ConsumerGroupState | None = self.consumer_groups.get(gid) or self.groups.get(gid)
+            if group is None:
+                continue
+            pending = self.pending_txn.group_partitions(partition.index, gid)
+            if isinstance(group, ConsumerGroupState):
+                expiry = expire_consumer(group, now, retention_ms, pending)
+            else:
+                expiry = expire_classic(group, now, retention_ms, pending,
+                                        self._wall_clock(group.state_timestamp_ms))
+            if not (expiry.expired or expiry.delete_group):
+                continue
+            records += [(offset_key(gid, t, p), None) for t, p in expiry.expired]
+            if expiry.delete_group:
+                records += ([encode_record(gid, r) for r in group.deletion_records()]
+                            if isinstance(group, ConsumerGroupState) else [(group_key(gid), None)])
+            decided.append((group, expiry, {tp: group.offsets[tp] for tp in expiry.expired}))
+        if not records:
+            return
+        try:
+            await append_and_wait(partition, records, COMMIT_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("group.offsets_expiration_failed", partition=partition.index, error=str(exc))
+            return
+        for group, expiry, values in decided:
+            for tp, value in values.items():
+                if group.offsets.get(tp) is value:
+                    del group.offsets[tp]
+            if expiry.delete_group:
+                self._forget(group)
+            log.info("group.offsets_expired", group=group.group_id, partitions=len(expiry.expired),
+                     group_deleted=expiry.delete_group and not self._serves(group))
+
+    @staticmethod
+    def _wall_clock(trio_ms: float | None) -> float | None:
+        """A time on trio's clock (the groups' deadlines and state timestamps) as wall-clock ms."""
+        return None if trio_ms is None else trio_ms + (wall_clock_ms() - _now_ms())
+
+    def _serves(self, group: GroupState | ConsumerGroupState) -> bool:
+        return group is self.consumer_groups.get(group.group_id) or group is self.groups.get(group.group_id)
+
+    def _forget(self, group: GroupState | ConsumerGroupState) -> None:
+        """Drop a group whose tombstone was written, unless it gained offsets, members or an open
+        transaction meanwhile (those records follow the tombstone in the log)."""
+        if not self._serves(group) or group.offsets or group.members:
+            return
+        if isinstance(group, GroupState) and group.phase is not GroupPhase.EMPTY:
+            return
+        gid = group.group_id
+        if self.pending_txn.group_partitions(self.partition_for(gid), gid):
+            return
+        if isinstance(group, ConsumerGroupState):
+            del self.consumer_groups[gid]
+        else:
+            group.mark_dead()
+            del self.groups[gid]
+            self._persisted.pop(gid, None)
+        self.timers.set(gid, None)
 
     # --- admin --------------------------------------------------------------------------
     def describe(self, group_id: str) -> tuple[int, GroupState | None]:

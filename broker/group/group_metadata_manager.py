@@ -12,6 +12,7 @@ answered survives a coordinator failover.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
 import structlog
@@ -39,6 +40,7 @@ from raftka.log.record_batch import DecodedBatch, Record, decode_batch, encode_b
 log = structlog.get_logger("broker.group_metadata")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+MIN_WALL_CLOCK_MS = 978_307_200_000  # 2001-01-01: an earlier "timestamp" is no wall-clock time
 LOAD_READ_BYTES = 1 << 20
 
 
@@ -92,7 +94,8 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
             continue
         group.restore(protocol_type=meta.protocol_type, generation_id=meta.generation_id,
                       protocol_name=meta.protocol_name, leader_id=meta.leader_id, members=meta.members,
-                      now_ms=now_ms)
+                      now_ms=now_ms,
+                      state_timestamp_ms=state_timestamp(meta.state_timestamp_ms, now_ms))
     for group_id, cg in consumer.items():
         if cg.deleted or metadata.get(group_id):
             continue  # deleted, or a classic group (again) since
@@ -113,6 +116,19 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
     return {gid: g for gid, g in groups.items()
             if g.offsets or g.members or metadata.get(gid)
             or any(gid in by_group for by_group in (pending_out or {}).values())}
+
+
+def state_timestamp(stored_ms: int, now_ms: float) -> float | None:
+    """A group metadata record's state timestamp (wall-clock ms) on the coordinator's clock
+    (`now_ms`, trio's); None when it has none (-1) or one that is no wall-clock time (raftka
+    before issue 29 stored its monotonic clock there), so its offsets count from their commits."""
+    if stored_ms < MIN_WALL_CLOCK_MS:
+        return None
+    return now_ms - (wall_clock_ms() - stored_ms)
+
+
+def wall_clock_ms() -> float:
+    return time.time() * 1000.0
 
 
 def _is_commit(record: Record) -> bool:

@@ -164,6 +164,10 @@ class GroupState:
     # Bumped when membership changes without a new generation (a static member replaced in a
     # Stable group), so the coordinator knows to persist it.
     revision: int = 0
+    # When the group last changed phase, on the clock of the `now_ms` it is given (Kafka's
+    # currentStateTimestamp; its metadata record stores it as wall-clock time): an Empty group's
+    # offsets expire counting from it (broker/group/offset_expiration.py).
+    state_timestamp_ms: float | None = None
 
     # --- queries -----------------------------------------------------------
     @property
@@ -365,6 +369,7 @@ class GroupState:
                     replies.append(Reply("sync", member.member_id, SyncResult(REBALANCE_IN_PROGRESS)))
         was_empty = self.phase is GroupPhase.EMPTY
         self.phase = GroupPhase.PREPARING_REBALANCE
+        self.state_timestamp_ms = now_ms
         self.rebalance_started_ms = now_ms
         self.join_deadline_ms = now_ms + self._max_rebalance_timeout()
         self.initial_delay_until_ms = now_ms + self.initial_rebalance_delay_ms if was_empty else now_ms
@@ -398,6 +403,7 @@ class GroupState:
         self.generation_id += 1
         if not self.members:
             self.phase = GroupPhase.EMPTY
+            self.state_timestamp_ms = now_ms
             self.protocol_name = None
             self.leader_id = None
             return replies
@@ -406,6 +412,7 @@ class GroupState:
             self.leader_id = next(m.member_id for m in self.members.values() if m.awaiting_join)
         self.protocol_name = self._select_protocol()
         self.phase = GroupPhase.COMPLETING_REBALANCE
+        self.state_timestamp_ms = now_ms
         self.sync_deadline_ms = now_ms + self._max_rebalance_timeout()
         for member in self.members.values():
             member.awaiting_join = False
@@ -450,6 +457,7 @@ class GroupState:
             for m in self.members.values():
                 m.assignment = bytes(assignments.get(m.member_id, b""))
             self.phase = GroupPhase.STABLE
+            self.state_timestamp_ms = now_ms
             for m in self.members.values():
                 if m.awaiting_sync:
                     m.awaiting_sync = False
@@ -582,9 +590,11 @@ class GroupState:
     # --- failover -----------------------------------------------------------------
     @checked
     def restore(self, *, protocol_type: str | None, generation_id: int, protocol_name: str | None,
-                leader_id: str | None, members: Iterable[Member], now_ms: float) -> None:
+                leader_id: str | None, members: Iterable[Member], now_ms: float,
+                state_timestamp_ms: float | None = None) -> None:
         """Install the group as last persisted (a new coordinator loading it): Stable with its
-        members, whose sessions start now, or Empty."""
+        members, whose sessions start now, or Empty; `state_timestamp_ms` is when it entered
+        that state (None: the record did not say)."""
         self.protocol_type = protocol_type or None
         self.generation_id = generation_id
         self.protocol_name = protocol_name
@@ -595,6 +605,7 @@ class GroupState:
             self.members[member.member_id] = member
         self.leader_id = leader_id if leader_id in self.members else next(iter(self.members), None)
         self.phase = GroupPhase.STABLE if self.members else GroupPhase.EMPTY
+        self.state_timestamp_ms = state_timestamp_ms
 
     @checked
     def mark_dead(self) -> list[Reply]:

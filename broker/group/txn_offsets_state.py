@@ -81,5 +81,9 @@ class PendingTxnOffsets:
         `require_stable` answers UNSTABLE_OFFSET_COMMIT then)."""
         return any(tp in groups.get(group_id, {}) for groups in self._pending.get(partition, {}).values())
 
+    def group_partitions(self, partition: int, group_id: str) -> set[TopicPartition]:
+        """The partitions of `group_id` open transactions hold offsets for (empty: none open)."""
+        return {tp for groups in self._pending.get(partition, {}).values() for tp in groups.get(group_id, {})}
+
     def producers(self, partition: int) -> list[int]:
         return sorted(self._pending.get(partition, {}))

@@ -303,6 +303,10 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", _positive_int, "300"),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _positive_int, "3"),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _positive_int, "50"),
+    # Committed offsets and empty groups expire (broker/group/offset_expiration.py): Kafka's
+    # names, defaults (7 days; every 10 minutes) and ranges (at least 1).
+    "offsets.retention.minutes": ("offsets_retention_minutes", _positive_int, "10080"),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _positive_int, "600000"),
     "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", _positive_int, "3"),
     "socket.request.max.bytes": ("socket_request_max_bytes", _positive_int, "104857600"),
     # Kafka listener limits (broker/net/network.py). Kafka's names and defaults, except
@@ -423,6 +427,8 @@ class NodeConfig:
     leader_imbalance_check_interval_seconds: int
     offsets_topic_replication_factor: int
     offsets_topic_num_partitions: int
+    offsets_retention_minutes: int
+    offsets_retention_check_interval_ms: int
     transaction_state_log_replication_factor: int
     socket_request_max_bytes: int
     connections_max_idle_ms: int
