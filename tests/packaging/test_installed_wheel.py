@@ -295,3 +295,28 @@ def test_the_readme_tour_runs_from_the_wheel(installed, tmp_path: Path):
     where = _run([str(installed["python"]), "-c", "import raftka; print(raftka.__file__)"], cwd=folder, env=env)
     assert where.stdout.startswith(str(installed["site"])), where.stdout + where.stderr
     run_tour(installed["python"], folder, env)
+
+
+@pytest.mark.timeout(600)
+def test_the_readme_python_blocks_run_from_the_wheel(installed, tmp_path: Path):
+    """The README's SDK lines against the wheel's `raftka cluster up`, and its pytest example as
+    an app's test file, both with the wheel's Python in a folder outside the repository."""
+    from tests.integration.test_readme_blocks import README_ADDRESS, cluster_up, readme_block
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",) and not k.startswith("PYTEST_")}
+    env["RAFTKA_LOG_LEVEL"] = "WARNING"
+    python = installed["python"]
+    with cluster_up(tmp_path / "cluster-data", python, env) as address:
+        code = readme_block("The SDK in ten lines", "python").replace(README_ADDRESS, address)
+        sdk = _run([str(python), "-c", code], cwd=tmp_path, env=env)
+    assert sdk.returncode == 0, sdk.stderr
+    assert "value=b'hello'" in sdk.stdout and "key=b'k'" in sdk.stdout, sdk.stdout
+
+    code = readme_block("Testing your app with pytest", "python")
+    name = code.splitlines()[0].removeprefix("# ").split(":")[0]  # "# tests/test_x.py: ..."
+    app = tmp_path / "app"
+    (app / name).parent.mkdir(parents=True)
+    (app / name).write_text(code)
+    ran = _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'bt'}", name],
+               cwd=app, env=env)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout + ran.stderr
