@@ -313,7 +313,7 @@ def test_the_readme_python_blocks_run_from_the_wheel(installed, tmp_path: Path):
     assert "value=b'hello'" in sdk.stdout and "key=b'k'" in sdk.stdout, sdk.stdout
 
     code = readme_block("Testing your app with pytest", "python")
-    name = code.splitlines()[0].removeprefix("# ").split(":")[0]  # "# tests/test_x.py: ..."
+    name = code.splitlines()[0].removeprefix("# ").split(":")[0]  # the block opens with "# <path>: ..."
     app = tmp_path / "app"
     (app / name).parent.mkdir(parents=True)
     (app / name).write_text(code)
