@@ -87,10 +87,10 @@ async def test_two_members_share_then_the_survivor_takes_everything(cluster):
             await wait_for(lambda: first.owned == every, 30, "the first member to own every partition")
             joined_epoch = a.generation
             assert joined_epoch is not None and joined_epoch > 0
-            async with AsyncConsumer(bootstrap, **options(group)) as b:
+            async with AsyncConsumer(bootstrap, **options(group)) as b, trio.open_nursery() as inner:
                 second = Member(b, topic)
                 second.subscribe()
-                nursery.start_soon(second.run)
+                inner.start_soon(second.run)
                 await wait_for(lambda: len(first.owned) == 2 and len(second.owned) == 2
                                and first.owned | second.owned == every, 30, "a 2/2 split")
                 # Revoke first: the partitions that moved were given up by the first member.
@@ -99,7 +99,7 @@ async def test_two_members_share_then_the_survivor_takes_everything(cluster):
                 assert a.generation > joined_epoch
                 described = {m.member_id: m.member_epoch for m in group_members(bootstrap, group)}
                 assert set(described) == {a.group_metadata().member_id, b.group_metadata().member_id}
-                # b's close() leaves with epoch -1: a gets its partitions back at once.
+                inner.cancel_scope.cancel()  # then b's close() leaves with epoch -1
             await wait_for(lambda: first.owned == every, 30, "the survivor to own every partition again")
             await trio.to_thread.run_sync(produce, bootstrap, topic, 1000, 40, PARTITIONS)
             await wait_for(lambda: len(first.values) + len(second.values) >= 240, 30, "the 40 new records")
@@ -114,8 +114,7 @@ async def test_two_members_share_then_the_survivor_takes_everything(cluster):
 async def test_a_member_expired_by_the_broker_rejoins(cluster):
     group, topic, bootstrap = "kip848-expired", "kip848-expired", cluster.bootstrap_servers
     every = await trio.to_thread.run_sync(topic_of, cluster, topic, 40)
-    async with AsyncConsumer(bootstrap, **options(group, enable_auto_commit=True,
-                                                  auto_commit_interval_ms=100)) as c:
+    async with AsyncConsumer(bootstrap, **options(group)) as c:  # no commit to learn of it first
         member = Member(c, topic)
         member.subscribe()
         async with trio.open_nursery() as nursery:
