@@ -93,7 +93,7 @@ class ConsumerMembership(GroupMembership):
         self._owned: Callable[[], Iterable[TopicPartition]] = tuple
         self._poke = trio.Event()
         self._lock = trio.Lock()  # one heartbeat (or the leave) out at a time
-        self._interval_ms: int | None = None  # the broker's group.consumer.heartbeat.interval.ms
+        self.heartbeat_interval_ms = 0  # the broker's group.consumer.heartbeat.interval.ms, once known
 
     def attach(self, topics: Callable[[], Sequence[str]], owned: Callable[[], Iterable[TopicPartition]]) -> None:
         """Where the subscription and the owned partitions are read from at each heartbeat."""
@@ -191,7 +191,7 @@ class ConsumerMembership(GroupMembership):
         if response.member_id:
             self.member_id = response.member_id
         if response.heartbeat_interval_ms > 0:
-            self._interval_ms = response.heartbeat_interval_ms
+            self.heartbeat_interval_ms = response.heartbeat_interval_ms
         if sent_epoch == JOIN_EPOCH or response.member_epoch != self.generation_id:
             log.info("group.member_epoch", group=self.group_id, member=self.member_id,
                      epoch=response.member_epoch)
@@ -218,9 +218,9 @@ class ConsumerMembership(GroupMembership):
             self.wake.set()
 
     def _interval(self) -> float:
-        if self.generation_id <= 0 or self._interval_ms is None:
+        if self.generation_id <= 0 or self.heartbeat_interval_ms <= 0:
             return self.retry_backoff  # joining: ask again soon
-        return self._interval_ms / 1000
+        return self.heartbeat_interval_ms / 1000
 
     async def heartbeat_loop(self) -> None:
         while True:

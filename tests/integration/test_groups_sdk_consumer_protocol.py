@@ -87,6 +87,7 @@ async def test_two_members_share_then_the_survivor_takes_everything(cluster):
             await wait_for(lambda: first.owned == every, 30, "the first member to own every partition")
             joined_epoch = a.generation
             assert joined_epoch is not None and joined_epoch > 0
+            assert a._group is not None and a._group.heartbeat_interval_ms == 250  # the broker's, not ours
             async with AsyncConsumer(bootstrap, **options(group)) as b, trio.open_nursery() as inner:
                 second = Member(b, topic)
                 second.subscribe()
