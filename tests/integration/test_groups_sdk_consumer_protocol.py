@@ -69,11 +69,15 @@ class Member:
                 await self.consumer.commit()
 
 
-def group_members(bootstrap: str, group: str) -> list:
+def described(bootstrap: str, group: str):
+    """The group as ConsumerGroupDescribe shows it (one broker: the coordinator)."""
     with WireConnection(bootstrap) as conn:
-        response = conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-            "group_ids": [group], "include_authorized_operations": False})
-    return list(response.groups[0].members)
+        return conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": [group], "include_authorized_operations": False}).groups[0]
+
+
+def group_members(bootstrap: str, group: str) -> list:
+    return list(described(bootstrap, group).members)
 
 
 async def test_two_members_share_then_the_survivor_takes_everything(cluster):
@@ -110,6 +114,39 @@ async def test_two_members_share_then_the_survivor_takes_everything(cluster):
         ends = {tp: 60 for tp in every}
         assert {tp: await a.committed(tp) for tp in every} == ends
     assert group_members(bootstrap, group) == []  # close() left the group
+
+
+class AutoCommitMember(Member):
+    """Commits nothing itself: only auto-commit stores its offsets."""
+
+    async def run(self) -> None:
+        while True:
+            for records in (await self.consumer.poll(timeout_ms=100)).values():
+                self.values += [int(r.value) for r in records]
+
+
+async def test_auto_commit_commits_what_moves_away_before_revoking_it(cluster):
+    group, topic, bootstrap = "kip848-autocommit", "kip848-autocommit", cluster.bootstrap_servers
+    every = await trio.to_thread.run_sync(topic_of, cluster, topic, 200)
+    # Periodic auto-commit is far away: what the next owner starts from is the revoke's commit.
+    auto = options(group, enable_auto_commit=True, auto_commit_interval_ms=600_000)
+    async with AsyncConsumer(bootstrap, **auto) as a, trio.open_nursery() as nursery:
+        first = AutoCommitMember(a, topic)
+        first.subscribe()
+        nursery.start_soon(first.run)
+        await wait_for(lambda: len(first.values) == 200, 30, "the first member to read everything")
+        async with AsyncConsumer(bootstrap, **auto) as b, trio.open_nursery() as inner:
+            second = AutoCommitMember(b, topic)
+            second.subscribe()
+            inner.start_soon(second.run)
+            await wait_for(lambda: len(second.owned) == 2 and first.owned | second.owned == every, 30,
+                           "a 2/2 split")
+            await trio.to_thread.run_sync(produce, bootstrap, topic, 1000, 40, PARTITIONS)
+            await wait_for(lambda: len(first.values) + len(second.values) >= 240, 30, "the 40 new records")
+            inner.cancel_scope.cancel()
+        nursery.cancel_scope.cancel()
+    assert second.values and min(second.values) >= 1000, "the next owner re-read what was consumed"
+    assert sorted(first.values + second.values) == [*range(200), *range(1000, 1040)]
 
 
 async def test_a_member_expired_by_the_broker_rejoins(cluster):
@@ -152,6 +189,7 @@ async def test_sdk_and_librdkafka_consumer_protocol_members_share_a_group(cluste
                 await wait_for(lambda: len(sdk.owned) == 2 and len(rdkafka.assignment) == 2
                                and {tp.partition for tp in sdk.owned} | rdkafka.assignment == set(range(PARTITIONS)),
                                40, "the SDK and librdkafka members to split 4 partitions 2/2")
+                assert described(bootstrap, group).assignor_name == "range"  # the SDK's group_remote_assignor
                 await wait_for(lambda: len(sdk.values) + len(rdkafka.values) >= 200, 30, "every record")
                 nursery.cancel_scope.cancel()
             assert sorted(sdk.values + rdkafka.values) == list(range(200))
