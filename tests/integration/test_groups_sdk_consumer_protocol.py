@@ -199,6 +199,20 @@ async def test_sdk_and_librdkafka_consumer_protocol_members_share_a_group(cluste
         await trio.to_thread.run_sync(rdkafka.stop)
 
 
+async def test_a_pattern_subscription_sends_the_matching_topic_names(cluster):
+    group, bootstrap = "kip848-pattern", cluster.bootstrap_servers
+    every = await trio.to_thread.run_sync(topic_of, cluster, "kip848-pattern-a", 8)
+    async with AsyncConsumer(bootstrap, **options(group)) as c:
+        c.subscribe(pattern=r"kip848-pattern-.*")
+        seen = 0
+        with trio.move_on_after(30):
+            while seen < 8:
+                seen += sum(len(r) for r in (await c.poll(timeout_ms=100)).values())
+        assert seen == 8 and c.assignment() == every
+        (member,) = group_members(bootstrap, group)
+        assert list(member.subscribed_topic_names) == ["kip848-pattern-a"]
+
+
 def test_blocking_consumer_speaks_the_consumer_protocol(cluster):
     from raftka.client.blocking import Consumer
 
