@@ -22,6 +22,18 @@ just the new ones), and a member that gave some up rejoins so the next round can
 hand them over. `group_instance_id` makes the member static (KIP-345): close()
 does not leave the group, so a restart within the session timeout gets the same
 partitions back without a rebalance. Heartbeats run in the consumer's nursery.
+
+`group_protocol="consumer"` (Kafka's `group.protocol`; default "classic" as in Kafka
+4.4's Java client) speaks KIP-848 instead (client/consumer_membership.py): the
+coordinator assigns (`group_remote_assignor`: "uniform" or "range", None for the
+broker's default) and hands out changes through ConsumerGroupHeartbeat at the interval
+the broker sets. `poll()` reconciles towards each new target: partitions moving away are
+committed (with auto-commit) and revoked first (`on_partitions_revoked` gets just
+those), then the new ones start (`on_partitions_assigned` gets just those, possibly
+none). A fenced member loses what it held (no commit) and rejoins with epoch 0;
+`generation` is the member epoch. `partition_assignment_strategy`,
+`session_timeout_ms` and `heartbeat_interval_ms` are classic-only (the broker's group
+configs decide them).
 `commit()`, `committed()` and auto-commit (subscribe mode, every
 `auto_commit_interval_ms`, at close and before a revoke) store offsets at the
 group coordinator.
@@ -44,6 +56,7 @@ import trio
 
 from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
+from raftka.client.consumer_membership import ConsumerMembership, reconciliation
 from raftka.client.errors import (
     IllegalStateError,
     KafkaConnectionError,
@@ -65,6 +78,8 @@ log = get_logger("raftka.client.consumer")
 _RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 # Kafka's isolation.level values and their wire numbers (Fetch/ListOffsets isolation_level).
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+# Kafka's group.protocol values.
+GROUP_PROTOCOLS = ("classic", "consumer")
 
 
 class NoOffsetForPartitionError(KafkaError):
@@ -106,9 +121,18 @@ class AsyncConsumer:
         partition_assignment_strategy: Iterable[str] = ("range", "roundrobin"),
         metadata_max_age_ms: int = 5000,
         group_instance_id: str | None = None,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
         security: ClientSecurity | None = None,
     ) -> None:
         self.security = security
+        if group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"group_protocol must be 'classic' or 'consumer', got {group_protocol!r}")
+        if group_remote_assignor is not None and group_protocol != "consumer":
+            raise ValueError("group_remote_assignor needs group_protocol='consumer' "
+                             "(classic groups assign on the client: partition_assignment_strategy)")
+        self.group_protocol = group_protocol
+        self.group_remote_assignor = group_remote_assignor
         if auto_offset_reset not in _RESETS:
             raise ValueError(
                 f"auto_offset_reset must be 'earliest', 'latest' or 'none', got "
@@ -488,19 +512,30 @@ class AsyncConsumer:
         self._pattern = re.compile(pattern) if pattern else None
         self._on_assigned, self._on_revoked = on_partitions_assigned, on_partitions_revoked
         cluster.topics.update(topics)
-        if self._group is None:
-            self._group = GroupMembership(
+        if self._group is None and self.group_protocol == "consumer":
+            member = ConsumerMembership(
+                cluster, self.group_id, remote_assignor=self.group_remote_assignor,
+                rebalance_timeout_ms=self.max_poll_interval_ms, retry_backoff_ms=self.retry_backoff_ms,
+                request_timeout_ms=self.request_timeout_ms, group_instance_id=self.group_instance_id)
+            member.attach(lambda: self._subscription, lambda: tuple(self._state))
+            self._start_group(member)
+        elif self._group is None:
+            self._start_group(GroupMembership(
                 cluster, self.group_id, session_timeout_ms=self.session_timeout_ms,
                 rebalance_timeout_ms=self.max_poll_interval_ms,
                 heartbeat_interval_ms=self.heartbeat_interval_ms,
                 assignors=self.partition_assignment_strategy,
                 retry_backoff_ms=self.retry_backoff_ms, request_timeout_ms=self.request_timeout_ms,
-                group_instance_id=self.group_instance_id)
-            self._group.require_stable = self._isolation == 1
-            assert self._owner.nursery is not None
-            self._owner.nursery.start_soon(self._group.heartbeat_loop)
+                group_instance_id=self.group_instance_id))
+        assert self._group is not None
         self._group.request_rejoin("subscription changed")
         self._next_pattern_check = 0.0
+
+    def _start_group(self, group: GroupMembership) -> None:
+        group.require_stable = self._isolation == 1
+        self._group = group
+        assert self._owner.nursery is not None
+        self._owner.nursery.start_soon(group.heartbeat_loop)
 
     def subscription(self) -> set[str]:
         return set(self._subscription)
@@ -564,7 +599,9 @@ class AsyncConsumer:
                 group.request_rejoin("topics matching the pattern changed")
         if group.fatal is not None:
             raise group.fatal
-        if group.cooperative:
+        if isinstance(group, ConsumerMembership):
+            await self._reconcile(group)
+        elif group.cooperative:
             await self._cooperative_maintenance(group)
         elif group.needs_rejoin and (self._subscription or self._pattern is not None):
             await self._rejoin()
@@ -606,6 +643,56 @@ class AsyncConsumer:
                     self._state[tp].position, self._state[tp].reset_to = om.offset, None
         self._next_auto_commit = trio.current_time() + self.auto_commit_interval_ms / 1000
         await self._callback(self._on_assigned, set(assigned))
+
+    # --- the consumer protocol (KIP-848) ---------------------------------------------
+    async def _reconcile(self, group: ConsumerMembership) -> None:
+        """Move towards the coordinator's target: commit (auto-commit) and revoke what moves
+        away, then start what is new, then let the next heartbeat report it."""
+        if group.ownership_lost:
+            await self._lose_partitions(group)
+        target = group.target
+        if target is None:
+            return
+        self._applying = True
+        try:
+            revoked, added = reconciliation(self._state, target)
+            if revoked:
+                await self._commit_and_revoke(group, revoked)
+                self._state = {tp: s for tp, s in self._state.items() if tp not in revoked}
+                self._paused -= revoked
+            if group.ownership_lost or group.target is not target:
+                return  # fenced, or a newer target arrived meanwhile: start over at the next poll
+            await self._install_assignment(group, sorted(target))
+            log.info("consumer.reconciled", group=self.group_id, epoch=group.generation_id,
+                     added=len(added), revoked=len(revoked), owned=len(target))
+            await self._callback(self._on_assigned, set(added))
+            if group.target is target:
+                group.reconciled()
+        finally:
+            self._applying = False
+
+    async def _commit_and_revoke(self, group: GroupMembership, revoked: set[TopicPartition]) -> None:
+        if self.enable_auto_commit and group.generation_id >= 0:
+            consumed = self._consumed_offsets()
+            try:
+                await self.commit({tp: consumed[tp] for tp in revoked if tp in consumed})
+            except KafkaError as exc:
+                log.info("consumer.auto_commit_failed", group=self.group_id, error=str(exc))
+        await self._callback(self._on_revoked, revoked)
+
+    async def _install_assignment(self, group: GroupMembership, assigned: list[TopicPartition]) -> None:
+        """Own exactly `assigned`: kept partitions keep their positions, new ones start from
+        the group's committed offsets (or the reset policy)."""
+        old = self._state
+        self._state = {tp: old.get(tp) or _PartitionState() for tp in assigned}
+        self._paused &= set(assigned)
+        self._require_cluster().topics.update(tp.topic for tp in assigned)
+        fresh = [tp for tp in assigned if self._state[tp].position is None]
+        if fresh:
+            committed = await group.fetch_offsets(fresh)
+            for tp, om in committed.items():
+                if om is not None and tp in self._state:
+                    self._state[tp].position, self._state[tp].reset_to = om.offset, None
 
     # --- cooperative rebalancing (KIP-429) -------------------------------------------
     async def _cooperative_maintenance(self, group: GroupMembership) -> None:
@@ -663,22 +750,8 @@ class AsyncConsumer:
         revoked = set(old) - keep
         added = [tp for tp in assigned if tp not in old]
         if revoked:
-            if self.enable_auto_commit and group.generation_id >= 0:
-                consumed = self._consumed_offsets()
-                try:
-                    await self.commit({tp: consumed[tp] for tp in revoked if tp in consumed})
-                except KafkaError as exc:
-                    log.info("consumer.auto_commit_failed", group=self.group_id, error=str(exc))
-            await self._callback(self._on_revoked, revoked)
-        self._state = {tp: old.get(tp) or _PartitionState() for tp in assigned}
-        self._paused &= keep
-        self._require_cluster().topics.update(tp.topic for tp in assigned)
-        fresh = [tp for tp in assigned if self._state[tp].position is None]
-        if fresh:
-            committed = await group.fetch_offsets(fresh)
-            for tp, om in committed.items():
-                if om is not None and tp in self._state:
-                    self._state[tp].position, self._state[tp].reset_to = om.offset, None
+            await self._commit_and_revoke(group, revoked)
+        await self._install_assignment(group, assigned)
         log.info("consumer.cooperative_assignment", group=self.group_id, generation=group.generation_id,
                  kept=len(keep) - len(added), added=len(added), revoked=len(revoked))
         await self._callback(self._on_assigned, set(added))

@@ -12,6 +12,7 @@ view. Two rules borrowed from the Java client:
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -45,6 +46,7 @@ class TopicInfo:
     name: str
     partitions: Mapping[int, PartitionInfo]
     is_internal: bool = False
+    topic_id: uuid.UUID | None = None  # Metadata v10+ (None before, or for the null id)
 
 
 def _frozen(d: dict) -> Mapping:
@@ -87,6 +89,17 @@ class ClusterMetadata:
     def broker(self, node_id: int) -> BrokerInfo | None:
         return self.brokers.get(node_id)
 
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        info = self.topics.get(topic)
+        return None if info is None else info.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the known topic with this id (None if none is known)."""
+        for info in self.topics.values():
+            if info.topic_id == topic_id:
+                return info.name
+        return None
+
     # --- updates ---------------------------------------------------------
     def updated(self, response: Any, *, all_topics: bool) -> ClusterMetadata:
         """The view after a MetadataResponse (a decoded message or anything with
@@ -121,7 +134,9 @@ class ClusterMetadata:
                 if old is not None and 0 <= new.leader_epoch < old.leader_epoch:
                     new = old  # stale answer from a lagging broker
                 parts[p.partition_index] = new
-            topics[t.name] = TopicInfo(t.name, _frozen(parts), getattr(t, "is_internal", False))
+            topic_id = getattr(t, "topic_id", None)
+            topics[t.name] = TopicInfo(t.name, _frozen(parts), getattr(t, "is_internal", False),
+                                       topic_id if topic_id and topic_id.int else None)
         return replace(
             self,
             brokers=_frozen(brokers),

@@ -21,11 +21,19 @@ GROUP_EXTRA = {
 SESSION_TIMEOUT_MS = 4000
 
 
+# librdkafka refuses these with group.protocol=consumer: the coordinator decides them (KIP-848).
+CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+
+
 def consumer_config(bootstrap: str, group: str, **extra) -> dict:
-    return {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": 500, "topic.metadata.refresh.interval.ms": 1000,
-            "partition.assignment.strategy": "range", **extra}
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS,
+              "heartbeat.interval.ms": 500, "topic.metadata.refresh.interval.ms": 1000,
+              "partition.assignment.strategy": "range", **extra}
+    if config.get("group.protocol") == "consumer":
+        for key in CLASSIC_ONLY:
+            config.pop(key)
+    return config
 
 
 def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:

@@ -44,3 +44,10 @@ def test_the_kip848_snippet_runs_as_shown(tmp_path: Path) -> None:
     assert '"group.protocol": "consumer"' in code
     ran = _run_as_shown(code, tmp_path)
     assert "consumed 10" in ran.stdout, ran.stdout
+
+
+def test_the_sdk_kip848_snippet_runs_as_shown(tmp_path: Path) -> None:
+    code = _snippet("\n### The SDK with `group_protocol=\"consumer\"`")
+    assert 'group_protocol="consumer"' in code
+    ran = _run_as_shown(code, tmp_path)
+    assert "consumed 10 at member epoch" in ran.stdout, ran.stdout
