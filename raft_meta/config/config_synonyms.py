@@ -176,13 +176,16 @@ def synonym_default(broker_key: str) -> str:
 
 
 def broker_defaults() -> dict[str, str]:
-    """Kafka's DEFAULT_CONFIG layer for the keys raftka knows: server.properties defaults, and
-    for a topic key's broker synonyms raftka has no server.properties key for, the topic
-    key's default in the synonym's unit."""
+    """Kafka's DEFAULT_CONFIG layer: Kafka 4.4's default of each key of its catalogue, with
+    raftka's own where raftka acts on the key (its server.properties defaults), and for a topic
+    key's broker synonyms raftka has no server.properties key for, the topic key's default in
+    the synonym's unit."""
     from raftka.raft_meta.config.config_catalogue import STORED_BROKER_CONFIGS
+    from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
     from raftka.raft_meta.config.node_config import _KEYS
 
-    out = {key: spec.default for key, spec in STORED_BROKER_CONFIGS.items()}
+    out = {key: found.default for key, found in KAFKA_BROKER_CONFIGS.items() if found.default is not None}
+    out.update({key: spec.default for key, spec in STORED_BROKER_CONFIGS.items()})
     out.update({key: default for key, (_, _, default) in _KEYS.items() if default is not None})
     for synonyms in TOPIC_SYNONYMS.values():
         for name, _ in synonyms:
