@@ -11,18 +11,21 @@ from raftka.raft_meta.config import client_metrics_configs
 from raftka.raft_meta.config import config_synonyms as synonyms
 from raftka.raft_meta.config.config_catalogue import (
     GROUP_CONFIGS,
-    STORED_BROKER_CONFIGS,
     group_config_value,
 )
-from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
 from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
+from raftka.raft_meta.config.node_config import STATIC_BROKER_KEYS as OWN_KEYS
 from raftka.raft_meta.config.node_config import is_sensitive
 from raftka.raft_meta.config.topic_configs import (
     TOPIC_CONFIGS,
     effective_topic_config,
     topic_overrides,
 )
-from raftka.raft_meta.controller.config_decisions import CLIENT_METRICS, THROTTLED_RATE_KEYS
+from raftka.raft_meta.controller.config_decisions import (
+    CLIENT_METRICS,
+    THROTTLED_RATE_KEYS,
+    broker_key_alterable,
+)
 from raftka.raft_meta.security.acls import AclOperation
 
 _DEFAULTS = synonyms.broker_defaults()
@@ -83,6 +86,7 @@ def _broker_configs(ctx, name: str) -> list[dict]:
     The empty name: only the dynamic cluster-wide defaults, as Kafka describes the default
     broker resource."""
     layers = _layers(ctx, name)
+    static = frozenset(ctx.config.raw) | OWN_KEYS
     keys = set(layers[1][1])
     if name:
         keys |= set(layers[0][1]) | set(ctx.config.raw)
@@ -90,13 +94,14 @@ def _broker_configs(ctx, name: str) -> list[dict]:
     out = []
     for key in sorted(keys):
         found = KAFKA_BROKER_CONFIGS.get(key)
-        sensitive = found.kind == "password" if found else is_sensitive(key)
+        # Kafka: a password, or a key it has no type for; raftka's own keys by their names
+        sensitive = found.kind == "password" if found else key not in OWN_KEYS or is_sensitive(key)
         chain = synonyms.broker_config_synonyms(key, layers, per_broker=bool(name), sensitive=sensitive)
         value = next((values[key] for _, values in layers if key in values), None)
-        dynamic = (found is not None and found.dynamic) or key in DYNAMIC_BROKER_CONFIGS \
-            or key in THROTTLED_RATE_KEYS or key in STORED_BROKER_CONFIGS
+        # Kafka's key not in its ALL_DYNAMIC_CONFIGS, or raftka refuses to alter it
+        read_only = found is None and key not in THROTTLED_RATE_KEYS or not broker_key_alterable(key, static)
         out.append({"name": key, "value": None if sensitive else value, "config_source": synonyms.source_of(chain),
-                    "read_only": not dynamic, "is_sensitive": sensitive, "synonyms": _wire(chain),
+                    "read_only": read_only, "is_sensitive": sensitive, "synonyms": _wire(chain),
                     "config_type": _CONFIG_TYPES.get(found.kind, 0) if found else 0, "documentation": None})
     return out
 
