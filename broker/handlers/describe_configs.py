@@ -49,7 +49,7 @@ def _layers(ctx, broker: str) -> list[tuple[int, dict]]:
     per_broker = ctx.image.configs.get(("broker", broker), {}) if broker else {}
     return [(synonyms.DYNAMIC_BROKER_CONFIG, per_broker),
             (synonyms.DYNAMIC_DEFAULT_BROKER_CONFIG, ctx.image.configs.get(("cluster", ""), {})),
-            (synonyms.STATIC_BROKER_CONFIG, ctx.config.raw),
+            (synonyms.STATIC_BROKER_CONFIG, synonyms.with_id_synonyms(ctx.config.raw)),
             (synonyms.DEFAULT_CONFIG, _DEFAULTS)]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raftka.raft_meta.config import generate_broker_catalogue, node_config
-from raftka.raft_meta.config.config_synonyms import broker_defaults
+from raftka.raft_meta.config.config_synonyms import broker_defaults, with_id_synonyms
 from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
 
 COMMITTED = Path(generate_broker_catalogue.__file__).with_name("kafka_broker_catalogue.py")
@@ -50,3 +50,17 @@ def test_keys_without_a_default_stay_out_of_the_default_layer() -> None:
     no_default = {k for k, found in KAFKA_BROKER_CONFIGS.items() if found.default is None}
     assert not no_default & set(defaults) - set(node_config._KEYS)
     assert defaults["process.roles"] == "broker,controller"
+
+
+@pytest.mark.parametrize("static, expected", [
+    ({"node.id": "1"}, {"node.id": "1", "broker.id": "1"}),
+    ({"broker.id": "2"}, {"broker.id": "2", "node.id": "2"}),
+    ({"node.id": "1", "broker.id": "1"}, {"node.id": "1", "broker.id": "1"}),
+    ({"log.dirs": "/d"}, {"log.dirs": "/d"}),
+])
+def test_node_id_and_broker_id_stand_for_each_other_in_the_static_layer(static, expected) -> None:
+    assert with_id_synonyms(static) == expected
+
+
+def test_an_empty_raftka_default_is_kafkas_null() -> None:
+    assert "replica.selector.class" not in broker_defaults()  # raftka's '' means unset
