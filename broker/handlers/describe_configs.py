@@ -11,17 +11,21 @@ from raftka.raft_meta.config import client_metrics_configs
 from raftka.raft_meta.config import config_synonyms as synonyms
 from raftka.raft_meta.config.config_catalogue import (
     GROUP_CONFIGS,
-    STORED_BROKER_CONFIGS,
     group_config_value,
 )
-from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
+from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
+from raftka.raft_meta.config.node_config import STATIC_BROKER_KEYS as OWN_KEYS
 from raftka.raft_meta.config.node_config import is_sensitive
 from raftka.raft_meta.config.topic_configs import (
     TOPIC_CONFIGS,
     effective_topic_config,
     topic_overrides,
 )
-from raftka.raft_meta.controller.config_decisions import CLIENT_METRICS, THROTTLED_RATE_KEYS
+from raftka.raft_meta.controller.config_decisions import (
+    CLIENT_METRICS,
+    THROTTLED_RATE_KEYS,
+    broker_key_alterable,
+)
 from raftka.raft_meta.security.acls import AclOperation
 
 _DEFAULTS = synonyms.broker_defaults()
@@ -36,7 +40,8 @@ DYNAMIC_BROKER_LOGGER_CONFIG = 6
 CLIENT_METRICS_CONFIG = 7
 GROUP_CONFIG = 8
 # Kafka's ConfigEntry.ConfigType ids (DescribeConfigs v3+)
-_CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
+_CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
+                 "password": 9}
 
 
 def _layers(ctx, broker: str) -> list[tuple[int, dict]]:
@@ -44,7 +49,7 @@ def _layers(ctx, broker: str) -> list[tuple[int, dict]]:
     per_broker = ctx.image.configs.get(("broker", broker), {}) if broker else {}
     return [(synonyms.DYNAMIC_BROKER_CONFIG, per_broker),
             (synonyms.DYNAMIC_DEFAULT_BROKER_CONFIG, ctx.image.configs.get(("cluster", ""), {})),
-            (synonyms.STATIC_BROKER_CONFIG, ctx.config.raw),
+            (synonyms.STATIC_BROKER_CONFIG, synonyms.with_id_synonyms(ctx.config.raw)),
             (synonyms.DEFAULT_CONFIG, _DEFAULTS)]
 
 
@@ -74,22 +79,30 @@ def _topic_configs(ctx, name: str) -> list[dict]:
 
 
 def _broker_configs(ctx, name: str) -> list[dict]:
-    """A broker's configs: its static server.properties overlaid with the dynamic cluster-wide
-    defaults and its own dynamic configs (Kafka's precedence). The empty name: only the
-    dynamic cluster-wide defaults, as Kafka describes the default broker resource."""
+    """A broker's configs, as Kafka's ConfigHelper describes them: every (non-internal) key of
+    Kafka 4.4's catalogue and every key of server.properties, each with its value from the
+    highest layer that sets it (dynamic per-broker, dynamic cluster-wide default, static,
+    default), its synonyms, Kafka's type, and read-only unless Kafka can change it dynamically.
+    The empty name: only the dynamic cluster-wide defaults, as Kafka describes the default
+    broker resource."""
     layers = _layers(ctx, name)
+    static = frozenset(ctx.config.raw) | OWN_KEYS
     keys = set(layers[1][1])
     if name:
         keys |= set(layers[0][1]) | set(ctx.config.raw)
+        keys |= {key for key, found in KAFKA_BROKER_CONFIGS.items() if not found.internal}
     out = []
     for key in sorted(keys):
-        sensitive = is_sensitive(key)
+        found = KAFKA_BROKER_CONFIGS.get(key)
+        # Kafka: a password, or a key it has no type for; raftka's own keys by their names
+        sensitive = found.kind == "password" if found else key not in OWN_KEYS or is_sensitive(key)
         chain = synonyms.broker_config_synonyms(key, layers, per_broker=bool(name), sensitive=sensitive)
-        out.append({"name": key, "value": chain[0].value, "config_source": chain[0].source,
-                    "read_only": key not in DYNAMIC_BROKER_CONFIGS and key not in THROTTLED_RATE_KEYS
-                                 and key not in STORED_BROKER_CONFIGS,
-                    "is_sensitive": sensitive, "synonyms": _wire(chain), "config_type": 0,
-                    "documentation": None})
+        value = next((values[key] for _, values in layers if key in values), None)
+        # Kafka's key not in its ALL_DYNAMIC_CONFIGS, or raftka refuses to alter it
+        read_only = found is None and key not in THROTTLED_RATE_KEYS or not broker_key_alterable(key, static)
+        out.append({"name": key, "value": None if sensitive else value, "config_source": synonyms.source_of(chain),
+                    "read_only": read_only, "is_sensitive": sensitive, "synonyms": _wire(chain),
+                    "config_type": _CONFIG_TYPES.get(found.kind, 0) if found else 0, "documentation": None})
     return out
 
 

@@ -74,7 +74,46 @@ def render() -> str:
         "",
     ]
     lines += [f"- `{key}`" for key in sorted(node_config._ACCEPTED_IGNORED)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + kafka_catalogue_lines()) + "\n"
+
+
+def _in_raftka(key: str, dynamic: bool) -> str:
+    from raftka.raft_meta.config.config_catalogue import STORED_BROKER_CONFIGS
+    from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
+
+    if key in DYNAMIC_BROKER_CONFIGS:
+        return f"dynamic: the default of topic config `{DYNAMIC_BROKER_CONFIGS[key]}`"
+    if key in STORED_BROKER_CONFIGS or dynamic:
+        return "dynamic: stored, not acted on"
+    return "not acted on"
+
+
+def kafka_catalogue_lines() -> list[str]:
+    """The keys of Kafka 4.4's broker catalogue that are not server.properties keys of raftka's."""
+    from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
+
+    own = set(node_config._KEYS) | set(node_config._ACCEPTED_IGNORED)
+    lines = [
+        "",
+        "## Kafka's other broker keys: described, not acted on",
+        "",
+        "DescribeConfigs on a broker (`kafka-configs --describe --all --entity-type brokers`) lists",
+        "every key of Kafka 4.4's broker catalogue (raft_meta/config/kafka_broker_catalogue.py,",
+        "generated from Kafka's jars), as Kafka does. These are not server.properties keys of",
+        "raftka's: a file that sets one is refused at startup. They are described with Kafka's",
+        "default (`null` where Kafka has none) and raftka does not act on them, except that a",
+        "dynamic broker default of a topic config applies to topics (AlterConfigs on a broker or",
+        "the cluster-wide default). The other dynamic keys are accepted by AlterConfigs and stored.",
+        "",
+        "| key | Kafka's default | type | in raftka |",
+        "|---|---|---|---|",
+    ]
+    for key, found in sorted(KAFKA_BROKER_CONFIGS.items()):
+        if found.internal or key in own:
+            continue
+        default = "(none)" if found.default is None else (f"`{found.default}`" if found.default else "(empty)")
+        lines.append(f"| `{key}` | {default.replace('|', '/')} | {found.kind} | {_in_raftka(key, found.dynamic)} |")
+    return lines
 
 
 if __name__ == "__main__":

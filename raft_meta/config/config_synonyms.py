@@ -158,6 +158,16 @@ def broker_config_synonyms(name: str, layers: Sequence[tuple[int, Mapping[str, s
     return chain
 
 
+def with_id_synonyms(static: Mapping[str, str]) -> dict[str, str]:
+    """server.properties as Kafka's static layer holds it: node.id and broker.id each stand for
+    the other when only one is set (Kafka's `AbstractKafkaConfig.populateSynonyms`)."""
+    out = dict(static)
+    for name, other in (("node.id", "broker.id"), ("broker.id", "node.id")):
+        if name in static and other not in static:
+            out[other] = static[name]
+    return out
+
+
 def source_of(chain: Sequence[Synonym]) -> int:
     return chain[0].source if chain else DEFAULT_CONFIG
 
@@ -176,14 +186,21 @@ def synonym_default(broker_key: str) -> str:
 
 
 def broker_defaults() -> dict[str, str]:
-    """Kafka's DEFAULT_CONFIG layer for the keys raftka knows: server.properties defaults, and
-    for a topic key's broker synonyms raftka has no server.properties key for, the topic
-    key's default in the synonym's unit."""
+    """Kafka's DEFAULT_CONFIG layer: Kafka 4.4's default of each key of its catalogue, with
+    raftka's own where raftka acts on the key (its server.properties defaults), and for a topic
+    key's broker synonyms raftka has no server.properties key for, the topic key's default in
+    the synonym's unit."""
     from raftka.raft_meta.config.config_catalogue import STORED_BROKER_CONFIGS
+    from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
     from raftka.raft_meta.config.node_config import _KEYS
 
-    out = {key: spec.default for key, spec in STORED_BROKER_CONFIGS.items()}
-    out.update({key: default for key, (_, _, default) in _KEYS.items() if default is not None})
+    out = {key: found.default for key, found in KAFKA_BROKER_CONFIGS.items() if found.default is not None}
+    out.update({key: spec.default for key, spec in STORED_BROKER_CONFIGS.items()})
+    # raftka's own defaults of the keys it acts on; its empty default of a key Kafka has no
+    # default for means unset, as Kafka's null (replica.selector.class)
+    out.update({key: default for key, (_, _, default) in _KEYS.items()
+                if default is not None and (default or key not in KAFKA_BROKER_CONFIGS
+                                            or KAFKA_BROKER_CONFIGS[key].default is not None)})
     for synonyms in TOPIC_SYNONYMS.values():
         for name, _ in synonyms:
             if name in out or name in NO_DEFAULT or name in _KEYS:

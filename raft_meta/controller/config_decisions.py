@@ -11,8 +11,9 @@ validated by raft_meta/config/client_metrics_configs.py). Kafka's rules:
 - Topic values are validated as at creation (raft_meta/config/topic_configs.py), over the topic's configs
   after the change; `min.insync.replicas` above the topic's replication factor is refused.
 - Broker keys Kafka updates dynamically (`DYNAMIC_BROKER_CONFIGS`, `STORED_BROKER_CONFIGS`) are
-  validated with Kafka's types and ranges; a static key raftka knows answers INVALID_REQUEST
-  ("cannot be updated dynamically"). A key Kafka does not define is stored as given, on one
+  validated with Kafka's types and ranges; a static key (raftka's, or Kafka 4.4's catalogue's:
+  raft_meta/config/kafka_broker_catalogue.py) answers INVALID_REQUEST ("cannot be updated
+  dynamically"). A key Kafka does not define is stored as given, on one
   broker or the cluster-wide default (Kafka 4.4 validates only the keys it knows).
 - Groups (stored under ("group", name); the group need not exist, as on Kafka): Kafka's
   `GroupConfig` keys, each within the broker's group.* bounds (`config_catalogue.validate_group`).
@@ -36,6 +37,7 @@ from raftka.raft_meta.config.config_catalogue import (
     validate_group,
 )
 from raftka.raft_meta.config.config_synonyms import DYNAMIC_BROKER_CONFIGS
+from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
 from raftka.raft_meta.controller.controller_decisions import (
     MAX_RECORDS_PER_USER_OP,
     Decision,
@@ -52,6 +54,15 @@ OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"
 # Kafka's dynamic broker quota keys (KIP-73 replication throttles, bytes/s, a long >= 0; unset:
 # Long.MAX, unthrottled). Not topic keys: validated here, acted on by broker/replication/replication_quota.py.
 THROTTLED_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
+def broker_key_alterable(key: str, static_keys: frozenset[str]) -> bool:
+    """Whether AlterConfigs may set broker key `key`: the dynamic keys raftka validates, else
+    not one of raftka's static keys (`static_keys`) nor a key Kafka 4.4 defines as static."""
+    if key in DYNAMIC_BROKER_CONFIGS or key in THROTTLED_RATE_KEYS or key in STORED_BROKER_CONFIGS:
+        return True
+    found = KAFKA_BROKER_CONFIGS.get(key)
+    return key not in static_keys and (found is None or found.dynamic)
 
 
 def _normalize_rate(key: str, value: str) -> str:
@@ -165,9 +176,7 @@ def _broker_after(image: MetadataImage, resource: AlterResource, static_keys: fr
     after = _apply_ops(image.configs.get(storage_key("broker", name), {}), resource, _BROKER_LISTS,
                       _BROKER_DEFAULTS)
     for key in after:
-        if key in DYNAMIC_BROKER_CONFIGS or key in THROTTLED_RATE_KEYS or key in STORED_BROKER_CONFIGS:
-            continue
-        if key in static_keys:
+        if not broker_key_alterable(key, static_keys):
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"broker config {key!r} cannot be updated dynamically; "
                                                              "set it in server.properties and restart the broker")
     out = {}

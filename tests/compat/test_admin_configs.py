@@ -15,6 +15,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
+
 TIMEOUT = 20.0
 
 
@@ -113,7 +115,24 @@ def test_dynamic_broker_configs(admin: AdminClient) -> None:
         ConfigEntry("log.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
         ConfigEntry("unclean.leader.election.enable", None, incremental_operation=AlterConfigOpType.DELETE)])
     _result(admin.incremental_alter_configs([cleanup])[cleanup])
-    assert "log.retention.ms" not in _describe(admin, ConfigResource("broker", "1"))  # not in server.properties
+    after = _describe(admin, ConfigResource("broker", "1"))["log.retention.ms"]  # Kafka's key, no default
+    assert (after.value, after.source) == (None, ConfigSource.DEFAULT_CONFIG.value)
+
+
+def test_a_broker_describes_kafkas_whole_catalogue(admin: AdminClient) -> None:
+    """Kafka 4.4's 350 broker keys, each with Kafka's default where raftka has no key of its own,
+    read-only unless dynamic in Kafka, passwords sensitive (KIP-226's DescribeConfigs)."""
+    described = _describe(admin, ConfigResource("broker", "1"))
+    public = {k for k, found in KAFKA_BROKER_CONFIGS.items() if not found.internal}
+    assert public <= set(described)
+    background = described["background.threads"]
+    assert (background.value, background.source, background.is_read_only) == (
+        "10", ConfigSource.DEFAULT_CONFIG.value, False)
+    shutdown = described["controlled.shutdown.enable"]
+    assert (shutdown.value, shutdown.is_read_only) == ("true", True)
+    password = described["ssl.keystore.password"]
+    assert (password.value, password.is_sensitive) == (None, True)
+    assert described["broker.id"].value == described["node.id"].value == "1"
 
 
 def test_manual_replica_assignments(admin: AdminClient) -> None:
