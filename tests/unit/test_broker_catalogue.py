@@ -3,7 +3,6 @@ and DescribeConfigs' default layer carries Kafka's defaults of the whole catalog
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,15 +10,14 @@ import pytest
 from raftka.raft_meta.config import generate_broker_catalogue, node_config
 from raftka.raft_meta.config.config_synonyms import broker_defaults, with_id_synonyms
 from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
+from tests.differential.kafka_jars import kafka_jars
 
 COMMITTED = Path(generate_broker_catalogue.__file__).with_name("kafka_broker_catalogue.py")
 
 
 @pytest.mark.timeout(300)
 def test_the_committed_catalogue_is_what_the_generator_makes() -> None:
-    libs = generate_broker_catalogue.default_libs()
-    if not (libs / "kafka_2.13-4.4.0.jar").exists() or shutil.which("java") is None:
-        pytest.skip(f"Kafka 4.4.0's jars are not in {libs} (the differential suite fetches them) or no java")
+    libs = kafka_jars().libs  # fetched from Maven Central once, as the differential suite does
     made = generate_broker_catalogue.render(generate_broker_catalogue.dump(libs))
     assert made == COMMITTED.read_text(), (
         "regenerate: python -m raftka.raft_meta.config.generate_broker_catalogue > /tmp/c.py && "
