@@ -47,6 +47,7 @@ Each quota type is only metered while some entity sets its key (Kafka's `quotasE
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from time import perf_counter
 
@@ -365,7 +366,11 @@ class RequestTimer(trio.abc.Instrument):
 
     def ensure(self, wanted: bool) -> None:
         if wanted != self.installed:
-            (trio.lowlevel.add_instrument if wanted else trio.lowlevel.remove_instrument)(self)
+            if wanted:
+                trio.lowlevel.add_instrument(self)
+            else:
+                with contextlib.suppress(KeyError):  # a trio run that never had it
+                    trio.lowlevel.remove_instrument(self)
             self.installed = wanted
 
     def before_task_step(self, task) -> None:
