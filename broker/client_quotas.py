@@ -269,6 +269,11 @@ class ClientQuotaManager:
         return [(user, client_id, s.rate.rate(now), s.throttle_time_avg(now))
                 for (user, client_id), s in sorted(self.sensors.items())]
 
+    def tokens_now(self, now: float) -> list[tuple[str, str, float]]:
+        """(user, client-id, tokens left) per token bucket (controller_mutation_rate's)."""
+        return [(user, client_id, s.bucket.level(now)) for (user, client_id), s in sorted(self.sensors.items())
+                if s.bucket is not None]
+
     def _expire(self, now: float) -> None:
         if now < self._next_expiry:
             return

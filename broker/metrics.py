@@ -194,6 +194,8 @@ class Snapshot:
     # Client quotas (broker/client_quotas.py): Kafka's type ("Produce", "Fetch", "Request",
     # "ControllerMutation") -> (user, client-id, rate, throttle-time ms) per sensor.
     client_quotas: dict[str, list[tuple[str, str, float, float]]] = field(default_factory=dict)
+    # controller_mutation_rate's token buckets: (user, client-id, tokens left) per sensor.
+    mutation_tokens: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 def _counter(name: str, doc: str, total: int | float, by_topic: dict[str, int] | None = None) -> Metric:
@@ -321,6 +323,12 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
             rate.add_metric([user, client_id], byte_rate)
             throttle.add_metric([user, client_id], throttle_ms)
         out += [rate, throttle]
+    if snap.mutation_tokens:
+        tokens = GaugeMetricFamily("kafka_server_controllermutation_tokens", "Tokens left in a controller "
+                                   "mutation quota's bucket (ControllerMutation tokens).", labels=["user", "client_id"])
+        for user, client_id, left in snap.mutation_tokens:
+            tokens.add_metric([user, client_id], left)
+        out.append(tokens)
 
     lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the committed offset.",
                             labels=["consumergroup", "topic", "partition"])

@@ -65,6 +65,8 @@ def test_a_permissive_quota_accepts_everything_and_throttles_for_the_overdraft()
     assert quota.record(20, 0.0) and quota.throttle_time_ms(0.0) == 0
     assert quota.record(10, 0.0) and quota.throttle_time_ms(0.0) == 4000
     assert quota.record(10, 0.0) and quota.throttle_time_ms(0.0) == 9000
+    assert quotas.mutation.tokens_now(0.0) == [("", "adm", -18.0)]  # the metric's `tokens`
+    assert quotas.mutation.samples_now(0.0)[0][2] == pytest.approx(40 / 10)  # mutation-rate, padded windows
 
 
 def test_connections_of_one_entity_share_its_bucket():
