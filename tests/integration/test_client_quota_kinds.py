@@ -14,15 +14,26 @@ from raftka.client.admin import QuotaFilter
 from raftka.client.blocking import Admin
 from raftka.client.connection import BrokerConnection
 from raftka.client.protocol import ADVERTISED_VERSIONS, ApiKey, ErrorCode
-from tests.integration.sdk_broker import one_node_server
+from raftka.testing.local_cluster import LocalCluster
+from tests.integration.test_metrics_endpoint import scrape, value
 
 MUTATION_RATE = 1.0  # partitions/s: a bucket of 11 (controller.quota.window.num x size x rate)
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with one_node_server(tmp_path_factory.mktemp("quota-kinds")) as address:
-        yield address
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    node = LocalCluster(tmp_path_factory.mktemp("quota-kinds"), 1, metrics=True, log_level="WARNING",
+                        extra_config={"num.partitions": "1"})
+    try:
+        node.start_and_wait(30)
+        yield node
+    finally:
+        node.stop(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cluster: LocalCluster) -> str:
+    return cluster.bootstrap
 
 
 def _set_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
@@ -134,9 +145,26 @@ def _metadata_throttles(bootstrap: str, client_id: str, count: int) -> list[int]
     return _on_connection(bootstrap, client_id, calls)
 
 
-def test_request_percentage_throttles_a_clients_requests_for_at_most_one_window(bootstrap):
+def test_request_percentage_throttles_a_clients_requests_for_at_most_one_window(cluster, bootstrap):
     # 0.01 % of a handler thread over 10 windows: 1 ms of handler time in all
     _set_quota(bootstrap, "req-quota", "request_percentage", 0.01)
     throttles = _metadata_throttles(bootstrap, "req-quota", 60)
     assert 0 < throttles[-1] <= 1000, throttles  # ClientRequestQuotaManager's cap: one quota window
     assert not any(_metadata_throttles(bootstrap, "req-free", 60))  # another client id: no quota
+    sample = scrape(cluster.metrics_urls()[1])
+    assert value(sample, "kafka_server_request_request_time", user="", client_id="req-quota") > 0.01
+    assert value(sample, "kafka_server_request_throttle_time", user="", client_id="req-quota") > 0
+
+
+def test_the_quota_sensors_are_in_the_metrics(cluster, bootstrap):
+    _set_quota(bootstrap, "mut-metrics", "controller_mutation_rate", MUTATION_RATE)
+
+    async def calls(conn: BrokerConnection):
+        return await conn.request(ApiKey.CREATE_TOPICS, _create("metered", 12), version=4)
+
+    assert _on_connection(bootstrap, "mut-metrics", calls).throttle_time_ms > 0
+    sample = scrape(cluster.metrics_urls()[1])
+    who = {"user": "", "client_id": "mut-metrics"}
+    assert value(sample, "kafka_server_controllermutation_mutation_rate", **who) == pytest.approx(12 / 10, rel=0.2)
+    assert -1.5 < value(sample, "kafka_server_controllermutation_tokens", **who) < 0  # 12 from 11, refilling
+    assert value(sample, "kafka_server_controllermutation_throttle_time", **who) > 0
