@@ -24,15 +24,40 @@ client ids for a user-level quota). Kafka's decisions, followed:
 Produce records the request's size; a consumer Fetch records its response's size (a
 follower's Fetch is never client-quota'd). A throttled Fetch without a fetch session is
 answered empty and its bytes taken back off the meter, as Kafka does.
+
+`request_percentage` (KIP-124, Kafka's ClientRequestQuotaManager): every request but the
+exempt ones (a follower's Fetch, WriteTxnMarkers: inter-broker) records the time its handler
+spent running, as a percentage of one second (`RequestTimer`: the connection task's own
+steps, so waiting for the controller or in a fetch's long poll does not count), on the
+`Request` sensor; the quota is a percentage of one handler thread. Its throttle time is the
+same formula, capped at one window (`quota.window.size.seconds`), not the whole sampled
+window. Produce and Fetch take the larger of their byte-rate and request throttles.
+
+`controller_mutation_rate` (KIP-599, Kafka's ControllerMutationQuotaManager): partitions
+created (CreateTopics, CreatePartitions) or deleted (DeleteTopics) per second, on a token
+bucket (`TokenBucket`) of `controller.quota.window.num * controller.quota.window.size.seconds`
+seconds' worth of the rate, full at first. `MutationQuota` is one request's view of it: strict
+from CreateTopics v6, CreatePartitions v3, DeleteTopics v5 (a topic is refused with
+THROTTLING_QUOTA_EXCEEDED while the bucket is below zero, and accepted, however many its
+partitions, while it is not), permissive before (always accepted, the response throttled).
+The throttle time is the time the bucket needs to come back to zero.
+
+Each quota type is only metered while some entity sets its key (Kafka's `quotasEnabled`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from time import perf_counter
+
+import trio
 
 from raftka.raft_meta.controller.quota_decisions import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
     QuotaMap,
     quota_for,
 )
@@ -103,6 +128,36 @@ def throttle_time_ms(rate: QuotaRate, bound: float, now: float, cap_ms: float) -
     return int(min(round((value - bound) / bound * rate.window_size(now) * 1000.0), cap_ms))
 
 
+class TokenBucket:
+    """Kafka's `TokenBucket` stat (KIP-599): `rate` tokens a second flow in, up to a burst of
+    `samples * window_s` seconds' worth; the bucket starts full and a recording takes its value
+    out, below zero if need be. Times are seconds from a monotonic clock."""
+
+    __slots__ = ("rate", "burst", "tokens", "last")
+
+    def __init__(self, rate: float, samples: int, window_s: float, now: float) -> None:
+        self.rate, self.burst = rate, samples * window_s * rate
+        self.tokens, self.last = self.burst, now
+
+    def set_rate(self, rate: float, samples: int, window_s: float) -> None:
+        """The quota changed (Kafka updates the metric's config in place: tokens stay)."""
+        self.rate, self.burst = rate, samples * window_s * rate
+
+    def level(self, now: float) -> float:
+        self.tokens = min(self.burst, self.tokens + self.rate * max(0.0, now - self.last))
+        self.last = max(self.last, now)
+        return self.tokens
+
+    def take(self, value: float, now: float) -> None:
+        self.tokens = min(self.burst, self.level(now) - value)
+
+    def throttle_ms(self, now: float) -> int:
+        """0 while the bucket is not below zero, else the time it needs to get back to zero
+        (`ControllerMutationQuotaManager.throttleTimeMs`)."""
+        tokens = self.level(now)
+        return round(-tokens / self.rate * 1000.0) if tokens < 0 else 0
+
+
 @dataclass
 class QuotaSensor:
     """One (user, client-id) sensor: the byte-rate meter, and Kafka's `throttle-time` (the
@@ -111,9 +166,10 @@ class QuotaSensor:
     rate: QuotaRate
     last_used: float
     bound: float | None = None
-    bytes_total: int = 0
+    bytes_total: float = 0  # bytes; request-time: percent-seconds; mutations: partitions
     throttle_ms_total: int = 0
     throttled: int = 0
+    bucket: TokenBucket | None = None  # controller_mutation_rate's
     _throttle_ms: QuotaRate | None = None
     _throttle_count: QuotaRate | None = None
 
@@ -136,31 +192,48 @@ class QuotaSensor:
 
 @dataclass
 class ClientQuotaManager:
-    """One quota type's sensors (`key` is the quota key, `name` Kafka's metric type)."""
+    """One quota type's sensors (`key` is the quota key, `name` Kafka's metric type, `metric`
+    its rate metric; `max_throttle_ms` caps throttles, the whole sampled window if None)."""
 
     key: str
     name: str
     samples: int = 11
     window_s: float = 1.0
+    metric: str = "byte-rate"
+    max_throttle_ms: float | None = None
     sensors: dict[tuple[str, str], QuotaSensor] = field(default_factory=dict)
     _next_expiry: float = 0.0
+    _seen: object = None  # the quota map `_enabled` was worked out for
+    _enabled: bool = False
 
     @property
     def cap_ms(self) -> float:
-        return self.samples * self.window_s * 1000.0
+        return self.samples * self.window_s * 1000.0 if self.max_throttle_ms is None else self.max_throttle_ms
 
-    def record(self, quotas: QuotaMap, user: str, client_id: str, nbytes: int, now: float) -> int:
-        """Record `nbytes` for a connection of `user` / `client_id`; the throttle time (ms)."""
-        if not quotas:
-            return 0
+    def enabled(self, quotas: QuotaMap) -> bool:
+        """Whether any entity sets this type's key (Kafka's `quotasEnabled`); worked out once
+        per metadata image's quota map."""
+        if quotas is not self._seen:
+            self._seen, self._enabled = quotas, any(self.key in values for values in quotas.values())
+        return self._enabled
+
+    def _sensor(self, quotas: QuotaMap, user: str, client_id: str, now: float) -> QuotaSensor:
         bound, tags = quota_for(quotas, user, client_id, self.key)
         sensor = self.sensors.get(tags)
         if sensor is None:
             sensor = self.sensors[tags] = QuotaSensor(QuotaRate(self.samples, self.window_s), now)
         sensor.last_used, sensor.bound = now, bound
+        self._expire(now)
+        return sensor
+
+    def record(self, quotas: QuotaMap, user: str, client_id: str, nbytes: float, now: float) -> int:
+        """Record `nbytes` for a connection of `user` / `client_id`; the throttle time (ms)."""
+        if not quotas or not self.enabled(quotas):
+            return 0
+        sensor = self._sensor(quotas, user, client_id, now)
+        bound = sensor.bound
         sensor.rate.record(nbytes, now)
         sensor.bytes_total += nbytes
-        self._expire(now)
         if bound is None:
             return 0
         throttle = throttle_time_ms(sensor.rate, bound, now, self.cap_ms)
@@ -171,15 +244,35 @@ class ClientQuotaManager:
     def unrecord(self, quotas: QuotaMap, user: str, client_id: str, nbytes: int, now: float) -> None:
         """Take back bytes recorded for an answer that was not sent after all (Kafka's
         `unrecordQuotaSensor`: a throttled Fetch is answered empty)."""
-        sensor = self.sensors.get(quota_for(quotas, user, client_id, self.key)[1])
+        sensor = self.sensors.get(quota_for(quotas, user, client_id, self.key)[1]) if quotas else None
         if sensor is not None:
             sensor.rate.record(-nbytes, now)
             sensor.bytes_total -= nbytes
+
+    def mutation_quota(self, quotas: QuotaMap, user: str, client_id: str, strict: bool,
+                       now: float) -> MutationQuota:
+        """One request's controller mutation quota (Kafka's `newQuotaFor`): unbounded while
+        no entity sets the key or none applies to this connection."""
+        if not quotas or not self.enabled(quotas):
+            return MutationQuota(None, strict)
+        sensor = self._sensor(quotas, user, client_id, now)
+        if sensor.bound is None:
+            return MutationQuota(None, strict)
+        if sensor.bucket is None:
+            sensor.bucket = TokenBucket(sensor.bound, self.samples, self.window_s, now)
+        elif sensor.bucket.rate != sensor.bound:
+            sensor.bucket.set_rate(sensor.bound, self.samples, self.window_s)
+        return MutationQuota(sensor, strict)
 
     def samples_now(self, now: float) -> list[tuple[str, str, float, float]]:
         """(user, client-id, byte-rate, throttle-time) per sensor, for the metrics."""
         return [(user, client_id, s.rate.rate(now), s.throttle_time_avg(now))
                 for (user, client_id), s in sorted(self.sensors.items())]
+
+    def tokens_now(self, now: float) -> list[tuple[str, str, float]]:
+        """(user, client-id, tokens left) per token bucket (controller_mutation_rate's)."""
+        return [(user, client_id, s.bucket.level(now)) for (user, client_id), s in sorted(self.sensors.items())
+                if s.bucket is not None]
 
     def _expire(self, now: float) -> None:
         if now < self._next_expiry:
@@ -190,20 +283,115 @@ class ClientQuotaManager:
 
 
 @dataclass
+class MutationQuota:
+    """One request's controller mutation quota (Kafka's Strict- / PermissiveControllerMutationQuota;
+    `sensor` None: unbounded)."""
+
+    sensor: QuotaSensor | None
+    strict: bool
+    _throttle_ms: int = 0
+    _throttled_at: float = 0.0
+
+    def record(self, partitions: int, now: float) -> bool:
+        """Record `partitions` mutations; False: refused (THROTTLING_QUOTA_EXCEEDED), which
+        only a strict quota does, and only while the bucket is already below zero."""
+        sensor = self.sensor
+        if sensor is None or sensor.bucket is None:
+            return True
+        bucket = sensor.bucket
+        if self.strict:
+            throttle = bucket.throttle_ms(now)
+            if throttle:
+                self._throttle_ms, self._throttled_at = throttle, now
+                return False
+        bucket.take(partitions, now)
+        sensor.rate.record(partitions, now)
+        sensor.bytes_total += partitions
+        sensor.last_used = now
+        if not self.strict:
+            throttle = bucket.throttle_ms(now)
+            if throttle:
+                self._throttle_ms, self._throttled_at = throttle, now
+        return True
+
+    def throttle_time_ms(self, now: float) -> int:
+        """The throttle time for the response: the last one worked out, less the time since."""
+        if not self._throttle_ms:
+            return 0
+        return max(0, int(self._throttle_ms - (now - self._throttled_at) * 1000.0))
+
+
+# Kafka's strict-since versions (KIP-599): older versions are throttled, never refused.
+STRICT_MUTATION_VERSIONS = {"CreateTopics": 6, "CreatePartitions": 3, "DeleteTopics": 5}
+
+
+@dataclass
 class ClientQuotas:
-    """The broker's byte-rate quota managers (Kafka's `QuotaManagers.produce` / `.fetch`)."""
+    """The broker's client quota managers (Kafka's `QuotaManagers.produce`, `.fetch`,
+    `.request` and `.controllerMutation`)."""
 
     produce: ClientQuotaManager
     fetch: ClientQuotaManager
+    request: ClientQuotaManager = field(default_factory=lambda: ClientQuotaManager(
+        REQUEST_PERCENTAGE, "Request", metric="request-time", max_throttle_ms=1000.0))
+    mutation: ClientQuotaManager = field(default_factory=lambda: ClientQuotaManager(
+        CONTROLLER_MUTATION_RATE, "ControllerMutation", metric="mutation-rate"))
+    timer: RequestTimer = field(default_factory=lambda: RequestTimer())
 
     @classmethod
-    def create(cls, samples: int = 11, window_s: float = 1.0) -> ClientQuotas:
+    def create(cls, samples: int = 11, window_s: float = 1.0, mutation_samples: int = 11,
+               mutation_window_s: float = 1.0) -> ClientQuotas:
         return cls(ClientQuotaManager(PRODUCER_BYTE_RATE, "Produce", samples, window_s),
-                   ClientQuotaManager(CONSUMER_BYTE_RATE, "Fetch", samples, window_s))
+                   ClientQuotaManager(CONSUMER_BYTE_RATE, "Fetch", samples, window_s),
+                   ClientQuotaManager(REQUEST_PERCENTAGE, "Request", samples, window_s, metric="request-time",
+                                      max_throttle_ms=window_s * 1000.0),
+                   ClientQuotaManager(CONTROLLER_MUTATION_RATE, "ControllerMutation", mutation_samples,
+                                      mutation_window_s, metric="mutation-rate"))
 
     @classmethod
     def from_config(cls, config) -> ClientQuotas:
-        return cls.create(config.quota_window_num, float(config.quota_window_size_seconds))
+        return cls.create(config.quota_window_num, float(config.quota_window_size_seconds),
+                          config.controller_quota_window_num, float(config.controller_quota_window_size_seconds))
+
+    @property
+    def managers(self) -> tuple[ClientQuotaManager, ...]:
+        return (self.produce, self.fetch, self.request, self.mutation)
+
+
+class RequestTimer(trio.abc.Instrument):
+    """The time a task spends running (its trio steps) between `start` and `stop`: Kafka's
+    request handler thread time, for the request quota. It is a trio instrument only while
+    `request_percentage` is set somewhere (`ensure`), so an unquota'd broker pays nothing per
+    step."""
+
+    def __init__(self) -> None:
+        self.busy: dict[object, float] = {}
+        self.installed = False
+        self._step_start = 0.0
+
+    def ensure(self, wanted: bool) -> None:
+        if wanted != self.installed:
+            if wanted:
+                trio.lowlevel.add_instrument(self)
+            else:
+                with contextlib.suppress(KeyError):  # a trio run that never had it
+                    trio.lowlevel.remove_instrument(self)
+            self.installed = wanted
+
+    def before_task_step(self, task) -> None:
+        self._step_start = perf_counter()
+
+    def after_task_step(self, task) -> None:
+        if task in self.busy:
+            self.busy[task] += perf_counter() - self._step_start
+
+    def start(self) -> None:
+        self.busy[trio.lowlevel.current_task()] = 0.0
+        self._step_start = perf_counter()  # this step counts from now
+
+    def stop(self) -> float:
+        """Seconds the current task ran since `start`."""
+        return self.busy.pop(trio.lowlevel.current_task(), 0.0) + perf_counter() - self._step_start
 
 
 def user_of(principal: str) -> str:

@@ -157,6 +157,14 @@ class KafkaApis:
             raise CloseConnection(f"{key.name} is not served by this broker")
         started = trio.current_time()
         name = _metric_name(key, request)
+        quotas = self.ctx.client_quotas
+        timer = quotas.timer
+        timed = bool(self.ctx.image.client_quotas) and quotas.request.enabled(self.ctx.image.client_quotas)
+        if timed != timer.installed:
+            timer.ensure(timed)
+        timed = timed and key not in _EXEMPT and not (key == ApiKey.FETCH and _follower(header, request))
+        if timed:
+            timer.start()
         try:
             response = await handler(self.ctx, header, request, conn)
         except ProtocolError:
@@ -164,11 +172,16 @@ class KafkaApis:
         except Exception as exc:
             log.exception("request.failed", api=key.name, version=header.api_version, peer=conn.peer)
             raise CloseConnection(f"{key.name} handler failed: {exc!r}") from exc
-        throttle_ms = 0
+        finally:
+            busy_s = timer.stop() if timed else 0.0
+        # KIP-124: the handler's time against request_percentage (a percentage of one second)
+        request_ms = self._throttle(quotas.request, header, conn, busy_s * 100.0) if timed else 0
+        throttle_ms = request_ms
         if key == ApiKey.PRODUCE and self.ctx.image.client_quotas:  # the request's size counts (KIP-13)
-            throttle_ms = self._throttle(self.ctx.client_quotas.produce, header, conn, len(frame))
-            if not isinstance(response, DelayedResponse):
-                response.throttle_time_ms = throttle_ms
+            throttle_ms = max(request_ms, self._throttle(quotas.produce, header, conn, len(frame)))
+        if throttle_ms and not isinstance(response, DelayedResponse) and key != ApiKey.FETCH \
+                and throttle_ms > getattr(response, "throttle_time_ms", throttle_ms):
+            response.throttle_time_ms = throttle_ms  # a larger one (controller mutations) stays
         if isinstance(response, DelayedResponse):  # it waits in a purgatory (acks=all produce)
 
             async def finish() -> bytes:
@@ -192,7 +205,7 @@ class KafkaApis:
             chunks = encode_response_chunks(header, key, header.api_version, response)
             if request.replica_id < 0 and self.ctx.image.client_quotas:  # a consumer: its response's size
                 size = sum(map(len, chunks[1:]))
-                throttle_ms = self._throttle(self.ctx.client_quotas.fetch, header, conn, size)
+                throttle_ms = max(request_ms, self._throttle(self.ctx.client_quotas.fetch, header, conn, size))
                 if throttle_ms:
                     response.throttle_time_ms = throttle_ms
                     if getattr(request, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
@@ -206,15 +219,26 @@ class KafkaApis:
             return ChunkedResponse(chunks)
         return encode_response(header, key, header.api_version, response)
 
-    def _throttle(self, quota, header, conn: ConnectionInfo, nbytes: int) -> int:
-        """Record `nbytes` against the connection's byte-rate quota; mute the connection for
-        the throttle time, which is returned for the response (broker/client_quotas.py)."""
+    def _throttle(self, quota, header, conn: ConnectionInfo, nbytes: float) -> int:
+        """Record `nbytes` (or request time) against the connection's quota; mute the connection
+        for the throttle time, which is returned for the response (broker/client_quotas.py)."""
         now = trio.current_time()
         throttle_ms = quota.record(self.ctx.image.client_quotas, user_of(conn.principal), header.client_id or "",
                                    nbytes, now)
         if throttle_ms:
             conn.muted_until = max(conn.muted_until, now + throttle_ms / 1000.0)
         return throttle_ms
+
+
+# Inter-broker requests: never request-quota'd (Kafka answers them with sendResponseExemptThrottle).
+_EXEMPT = frozenset({ApiKey.WRITE_TXN_MARKERS})
+
+
+def _follower(header, request) -> bool:
+    """A follower's Fetch (before the handler moved v15's replica_state.replica_id up)."""
+    if header.api_version >= fetch.REPLICA_STATE_VERSION:
+        return request.replica_state.replica_id >= 0
+    return request.replica_id >= 0
 
 
 def _metric_name(key: ApiKey, request) -> str:

@@ -191,9 +191,11 @@ class Snapshot:
     # KIP-73 replication quotas (broker/replication/replication_quota.py): bytes/s of the throttled partitions.
     leader_replication_byte_rate: float = 0.0
     follower_replication_byte_rate: float = 0.0
-    # Client quotas (broker/client_quotas.py): Kafka's type ("Produce", "Fetch") -> (user,
-    # client-id, byte-rate, throttle-time ms) per sensor.
+    # Client quotas (broker/client_quotas.py): Kafka's type ("Produce", "Fetch", "Request",
+    # "ControllerMutation") -> (user, client-id, rate, throttle-time ms) per sensor.
     client_quotas: dict[str, list[tuple[str, str, float, float]]] = field(default_factory=dict)
+    # controller_mutation_rate's token buckets: (user, client-id, tokens left) per sensor.
+    mutation_tokens: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 def _counter(name: str, doc: str, total: int | float, by_topic: dict[str, int] | None = None) -> Metric:
@@ -209,6 +211,11 @@ def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = No
     family = GaugeMetricFamily(name, doc, labels=list(labels or {}))
     family.add_metric(list((labels or {}).values()), float(value))
     return family
+
+
+# A client quota type's rate metric (Kafka's name) and what it measures; byte-rate otherwise.
+_QUOTA_RATES = {"Request": ("request-time", "Percent of one handler thread's time"),
+                "ControllerMutation": ("mutation-rate", "Partition mutations/s")}
 
 
 def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
@@ -306,8 +313,9 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
                       snap.follower_replication_byte_rate))
     for kind, sensors in sorted(snap.client_quotas.items()):
         prefix = f"kafka_server_{kind.lower()}_"
-        rate = GaugeMetricFamily(prefix + "byte_rate", f"Bytes/s of a client quota's sensor ({kind} byte-rate).",
-                                 labels=["user", "client_id"])
+        metric, what = _QUOTA_RATES.get(kind, ("byte-rate", "Bytes/s"))
+        rate = GaugeMetricFamily(prefix + metric.replace("-", "_"), f"{what} of a client quota's sensor "
+                                 f"({kind} {metric}).", labels=["user", "client_id"])
         throttle = GaugeMetricFamily(prefix + "throttle_time", f"Mean throttle time (ms) of a client quota's "
                                      f"throttled responses over the quota windows ({kind} throttle-time).",
                                      labels=["user", "client_id"])
@@ -315,6 +323,12 @@ def families(metrics: BrokerMetrics, snap: Snapshot) -> list[Metric]:
             rate.add_metric([user, client_id], byte_rate)
             throttle.add_metric([user, client_id], throttle_ms)
         out += [rate, throttle]
+    if snap.mutation_tokens:
+        tokens = GaugeMetricFamily("kafka_server_controllermutation_tokens", "Tokens left in a controller "
+                                   "mutation quota's bucket (ControllerMutation tokens).", labels=["user", "client_id"])
+        for user, client_id, left in snap.mutation_tokens:
+            tokens.add_metric([user, client_id], left)
+        out.append(tokens)
 
     lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the committed offset.",
                             labels=["consumergroup", "topic", "partition"])

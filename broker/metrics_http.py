@@ -82,8 +82,8 @@ def take_snapshot(ctx, open_connections: int = 0, remote_ends: dict | None = Non
         groups_by_state=by_state, open_connections=open_connections,
         leader_replication_byte_rate=ctx.replicas.quotas.leader.meter.rate(trio.current_time()),
         follower_replication_byte_rate=ctx.replicas.quotas.follower.meter.rate(trio.current_time()),
-        client_quotas={q.name: q.samples_now(trio.current_time())
-                       for q in (ctx.client_quotas.produce, ctx.client_quotas.fetch)})
+        client_quotas={q.name: q.samples_now(trio.current_time()) for q in ctx.client_quotas.managers},
+        mutation_tokens=ctx.client_quotas.mutation.tokens_now(trio.current_time()))
 
 
 def _local_end(ctx, topic: str, index: int) -> int | None:

@@ -20,13 +20,23 @@ checked by the controller as Kafka does (`controller_decisions.check_manual_assi
 INVALID_REPLICA_ASSIGNMENT for an unknown broker, duplicates, uneven replication or a count
 that does not match; with an assignment, CreateTopics' counts must be -1 (INVALID_REQUEST).
 Topic configs are validated against Kafka 4's full list (raft_meta/config/topic_configs.py).
+
+`controller_mutation_rate` (KIP-599; broker/client_quotas.py `MutationQuota`): each topic that
+passes the checks records its partitions (created, added or deleted) on the connection's quota,
+in request order; a strict quota (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+)
+refuses a topic with THROTTLING_QUOTA_EXCEEDED while the bucket is below zero. The response
+carries the quota's throttle time and the connection is muted for it. Kafka meters this on
+the active controller, so one bucket serves the whole cluster; raftka meters it on the broker
+that receives the request (docs/operations.md, "Quotas").
 """
 
 from __future__ import annotations
 
 import structlog
+import trio
 
 from raftka.broker import acl_checks
+from raftka.broker.client_quotas import STRICT_MUTATION_VERSIONS, MutationQuota, user_of
 from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.topic_names import topic_name_error
@@ -45,6 +55,31 @@ from raftka.raft_meta.security.acls import AclOperation
 log = structlog.get_logger("broker.admin")
 
 DEFAULT = -1
+THROTTLED = (ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+
+
+def _mutation_quota(ctx: BrokerContext, header, conn, api: str) -> MutationQuota:
+    quotas = ctx.image.client_quotas
+    principal = conn.principal if conn is not None else "User:ANONYMOUS"
+    return ctx.client_quotas.mutation.mutation_quota(quotas, user_of(principal), header.client_id or "",
+                                                     header.api_version >= STRICT_MUTATION_VERSIONS[api],
+                                                     trio.current_time())
+
+
+def _throttled(quota: MutationQuota, conn) -> int:
+    """The response's throttle time; the connection is muted for it (KIP-219)."""
+    now = trio.current_time()
+    throttle_ms = quota.throttle_time_ms(now)
+    if throttle_ms:
+        if quota.sensor is not None:
+            quota.sensor.throttle_recorded(throttle_ms, now)
+        if conn is not None:
+            conn.muted_until = max(conn.muted_until, now + throttle_ms / 1000.0)
+    return throttle_ms
+
+
+def _new_partitions(topic: decide.NewTopic) -> int:
+    return len(topic.assignments) if topic.assignments else topic.num_partitions or 0
 
 
 def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | None]:
@@ -76,11 +111,15 @@ async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -
     answers: dict[int, tuple[int, str | None]] = {}  # request position -> (error code, message)
     asked: list[tuple[int, decide.NewTopic]] = []
     denied = acl_checks.create_topic_denied(ctx, conn, (t.name for t in request.topics))
+    quota = _mutation_quota(ctx, header, conn, "CreateTopics")
     for position, topic in enumerate(request.topics):
         if topic.name in denied:
             answers[position] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             continue
         new_topic, refusal = _precheck(ctx, topic)
+        if refusal is None and ctx.image.topic_by_name(topic.name) is None \
+                and not quota.record(_new_partitions(new_topic), trio.current_time()):
+            refusal = THROTTLED
         if refusal is not None:
             answers[position] = refusal
         else:
@@ -105,7 +144,7 @@ async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -
                              replication_factor=topic.replication_factor, topic_id=result.topic_id)
             else:
                 answers[position] = (error_code_for(result.error), _message(result.error))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=[
+    return CreateTopicsResponse(throttle_time_ms=_throttled(quota, conn), topics=[
         {"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
         for i, topic in enumerate(request.topics)])
 
@@ -130,10 +169,15 @@ def _name(exc: BaseException) -> str:
 async def handle_delete_topics(ctx: BrokerContext, header, request, conn=None) -> DeleteTopicsResponse:
     responses = []
     denied = acl_checks.delete_topic_denied(ctx, conn, request.topic_names)
+    quota = _mutation_quota(ctx, header, conn, "DeleteTopics")
     for name in request.topic_names:
         code = 0
         if name in denied:
             responses.append({"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+            continue
+        existing = ctx.image.topic_by_name(name)
+        if existing is not None and not quota.record(len(existing.partitions), trio.current_time()):
+            responses.append({"name": name, "error_code": THROTTLED[0]})
             continue
         try:
             await ctx.controller.delete_topic(name, request.timeout_ms)
@@ -141,7 +185,7 @@ async def handle_delete_topics(ctx: BrokerContext, header, request, conn=None) -
         except Exception as exc:
             code = error_code_for(exc)
         responses.append({"name": name, "error_code": code})
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
+    return DeleteTopicsResponse(throttle_time_ms=_throttled(quota, conn), responses=responses)
 
 
 async def handle_create_partitions(ctx: BrokerContext, header, request, conn=None) -> CreatePartitionsResponse:
@@ -149,9 +193,15 @@ async def handle_create_partitions(ctx: BrokerContext, header, request, conn=Non
     asked: list[tuple[int, tuple[str, int]]] = []
     assignments: dict[str, list[tuple[int, ...]]] = {}
     denied = acl_checks.topics_denied(ctx, conn, AclOperation.ALTER, (t.name for t in request.topics))
+    quota = _mutation_quota(ctx, header, conn, "CreatePartitions")
     for position, topic in enumerate(request.topics):
         if topic.name in denied:
             answers[position] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized to ALTER topic {topic.name!r}")
+            continue
+        existing = ctx.image.topic_by_name(topic.name)
+        if existing is not None and topic.count > len(existing.partitions) \
+                and not quota.record(topic.count - len(existing.partitions), trio.current_time()):
+            answers[position] = THROTTLED
             continue
         if topic.assignments is not None:
             assignments[topic.name] = [tuple(a.broker_ids) for a in topic.assignments]
@@ -172,6 +222,6 @@ async def handle_create_partitions(ctx: BrokerContext, header, request, conn=Non
         for (position, _), result in zip(asked, results, strict=True):
             answers[position] = (0, None) if result.error is None else (error_code_for(result.error),
                                                                           _message(result.error))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=[
+    return CreatePartitionsResponse(throttle_time_ms=_throttled(quota, conn), results=[
         {"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
         for i, topic in enumerate(request.topics)])

@@ -368,6 +368,9 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     # Client quotas' meter (KIP-13; broker/client_quotas.py): samples and their length.
     "quota.window.num": ("quota_window_num", _positive_int, "11"),
     "quota.window.size.seconds": ("quota_window_size_seconds", _positive_int, "1"),
+    # controller_mutation_rate's token bucket (KIP-599): it holds num * size seconds of the rate.
+    "controller.quota.window.num": ("controller_quota_window_num", _positive_int, "11"),
+    "controller.quota.window.size.seconds": ("controller_quota_window_size_seconds", _positive_int, "1"),
     # The transaction coordinator (broker/txn/txn_coordinator.py): Kafka's names and defaults.
     "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _positive_int, "50"),
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _positive_int, "2"),
@@ -471,6 +474,8 @@ class NodeConfig:
     replication_quota_window_size_seconds: int = 1
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    controller_quota_window_num: int = 11
+    controller_quota_window_size_seconds: int = 1
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_min_isr: int = 2
     transaction_state_log_segment_bytes: int = 104857600

@@ -82,7 +82,9 @@ def _snapshot(**over) -> m.Snapshot:
         open_connections=5,
         leader_replication_byte_rate=1500.0,
         follower_replication_byte_rate=20.5,
-        client_quotas={"Produce": [("alice", "", 1000.0, 250.0)], "Fetch": [("", "c1", 64.0, 0.0)]},
+        client_quotas={"Produce": [("alice", "", 1000.0, 250.0)], "Fetch": [("", "c1", 64.0, 0.0)],
+                       "Request": [("bob", "", 12.5, 400.0)], "ControllerMutation": [("", "adm", 3.0, 900.0)]},
+        mutation_tokens=[("", "adm", -2.5)],
     )
     base.update(over)
     return m.Snapshot(**base)
@@ -148,6 +150,11 @@ EXPECTED = [
     ("kafka_server_produce_byte_rate", {"user": "alice", "client_id": ""}, 1000.0),
     ("kafka_server_produce_throttle_time", {"user": "alice", "client_id": ""}, 250.0),
     ("kafka_server_fetch_byte_rate", {"user": "", "client_id": "c1"}, 64.0),
+    ("kafka_server_request_request_time", {"user": "bob", "client_id": ""}, 12.5),
+    ("kafka_server_request_throttle_time", {"user": "bob", "client_id": ""}, 400.0),
+    ("kafka_server_controllermutation_mutation_rate", {"user": "", "client_id": "adm"}, 3.0),
+    ("kafka_server_controllermutation_throttle_time", {"user": "", "client_id": "adm"}, 900.0),
+    ("kafka_server_controllermutation_tokens", {"user": "", "client_id": "adm"}, -2.5),
     ("kafka_consumergroup_lag", {"consumergroup": "g", "topic": "t", "partition": "0"}, 6),
     ("kafka_consumergroup_current_offset", {"consumergroup": "g", "topic": "u", "partition": "0"}, 1),
     ("kafka_coordinator_group_groupmetadatamanager_numgroups", {"state": "Stable"}, 1),
