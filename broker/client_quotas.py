@@ -48,6 +48,7 @@ Each quota type is only metered while some entity sets its key (Kafka's `quotasE
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
 
@@ -364,9 +365,10 @@ class RequestTimer(trio.abc.Instrument):
     `request_percentage` is set somewhere (`ensure`), so an unquota'd broker pays nothing per
     step."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = perf_counter) -> None:
         self.busy: dict[object, float] = {}
         self.installed = False
+        self._clock = clock
         self._step_start = 0.0
 
     def ensure(self, wanted: bool) -> None:
@@ -379,19 +381,19 @@ class RequestTimer(trio.abc.Instrument):
             self.installed = wanted
 
     def before_task_step(self, task) -> None:
-        self._step_start = perf_counter()
+        self._step_start = self._clock()
 
     def after_task_step(self, task) -> None:
         if task in self.busy:
-            self.busy[task] += perf_counter() - self._step_start
+            self.busy[task] += self._clock() - self._step_start
 
     def start(self) -> None:
         self.busy[trio.lowlevel.current_task()] = 0.0
-        self._step_start = perf_counter()  # this step counts from now
+        self._step_start = self._clock()  # this step counts from now
 
     def stop(self) -> float:
         """Seconds the current task ran since `start`."""
-        return self.busy.pop(trio.lowlevel.current_task(), 0.0) + perf_counter() - self._step_start
+        return self.busy.pop(trio.lowlevel.current_task(), 0.0) + self._clock() - self._step_start
 
 
 def user_of(principal: str) -> str:

@@ -4,8 +4,6 @@ throttle cap, the per-type `quotasEnabled`, and the request timer (tables and sc
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import trio
 
@@ -129,26 +127,28 @@ def test_a_quota_type_is_only_metered_while_some_entity_sets_its_key():
 
 
 def test_the_request_timer_counts_the_tasks_own_steps_not_its_waits():
-    timer = RequestTimer()
+    """A clock that moves only inside task steps: our task's own step moves it by 30, the other
+    task's step (while ours waits) by 50; the timer charges ours exactly 30."""
+    now = [0.0]
+    timer = RequestTimer(clock=lambda: now[0])
     measured: list[float] = []
-
-    async def other() -> None:
-        end = time.perf_counter() + 0.05
-        while time.perf_counter() < end:  # another task busy while ours waits
-            pass
 
     async def main() -> None:
         timer.ensure(True)
+        done = trio.Event()
+
+        async def other() -> None:
+            now[0] += 50.0  # another task busy while ours waits
+            done.set()
+
         async with trio.open_nursery() as nursery:
             timer.start()
-            end = time.perf_counter() + 0.03
-            while time.perf_counter() < end:  # our own work: counts
-                pass
+            now[0] += 30.0  # our own work: counts
             nursery.start_soon(other)
-            await trio.sleep(0.1)  # waiting (while `other` runs): does not count
+            await done.wait()  # waiting (while `other` runs): does not count
             measured.append(timer.stop())
         timer.ensure(False)
 
     trio.run(main)
-    assert 0.03 <= measured[0] < 0.045
+    assert measured == [30.0]
     assert timer.busy == {}
