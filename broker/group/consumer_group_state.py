@@ -196,6 +196,10 @@ class Heartbeat:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_regex: str | None = None  # "" clears it
+    # With an authorizer: may this member DESCRIBE the topic? A regex's matches are filtered
+    # by it when this heartbeat resolves the group's regexes (Kafka's
+    # `filterTopicDescribeAuthorizedTopics`: the context of the member that triggered it).
+    may_describe: Callable[[str], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -556,7 +560,7 @@ class ConsumerGroupState:
             bump = is_new or (metadata.subscribed_topic_names, metadata.subscribed_topic_regex) != (
                 old.subscribed_topic_names, old.subscribed_topic_regex)
         member = self.members[member.member_id]
-        bump |= self._refresh_regexes(topics, now_ms)
+        bump |= self._refresh_regexes(topics, now_ms, hb.may_describe)
         bump |= self._refresh_metadata(topics, out)
         if bump:
             self._write(out, GroupEpochRecord(self.group_epoch + 1))
@@ -579,7 +583,8 @@ class ConsumerGroupState:
         self._write(out, SubscriptionMetadataRecord(tuple(current.values())))
         return True
 
-    def _refresh_regexes(self, topics: Mapping[str, TopicMeta], now_ms: float) -> bool:
+    def _refresh_regexes(self, topics: Mapping[str, TopicMeta], now_ms: float,
+                         may_describe: Callable[[str], bool] | None = None) -> bool:
         """Resolve the members' regexes against the topics (Kafka's `maybeUpdateRegularExpressions`):
         at once for a regex not resolved yet; for topics created since the last resolution, at
         most every `regex_refresh_interval_ms`. A deleted topic needs none: it leaves the
@@ -594,6 +599,8 @@ class ConsumerGroupState:
         if not unresolved and not (due and not topics.keys() <= self.regex_resolved_names):
             return False
         resolved = {regex: matching_topics(regex, topics) for regex in sorted(regexes)}
+        if may_describe is not None:
+            resolved = {regex: frozenset(filter(may_describe, names)) for regex, names in resolved.items()}
         # A regex resolved for the first time (a member's new regex: its metadata bumps the
         # epoch; after a load: the subscription metadata says whether anything moved) is no change.
         changed = any(resolved[r] != self.resolved_regexes[r] for r in resolved if r in self.resolved_regexes)

@@ -53,7 +53,10 @@ async def handle_heartbeat(ctx: BrokerContext, header, request, conn=None):
         rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
         subscribed_topic_names=tuple(topics) if topics is not None else None,
         server_assignor=request.server_assignor, owned=_owned(request.topic_partitions),
-        client_id=header.client_id or "", client_host=_peer_host(conn), subscribed_topic_regex=regex)
+        client_id=header.client_id or "", client_host=_peer_host(conn), subscribed_topic_regex=regex,
+        may_describe=(lambda name: not acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, [name],
+                                                                log_denied=False))
+        if acl_checks.enabled(ctx) else None)
     result = await ctx.groups.consumer_heartbeat(request.group_id, hb, server_member_ids=header.api_version == 0)
     if result.error_code:
         return answer(result.error_code, result.error_message)

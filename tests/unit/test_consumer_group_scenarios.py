@@ -24,6 +24,7 @@ Commands (times in ms; partition sets as `foo:0,1;bar:2`, `-` for empty):
   defaults to 300000 and `owned` to `-`; otherwise absent fields are null (unchanged).
   `member=` (empty) joins without a member id (v0): the group names it `m1`, `m2`...
   `regex=` (empty) clears the member's regex (what librdkafka sends when it has none).
+  `deny=foo,bar`: with an authorizer that denies the member DESCRIBE on those topics.
 - `tick now=...`: the timers.
 - `load now=...`: a new coordinator loads the group from its records (timers from `now`).
 - `commit member=a epoch=1 [version=9]`: OffsetCommit validation.
@@ -162,6 +163,7 @@ class Harness:
             rebalance_timeout_ms=int(kv.get("rebalance", 300000 if joining else -1)),
             subscribed_topic_names=tuple(kv["topics"].split(",")) if "topics" in kv else None,
             subscribed_topic_regex=kv.get("regex"),
+            may_describe=(lambda name: name not in kv["deny"].split(",")) if "deny" in kv else None,
             server_assignor=kv.get("assignor"),
             owned=self.parse_partitions(owned) if owned is not None else None)
         result, records = self.group.heartbeat(hb, self.topics, float(kv["now"]), self._new_id)
