@@ -46,6 +46,13 @@ with the same instance id takes over a member that left with epoch -2 (its
 assignment included, no epoch bump); while that member is still in, its instance id
 is UNRELEASED_INSTANCE_ID; a request naming the instance with another member id is
 FENCED_INSTANCE_ID.
+
+Regex subscriptions (SubscribedTopicRegex, KIP-848): a member's subscription is its topic
+names and the topics its regex matches (broker/group/topic_regex.py: RE2/J's syntax, a
+whole-name match; INVALID_REGULAR_EXPRESSION for what RE2 refuses). The group's regexes are
+resolved against the `topics` a heartbeat brings: at once for a new regex, for new topics
+at most every `regex_refresh_interval_ms` (Kafka's 10 s); a changed resolution bumps the
+group epoch. A deleted topic leaves the subscription metadata at the next heartbeat.
 """
 
 from __future__ import annotations
@@ -557,8 +564,9 @@ class ConsumerGroupState:
         bump = False
         if is_new or metadata != old:
             self._write(out, MemberMetadataRecord(member.member_id, metadata))
-            bump = is_new or (metadata.subscribed_topic_names, metadata.subscribed_topic_regex) != (
-                old.subscribed_topic_names, old.subscribed_topic_regex)
+            # "" and null both mean no regex (librdkafka sends "" when it has none).
+            bump = is_new or (metadata.subscribed_topic_names, metadata.subscribed_topic_regex or None) != (
+                old.subscribed_topic_names, old.subscribed_topic_regex or None)
         member = self.members[member.member_id]
         bump |= self._refresh_regexes(topics, now_ms, hb.may_describe)
         bump |= self._refresh_metadata(topics, out)
