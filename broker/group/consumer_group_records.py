@@ -112,7 +112,7 @@ def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | No
             value = None if m is None else _encode(
                 MEMBER_METADATA, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
                 client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=None, rebalance_timeout_ms=m.rebalance_timeout_ms,
+                subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms,
                 server_assignor=m.server_assignor)
             return _key(MEMBER_METADATA, group_id, member_id), value
         case TargetAssignmentEpochRecord(epoch):
@@ -173,7 +173,7 @@ def decode_record(kind: int, member_id: str | None, value: bytes | None) -> Grou
     if kind == MEMBER_METADATA:
         return MemberMetadataRecord(member_id, None if value is None else MemberMetadata(
             v.instance_id, v.rack_id, v.client_id, v.client_host, tuple(v.subscribed_topic_names),
-            v.rebalance_timeout_ms, v.server_assignor))
+            v.rebalance_timeout_ms, v.server_assignor, v.subscribed_topic_regex))
     if kind == TARGET_MEMBER:
         return TargetAssignmentMemberRecord(member_id, None if value is None else _unpartitions(v.topic_partitions))
     return CurrentAssignmentRecord(member_id, None if value is None else MemberAssignment(

@@ -46,6 +46,13 @@ with the same instance id takes over a member that left with epoch -2 (its
 assignment included, no epoch bump); while that member is still in, its instance id
 is UNRELEASED_INSTANCE_ID; a request naming the instance with another member id is
 FENCED_INSTANCE_ID.
+
+Regex subscriptions (SubscribedTopicRegex, KIP-848): a member's subscription is its topic
+names and the topics its regex matches (broker/group/topic_regex.py: RE2/J's syntax, a
+whole-name match; INVALID_REGULAR_EXPRESSION for what RE2 refuses). The group's regexes are
+resolved against the `topics` a heartbeat brings: at once for a new regex, for new topics
+at most every `regex_refresh_interval_ms` (Kafka's 10 s); a changed resolution bumps the
+group epoch. A deleted topic leaves the subscription metadata at the next heartbeat.
 """
 
 from __future__ import annotations
@@ -57,6 +64,12 @@ from dataclasses import dataclass, field, replace
 
 from raftka.broker.group.consumer_assignors import ASSIGNORS, TopicMeta
 from raftka.broker.group.group_state import CommittedOffset
+from raftka.broker.group.topic_regex import (
+    InvalidTopicRegex,
+    compile_topic_regex,
+    invalid_regex_message,
+    matching_topics,
+)
 from raftka.client.protocol import ErrorCode
 
 NONE = int(ErrorCode.NONE)
@@ -70,6 +83,7 @@ GROUP_MAX_SIZE_REACHED = int(ErrorCode.GROUP_MAX_SIZE_REACHED)
 STALE_MEMBER_EPOCH = int(ErrorCode.STALE_MEMBER_EPOCH)
 UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
 ILLEGAL_GENERATION = int(ErrorCode.ILLEGAL_GENERATION)
+INVALID_REGULAR_EXPRESSION = int(ErrorCode.INVALID_REGULAR_EXPRESSION)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -82,6 +96,9 @@ GROUP_VERSION = 1
 DEFAULT_ASSIGNORS = ("uniform", "range")  # group.consumer.assignors
 SESSION_TIMEOUT_MS = 45_000  # group.consumer.session.timeout.ms
 HEARTBEAT_INTERVAL_MS = 5_000  # group.consumer.heartbeat.interval.ms
+# Kafka's REGEX_BATCH_REFRESH_INTERVAL_MS: a group's regexes are re-resolved against new
+# topics at most this often.
+REGEX_REFRESH_INTERVAL_MS = 10_000
 
 # topic id -> partitions
 Partitions = Mapping[str, frozenset[int]]
@@ -123,6 +140,7 @@ class MemberMetadata:
     subscribed_topic_names: tuple[str, ...] = ()
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    subscribed_topic_regex: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +202,11 @@ class Heartbeat:
     owned: Partitions | None = None  # TopicPartitions
     client_id: str = ""
     client_host: str = ""
+    subscribed_topic_regex: str | None = None  # "" clears it
+    # With an authorizer: may this member DESCRIBE the topic? A regex's matches are filtered
+    # by it when this heartbeat resolves the group's regexes (Kafka's
+    # `filterTopicDescribeAuthorizedTopics`: the context of the member that triggered it).
+    may_describe: Callable[[str], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -293,6 +316,13 @@ class ConsumerGroupState:
     subscription_metadata: dict[str, TopicMeta] = field(default_factory=dict)
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     deleted: bool = False
+    regex_refresh_interval_ms: int = REGEX_REFRESH_INTERVAL_MS
+    # The members' regexes resolved against the metadata image (regex -> matching topic
+    # names), when, and the topic names they were resolved against. Derived state: rebuilt
+    # by the first heartbeat after a load (Kafka persists it as ConsumerGroupRegularExpression).
+    resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
+    regex_refreshed_ms: float = -math.inf
+    regex_resolved_names: frozenset[str] = frozenset()
 
     # --- queries ------------------------------------------------------------------------
     @property
@@ -327,8 +357,20 @@ class ConsumerGroupState:
         order = {name: i for i, name in enumerate(self.assignors)}
         return min(counts, key=lambda n: (-counts[n], order.get(n, len(order)), n))
 
+    def member_topics(self, member: ConsumerMember) -> tuple[str, ...]:
+        """The member's subscription: its topic names and its regex's resolved matches."""
+        regex = member.metadata.subscribed_topic_regex
+        matched = self.resolved_regexes.get(regex, frozenset()) if regex else frozenset()
+        if not matched:
+            return member.metadata.subscribed_topic_names
+        return tuple(sorted(set(member.metadata.subscribed_topic_names) | matched))
+
     def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.metadata.subscribed_topic_names}
+        return {t for m in self.members.values() for t in self.member_topics(m)}
+
+    def subscribed_regexes(self) -> set[str]:
+        return {m.metadata.subscribed_topic_regex for m in self.members.values()
+                if m.metadata.subscribed_topic_regex}
 
     def _owned_elsewhere(self, member_id: str) -> Callable[[str, int], bool]:
         held: set[tuple[str, int]] = set()
@@ -391,8 +433,9 @@ class ConsumerGroupState:
                 raise HeartbeatError(INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
             if hb.owned is None or any(hb.owned.values()):
                 raise HeartbeatError(INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-            if not hb.subscribed_topic_names:
-                raise HeartbeatError(INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+            if not hb.subscribed_topic_names and not hb.subscribed_topic_regex:
+                raise HeartbeatError(INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be "
+                                     "set in first request.")
         elif hb.member_epoch == STATIC_LEAVE_EPOCH:
             if not hb.member_id:
                 raise HeartbeatError(INVALID_REQUEST, "MemberId can't be empty.")
@@ -404,6 +447,12 @@ class ConsumerGroupState:
         if hb.server_assignor is not None and hb.server_assignor not in self.assignors:
             raise HeartbeatError(UNSUPPORTED_ASSIGNOR, f"ServerAssignor {hb.server_assignor} is not supported. "
                                  f"Supported assignors: {', '.join(self.assignors)}.")
+        if hb.subscribed_topic_regex:
+            try:
+                compile_topic_regex(hb.subscribed_topic_regex)
+            except InvalidTopicRegex as exc:
+                raise HeartbeatError(INVALID_REGULAR_EXPRESSION,
+                                     invalid_regex_message(hb.subscribed_topic_regex, exc)) from None
 
     def heartbeat(self, hb: Heartbeat, topics: Mapping[str, TopicMeta], now_ms: float,
                   new_member_id: Callable[[], str] | None = None) -> tuple[HeartbeatResult, list[GroupRecord]]:
@@ -509,12 +558,17 @@ class ConsumerGroupState:
             server_assignor=hb.server_assignor if hb.server_assignor is not None else old.server_assignor,
             subscribed_topic_names=tuple(sorted(set(hb.subscribed_topic_names)))
             if hb.subscribed_topic_names is not None else old.subscribed_topic_names,
+            subscribed_topic_regex=hb.subscribed_topic_regex if hb.subscribed_topic_regex is not None
+            else old.subscribed_topic_regex,
             client_id=hb.client_id, client_host=hb.client_host)
         bump = False
         if is_new or metadata != old:
             self._write(out, MemberMetadataRecord(member.member_id, metadata))
-            bump = is_new or metadata.subscribed_topic_names != old.subscribed_topic_names
+            # "" and null both mean no regex (librdkafka sends "" when it has none).
+            bump = is_new or (metadata.subscribed_topic_names, metadata.subscribed_topic_regex or None) != (
+                old.subscribed_topic_names, old.subscribed_topic_regex or None)
         member = self.members[member.member_id]
+        bump |= self._refresh_regexes(topics, now_ms, hb.may_describe)
         bump |= self._refresh_metadata(topics, out)
         if bump:
             self._write(out, GroupEpochRecord(self.group_epoch + 1))
@@ -523,7 +577,8 @@ class ConsumerGroupState:
         self._reconcile(member, hb.owned if hb.member_epoch != JOIN_EPOCH else {}, now_ms, out)
         member.session_deadline_ms = now_ms + self.session_timeout_ms
         full = hb.member_epoch == JOIN_EPOCH or (
-            hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None and hb.owned is not None)
+            hb.rebalance_timeout_ms != -1 and hb.owned is not None
+            and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None))
         changed = member.assignment.assigned != before.assigned
         return HeartbeatResult(NONE, None, member.member_id, member.member_epoch, self.heartbeat_interval_ms,
                                dict(member.assignment.assigned) if full or changed else None)
@@ -536,9 +591,35 @@ class ConsumerGroupState:
         self._write(out, SubscriptionMetadataRecord(tuple(current.values())))
         return True
 
+    def _refresh_regexes(self, topics: Mapping[str, TopicMeta], now_ms: float,
+                         may_describe: Callable[[str], bool] | None = None) -> bool:
+        """Resolve the members' regexes against the topics (Kafka's `maybeUpdateRegularExpressions`):
+        at once for a regex not resolved yet; for topics created since the last resolution, at
+        most every `regex_refresh_interval_ms`. A deleted topic needs none: it leaves the
+        subscription metadata. True if a regex's matches changed (an epoch bump)."""
+        regexes = self.subscribed_regexes()  # validated by _validate before they were stored
+        for regex in set(self.resolved_regexes) - regexes:
+            del self.resolved_regexes[regex]
+        if not regexes:
+            return False
+        unresolved = bool(regexes - set(self.resolved_regexes))
+        due = now_ms > self.regex_refreshed_ms + self.regex_refresh_interval_ms
+        if not unresolved and not (due and not topics.keys() <= self.regex_resolved_names):
+            return False
+        resolved = {regex: matching_topics(regex, topics) for regex in sorted(regexes)}
+        if may_describe is not None:
+            resolved = {regex: frozenset(filter(may_describe, names)) for regex, names in resolved.items()}
+        # A regex resolved for the first time (a member's new regex: its metadata bumps the
+        # epoch; after a load: the subscription metadata says whether anything moved) is no change.
+        changed = any(resolved[r] != self.resolved_regexes[r] for r in resolved if r in self.resolved_regexes)
+        self.resolved_regexes = resolved
+        self.regex_refreshed_ms = now_ms
+        self.regex_resolved_names = frozenset(topics)
+        return changed
+
     def _compute_target(self, out: list[GroupRecord]) -> None:
         assign = ASSIGNORS[self.preferred_assignor()]
-        subscriptions = {m.member_id: m.metadata.subscribed_topic_names for m in self.members.values()}
+        subscriptions = {m.member_id: self.member_topics(m) for m in self.members.values()}
         new = assign(subscriptions, self.subscription_metadata, self.target)
         for member_id in sorted(new):
             if self.target.get(member_id) != new[member_id]:

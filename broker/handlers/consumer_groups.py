@@ -45,16 +45,18 @@ async def handle_heartbeat(ctx: BrokerContext, header, request, conn=None):
     if request.subscribed_topic_names and acl_checks.topics_denied(
             ctx, conn, AclOperation.DESCRIBE, request.subscribed_topic_names):
         return answer(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-    # librdkafka sends "" for "no regex" (Kafka: an empty regex clears it).
-    if header.api_version >= 1 and request.subscribed_topic_regex:
-        return answer(int(ErrorCode.INVALID_REQUEST), "SubscribedTopicRegex is not supported yet.")
+    # v1+: the regex the coordinator resolves (librdkafka sends "" for none: an empty regex clears it).
+    regex = request.subscribed_topic_regex if header.api_version >= 1 else None
     topics = request.subscribed_topic_names
     hb = Heartbeat(
         member_id=request.member_id, member_epoch=request.member_epoch, instance_id=request.instance_id,
         rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
         subscribed_topic_names=tuple(topics) if topics is not None else None,
         server_assignor=request.server_assignor, owned=_owned(request.topic_partitions),
-        client_id=header.client_id or "", client_host=_peer_host(conn))
+        client_id=header.client_id or "", client_host=_peer_host(conn), subscribed_topic_regex=regex,
+        may_describe=(lambda name: not acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, [name],
+                                                                log_denied=False))
+        if acl_checks.enabled(ctx) else None)
     result = await ctx.groups.consumer_heartbeat(request.group_id, hb, server_member_ids=header.api_version == 0)
     if result.error_code:
         return answer(result.error_code, result.error_message)
@@ -93,7 +95,7 @@ async def handle_describe(ctx: BrokerContext, header, request, conn=None):
                 "member_epoch": m.member_epoch, "client_id": m.metadata.client_id,
                 "client_host": m.metadata.client_host,
                 "subscribed_topic_names": list(m.metadata.subscribed_topic_names),
-                "subscribed_topic_regex": None,
+                "subscribed_topic_regex": m.metadata.subscribed_topic_regex,
                 "assignment": assignment(m.assignment.assigned),
                 "target_assignment": assignment(group.target.get(m.member_id, {})),
                 "member_type": MEMBER_TYPE_CONSUMER,

@@ -148,6 +148,7 @@ class ErrorCode(IntEnum):
     SHARE_SESSION_NOT_FOUND = 122
     INVALID_SHARE_SESSION_EPOCH = 123
     FENCED_STATE_EPOCH = 124
+    INVALID_REGULAR_EXPRESSION = 128
     SHARE_SESSION_LIMIT_REACHED = 133
 
 
@@ -279,6 +280,7 @@ _TABLE: tuple[tuple[int, str, bool, str], ...] = (
     (122, "SHARE_SESSION_NOT_FOUND", True, 'The share session was not found.'),
     (123, "INVALID_SHARE_SESSION_EPOCH", True, 'The share session epoch is invalid.'),
     (124, "FENCED_STATE_EPOCH", False, 'The coordinator rejected the request because the state epoch did not match.'),
+    (128, "INVALID_REGULAR_EXPRESSION", False, 'The regular expression is not valid.'),
     (133, "SHARE_SESSION_LIMIT_REACHED", True, 'The limit of share sessions has been reached.'),
 )
 

@@ -248,7 +248,8 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda rng: {
         "group_id": "fuzz-consumer-group", "member_id": "fuzz-member", "member_epoch": rng.choice((0, 1, -1, 7)),
         "instance_id": None, "rack_id": None, "rebalance_timeout_ms": rng.choice((-1, 30000)),
-        "subscribed_topic_names": rng.choice((None, ["fuzz-a"], [])), "subscribed_topic_regex": None,
+        "subscribed_topic_names": rng.choice((None, ["fuzz-a"], [])),
+        "subscribed_topic_regex": rng.choice((None, "", "fuzz-.*", "(?=bad)")),
         "server_assignor": rng.choice((None, "uniform", "bogus")), "topic_partitions": rng.choice((None, []))},
     ApiKey.CONSUMER_GROUP_DESCRIBE: lambda rng: {
         "group_ids": ["fuzz-consumer-group", FUZZ_GROUP, ""], "include_authorized_operations": rng.random() < 0.5},

@@ -39,10 +39,10 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 
 def heartbeat(conn: WireConnection, member: str, epoch: int, *, topics=None, owned=None, rebalance=-1,
-              group: str = GROUP, version: int = 1):
+              group: str = GROUP, version: int = 1, regex: str | None = None):
     return conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, {
         "group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
-        "rebalance_timeout_ms": rebalance, "subscribed_topic_names": topics, "subscribed_topic_regex": None,
+        "rebalance_timeout_ms": rebalance, "subscribed_topic_names": topics, "subscribed_topic_regex": regex,
         "server_assignor": None,
         "topic_partitions": None if owned is None else [{"topic_id": t, "partitions": sorted(ps)}
                                                          for t, ps in owned.items()]})
@@ -301,7 +301,8 @@ def test_the_group_moves_with_its_coordinator(tmp_path: Path) -> None:
 
 def test_acls_on_the_group_and_the_subscribed_topics(tmp_path: Path) -> None:
     """Kafka's rules for ConsumerGroupHeartbeat: READ on the group, DESCRIBE on each topic
-    subscribed to; ConsumerGroupDescribe: DESCRIBE on the group."""
+    subscribed to; ConsumerGroupDescribe: DESCRIBE on the group. A regex only matches the
+    topics the member may DESCRIBE."""
     from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient
     from confluent_kafka.admin import ResourcePatternType as Pattern
     from confluent_kafka.admin import ResourceType as Resource
@@ -332,6 +333,13 @@ def test_acls_on_the_group_and_the_subscribed_topics(tmp_path: Path) -> None:
             assert refused("closed", [TOPIC]) == ErrorCode.GROUP_AUTHORIZATION_FAILED
             assert describe(conn, "closed").error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
             assert {m.member_id for m in describe(conn).members} == {"member-a"}
+
+            joined = heartbeat(conn, "member-r", 0, topics=[], regex="orders|secret", owned={}, rebalance=30000,
+                               group="regex-acl")
+            assert joined.error_code == 0, joined
+            [member] = describe(conn, "regex-acl").members
+            assert member.subscribed_topic_regex == "orders|secret"
+            assert [t.topic_name for t in member.target_assignment.topic_partitions] == [TOPIC]
     finally:
         process.stop()
 

@@ -31,6 +31,8 @@ RECORDS = [
     (4, SubscriptionMetadataRecord(None)),
     (5, MemberMetadataRecord("m-1", MemberMetadata("inst", None, "client", "/127.0.0.1", ("bar", "foo"),
                                                    300000, "range"))),
+    (5, MemberMetadataRecord("m-2", MemberMetadata(None, "rack", "client", "/127.0.0.1", (), 45000, None,
+                                                   "orders-.*"))),
     (5, MemberMetadataRecord("m-1", None)),
     (6, TargetAssignmentEpochRecord(7)),
     (7, TargetAssignmentMemberRecord("m-1", {T1: frozenset({0, 2}), T2: frozenset({0})})),

@@ -19,10 +19,12 @@ Commands (times in ms; partition sets as `foo:0,1;bar:2`, `-` for empty):
 - `init [assignors=uniform,range] [session=45000] [max_size=...]`: a new group "g".
 - `topics foo=6 bar=3`: the metadata image's topics (`foo=6/id2`: with topic id id2;
   the default id is the name).
-- `hb member=a epoch=0 [topics=foo,bar] [owned=...] [instance=i] [assignor=range]
+- `hb member=a epoch=0 [topics=foo,bar] [regex=foo-.*] [owned=...] [instance=i] [assignor=range]
   [rebalance=300000] now=...`: a ConsumerGroupHeartbeat. At epoch 0, `rebalance`
   defaults to 300000 and `owned` to `-`; otherwise absent fields are null (unchanged).
   `member=` (empty) joins without a member id (v0): the group names it `m1`, `m2`...
+  `regex=` (empty) clears the member's regex (what librdkafka sends when it has none).
+  `deny=foo,bar`: with an authorizer that denies the member DESCRIBE on those topics.
 - `tick now=...`: the timers.
 - `load now=...`: a new coordinator loads the group from its records (timers from `now`).
 - `commit member=a epoch=1 [version=9]`: OffsetCommit validation.
@@ -103,11 +105,14 @@ class Harness:
         for m in sorted(g.members.values(), key=lambda m: m.member_id):
             a = m.assignment
             extra = f" instance={m.instance_id}" if m.instance_id else ""
+            extra += f" regex={m.metadata.subscribed_topic_regex}" if m.metadata.subscribed_topic_regex else ""
             deadline = f" revoke_by={m.rebalance_deadline[0]:g}" if m.rebalance_deadline else ""
             lines.append(f"  {m.member_id}{extra}: epoch={a.member_epoch} prev={a.previous_member_epoch} "
                          f"{a.state.name} assigned={self.fmt(a.assigned)} revoking={self.fmt(a.pending_revocation)} "
                          f"target={self.fmt(g.target.get(m.member_id, {}))} "
                          f"session={m.session_deadline_ms:g}{deadline}")
+        for regex, names in sorted(g.resolved_regexes.items()):
+            lines.append(f"  regex {regex} -> {','.join(sorted(names)) or '-'}")
         return lines
 
     def emitted(self, records) -> list[str]:
@@ -157,6 +162,8 @@ class Harness:
             member_id=kv["member"], member_epoch=epoch, instance_id=kv.get("instance"),
             rebalance_timeout_ms=int(kv.get("rebalance", 300000 if joining else -1)),
             subscribed_topic_names=tuple(kv["topics"].split(",")) if "topics" in kv else None,
+            subscribed_topic_regex=kv.get("regex"),
+            may_describe=(lambda name: name not in kv["deny"].split(",")) if "deny" in kv else None,
             server_assignor=kv.get("assignor"),
             owned=self.parse_partitions(owned) if owned is not None else None)
         result, records = self.group.heartbeat(hb, self.topics, float(kv["now"]), self._new_id)
