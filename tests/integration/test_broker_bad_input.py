@@ -22,7 +22,14 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from raftka.client.protocol import ApiKey, ErrorCode, decode_response, encode_request
+from raftka.client.protocol import (
+    ADVERTISED_VERSIONS,
+    ApiKey,
+    ErrorCode,
+    decode_response,
+    encode_request,
+)
+from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
 from raftka.log.batch_header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -244,7 +251,13 @@ def test_request_just_under_the_limit_is_served(server: ServerProcess, unaffecte
 # -- versions and APIs -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("api_key", [74, 67, 9999, -1])  # 74: ListConfigResources, not served
+def _kafka_api_raftka_does_not_serve() -> int:
+    """The lowest API key Kafka 4.4 defines that raftka neither advertises nor serves."""
+    served = set(ADVERTISED_VERSIONS) | {key for key, _ in SERVED_UNADVERTISED_VERSIONS}
+    return min(int(key) for key in ApiKey if key not in served)
+
+
+@pytest.mark.parametrize("api_key", [_kafka_api_raftka_does_not_serve(), 67, 9999, -1])
 def test_unknown_api_key_closes_the_connection(server: ServerProcess, unaffected: None,
                                                api_key: int) -> None:
     request = encode_request(ApiKey.METADATA, 1, 5, {"topics": None}, client_id="x")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from tests import typecheck
 
 # The cores the design keeps free of I/O, and the codec every layer imports: they stay strict.
@@ -30,11 +28,6 @@ CORES = {
 ERROR = re.compile(r"^(?P<path>[\w./-]+\.py):\d+: error: ", re.M)
 
 
-@pytest.fixture(scope="module")
-def mypy() -> tuple[str, int]:
-    return typecheck.run()
-
-
 def test_the_cores_are_in_the_strict_set() -> None:
     missing = CORES - set(typecheck.strict_modules())
     assert not missing, f"pyproject.toml's strict mypy override no longer names {sorted(missing)}"
@@ -42,14 +35,11 @@ def test_the_cores_are_in_the_strict_set() -> None:
         assert (typecheck.REPO / typecheck.repo_path(module)).exists(), f"{module}: no such module any more"
 
 
-def test_the_strict_set_type_checks(mypy: tuple[str, int]) -> None:
-    report, _ = mypy
+def test_the_code_type_checks() -> None:
+    """One mypy run (two at once, in two xdist workers, would share its cache and layout)."""
+    report, status = typecheck.run()
     strict = tuple(typecheck.repo_path(m) for m in typecheck.strict_modules())
     lines = [line for line in report.splitlines()
              if (m := ERROR.match(line)) and m.group("path").startswith(strict)]
     assert not lines, "type errors in the strict set (`make lint` shows them):\n" + "\n".join(lines)
-
-
-def test_everything_type_checks(mypy: tuple[str, int]) -> None:
-    report, status = mypy
     assert status == 0, f"mypy (`make lint`):\n{report}"
