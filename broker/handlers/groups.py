@@ -36,6 +36,12 @@ log = structlog.get_logger("broker.groups")
 
 OffsetDeleteResponse = response_class(ApiKey.OFFSET_DELETE)
 
+# JoinGroup v7+ and SyncGroup v5+ name the protocol type (KIP-559); JoinGroup v9+ may tell a
+# rejoined static leader to skip the assignment (KIP-814).
+FIRST_JOIN_PROTOCOL_TYPE_VERSION = 7
+FIRST_SKIP_ASSIGNMENT_VERSION = 9
+FIRST_SYNC_PROTOCOL_VERSION = 5
+
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -115,19 +121,29 @@ async def find_transaction_coordinator(ctx, transactional_id: str, conn, fail) -
 
 
 async def handle_join_group(ctx: BrokerContext, header, request, conn=None) -> JoinGroupResponse:
+    """From v7 an error answers a null protocol name (Kafka's GroupCoordinator), a success the
+    group's protocol type, which is the request's (a group of another type refuses the join);
+    v8's reason is not used."""
+    version = header.api_version
     denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
     if denied:
-        return JoinGroupResponse(throttle_time_ms=0, error_code=denied, generation_id=-1, protocol_name="",
+        return JoinGroupResponse(throttle_time_ms=0, error_code=denied, generation_id=-1,
+                                 protocol_name=None if version >= FIRST_JOIN_PROTOCOL_TYPE_VERSION else "",
                                  leader="", member_id=request.member_id, members=[])
     result = await ctx.groups.join(
         request.group_id, request.member_id, client_id=header.client_id or "",
         client_host=_peer_host(conn), session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=request.rebalance_timeout_ms, protocol_type=request.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
-        require_known_member_id=header.api_version >= 4, group_instance_id=request.group_instance_id)
+        require_known_member_id=version >= 4, group_instance_id=request.group_instance_id,
+        support_skipping_assignment=version >= FIRST_SKIP_ASSIGNMENT_VERSION)
+    ok = result.error_code == 0
     return JoinGroupResponse(
         throttle_time_ms=0, error_code=result.error_code, generation_id=result.generation_id,
-        protocol_name=result.protocol_name or "", leader=result.leader, member_id=result.member_id,
+        protocol_type=request.protocol_type if ok else None,
+        protocol_name=result.protocol_name if version >= FIRST_JOIN_PROTOCOL_TYPE_VERSION and not ok
+        else result.protocol_name or "",
+        leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
         members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
                  for m in result.members])
 
@@ -137,9 +153,13 @@ async def handle_sync_group(ctx: BrokerContext, header, request, conn=None) -> S
     if denied:
         return SyncGroupResponse(throttle_time_ms=0, error_code=denied, assignment=b"")
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
-    result = await ctx.groups.sync(request.group_id, request.member_id, request.generation_id, assignments,
-                                   request.group_instance_id)
-    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code, assignment=result.assignment)
+    named = header.api_version >= FIRST_SYNC_PROTOCOL_VERSION
+    result = await ctx.groups.sync(
+        request.group_id, request.member_id, request.generation_id, assignments, request.group_instance_id,
+        protocol_type=request.protocol_type if named else None,
+        protocol_name=request.protocol_name if named else None)
+    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code, protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name, assignment=result.assignment)
 
 
 async def handle_heartbeat(ctx: BrokerContext, header, request, conn=None) -> HeartbeatResponse:
@@ -151,6 +171,9 @@ async def handle_heartbeat(ctx: BrokerContext, header, request, conn=None) -> He
 async def handle_leave_group(ctx: BrokerContext, header, request, conn=None) -> LeaveGroupResponse:
     if header.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
+        for m in request.members:
+            if getattr(m, "reason", None):  # v5+ (KIP-800): logged, as Kafka does
+                log.info("group.leave_reason", group=request.group_id, member=m.member_id, reason=m.reason)
     else:
         members = [(request.member_id, None)]
     denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)

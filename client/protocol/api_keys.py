@@ -92,10 +92,11 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
     ApiKey.FIND_COORDINATOR: (0, 2),
-    ApiKey.JOIN_GROUP: (0, 5),
-    ApiKey.HEARTBEAT: (0, 3),
-    ApiKey.LEAVE_GROUP: (0, 3),
-    ApiKey.SYNC_GROUP: (0, 3),
+    # v7: protocol type (KIP-559), v8: reason (KIP-800), v9: SkipAssignment (KIP-814).
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),  # v4: flexible only
+    ApiKey.LEAVE_GROUP: (0, 5),  # v5: a reason per member (KIP-800), logged
+    ApiKey.SYNC_GROUP: (0, 5),  # v5: protocol type and name checked and answered (KIP-559)
     ApiKey.DESCRIBE_GROUPS: (0, 6),  # v6: GROUP_ID_NOT_FOUND for an unknown group (KIP-1043)
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.API_VERSIONS: (0, 4),  # v3+: KIP-511 client software, KIP-584 features (broker/features.py)

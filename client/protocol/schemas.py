@@ -293,7 +293,7 @@ FIND_COORDINATOR_RESPONSE = MessageSchema(
 )
 
 JOIN_GROUP_REQUEST = MessageSchema(
-    'JoinGroupRequest', 11, 'request', '0-5', flexible='6+',
+    'JoinGroupRequest', 11, 'request', '0-9', flexible='6+',
     fields=(
         F('group_id', 'string', '0+'),
         F('session_timeout_ms', 'int32', '0+'),
@@ -305,17 +305,20 @@ JOIN_GROUP_REQUEST = MessageSchema(
             F('name', 'string', '0+'),
             F('metadata', 'bytes', '0+'),
         )),
+        F('reason', 'string', '8+', nullable='8+', default=None),
     ),
 )
 
 JOIN_GROUP_RESPONSE = MessageSchema(
-    'JoinGroupResponse', 11, 'response', '0-5', flexible='6+',
+    'JoinGroupResponse', 11, 'response', '0-9', flexible='6+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('error_code', 'int16', '0+'),
         F('generation_id', 'int32', '0+', default=-1),
-        F('protocol_name', 'string', '0+'),
+        F('protocol_type', 'string', '7+', nullable='7+', default=None),
+        F('protocol_name', 'string', '0+', nullable='7+'),
         F('leader', 'string', '0+'),
+        F('skip_assignment', 'bool', '9+', default=False),
         F('member_id', 'string', '0+'),
         F('members', '[]JoinGroupResponseMember', '0+', fields=(
             F('member_id', 'string', '0+'),
@@ -326,7 +329,7 @@ JOIN_GROUP_RESPONSE = MessageSchema(
 )
 
 HEARTBEAT_REQUEST = MessageSchema(
-    'HeartbeatRequest', 12, 'request', '0-3', flexible='4+',
+    'HeartbeatRequest', 12, 'request', '0-4', flexible='4+',
     fields=(
         F('group_id', 'string', '0+'),
         F('generation_id', 'int32', '0+'),
@@ -336,7 +339,7 @@ HEARTBEAT_REQUEST = MessageSchema(
 )
 
 HEARTBEAT_RESPONSE = MessageSchema(
-    'HeartbeatResponse', 12, 'response', '0-3', flexible='4+',
+    'HeartbeatResponse', 12, 'response', '0-4', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '0+'),
@@ -344,19 +347,20 @@ HEARTBEAT_RESPONSE = MessageSchema(
 )
 
 LEAVE_GROUP_REQUEST = MessageSchema(
-    'LeaveGroupRequest', 13, 'request', '0-3', flexible='4+',
+    'LeaveGroupRequest', 13, 'request', '0-5', flexible='4+',
     fields=(
         F('group_id', 'string', '0+'),
         F('member_id', 'string', '0-2'),
         F('members', '[]MemberIdentity', '3+', fields=(
             F('member_id', 'string', '3+'),
             F('group_instance_id', 'string', '3+', nullable='3+', default=None),
+            F('reason', 'string', '5+', nullable='5+', default=None),
         )),
     ),
 )
 
 LEAVE_GROUP_RESPONSE = MessageSchema(
-    'LeaveGroupResponse', 13, 'response', '0-3', flexible='4+',
+    'LeaveGroupResponse', 13, 'response', '0-5', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '0+'),
@@ -369,12 +373,14 @@ LEAVE_GROUP_RESPONSE = MessageSchema(
 )
 
 SYNC_GROUP_REQUEST = MessageSchema(
-    'SyncGroupRequest', 14, 'request', '0-3', flexible='4+',
+    'SyncGroupRequest', 14, 'request', '0-5', flexible='4+',
     fields=(
         F('group_id', 'string', '0+'),
         F('generation_id', 'int32', '0+'),
         F('member_id', 'string', '0+'),
         F('group_instance_id', 'string', '3+', nullable='3+', default=None),
+        F('protocol_type', 'string', '5+', nullable='5+', default=None),
+        F('protocol_name', 'string', '5+', nullable='5+', default=None),
         F('assignments', '[]SyncGroupRequestAssignment', '0+', fields=(
             F('member_id', 'string', '0+'),
             F('assignment', 'bytes', '0+'),
@@ -383,10 +389,12 @@ SYNC_GROUP_REQUEST = MessageSchema(
 )
 
 SYNC_GROUP_RESPONSE = MessageSchema(
-    'SyncGroupResponse', 14, 'response', '0-3', flexible='4+',
+    'SyncGroupResponse', 14, 'response', '0-5', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '0+'),
+        F('protocol_type', 'string', '5+', nullable='5+', default=None),
+        F('protocol_name', 'string', '5+', nullable='5+', default=None),
         F('assignment', 'bytes', '0+'),
     ),
 )
