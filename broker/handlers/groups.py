@@ -42,6 +42,8 @@ FIRST_JOIN_PROTOCOL_TYPE_VERSION = 7
 FIRST_SKIP_ASSIGNMENT_VERSION = 9
 FIRST_SYNC_PROTOCOL_VERSION = 5
 
+FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
+
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -54,19 +56,33 @@ def _peer_host(conn) -> str:
 
 
 async def handle_find_coordinator(ctx: BrokerContext, header, request, conn=None) -> FindCoordinatorResponse:
+    """v4+ look up a batch of keys (KIP-699), each answered as v0-3 answer one, without the
+    message (Kafka's KafkaApis); v5 may answer TRANSACTION_ABORTABLE, which raftka never does."""
+    if header.api_version < FIRST_BATCHED_FIND_COORDINATOR_VERSION:
+        return await find_coordinator(ctx, request.key_type, request.key, conn)
+    coordinators = []
+    for key in request.coordinator_keys:
+        one = await find_coordinator(ctx, request.key_type, key, conn)
+        coordinators.append({"key": key, "node_id": one.node_id, "host": one.host, "port": one.port,
+                             "error_code": one.error_code, "error_message": None})
+    return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+
+
+async def find_coordinator(ctx: BrokerContext, key_type: int, key: str, conn) -> FindCoordinatorResponse:
+    """The coordinator of one group id (key_type 0) or transactional id (1), in v0-3's layout."""
     def fail(code: int, message: str) -> FindCoordinatorResponse:
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                        node_id=-1, host="", port=-1)
 
-    if request.key_type == KEY_TYPE_TRANSACTION:
-        return await find_transaction_coordinator(ctx, request.key, conn, fail)
-    if request.key_type != KEY_TYPE_GROUP:
+    if key_type == KEY_TYPE_TRANSACTION:
+        return await find_transaction_coordinator(ctx, key, conn, fail)
+    if key_type != KEY_TYPE_GROUP:
         return fail(ErrorCode.INVALID_REQUEST,
-                    f"key_type {request.key_type} is unknown; expected 0 (group) or 1 (transaction)")
-    if not request.key:
+                    f"key_type {key_type} is unknown; expected 0 (group) or 1 (transaction)")
+    if not key:
         return fail(ErrorCode.INVALID_REQUEST, "the group id is empty; expected a non-empty string")
-    if acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, request.key):
-        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED, f"not authorized to DESCRIBE group {request.key!r}")
+    if acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, key):
+        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED, f"not authorized to DESCRIBE group {key!r}")
     groups = ctx.groups
     try:
         await groups.ensure_offsets_topic()
@@ -75,7 +91,7 @@ async def handle_find_coordinator(ctx: BrokerContext, header, request, conn=None
         if code != ErrorCode.TOPIC_ALREADY_EXISTS:
             return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {OFFSETS_TOPIC}: {exc}")
     try:
-        index = groups.partition_for(request.key)
+        index = groups.partition_for(key)
     except CoordinatorError as exc:
         return fail(exc.code, str(exc))
     return coordinator_endpoint(ctx, conn, OFFSETS_TOPIC, index, fail)

@@ -91,7 +91,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
-    ApiKey.FIND_COORDINATOR: (0, 2),
+    # v4: batched keys (KIP-699); v5: may answer TRANSACTION_ABORTABLE (never does); v6 adds the
+    # share coordinator (KIP-932), which raftka does not have.
+    ApiKey.FIND_COORDINATOR: (0, 5),
     # v7: protocol type (KIP-559), v8: reason (KIP-800), v9: SkipAssignment (KIP-814).
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),  # v4: flexible only
@@ -103,10 +105,12 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
     ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/transactions.md)
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
-    ApiKey.DESCRIBE_CONFIGS: (0, 3),  # v0: pre-KIP-896
-    ApiKey.CREATE_PARTITIONS: (0, 1),
-    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # v4: flexible only
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
+    # v2: flexible; v3 may answer THROTTLING_QUOTA_EXCEEDED, which raftka (controller_mutation_rate
+    # not enforced, docs/compatibility.md) never does.
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),  # v2: flexible; v3's per-group error message is not filled
     # v0-1 only: kafka-python 3.x reads DescribeAcls v2/v3 as a 2.5/3.3 broker (docs/security.md).
     ApiKey.DESCRIBE_ACLS: (0, 1),
     ApiKey.CREATE_ACLS: (0, 1),

@@ -273,22 +273,31 @@ OFFSET_FETCH_RESPONSE = MessageSchema(
 )
 
 FIND_COORDINATOR_REQUEST = MessageSchema(
-    'FindCoordinatorRequest', 10, 'request', '0-2', flexible='3+',
+    'FindCoordinatorRequest', 10, 'request', '0-5', flexible='3+',
     fields=(
-        F('key', 'string', '0+'),
+        F('key', 'string', '0-3'),
         F('key_type', 'int8', '1+', default=0),
+        F('coordinator_keys', '[]string', '4+'),
     ),
 )
 
 FIND_COORDINATOR_RESPONSE = MessageSchema(
-    'FindCoordinatorResponse', 10, 'response', '0-2', flexible='3+',
+    'FindCoordinatorResponse', 10, 'response', '0-5', flexible='3+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
-        F('error_code', 'int16', '0+'),
-        F('error_message', 'string', '1+', nullable='1+'),
-        F('node_id', 'int32', '0+'),
-        F('host', 'string', '0+'),
-        F('port', 'int32', '0+'),
+        F('error_code', 'int16', '0-3'),
+        F('error_message', 'string', '1-3', nullable='1-3'),
+        F('node_id', 'int32', '0-3'),
+        F('host', 'string', '0-3'),
+        F('port', 'int32', '0-3'),
+        F('coordinators', '[]Coordinator', '4+', fields=(
+            F('key', 'string', '4+'),
+            F('node_id', 'int32', '4+'),
+            F('host', 'string', '4+'),
+            F('port', 'int32', '4+'),
+            F('error_code', 'int16', '4+'),
+            F('error_message', 'string', '4+', nullable='4+'),
+        )),
     ),
 )
 
@@ -559,7 +568,7 @@ INIT_PRODUCER_ID_RESPONSE = MessageSchema(
 )
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = MessageSchema(
-    'OffsetForLeaderEpochRequest', 23, 'request', '2-3', flexible='4+',
+    'OffsetForLeaderEpochRequest', 23, 'request', '2-4', flexible='4+',
     fields=(
         F('replica_id', 'int32', '3+', default=-2),
         F('topics', '[]OffsetForLeaderTopic', '2+', fields=(
@@ -574,7 +583,7 @@ OFFSET_FOR_LEADER_EPOCH_REQUEST = MessageSchema(
 )
 
 OFFSET_FOR_LEADER_EPOCH_RESPONSE = MessageSchema(
-    'OffsetForLeaderEpochResponse', 23, 'response', '2-3', flexible='4+',
+    'OffsetForLeaderEpochResponse', 23, 'response', '2-4', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('topics', '[]OffsetForLeaderTopicResult', '2+', fields=(
@@ -590,7 +599,7 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_CONFIGS_REQUEST = MessageSchema(
-    'DescribeConfigsRequest', 32, 'request', '0-3', flexible='4+',
+    'DescribeConfigsRequest', 32, 'request', '0-4', flexible='4+',
     fields=(
         F('resources', '[]DescribeConfigsResource', '0+', fields=(
             F('resource_type', 'int8', '0+'),
@@ -603,7 +612,7 @@ DESCRIBE_CONFIGS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_CONFIGS_RESPONSE = MessageSchema(
-    'DescribeConfigsResponse', 32, 'response', '0-3', flexible='4+',
+    'DescribeConfigsResponse', 32, 'response', '0-4', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]DescribeConfigsResult', '0+', fields=(
@@ -631,7 +640,7 @@ DESCRIBE_CONFIGS_RESPONSE = MessageSchema(
 )
 
 CREATE_PARTITIONS_REQUEST = MessageSchema(
-    'CreatePartitionsRequest', 37, 'request', '0-1', flexible='2+',
+    'CreatePartitionsRequest', 37, 'request', '0-3', flexible='2+',
     fields=(
         F('topics', '[]CreatePartitionsTopic', '0+', fields=(
             F('name', 'string', '0+'),
@@ -646,7 +655,7 @@ CREATE_PARTITIONS_REQUEST = MessageSchema(
 )
 
 CREATE_PARTITIONS_RESPONSE = MessageSchema(
-    'CreatePartitionsResponse', 37, 'response', '0-1', flexible='2+',
+    'CreatePartitionsResponse', 37, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]CreatePartitionsTopicResult', '0+', fields=(
@@ -658,14 +667,14 @@ CREATE_PARTITIONS_RESPONSE = MessageSchema(
 )
 
 DELETE_GROUPS_REQUEST = MessageSchema(
-    'DeleteGroupsRequest', 42, 'request', '0-1', flexible='2+',
+    'DeleteGroupsRequest', 42, 'request', '0-2', flexible='2+',
     fields=(
         F('groups_names', '[]string', '0+'),
     ),
 )
 
 DELETE_GROUPS_RESPONSE = MessageSchema(
-    'DeleteGroupsResponse', 42, 'response', '0-1', flexible='2+',
+    'DeleteGroupsResponse', 42, 'response', '0-2', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]DeletableGroupResult', '0+', fields=(

@@ -74,3 +74,20 @@ def test_a_restarted_static_leader_skips_the_assignment_from_v9(bootstrap: str) 
             assert [m.member_id for m in again.members] == [again.member_id]
         else:
             assert (again.leader, again.skip_assignment, again.members) == (first.member_id, False, [])
+
+
+def test_find_coordinator_batched_from_v4(bootstrap: str) -> None:
+    """KIP-699: v4+ answer each key as v3 answers one, without the message (Kafka's KafkaApis)."""
+    group = "gv-find"
+    _coordinator_ready(bootstrap, group)
+    with WireConnection(bootstrap) as conn:
+        single = conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        assert single.error_code == 0
+        for version in (4, 5):
+            batch = conn.request(ApiKey.FIND_COORDINATOR, version,
+                                 {"key_type": 0, "coordinator_keys": [group, ""]})
+            found, empty = batch.coordinators
+            assert (found.key, found.error_code, found.node_id, found.host, found.port, found.error_message) == (
+                group, 0, single.node_id, single.host, single.port, None)
+            assert (empty.key, empty.error_code, empty.node_id, empty.host, empty.port) == (
+                "", ErrorCode.INVALID_REQUEST, -1, "", -1)
