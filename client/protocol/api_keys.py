@@ -121,7 +121,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),  # v2: fenced brokers on request (KIP-1073)
     # SaslHandshake v0 (raw SASL frames, kafka-python <= 2.0) is not served; SaslAuthenticate
     # v2 (flexible) is not advertised (docs/security.md).
     ApiKey.SASL_HANDSHAKE: (1, 1),

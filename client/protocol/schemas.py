@@ -956,15 +956,16 @@ OFFSET_DELETE_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_CLUSTER_REQUEST = MessageSchema(
-    'DescribeClusterRequest', 60, 'request', '0-1', flexible='0+',
+    'DescribeClusterRequest', 60, 'request', '0-2', flexible='0+',
     fields=(
         F('include_cluster_authorized_operations', 'bool', '0+'),
         F('endpoint_type', 'int8', '1+', default=1),
+        F('include_fenced_brokers', 'bool', '2+'),
     ),
 )
 
 DESCRIBE_CLUSTER_RESPONSE = MessageSchema(
-    'DescribeClusterResponse', 60, 'response', '0-1', flexible='0+',
+    'DescribeClusterResponse', 60, 'response', '0-2', flexible='0+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
@@ -977,6 +978,7 @@ DESCRIBE_CLUSTER_RESPONSE = MessageSchema(
             F('host', 'string', '0+'),
             F('port', 'int32', '0+'),
             F('rack', 'string', '0+', nullable='0+', default=None),
+            F('is_fenced', 'bool', '2+'),
         )),
         F('cluster_authorized_operations', 'int32', '0+', default=-2147483648),
     ),
