@@ -83,7 +83,9 @@ class ApiKey(IntEnum):
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 8),  # as Kafka 4 (KIP-896): v0-2 carry message formats v0/v1
+    # As Kafka 4 (KIP-896): v0-2 carry message formats v0/v1. v9: flexible only; v10+ owe
+    # KIP-951's leader hints (docs/compatibility.md).
+    ApiKey.PRODUCE: (3, 9),
     ApiKey.FETCH: (4, 16),
     # v0: pre-KIP-896 (legacy_versions.py); v7-10: -3, -4, -5 (KIP-734/405/1005). kafka-python 3
     # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
@@ -175,7 +177,7 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ADVERTISED_VERSIONS,
     # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
     # per partition instead of a closed connection.
-    ApiKey.PRODUCE: (0, 8),
+    ApiKey.PRODUCE: (0, 9),
     # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
     # Share groups (KIP-932), Kafka 4.4's versions (v0 was 4.0's early access, removed in 4.1):

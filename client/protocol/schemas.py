@@ -9,7 +9,7 @@ from raftka.client.protocol.schema import Field as F
 from raftka.client.protocol.schema import MessageSchema
 
 PRODUCE_REQUEST = MessageSchema(
-    'ProduceRequest', 0, 'request', '0-8', flexible='9+',
+    'ProduceRequest', 0, 'request', '0-9', flexible='9+',
     fields=(
         F('transactional_id', 'string', '3+', nullable='3+', default=None),
         F('acks', 'int16', '0+'),
@@ -25,7 +25,7 @@ PRODUCE_REQUEST = MessageSchema(
 )
 
 PRODUCE_RESPONSE = MessageSchema(
-    'ProduceResponse', 0, 'response', '0-8', flexible='9+',
+    'ProduceResponse', 0, 'response', '0-9', flexible='9+',
     fields=(
         F('responses', '[]TopicProduceResponse', '0+', fields=(
             F('name', 'string', '0+'),
