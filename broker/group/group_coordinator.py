@@ -239,8 +239,8 @@ class GroupCoordinator:
             group_id, assignors=tuple(assignors),
             session_timeout_ms=getattr(config, "group_consumer_session_timeout_ms", SESSION_TIMEOUT_MS),
             heartbeat_interval_ms=getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS),
-            # raftka serves OffsetCommit up to v7 (v8+ are flexible and not declared yet): members
-            # commit with their member epoch as the generation id in v7 (Kafka wants v9).
+            # raftka serves OffsetCommit up to v8 (v9's KIP-848 answers are not checked yet):
+            # members commit with their member epoch as the generation id (Kafka wants v9).
             min_commit_version=0)
 
     def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:

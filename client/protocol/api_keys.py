@@ -91,7 +91,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
     ApiKey.LIST_OFFSETS: (0, 10),
     ApiKey.METADATA: (0, 12),
-    ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
+    # v0-1: pre-KIP-896; v8: flexible only (v9+ answer KIP-848 member epochs, not checked yet).
+    ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
     # v4: batched keys (KIP-699); v5: may answer TRANSACTION_ABORTABLE (never does); v6 adds the
     # share coordinator (KIP-932), which raftka does not have.
@@ -105,7 +106,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.API_VERSIONS: (0, 4),  # v3+: KIP-511 client software, KIP-584 features (broker/features.py)
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
-    ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
+    ApiKey.DELETE_TOPICS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/transactions.md)
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # v4: flexible only
     ApiKey.DESCRIBE_CONFIGS: (0, 4),  # v0: pre-KIP-896; v4: flexible only

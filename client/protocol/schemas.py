@@ -208,7 +208,7 @@ METADATA_RESPONSE = MessageSchema(
 )
 
 OFFSET_COMMIT_REQUEST = MessageSchema(
-    'OffsetCommitRequest', 8, 'request', '0-7', flexible='8+',
+    'OffsetCommitRequest', 8, 'request', '0-8', flexible='8+',
     fields=(
         F('group_id', 'string', '0+'),
         F('generation_id_or_member_epoch', 'int32', '1+', default=-1),
@@ -229,7 +229,7 @@ OFFSET_COMMIT_REQUEST = MessageSchema(
 )
 
 OFFSET_COMMIT_RESPONSE = MessageSchema(
-    'OffsetCommitResponse', 8, 'response', '0-7', flexible='8+',
+    'OffsetCommitResponse', 8, 'response', '0-8', flexible='8+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('topics', '[]OffsetCommitResponseTopic', '0+', fields=(
@@ -529,7 +529,7 @@ CREATE_TOPICS_RESPONSE = MessageSchema(
 )
 
 DELETE_TOPICS_REQUEST = MessageSchema(
-    'DeleteTopicsRequest', 20, 'request', '0-3', flexible='4+',
+    'DeleteTopicsRequest', 20, 'request', '0-4', flexible='4+',
     fields=(
         F('topic_names', '[]string', '0+'),
         F('timeout_ms', 'int32', '0+'),
@@ -537,7 +537,7 @@ DELETE_TOPICS_REQUEST = MessageSchema(
 )
 
 DELETE_TOPICS_RESPONSE = MessageSchema(
-    'DeleteTopicsResponse', 20, 'response', '0-3', flexible='4+',
+    'DeleteTopicsResponse', 20, 'response', '0-4', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('responses', '[]DeletableTopicResult', '0+', fields=(

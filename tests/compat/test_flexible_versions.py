@@ -1,6 +1,7 @@
 """APIs whose newest Kafka 4.4 versions only change the encoding (flexible versions), on a real
 broker at those versions: OffsetForLeaderEpoch v4, DescribeConfigs v4, CreatePartitions v2-3
-(v3 may answer THROTTLING_QUOTA_EXCEEDED, which raftka never does) and DeleteGroups v2."""
+(v3 may answer THROTTLING_QUOTA_EXCEEDED, which raftka never does), DeleteGroups v2,
+OffsetCommit v8 and DeleteTopics v4."""
 
 from __future__ import annotations
 
@@ -55,3 +56,31 @@ def test_delete_groups_v2(bootstrap: str) -> None:
         [result] = conn.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["fv-no-such-group"]}).results
     assert result.group_id == "fv-no-such-group"
     assert result.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_offset_commit_v8_and_fetch(bootstrap: str) -> None:
+    topic, group = "fv-commits", "fv-committer"
+    _coordinator_ready(bootstrap, group)
+    with WireConnection(bootstrap) as conn:
+        assert conn.create_topic(topic) in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
+        [committed] = conn.request(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
+                 "committed_metadata": "m"}]}]}).topics
+        assert [(p.partition_index, p.error_code) for p in committed.partitions] == [(0, 0)]
+        fetched = conn.fetch_offsets(group, topic, [0])
+    [part] = fetched.topics[0].partitions
+    assert (part.committed_offset, part.metadata) == (42, "m")
+
+
+def test_delete_topics_v4(bootstrap: str) -> None:
+    topic = "fv-doomed"
+    with WireConnection(bootstrap) as conn:
+        assert conn.create_topic(topic) == 0
+        [result] = conn.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": [topic, "fv-never-was"],
+                                                          "timeout_ms": 15000}).responses[:1]
+        assert (result.name, result.error_code) == (topic, 0)
+        [metadata] = conn.request(ApiKey.METADATA, 4, {"topics": [{"name": topic}],
+                                                       "allow_auto_topic_creation": False}).topics
+    assert metadata.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
