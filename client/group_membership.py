@@ -242,7 +242,8 @@ class GroupMembership:
             self.protocol = response.protocol_name
             self.leader_id = response.leader
             assignments: dict[str, bytes] = {}
-            if self.member_id == self.leader_id:
+            # JoinGroup v9+: a static leader that rejoined a Stable group keeps the assignment.
+            if self.member_id == self.leader_id and not response.skip_assignment:
                 assignments = await self._assign(response, partition_counts)
             sync = await self._send(ApiKey.SYNC_GROUP, SyncGroupRequest(
                 group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,

@@ -1,7 +1,7 @@
 """Which version of each API the SDK speaks to a given broker (pure).
 
 The SDK can speak what the broker serves, except ApiVersions v3-4 (the SDK
-has no use for their feature levels) and Fetch v12+. After ApiVersions, each API
+has no use for their feature levels), Fetch v12+ and FindCoordinator v4+. After ApiVersions, each API
 gets the highest version inside both ranges; an API with no overlap is
 simply absent, and using it raises UnsupportedVersionError.
 """
@@ -20,6 +20,8 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # The SDK (and the brokers' replica fetchers) fetch by topic name: v12+ add flexible
     # encodings and topic ids (v13) that they do not need.
     ApiKey.FETCH: (4, 11),
+    # The SDK looks up one coordinator at a time: v4+ batch the keys (KIP-699).
+    ApiKey.FIND_COORDINATOR: (0, 3),
 }
 
 # The first ApiVersions request; a broker that cannot parse it answers with

@@ -239,8 +239,8 @@ class GroupCoordinator:
             group_id, assignors=tuple(assignors),
             session_timeout_ms=getattr(config, "group_consumer_session_timeout_ms", SESSION_TIMEOUT_MS),
             heartbeat_interval_ms=getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS),
-            # raftka serves OffsetCommit up to v7 (v8+ are flexible and not declared yet): members
-            # commit with their member epoch as the generation id in v7 (Kafka wants v9).
+            # raftka serves OffsetCommit up to v8 (v9's KIP-848 answers are not checked yet):
+            # members commit with their member epoch as the generation id (Kafka wants v9).
             min_commit_version=0)
 
     def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
@@ -448,7 +448,8 @@ class GroupCoordinator:
     async def join(self, group_id: str, member_id: str, *, client_id: str, client_host: str,
                    session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                    protocols: list[tuple[str, bytes]], require_known_member_id: bool,
-                   group_instance_id: str | None = None) -> JoinResult:
+                   group_instance_id: str | None = None,
+                   support_skipping_assignment: bool = False) -> JoinResult:
         try:
             if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
                     <= self.config.group_max_session_timeout_ms):
@@ -474,7 +475,7 @@ class GroupCoordinator:
             member_id, client_id=client_id, client_host=client_host, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type, protocols=protocols,
             now_ms=_now_ms(), require_known_member_id=require_known_member_id,
-            group_instance_id=group_instance_id)
+            group_instance_id=group_instance_id, support_skipping_assignment=support_skipping_assignment)
         self._reschedule(group)
         if replaced is not None and member_id in group.members:
             log.info("group.static_member_replaced", group=group_id, instance=group_instance_id,
@@ -533,7 +534,8 @@ class GroupCoordinator:
         return 0
 
     async def sync(self, group_id: str, member_id: str, generation_id: int,
-                   assignments: dict[str, bytes], group_instance_id: str | None = None) -> SyncResult:
+                   assignments: dict[str, bytes], group_instance_id: str | None = None, *,
+                   protocol_type: str | None = None, protocol_name: str | None = None) -> SyncResult:
         try:
             group = self._group(group_id, create=False)
         except CoordinatorError as exc:
@@ -541,7 +543,8 @@ class GroupCoordinator:
         if group is None:
             return SyncResult(int(ErrorCode.UNKNOWN_MEMBER_ID))
         before = group.phase
-        replies = group.sync(member_id, generation_id, assignments, _now_ms(), group_instance_id)
+        replies = group.sync(member_id, generation_id, assignments, _now_ms(), group_instance_id,
+                             protocol_type=protocol_type, protocol_name=protocol_name)
         self._reschedule(group)
         if before is GroupPhase.COMPLETING_REBALANCE and group.phase is GroupPhase.STABLE:
             code = await self._persist_group(group)

@@ -93,12 +93,18 @@ class JoinResult:
     protocol_name: str | None = None
     leader: str = ""
     members: tuple[JoinMember, ...] = ()
+    # JoinGroup v9+ (KIP-814): a static leader that rejoined a Stable group gets the members
+    # but must not compute a new assignment.
+    skip_assignment: bool = False
 
 
 @dataclass(frozen=True)
 class SyncResult:
     error_code: int
     assignment: bytes = b""
+    # SyncGroup v5+ (KIP-559): the group's protocol type and name, on success only.
+    protocol_type: str | None = None
+    protocol_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -245,7 +251,8 @@ class GroupState:
     def join(self, member_id: str, *, client_id: str, client_host: str, session_timeout_ms: int,
              rebalance_timeout_ms: int, protocol_type: str, protocols: Iterable[tuple[str, bytes]],
              now_ms: float, require_known_member_id: bool = False,
-             group_instance_id: str | None = None) -> tuple[str, list[Reply]]:
+             group_instance_id: str | None = None,
+             support_skipping_assignment: bool = False) -> tuple[str, list[Reply]]:
         """Handle a JoinGroup. Returns the member id whose "join" reply the caller waits for
         (it may already be among the replies) and every reply now owed."""
         protocols = tuple((name, bytes(meta)) for name, meta in protocols)
@@ -263,7 +270,8 @@ class GroupState:
                     return new_id, self._replace_static_member(
                         old_id, new_id, client_id=client_id, client_host=client_host,
                         session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
-                        protocols=protocols, now_ms=now_ms)
+                        protocols=protocols, now_ms=now_ms,
+                        support_skipping_assignment=support_skipping_assignment)
                 # A static member is known by its instance id: no MEMBER_ID_REQUIRED round trip.
             elif require_known_member_id:
                 self.pending_members[new_id] = now_ms + session_timeout_ms
@@ -319,7 +327,8 @@ class GroupState:
 
     def _replace_static_member(self, old_id: str, new_id: str, *, client_id: str, client_host: str,
                                session_timeout_ms: int, rebalance_timeout_ms: int,
-                               protocols: tuple[tuple[str, bytes], ...], now_ms: float) -> list[Reply]:
+                               protocols: tuple[tuple[str, bytes], ...], now_ms: float,
+                               support_skipping_assignment: bool = False) -> list[Reply]:
         """A known static instance joined again without a member id (its process restarted):
         the new member id takes the old one's place, keeping its assignment."""
         old = self.members.pop(old_id)
@@ -340,6 +349,12 @@ class GroupState:
         if self.leader_id == old_id:
             self.leader_id = new_id
         self.revision += 1
+        if self.phase is GroupPhase.STABLE and unchanged and support_skipping_assignment:
+            # JoinGroup v9+ (KIP-814): a replaced leader gets the members and SkipAssignment,
+            # so that it knows the group without handing out a new assignment.
+            result = self._join_result(new_id)
+            return replies + [Reply("join", new_id, dataclasses.replace(
+                result, skip_assignment=new_id == self.leader_id))]
         if self.phase is GroupPhase.STABLE and unchanged:
             # No rebalance: the member syncs and gets its old assignment back. The answer names
             # the previous leader id so that a replaced leader does not compute an assignment
@@ -434,8 +449,11 @@ class GroupState:
     # --- SyncGroup ------------------------------------------------------------
     @checked
     def sync(self, member_id: str, generation_id: int, assignments: dict[str, bytes],
-             now_ms: float, group_instance_id: str | None = None) -> list[Reply]:
-        """Handle a SyncGroup; the caller waits for the ("sync", member_id) reply."""
+             now_ms: float, group_instance_id: str | None = None, *, protocol_type: str | None = None,
+             protocol_name: str | None = None) -> list[Reply]:
+        """Handle a SyncGroup; the caller waits for the ("sync", member_id) reply. v5+ requests
+        name the protocol type and name the member believes in: a mismatch with the group's is
+        INCONSISTENT_GROUP_PROTOCOL (None: not checked)."""
         if self._fenced(member_id, group_instance_id):
             return [Reply("sync", member_id, SyncResult(FENCED_INSTANCE_ID))]
         member = self.members.get(member_id)
@@ -443,12 +461,15 @@ class GroupState:
             return [Reply("sync", member_id, SyncResult(UNKNOWN_MEMBER_ID))]
         if generation_id != self.generation_id:
             return [Reply("sync", member_id, SyncResult(ILLEGAL_GENERATION))]
+        if (protocol_type is not None and protocol_type != self.protocol_type) or (
+                protocol_name is not None and protocol_name != self.protocol_name):
+            return [Reply("sync", member_id, SyncResult(INCONSISTENT_GROUP_PROTOCOL))]
         if self.phase is GroupPhase.PREPARING_REBALANCE:
             return [Reply("sync", member_id, SyncResult(REBALANCE_IN_PROGRESS))]
         member.deadline_ms = now_ms + member.session_timeout_ms
         member.synced = True
         if self.phase is GroupPhase.STABLE:
-            return [Reply("sync", member_id, SyncResult(NONE, member.assignment))]
+            return [Reply("sync", member_id, self._synced(member.assignment))]
         replies: list[Reply] = []
         if member.awaiting_sync:
             replies.append(Reply("sync", member_id, SyncResult(REBALANCE_IN_PROGRESS)))
@@ -461,8 +482,11 @@ class GroupState:
             for m in self.members.values():
                 if m.awaiting_sync:
                     m.awaiting_sync = False
-                    replies.append(Reply("sync", m.member_id, SyncResult(NONE, m.assignment)))
+                    replies.append(Reply("sync", m.member_id, self._synced(m.assignment)))
         return replies
+
+    def _synced(self, assignment: bytes) -> SyncResult:
+        return SyncResult(NONE, assignment, self.protocol_type, self.protocol_name)
 
     # --- Heartbeat / LeaveGroup ---------------------------------------------------
     @checked

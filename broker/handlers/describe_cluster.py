@@ -1,5 +1,6 @@
 """DescribeCluster: the cluster id, the active controller and the live brokers (the same view
-as Metadata, on the connection's listener), and the cluster's authorized operations when asked."""
+as Metadata, on the connection's listener; from v2 the fenced ones too when asked, KIP-1073),
+and the cluster's authorized operations when asked."""
 
 from __future__ import annotations
 
@@ -32,8 +33,11 @@ async def handle(ctx: BrokerContext, header, request, conn=None):
             throttle_time_ms=0, error_code=denied, error_message="not authorized to DESCRIBE the cluster",
             endpoint_type=endpoint_type, cluster_id=ctx.cluster_id or "", controller_id=-1, brokers=[],
             cluster_authorized_operations=authz.OMITTED)
-    brokers = [{"broker_id": node_id, "host": host, "port": port, "rack": rack}
-               for node_id, host, port, rack in live_broker_endpoints(image, conn)]
+    # v2 (KIP-1073): registered but fenced brokers too when asked, each marked.
+    include_fenced = bool(getattr(request, "include_fenced_brokers", False))
+    brokers = [{"broker_id": node_id, "host": host, "port": port, "rack": rack,
+                "is_fenced": not image.is_live(node_id)}
+               for node_id, host, port, rack in live_broker_endpoints(image, conn, include_fenced=include_fenced)]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
         cluster_id=ctx.cluster_id or "", controller_id=image.controller.node_id, brokers=brokers,

@@ -36,6 +36,14 @@ log = structlog.get_logger("broker.groups")
 
 OffsetDeleteResponse = response_class(ApiKey.OFFSET_DELETE)
 
+# JoinGroup v7+ and SyncGroup v5+ name the protocol type (KIP-559); JoinGroup v9+ may tell a
+# rejoined static leader to skip the assignment (KIP-814).
+FIRST_JOIN_PROTOCOL_TYPE_VERSION = 7
+FIRST_SKIP_ASSIGNMENT_VERSION = 9
+FIRST_SYNC_PROTOCOL_VERSION = 5
+
+FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
+
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -48,19 +56,33 @@ def _peer_host(conn) -> str:
 
 
 async def handle_find_coordinator(ctx: BrokerContext, header, request, conn=None) -> FindCoordinatorResponse:
+    """v4+ look up a batch of keys (KIP-699), each answered as v0-3 answer one, without the
+    message (Kafka's KafkaApis); v5 may answer TRANSACTION_ABORTABLE, which raftka never does."""
+    if header.api_version < FIRST_BATCHED_FIND_COORDINATOR_VERSION:
+        return await find_coordinator(ctx, request.key_type, request.key, conn)
+    coordinators = []
+    for key in request.coordinator_keys:
+        one = await find_coordinator(ctx, request.key_type, key, conn)
+        coordinators.append({"key": key, "node_id": one.node_id, "host": one.host, "port": one.port,
+                             "error_code": one.error_code, "error_message": None})
+    return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+
+
+async def find_coordinator(ctx: BrokerContext, key_type: int, key: str, conn) -> FindCoordinatorResponse:
+    """The coordinator of one group id (key_type 0) or transactional id (1), in v0-3's layout."""
     def fail(code: int, message: str) -> FindCoordinatorResponse:
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                        node_id=-1, host="", port=-1)
 
-    if request.key_type == KEY_TYPE_TRANSACTION:
-        return await find_transaction_coordinator(ctx, request.key, conn, fail)
-    if request.key_type != KEY_TYPE_GROUP:
+    if key_type == KEY_TYPE_TRANSACTION:
+        return await find_transaction_coordinator(ctx, key, conn, fail)
+    if key_type != KEY_TYPE_GROUP:
         return fail(ErrorCode.INVALID_REQUEST,
-                    f"key_type {request.key_type} is unknown; expected 0 (group) or 1 (transaction)")
-    if not request.key:
+                    f"key_type {key_type} is unknown; expected 0 (group) or 1 (transaction)")
+    if not key:
         return fail(ErrorCode.INVALID_REQUEST, "the group id is empty; expected a non-empty string")
-    if acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, request.key):
-        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED, f"not authorized to DESCRIBE group {request.key!r}")
+    if acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, key):
+        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED, f"not authorized to DESCRIBE group {key!r}")
     groups = ctx.groups
     try:
         await groups.ensure_offsets_topic()
@@ -69,7 +91,7 @@ async def handle_find_coordinator(ctx: BrokerContext, header, request, conn=None
         if code != ErrorCode.TOPIC_ALREADY_EXISTS:
             return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {OFFSETS_TOPIC}: {exc}")
     try:
-        index = groups.partition_for(request.key)
+        index = groups.partition_for(key)
     except CoordinatorError as exc:
         return fail(exc.code, str(exc))
     return coordinator_endpoint(ctx, conn, OFFSETS_TOPIC, index, fail)
@@ -115,19 +137,29 @@ async def find_transaction_coordinator(ctx, transactional_id: str, conn, fail) -
 
 
 async def handle_join_group(ctx: BrokerContext, header, request, conn=None) -> JoinGroupResponse:
+    """From v7 an error answers a null protocol name (Kafka's GroupCoordinator), a success the
+    group's protocol type, which is the request's (a group of another type refuses the join);
+    v8's reason is not used."""
+    version = header.api_version
     denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
     if denied:
-        return JoinGroupResponse(throttle_time_ms=0, error_code=denied, generation_id=-1, protocol_name="",
+        return JoinGroupResponse(throttle_time_ms=0, error_code=denied, generation_id=-1,
+                                 protocol_name=None if version >= FIRST_JOIN_PROTOCOL_TYPE_VERSION else "",
                                  leader="", member_id=request.member_id, members=[])
     result = await ctx.groups.join(
         request.group_id, request.member_id, client_id=header.client_id or "",
         client_host=_peer_host(conn), session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=request.rebalance_timeout_ms, protocol_type=request.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
-        require_known_member_id=header.api_version >= 4, group_instance_id=request.group_instance_id)
+        require_known_member_id=version >= 4, group_instance_id=request.group_instance_id,
+        support_skipping_assignment=version >= FIRST_SKIP_ASSIGNMENT_VERSION)
+    ok = result.error_code == 0
     return JoinGroupResponse(
         throttle_time_ms=0, error_code=result.error_code, generation_id=result.generation_id,
-        protocol_name=result.protocol_name or "", leader=result.leader, member_id=result.member_id,
+        protocol_type=request.protocol_type if ok else None,
+        protocol_name=result.protocol_name if version >= FIRST_JOIN_PROTOCOL_TYPE_VERSION and not ok
+        else result.protocol_name or "",
+        leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
         members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
                  for m in result.members])
 
@@ -137,9 +169,13 @@ async def handle_sync_group(ctx: BrokerContext, header, request, conn=None) -> S
     if denied:
         return SyncGroupResponse(throttle_time_ms=0, error_code=denied, assignment=b"")
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
-    result = await ctx.groups.sync(request.group_id, request.member_id, request.generation_id, assignments,
-                                   request.group_instance_id)
-    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code, assignment=result.assignment)
+    named = header.api_version >= FIRST_SYNC_PROTOCOL_VERSION
+    result = await ctx.groups.sync(
+        request.group_id, request.member_id, request.generation_id, assignments, request.group_instance_id,
+        protocol_type=request.protocol_type if named else None,
+        protocol_name=request.protocol_name if named else None)
+    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code, protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name, assignment=result.assignment)
 
 
 async def handle_heartbeat(ctx: BrokerContext, header, request, conn=None) -> HeartbeatResponse:
@@ -151,6 +187,9 @@ async def handle_heartbeat(ctx: BrokerContext, header, request, conn=None) -> He
 async def handle_leave_group(ctx: BrokerContext, header, request, conn=None) -> LeaveGroupResponse:
     if header.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
+        for m in request.members:
+            if getattr(m, "reason", None):  # v5+ (KIP-800): logged, as Kafka does
+                log.info("group.leave_reason", group=request.group_id, member=m.member_id, reason=m.reason)
     else:
         members = [(request.member_id, None)]
     denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)

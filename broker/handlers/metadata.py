@@ -184,15 +184,18 @@ async def _auto_create(ctx, names: list[str]) -> dict[str, int]:
     return codes
 
 
-def live_broker_endpoints(image: MetadataImage, conn) -> list[tuple[int, str, int, str | None]]:
-    """(node id, host, port, rack) of each live broker, on the listener `conn` came in by.
+def live_broker_endpoints(image: MetadataImage, conn, *, include_fenced: bool = False,
+                          ) -> list[tuple[int, str, int, str | None]]:
+    """(node id, host, port, rack) of each live broker (with `include_fenced`, of each
+    registered one), on the listener `conn` came in by.
 
     A broker without that listener is shown by its first one, as before listeners had
     names; a broker with no listener at all is left out.
     """
     listener = conn.listener if conn is not None else None
     endpoints = []
-    for broker in image.live_brokers():
+    brokers = [b for _, b in sorted(image.brokers.items())] if include_fenced else image.live_brokers()
+    for broker in brokers:
         endpoint = broker.listener(listener) if listener else None
         if endpoint is None and broker.listeners:
             endpoint = (broker.listeners[0][1], broker.listeners[0][2])

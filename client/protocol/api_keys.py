@@ -83,29 +83,37 @@ class ApiKey(IntEnum):
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 8),  # as Kafka 4 (KIP-896): v0-2 carry message formats v0/v1
+    # As Kafka 4 (KIP-896): v0-2 carry message formats v0/v1. v9: flexible only; v10+ owe
+    # KIP-951's leader hints (docs/compatibility.md).
+    ApiKey.PRODUCE: (3, 9),
     ApiKey.FETCH: (4, 16),
     # v0: pre-KIP-896 (legacy_versions.py); v7-10: -3, -4, -5 (KIP-734/405/1005). kafka-python 3
     # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
     ApiKey.LIST_OFFSETS: (0, 10),
     ApiKey.METADATA: (0, 12),
-    ApiKey.OFFSET_COMMIT: (0, 7),  # v0-1: pre-KIP-896
+    # v0-1: pre-KIP-896; v8: flexible only (v9+ answer KIP-848 member epochs, not checked yet).
+    ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
-    ApiKey.FIND_COORDINATOR: (0, 2),
-    ApiKey.JOIN_GROUP: (0, 5),
-    ApiKey.HEARTBEAT: (0, 3),
-    ApiKey.LEAVE_GROUP: (0, 3),
-    ApiKey.SYNC_GROUP: (0, 3),
+    # v4: batched keys (KIP-699); v5: may answer TRANSACTION_ABORTABLE (never does); v6 adds the
+    # share coordinator (KIP-932), which raftka does not have.
+    ApiKey.FIND_COORDINATOR: (0, 5),
+    # v7: protocol type (KIP-559), v8: reason (KIP-800), v9: SkipAssignment (KIP-814).
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),  # v4: flexible only
+    ApiKey.LEAVE_GROUP: (0, 5),  # v5: a reason per member (KIP-800), logged
+    ApiKey.SYNC_GROUP: (0, 5),  # v5: protocol type and name checked and answered (KIP-559)
     ApiKey.DESCRIBE_GROUPS: (0, 6),  # v6: GROUP_ID_NOT_FOUND for an unknown group (KIP-1043)
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.API_VERSIONS: (0, 4),  # v3+: KIP-511 client software, KIP-584 features (broker/features.py)
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
-    ApiKey.DELETE_TOPICS: (0, 3),  # v0: pre-KIP-896
+    ApiKey.DELETE_TOPICS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/transactions.md)
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
-    ApiKey.DESCRIBE_CONFIGS: (0, 3),  # v0: pre-KIP-896
-    ApiKey.CREATE_PARTITIONS: (0, 1),
-    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # v4: flexible only
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
+    # v2: flexible; v3 may answer THROTTLING_QUOTA_EXCEEDED, which raftka (controller_mutation_rate
+    # not enforced, docs/compatibility.md) never does.
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),  # v2: flexible; v3's per-group error message is not filled
     # v0-1 only: kafka-python 3.x reads DescribeAcls v2/v3 as a 2.5/3.3 broker (docs/security.md).
     ApiKey.DESCRIBE_ACLS: (0, 1),
     ApiKey.CREATE_ACLS: (0, 1),
@@ -116,7 +124,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),  # v2: fenced brokers on request (KIP-1073)
     # SaslHandshake v0 (raw SASL frames, kafka-python <= 2.0) is not served; SaslAuthenticate
     # v2 (flexible) is not advertised (docs/security.md).
     ApiKey.SASL_HANDSHAKE: (1, 1),
@@ -170,7 +178,7 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ADVERTISED_VERSIONS,
     # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
     # per partition instead of a closed connection.
-    ApiKey.PRODUCE: (0, 8),
+    ApiKey.PRODUCE: (0, 9),
     # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
     # Share groups (KIP-932), Kafka 4.4's versions (v0 was 4.0's early access, removed in 4.1):

@@ -9,7 +9,7 @@ from raftka.client.protocol.schema import Field as F
 from raftka.client.protocol.schema import MessageSchema
 
 PRODUCE_REQUEST = MessageSchema(
-    'ProduceRequest', 0, 'request', '0-8', flexible='9+',
+    'ProduceRequest', 0, 'request', '0-9', flexible='9+',
     fields=(
         F('transactional_id', 'string', '3+', nullable='3+', default=None),
         F('acks', 'int16', '0+'),
@@ -25,7 +25,7 @@ PRODUCE_REQUEST = MessageSchema(
 )
 
 PRODUCE_RESPONSE = MessageSchema(
-    'ProduceResponse', 0, 'response', '0-8', flexible='9+',
+    'ProduceResponse', 0, 'response', '0-9', flexible='9+',
     fields=(
         F('responses', '[]TopicProduceResponse', '0+', fields=(
             F('name', 'string', '0+'),
@@ -208,7 +208,7 @@ METADATA_RESPONSE = MessageSchema(
 )
 
 OFFSET_COMMIT_REQUEST = MessageSchema(
-    'OffsetCommitRequest', 8, 'request', '0-7', flexible='8+',
+    'OffsetCommitRequest', 8, 'request', '0-8', flexible='8+',
     fields=(
         F('group_id', 'string', '0+'),
         F('generation_id_or_member_epoch', 'int32', '1+', default=-1),
@@ -229,7 +229,7 @@ OFFSET_COMMIT_REQUEST = MessageSchema(
 )
 
 OFFSET_COMMIT_RESPONSE = MessageSchema(
-    'OffsetCommitResponse', 8, 'response', '0-7', flexible='8+',
+    'OffsetCommitResponse', 8, 'response', '0-8', flexible='8+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('topics', '[]OffsetCommitResponseTopic', '0+', fields=(
@@ -273,27 +273,36 @@ OFFSET_FETCH_RESPONSE = MessageSchema(
 )
 
 FIND_COORDINATOR_REQUEST = MessageSchema(
-    'FindCoordinatorRequest', 10, 'request', '0-2', flexible='3+',
+    'FindCoordinatorRequest', 10, 'request', '0-5', flexible='3+',
     fields=(
-        F('key', 'string', '0+'),
+        F('key', 'string', '0-3'),
         F('key_type', 'int8', '1+', default=0),
+        F('coordinator_keys', '[]string', '4+'),
     ),
 )
 
 FIND_COORDINATOR_RESPONSE = MessageSchema(
-    'FindCoordinatorResponse', 10, 'response', '0-2', flexible='3+',
+    'FindCoordinatorResponse', 10, 'response', '0-5', flexible='3+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
-        F('error_code', 'int16', '0+'),
-        F('error_message', 'string', '1+', nullable='1+'),
-        F('node_id', 'int32', '0+'),
-        F('host', 'string', '0+'),
-        F('port', 'int32', '0+'),
+        F('error_code', 'int16', '0-3'),
+        F('error_message', 'string', '1-3', nullable='1-3'),
+        F('node_id', 'int32', '0-3'),
+        F('host', 'string', '0-3'),
+        F('port', 'int32', '0-3'),
+        F('coordinators', '[]Coordinator', '4+', fields=(
+            F('key', 'string', '4+'),
+            F('node_id', 'int32', '4+'),
+            F('host', 'string', '4+'),
+            F('port', 'int32', '4+'),
+            F('error_code', 'int16', '4+'),
+            F('error_message', 'string', '4+', nullable='4+'),
+        )),
     ),
 )
 
 JOIN_GROUP_REQUEST = MessageSchema(
-    'JoinGroupRequest', 11, 'request', '0-5', flexible='6+',
+    'JoinGroupRequest', 11, 'request', '0-9', flexible='6+',
     fields=(
         F('group_id', 'string', '0+'),
         F('session_timeout_ms', 'int32', '0+'),
@@ -305,17 +314,20 @@ JOIN_GROUP_REQUEST = MessageSchema(
             F('name', 'string', '0+'),
             F('metadata', 'bytes', '0+'),
         )),
+        F('reason', 'string', '8+', nullable='8+', default=None),
     ),
 )
 
 JOIN_GROUP_RESPONSE = MessageSchema(
-    'JoinGroupResponse', 11, 'response', '0-5', flexible='6+',
+    'JoinGroupResponse', 11, 'response', '0-9', flexible='6+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('error_code', 'int16', '0+'),
         F('generation_id', 'int32', '0+', default=-1),
-        F('protocol_name', 'string', '0+'),
+        F('protocol_type', 'string', '7+', nullable='7+', default=None),
+        F('protocol_name', 'string', '0+', nullable='7+'),
         F('leader', 'string', '0+'),
+        F('skip_assignment', 'bool', '9+', default=False),
         F('member_id', 'string', '0+'),
         F('members', '[]JoinGroupResponseMember', '0+', fields=(
             F('member_id', 'string', '0+'),
@@ -326,7 +338,7 @@ JOIN_GROUP_RESPONSE = MessageSchema(
 )
 
 HEARTBEAT_REQUEST = MessageSchema(
-    'HeartbeatRequest', 12, 'request', '0-3', flexible='4+',
+    'HeartbeatRequest', 12, 'request', '0-4', flexible='4+',
     fields=(
         F('group_id', 'string', '0+'),
         F('generation_id', 'int32', '0+'),
@@ -336,7 +348,7 @@ HEARTBEAT_REQUEST = MessageSchema(
 )
 
 HEARTBEAT_RESPONSE = MessageSchema(
-    'HeartbeatResponse', 12, 'response', '0-3', flexible='4+',
+    'HeartbeatResponse', 12, 'response', '0-4', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '0+'),
@@ -344,19 +356,20 @@ HEARTBEAT_RESPONSE = MessageSchema(
 )
 
 LEAVE_GROUP_REQUEST = MessageSchema(
-    'LeaveGroupRequest', 13, 'request', '0-3', flexible='4+',
+    'LeaveGroupRequest', 13, 'request', '0-5', flexible='4+',
     fields=(
         F('group_id', 'string', '0+'),
         F('member_id', 'string', '0-2'),
         F('members', '[]MemberIdentity', '3+', fields=(
             F('member_id', 'string', '3+'),
             F('group_instance_id', 'string', '3+', nullable='3+', default=None),
+            F('reason', 'string', '5+', nullable='5+', default=None),
         )),
     ),
 )
 
 LEAVE_GROUP_RESPONSE = MessageSchema(
-    'LeaveGroupResponse', 13, 'response', '0-3', flexible='4+',
+    'LeaveGroupResponse', 13, 'response', '0-5', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '0+'),
@@ -369,12 +382,14 @@ LEAVE_GROUP_RESPONSE = MessageSchema(
 )
 
 SYNC_GROUP_REQUEST = MessageSchema(
-    'SyncGroupRequest', 14, 'request', '0-3', flexible='4+',
+    'SyncGroupRequest', 14, 'request', '0-5', flexible='4+',
     fields=(
         F('group_id', 'string', '0+'),
         F('generation_id', 'int32', '0+'),
         F('member_id', 'string', '0+'),
         F('group_instance_id', 'string', '3+', nullable='3+', default=None),
+        F('protocol_type', 'string', '5+', nullable='5+', default=None),
+        F('protocol_name', 'string', '5+', nullable='5+', default=None),
         F('assignments', '[]SyncGroupRequestAssignment', '0+', fields=(
             F('member_id', 'string', '0+'),
             F('assignment', 'bytes', '0+'),
@@ -383,10 +398,12 @@ SYNC_GROUP_REQUEST = MessageSchema(
 )
 
 SYNC_GROUP_RESPONSE = MessageSchema(
-    'SyncGroupResponse', 14, 'response', '0-3', flexible='4+',
+    'SyncGroupResponse', 14, 'response', '0-5', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '0+'),
+        F('protocol_type', 'string', '5+', nullable='5+', default=None),
+        F('protocol_name', 'string', '5+', nullable='5+', default=None),
         F('assignment', 'bytes', '0+'),
     ),
 )
@@ -512,7 +529,7 @@ CREATE_TOPICS_RESPONSE = MessageSchema(
 )
 
 DELETE_TOPICS_REQUEST = MessageSchema(
-    'DeleteTopicsRequest', 20, 'request', '0-3', flexible='4+',
+    'DeleteTopicsRequest', 20, 'request', '0-4', flexible='4+',
     fields=(
         F('topic_names', '[]string', '0+'),
         F('timeout_ms', 'int32', '0+'),
@@ -520,7 +537,7 @@ DELETE_TOPICS_REQUEST = MessageSchema(
 )
 
 DELETE_TOPICS_RESPONSE = MessageSchema(
-    'DeleteTopicsResponse', 20, 'response', '0-3', flexible='4+',
+    'DeleteTopicsResponse', 20, 'response', '0-4', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('responses', '[]DeletableTopicResult', '0+', fields=(
@@ -551,7 +568,7 @@ INIT_PRODUCER_ID_RESPONSE = MessageSchema(
 )
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = MessageSchema(
-    'OffsetForLeaderEpochRequest', 23, 'request', '2-3', flexible='4+',
+    'OffsetForLeaderEpochRequest', 23, 'request', '2-4', flexible='4+',
     fields=(
         F('replica_id', 'int32', '3+', default=-2),
         F('topics', '[]OffsetForLeaderTopic', '2+', fields=(
@@ -566,7 +583,7 @@ OFFSET_FOR_LEADER_EPOCH_REQUEST = MessageSchema(
 )
 
 OFFSET_FOR_LEADER_EPOCH_RESPONSE = MessageSchema(
-    'OffsetForLeaderEpochResponse', 23, 'response', '2-3', flexible='4+',
+    'OffsetForLeaderEpochResponse', 23, 'response', '2-4', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('topics', '[]OffsetForLeaderTopicResult', '2+', fields=(
@@ -582,7 +599,7 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_CONFIGS_REQUEST = MessageSchema(
-    'DescribeConfigsRequest', 32, 'request', '0-3', flexible='4+',
+    'DescribeConfigsRequest', 32, 'request', '0-4', flexible='4+',
     fields=(
         F('resources', '[]DescribeConfigsResource', '0+', fields=(
             F('resource_type', 'int8', '0+'),
@@ -595,7 +612,7 @@ DESCRIBE_CONFIGS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_CONFIGS_RESPONSE = MessageSchema(
-    'DescribeConfigsResponse', 32, 'response', '0-3', flexible='4+',
+    'DescribeConfigsResponse', 32, 'response', '0-4', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]DescribeConfigsResult', '0+', fields=(
@@ -623,7 +640,7 @@ DESCRIBE_CONFIGS_RESPONSE = MessageSchema(
 )
 
 CREATE_PARTITIONS_REQUEST = MessageSchema(
-    'CreatePartitionsRequest', 37, 'request', '0-1', flexible='2+',
+    'CreatePartitionsRequest', 37, 'request', '0-3', flexible='2+',
     fields=(
         F('topics', '[]CreatePartitionsTopic', '0+', fields=(
             F('name', 'string', '0+'),
@@ -638,7 +655,7 @@ CREATE_PARTITIONS_REQUEST = MessageSchema(
 )
 
 CREATE_PARTITIONS_RESPONSE = MessageSchema(
-    'CreatePartitionsResponse', 37, 'response', '0-1', flexible='2+',
+    'CreatePartitionsResponse', 37, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]CreatePartitionsTopicResult', '0+', fields=(
@@ -650,14 +667,14 @@ CREATE_PARTITIONS_RESPONSE = MessageSchema(
 )
 
 DELETE_GROUPS_REQUEST = MessageSchema(
-    'DeleteGroupsRequest', 42, 'request', '0-1', flexible='2+',
+    'DeleteGroupsRequest', 42, 'request', '0-2', flexible='2+',
     fields=(
         F('groups_names', '[]string', '0+'),
     ),
 )
 
 DELETE_GROUPS_RESPONSE = MessageSchema(
-    'DeleteGroupsResponse', 42, 'response', '0-1', flexible='2+',
+    'DeleteGroupsResponse', 42, 'response', '0-2', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]DeletableGroupResult', '0+', fields=(
@@ -939,15 +956,16 @@ OFFSET_DELETE_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_CLUSTER_REQUEST = MessageSchema(
-    'DescribeClusterRequest', 60, 'request', '0-1', flexible='0+',
+    'DescribeClusterRequest', 60, 'request', '0-2', flexible='0+',
     fields=(
         F('include_cluster_authorized_operations', 'bool', '0+'),
         F('endpoint_type', 'int8', '1+', default=1),
+        F('include_fenced_brokers', 'bool', '2+'),
     ),
 )
 
 DESCRIBE_CLUSTER_RESPONSE = MessageSchema(
-    'DescribeClusterResponse', 60, 'response', '0-1', flexible='0+',
+    'DescribeClusterResponse', 60, 'response', '0-2', flexible='0+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
@@ -960,6 +978,7 @@ DESCRIBE_CLUSTER_RESPONSE = MessageSchema(
             F('host', 'string', '0+'),
             F('port', 'int32', '0+'),
             F('rack', 'string', '0+', nullable='0+', default=None),
+            F('is_fenced', 'bool', '2+'),
         )),
         F('cluster_authorized_operations', 'int32', '0+', default=-2147483648),
     ),

@@ -1,6 +1,6 @@
 """request_percentage and controller_mutation_rate against a real one-node server, over real
 sockets with the SDK's BrokerConnection (it sends a chosen API version and shows the raw
-`throttle_time_ms`): KIP-599's THROTTLING_QUOTA_EXCEEDED from CreateTopics v6+, the throttle
+`throttle_time_ms`): KIP-599's THROTTLING_QUOTA_EXCEEDED from CreatePartitions v3, the throttle
 of older versions, and the request quota's throttle, capped at one window."""
 
 from __future__ import annotations
@@ -70,27 +70,32 @@ def _create(name: str, partitions: int) -> dict:
                         "assignments": [], "configs": []}], "timeout_ms": 30000, "validate_only": False}
 
 
-STRICT_SERVED = ADVERTISED_VERSIONS[ApiKey.CREATE_TOPICS][1] >= 6
-
-
-@pytest.mark.skipif(not STRICT_SERVED, reason="CreateTopics v6 (KIP-599's strict version) is not served yet")
-def test_create_topics_v6_is_refused_with_throttling_quota_exceeded_once_the_bucket_is_empty(bootstrap):
+def test_create_partitions_v3_is_refused_with_throttling_quota_exceeded_once_the_bucket_is_empty(bootstrap):
+    """KIP-599's strict mode, with the first strict version raftka serves (CreatePartitions v3;
+    CreateTopics v6 and DeleteTopics v5 are not served yet: docs/compatibility.md)."""
+    assert ADVERTISED_VERSIONS[ApiKey.CREATE_PARTITIONS][1] >= 3
     _set_quota(bootstrap, "mut-strict", "controller_mutation_rate", MUTATION_RATE)
 
+    def grow(count: int) -> dict:
+        return {"topics": [{"name": "strict-a", "count": count, "assignments": None}], "timeout_ms": 30000,
+                "validate_only": False}
+
     async def calls(conn: BrokerConnection):
-        first = await conn.request(ApiKey.CREATE_TOPICS, _create("strict-a", 12), version=6)
-        second = await conn.request(ApiKey.CREATE_TOPICS, _create("strict-b", 1), version=6)
+        created = await conn.request(ApiKey.CREATE_TOPICS, _create("strict-a", 1), version=4)  # 1 token
+        first = await conn.request(ApiKey.CREATE_PARTITIONS, grow(13), version=3)  # 12 more: 10 -> -2
+        second = await conn.request(ApiKey.CREATE_PARTITIONS, grow(14), version=3)
         before = trio.current_time()
         third = await conn.request(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False}, version=9)
-        return first, second, third, trio.current_time() - before
+        return created, first, second, third, trio.current_time() - before
 
-    first, second, third, held = _on_connection(bootstrap, "mut-strict", calls)
-    # 12 partitions from a bucket of 11: accepted, and not throttled (a strict quota's rule)
-    assert (first.topics[0].error_code, first.throttle_time_ms) == (0, 0)
-    topic = second.topics[0]
-    assert (topic.error_code, topic.error_message) == (ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                                                       "The throttling quota has been exceeded.")
-    assert 0 < second.throttle_time_ms <= 1000  # the bucket's -1 token at 1/s, less the time since
+    created, first, second, third, held = _on_connection(bootstrap, "mut-strict", calls)
+    assert (created.topics[0].error_code, created.throttle_time_ms) == (0, 0)  # 10 tokens left
+    # 12 partitions from a bucket of 10: accepted, and not throttled (a strict quota's rule)
+    assert (first.results[0].error_code, first.throttle_time_ms) == (0, 0)
+    result = second.results[0]
+    assert (result.error_code, result.error_message) == (ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                                         "The throttling quota has been exceeded.")
+    assert 0 < second.throttle_time_ms <= 2000  # the bucket's -2 tokens at 1/s, less the time since
     assert held >= second.throttle_time_ms / 1000.0 * 0.9  # the connection was muted that long
     assert third.throttle_time_ms == 0
 
@@ -152,7 +157,7 @@ def test_request_percentage_throttles_a_clients_requests_for_at_most_one_window(
     assert 0 < throttles[-1] <= 1000, throttles  # ClientRequestQuotaManager's cap: one quota window
     assert not any(_metadata_throttles(bootstrap, "req-free", 60))  # another client id: no quota
     sample = scrape(cluster.metrics_urls()[1])
-    assert value(sample, "kafka_server_request_request_time", user="", client_id="req-quota") > 0.01
+    assert value(sample, "kafka_server_request_request_time", user="", client_id="req-quota") > 0  # recorded (its size is the machine's)
     assert value(sample, "kafka_server_request_throttle_time", user="", client_id="req-quota") > 0
 
 

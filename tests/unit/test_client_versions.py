@@ -21,7 +21,7 @@ from raftka.client.versions import CLIENT_VERSIONS, choose_versions, min_version
 
 def test_against_raftka_every_api_gets_its_highest_served_version() -> None:
     chosen = choose_versions({int(k): v for k, v in ADVERTISED_VERSIONS.items()})
-    assert chosen[ApiKey.PRODUCE] == 8 and chosen[ApiKey.FETCH] == 11
+    assert chosen[ApiKey.PRODUCE] == 9 and chosen[ApiKey.FETCH] == 11 and chosen[ApiKey.FIND_COORDINATOR] == 3
     assert chosen[ApiKey.METADATA] == 12 and chosen[ApiKey.API_VERSIONS] == 2
     assert set(chosen) == set(CLIENT_VERSIONS)
 

@@ -70,7 +70,7 @@ def stable_group_of_two() -> tuple[GroupState, str, str]:
     assert replies == []  # waits for the leader
     replies = group.sync(a, 2, {a: b"A", b: b"B"}, now_ms=4)
     synced = replies_for(replies, "sync")
-    assert synced == {a: SyncResult(NONE, b"A"), b: SyncResult(NONE, b"B")}
+    assert synced == {a: SyncResult(NONE, b"A", "consumer", "range"), b: SyncResult(NONE, b"B", "consumer", "range")}
     assert group.phase is GroupPhase.STABLE
     return group, a, b
 
@@ -233,7 +233,21 @@ def test_restore_installs_a_stable_group():
     group.restore(protocol_type="consumer", generation_id=7, protocol_name="range", leader_id="m1",
                   members=[member], now_ms=1000)
     assert group.phase is GroupPhase.STABLE and group.heartbeat("m1", 7, 1001) == NONE
-    assert replies_for(group.sync("m1", 7, {}, 1002), "sync")["m1"] == SyncResult(NONE, b"asg")
+    assert replies_for(group.sync("m1", 7, {}, 1002), "sync")["m1"] == SyncResult(NONE, b"asg", "consumer", "range")
+
+
+@pytest.mark.parametrize(("ptype", "pname", "expected"), [
+    (None, None, NONE), ("consumer", "range", NONE),            # v0-4 send neither; v5 the group's
+    ("connect", None, INCONSISTENT_GROUP_PROTOCOL), (None, "roundrobin", INCONSISTENT_GROUP_PROTOCOL),
+])
+def test_sync_v5_checks_the_protocol_type_and_name(ptype, pname, expected):
+    """SyncGroup v5 (KIP-559): a type or name other than the group's is refused; a success
+    names the group's."""
+    group, a, _ = stable_group_of_two()
+    result = replies_for(group.sync(a, 2, {}, 5, protocol_type=ptype, protocol_name=pname), "sync")[a]
+    assert result.error_code == expected
+    named = ("consumer", "range") if expected == NONE else (None, None)
+    assert (result.protocol_type, result.protocol_name) == named
 
 
 # --- __consumer_offsets records -------------------------------------------------------

@@ -64,7 +64,7 @@ def stable_group(protocols=ORDERS) -> tuple[GroupState, str, str]:
     assert set(answers(replies, "join")) == {a, b}
     group.sync(b, 2, {}, 3)
     synced = answers(group.sync(a, 2, {a: b"A", b: b"B"}, 3, "ia"), "sync")
-    assert synced[a] == SyncResult(NONE, b"A") and group.phase is GroupPhase.STABLE
+    assert synced[a] == SyncResult(NONE, b"A", "consumer", "range") and group.phase is GroupPhase.STABLE
     return group, a, b
 
 
@@ -80,7 +80,7 @@ def test_restarted_static_member_takes_over_without_a_rebalance():
     assert (result.generation_id, result.leader, result.members) == (2, a, ())
     assert group.phase is GroupPhase.STABLE and group.leader_id == a2
     assert group.revision == revision + 1, "the coordinator must persist the new member id"
-    assert answers(group.sync(a2, 2, {}, 101, "ia"), "sync")[a2] == SyncResult(NONE, b"A")
+    assert answers(group.sync(a2, 2, {}, 101, "ia"), "sync")[a2] == SyncResult(NONE, b"A", "consumer", "range")
     assert group.heartbeat(b, 2, 102) == NONE, "the other member saw no rebalance"
 
 
@@ -226,7 +226,7 @@ def test_a_restored_static_member_is_replaced_after_failover():
                   members=[member], now_ms=0)
     new_id, replies = join(group, instance="ia", now=10)
     assert answers(replies, "join")[new_id].generation_id == 5
-    assert answers(group.sync(new_id, 5, {}, 11, "ia"), "sync")[new_id] == SyncResult(NONE, b"asg")
+    assert answers(group.sync(new_id, 5, {}, 11, "ia"), "sync")[new_id] == SyncResult(NONE, b"asg", "consumer", "range")
     assert group.heartbeat("ia-old", 5, 12, "ia") == FENCED_INSTANCE_ID
     assert group.heartbeat(new_id, 4, 12, "ia") == ILLEGAL_GENERATION
 
