@@ -103,3 +103,18 @@ def running_server(directory: Path, *, num_partitions: int = 1,
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def server_with_topics(directory: Path, topics: Mapping[str, int], *,
+                       offsets_partitions: int = 1) -> Iterator[ServerProcess]:
+    """A started one-node server with a small `__consumer_offsets` (the group tests' layout) and
+    `topics` (name -> partitions) created, stopped on exit whatever happened."""
+    from tests.compat.wire_client import WireConnection
+
+    with running_server(directory, properties={"offsets.topic.num.partitions": str(offsets_partitions),
+                                               "offsets.topic.replication.factor": "1"}) as server:
+        with WireConnection(server.bootstrap) as conn:
+            for name, partitions in topics.items():
+                assert conn.create_topic(name, partitions) == 0, name
+        yield server

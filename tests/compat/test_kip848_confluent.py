@@ -17,7 +17,7 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
-from tests.compat.server_process import ServerProcess  # noqa: E402
+from tests.compat.server_process import ServerProcess, server_with_topics  # noqa: E402
 from tests.compat.wire_client import WireConnection  # noqa: E402
 from tests.support import wait_until  # noqa: E402
 
@@ -29,15 +29,8 @@ TIMEOUT = 60.0
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path, properties={"offsets.topic.num.partitions": "3",
-                                                  "offsets.topic.replication.factor": "1"})
-    try:
-        process.start()
-        with WireConnection(process.bootstrap) as conn:
-            assert conn.create_topic(TOPIC, PARTITIONS) == 0
+    with server_with_topics(tmp_path, {TOPIC: PARTITIONS}, offsets_partitions=3) as process:
         yield process
-    finally:
-        process.stop()
 
 
 class SteadyProducer:

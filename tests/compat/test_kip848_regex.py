@@ -17,7 +17,7 @@ from confluent_kafka import Consumer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from raftka.client.protocol import ApiKey, ErrorCode  # noqa: E402
-from tests.compat.server_process import ServerProcess  # noqa: E402
+from tests.compat.server_process import ServerProcess, server_with_topics  # noqa: E402
 from tests.compat.wire_client import WireConnection  # noqa: E402
 from tests.support import wait_until  # noqa: E402
 
@@ -28,16 +28,8 @@ TIMEOUT = 60.0
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path, properties={"offsets.topic.num.partitions": "1",
-                                                  "offsets.topic.replication.factor": "1"})
-    try:
-        process.start()
-        with WireConnection(process.bootstrap) as conn:
-            for name, partitions in (("regex-a", 2), ("regex-b", 1), ("other", 1), ("xregex-a", 1)):
-                assert conn.create_topic(name, partitions) == 0
+    with server_with_topics(tmp_path, {"regex-a": 2, "regex-b": 1, "other": 1, "xregex-a": 1}) as process:
         yield process
-    finally:
-        process.stop()
 
 
 def assigned_topics(consumer: Consumer, expected: set[str]) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from raftka.client.protocol import ApiKey, ErrorCode
-from tests.compat.server_process import ServerProcess
+from tests.compat.server_process import ServerProcess, server_with_topics
 from tests.compat.wire_client import WireConnection
 from tests.integration.sdk_broker import RAFTKA, raftka_env
 from tests.support import wait_until
@@ -27,15 +27,8 @@ RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR, 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path, properties={"offsets.topic.num.partitions": "1",
-                                                  "offsets.topic.replication.factor": "1"})
-    try:
-        process.start()
-        with WireConnection(process.bootstrap) as conn:
-            assert conn.create_topic(TOPIC, 4) == 0
+    with server_with_topics(tmp_path, {TOPIC: 4}) as process:
         yield process
-    finally:
-        process.stop()
 
 
 def heartbeat(conn: WireConnection, member: str, epoch: int, *, topics=None, owned=None, rebalance=-1,

@@ -20,7 +20,7 @@ from raftka.broker.group.group_state import CommittedOffset
 from raftka.client.protocol import ErrorCode
 from raftka.log.batch_header import HEADER_SIZE, iter_headers, update_crc
 from raftka.log.record_batch import Record, encode_batch
-from tests.compat.server_process import ServerProcess
+from tests.compat.server_process import ServerProcess, server_with_topics
 from tests.compat.wire_client import WireConnection
 from tests.support import wait_until
 
@@ -30,15 +30,8 @@ TIMEOUT = 30.0
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path, properties={"offsets.topic.num.partitions": "1",
-                                                  "offsets.topic.replication.factor": "1"})
-    try:
-        process.start()
-        with WireConnection(process.bootstrap) as conn:
-            assert conn.create_topic(TOPIC, 2) == 0
+    with server_with_topics(tmp_path, {TOPIC: 2}) as process:
         yield process
-    finally:
-        process.stop()
 
 
 def committed(conn: WireConnection, group: str) -> dict[int, int] | None:
