@@ -285,13 +285,18 @@ def test_too_new_api_versions_gets_the_v0_error_answer(server: ServerProcess, un
         assert {k.api_key for k in response.api_keys} >= {ApiKey.PRODUCE, ApiKey.FETCH}
 
 
+def _above(api_key: ApiKey) -> int:
+    """The first version above what raftka advertises for `api_key`."""
+    return ADVERTISED_VERSIONS[api_key][1] + 1
+
+
 @pytest.mark.parametrize(("api_key", "version"), [
-    (ApiKey.METADATA, 13),  # above the advertised maximum
+    (ApiKey.METADATA, _above(ApiKey.METADATA)),
     (ApiKey.METADATA, 200),
-    (ApiKey.FETCH, 17),     # above the advertised maximum
+    (ApiKey.FETCH, _above(ApiKey.FETCH)),
     (ApiKey.FETCH, 3),      # below the advertised minimum
-    (ApiKey.PRODUCE, 9),
-    (ApiKey.LIST_OFFSETS, 11),  # above the advertised maximum (v10)
+    (ApiKey.PRODUCE, _above(ApiKey.PRODUCE)),
+    (ApiKey.LIST_OFFSETS, _above(ApiKey.LIST_OFFSETS)),
 ])
 def test_unsupported_version_of_another_api_closes_the_connection(
         server: ServerProcess, unaffected: None, api_key: int, version: int) -> None:

@@ -82,7 +82,7 @@ async def test_api_versions_falls_back_to_v0_and_picks_common_versions() -> None
         conn = await BrokerConnection.connect(nursery, "127.0.0.1", port)
         assert seen[:2] == [(ApiKey.API_VERSIONS, 2), (ApiKey.API_VERSIONS, 0)]
         assert conn.versions[ApiKey.METADATA] == 5
-        assert conn.versions[ApiKey.PRODUCE] == 8
+        assert conn.versions[ApiKey.PRODUCE] == 9  # the SDK's newest, which the broker advertises
         await conn.aclose()
         nursery.cancel_scope.cancel()
 
