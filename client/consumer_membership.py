@@ -159,6 +159,10 @@ class ConsumerMembership(GroupMembership):
             if not self.active:
                 return
             epoch = self.generation_id if self.generation_id > 0 else JOIN_EPOCH
+            if epoch == JOIN_EPOCH and not self._topics():
+                # Kafka refuses a first heartbeat without topic names (INVALID_REQUEST). A pattern
+                # subscription joins once poll() has matched a topic; request_rejoin() pokes then.
+                return
             try:
                 node = await self.coordinator()
                 request = await self._request(epoch)

@@ -213,6 +213,21 @@ async def test_a_pattern_subscription_sends_the_matching_topic_names(cluster):
         assert list(member.subscribed_topic_names) == ["kip848-pattern-a"]
 
 
+async def test_a_pattern_that_matches_nothing_yet_joins_when_a_topic_appears(cluster):
+    """Kafka refuses a first heartbeat with no topic names: the member waits for a match."""
+    group, bootstrap = "kip848-later", cluster.bootstrap_servers
+    async with AsyncConsumer(bootstrap, **options(group, metadata_max_age_ms=200)) as c:
+        c.subscribe(pattern=r"kip848-later-.*")
+        for _ in range(5):
+            assert await c.poll(timeout_ms=100) == {}
+        every = await trio.to_thread.run_sync(topic_of, cluster, "kip848-later-a", 8)
+        seen = 0
+        with trio.move_on_after(30):
+            while seen < 8:
+                seen += sum(len(r) for r in (await c.poll(timeout_ms=100)).values())
+        assert seen == 8 and c.assignment() == every
+
+
 def test_blocking_consumer_speaks_the_consumer_protocol(cluster):
     from raftka.client.blocking import Consumer
 
