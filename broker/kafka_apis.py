@@ -38,6 +38,7 @@ from raftka.broker.handlers import (
     produce,
     reassignments,
     scram_credentials,
+    share_state,
     topics_admin,
     transactions,
     txn_markers,
@@ -123,6 +124,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe,
     ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter,
+    **share_state.HANDLERS,
 }
 
 class KafkaApis:

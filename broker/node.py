@@ -27,6 +27,8 @@ from raftka.broker.acl_checks import anonymous_inter_broker_warning
 from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.context import BrokerContext
 from raftka.broker.group.group_coordinator import GroupCoordinator
+from raftka.broker.group.share_coordinator import ShareCoordinator
+from raftka.broker.group.share_state_persister import ShareStatePersister
 from raftka.broker.kafka_apis import KafkaApis
 from raftka.broker.metrics_http import MetricsServer
 from raftka.broker.net.control_rpc import ControlRpcServer
@@ -134,6 +136,9 @@ class BrokerNode:
         replicas.add_leadership_listener(groups.on_leadership)
         txns = TxnCoordinator(config, replicas, self._create_transaction_state_topic, self._next_producer_id)
         replicas.add_leadership_listener(txns.on_leadership)
+        share_coordinator = ShareCoordinator(config, replicas, self._create_share_state_topic)
+        replicas.add_leadership_listener(share_coordinator.on_leadership)
+        share_persister = ShareStatePersister(share_coordinator, replicas)
         try:
             async with open_quorum_from_config(config) as quorum:
                 loader = MetadataLoader(quorum, cluster_id,
@@ -148,11 +153,14 @@ class BrokerNode:
                                     authorizer=build_authorizer(config.authorizer_class_name, config.super_users,
                                                                 config.allow_everyone_if_no_acl_found),
                                     txns=txns, txn_verifier=TxnVerifier(replicas),
-                                    client_quotas=ClientQuotas.from_config(config))
+                                    client_quotas=ClientQuotas.from_config(config),
+                                    share_coordinator=share_coordinator, share_persister=share_persister)
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)
                     await nursery.start(txns.run)
+                    await nursery.start(share_coordinator.run)
+                    await nursery.start(share_persister.run)
                     await nursery.start(ctx.txn_verifier.run)
                     await nursery.start(loader.run)
                     if config.is_controller:
@@ -237,6 +245,11 @@ class BrokerNode:
                                               configs: dict[str, str]) -> None:
         assert self.ctx is not None
         await self.ctx.controller.create_topic("__transaction_state", partitions, replication_factor, configs)
+
+    async def _create_share_state_topic(self, partitions: int, replication_factor: int,
+                                        configs: dict[str, str]) -> None:
+        assert self.ctx is not None
+        await self.ctx.controller.create_topic("__share_group_state", partitions, replication_factor, configs)
 
     async def _next_producer_id(self) -> int:
         assert self.ctx is not None

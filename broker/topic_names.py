@@ -9,7 +9,7 @@ _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 # Kafka's Topic.INTERNAL_TOPICS: written by the brokers' coordinators only, never by a
 # client's Produce (INVALID_TOPIC_EXCEPTION), and never auto-created by Metadata.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def topic_name_error(name: str | None) -> str | None:

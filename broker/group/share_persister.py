@@ -28,6 +28,8 @@ alter or reset of the group's offsets) and fences writers holding an older one;
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from dataclasses import dataclass
 from typing import Protocol
@@ -47,8 +49,30 @@ class ShareStateKey:
 
     @property
     def coordinator_key(self) -> str:
-        """FindCoordinator's key for key type 2 (SHARE), as Kafka's `SharePartitionKey`."""
-        return f"{self.group_id}:{self.topic_id}:{self.partition}"
+        """FindCoordinator's key for key type 2 (SHARE), as Kafka's `SharePartitionKey`: the topic
+        id in Kafka's form (`Uuid.toString`, URL-safe base64 without padding), which the
+        coordinator's partition is hashed from."""
+        topic = base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("=")
+        return f"{self.group_id}:{topic}:{self.partition}"
+
+    @classmethod
+    def from_coordinator_key(cls, key: str) -> ShareStateKey:
+        """Parse `coordinator_key` (Kafka's `SharePartitionKey.getInstance(String)`). Raises
+        ValueError naming what is wrong."""
+        parts = key.split(":")
+        if len(parts) != 3 or not parts[0]:
+            raise ValueError(f"share coordinator key {key[:200]!r}: expected <group>:<topic id>:<partition>")
+        group, topic, partition = parts
+        try:
+            raw = base64.urlsafe_b64decode(topic + "=" * (-len(topic) % 4))
+        except (binascii.Error, ValueError):
+            raw = b""
+        if len(topic) != 22 or len(raw) != 16:
+            raise ValueError(f"share coordinator key {key[:200]!r}: topic id {topic[:40]!r} is not a Kafka Uuid "
+                             "(22 characters of URL-safe base64)")
+        if not partition.isdigit() or len(partition) > 10 or int(partition) > 2**31 - 1:
+            raise ValueError(f"share coordinator key {key[:200]!r}: partition {partition[:20]!r} is not an int32 >= 0")
+        return cls(group, uuid.UUID(bytes=raw), int(partition))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.group.group_coordinator import OFFSETS_TOPIC, CoordinatorError
 from raftka.broker.group.group_state import CommittedOffset, GroupPhase
+from raftka.broker.group.share_persister import SHARE_STATE_TOPIC, ShareStateKey
 from raftka.broker.txn.txn_records import TRANSACTION_STATE_TOPIC
 from raftka.client.protocol import (
     DeleteGroupsResponse,
@@ -46,6 +47,8 @@ FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+FIRST_SHARE_FIND_COORDINATOR_VERSION = 6
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
@@ -57,12 +60,23 @@ def _peer_host(conn) -> str:
 
 async def handle_find_coordinator(ctx: BrokerContext, header, request, conn=None) -> FindCoordinatorResponse:
     """v4+ look up a batch of keys (KIP-699), each answered as v0-3 answer one, without the
-    message (Kafka's KafkaApis); v5 may answer TRANSACTION_ABORTABLE, which raftka never does."""
+    message (Kafka's KafkaApis); v5 may answer TRANSACTION_ABORTABLE, which raftka never does;
+    v6 adds key type 2, the share coordinator (INVALID_REQUEST in older versions, as Kafka)."""
+    share_too_old = (request.key_type == KEY_TYPE_SHARE
+                     and header.api_version < FIRST_SHARE_FIND_COORDINATOR_VERSION)
+
+    async def one_key(key: str) -> FindCoordinatorResponse:
+        if share_too_old:
+            return FindCoordinatorResponse(
+                throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, node_id=-1, host="", port=-1,
+                error_message=f"key type 2 (share) needs FindCoordinator v6; got v{header.api_version}")
+        return await find_coordinator(ctx, request.key_type, key, conn)
+
     if header.api_version < FIRST_BATCHED_FIND_COORDINATOR_VERSION:
-        return await find_coordinator(ctx, request.key_type, request.key, conn)
+        return await one_key(request.key)
     coordinators = []
     for key in request.coordinator_keys:
-        one = await find_coordinator(ctx, request.key_type, key, conn)
+        one = await one_key(key)
         coordinators.append({"key": key, "node_id": one.node_id, "host": one.host, "port": one.port,
                              "error_code": one.error_code, "error_message": None})
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
@@ -76,9 +90,11 @@ async def find_coordinator(ctx: BrokerContext, key_type: int, key: str, conn) ->
 
     if key_type == KEY_TYPE_TRANSACTION:
         return await find_transaction_coordinator(ctx, key, conn, fail)
+    if key_type == KEY_TYPE_SHARE:
+        return await find_share_coordinator(ctx, key, conn, fail)
     if key_type != KEY_TYPE_GROUP:
         return fail(ErrorCode.INVALID_REQUEST,
-                    f"key_type {key_type} is unknown; expected 0 (group) or 1 (transaction)")
+                    f"key_type {key_type} is unknown; expected 0 (group), 1 (transaction) or 2 (share)")
     if not key:
         return fail(ErrorCode.INVALID_REQUEST, "the group id is empty; expected a non-empty string")
     if acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, key):
@@ -134,6 +150,32 @@ async def find_transaction_coordinator(ctx, transactional_id: str, conn, fail) -
     except CoordinatorError as exc:
         return fail(exc.code, str(exc))
     return coordinator_endpoint(ctx, conn, TRANSACTION_STATE_TOPIC, index, fail)
+
+
+async def find_share_coordinator(ctx, key: str, conn, fail) -> FindCoordinatorResponse:
+    """FindCoordinator key_type 2 (v6+): the leader of the `__share_group_state` partition the
+    share partition key `"<group>:<topic id>:<partition>"` hashes to (the topic is created by
+    the first lookup). A broker's request: it needs CLUSTER_ACTION, as in Kafka."""
+    denied = acl_checks.cluster_error(ctx, conn, AclOperation.CLUSTER_ACTION)
+    if denied:
+        return fail(denied, "not authorized to CLUSTER_ACTION the cluster")
+    try:
+        share_key = ShareStateKey.from_coordinator_key(key)
+    except ValueError as exc:
+        return fail(ErrorCode.INVALID_REQUEST, str(exc))
+    coordinator = ctx.share_coordinator
+    if coordinator is None:
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker runs no share coordinator")
+    try:
+        await coordinator.ensure_topic()
+    except Exception as exc:
+        if error_code_for(exc) != ErrorCode.TOPIC_ALREADY_EXISTS:
+            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {SHARE_STATE_TOPIC}: {exc}")
+    try:
+        index = coordinator.partition_for(share_key)
+    except CoordinatorError as exc:
+        return fail(exc.code, str(exc))
+    return coordinator_endpoint(ctx, conn, SHARE_STATE_TOPIC, index, fail)
 
 
 async def handle_join_group(ctx: BrokerContext, header, request, conn=None) -> JoinGroupResponse:

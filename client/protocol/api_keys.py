@@ -79,6 +79,12 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    # the share coordinator's state APIs (KIP-932), broker to broker: served, not advertised
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -94,9 +100,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # v0-1: pre-KIP-896; v8: flexible only (v9+ answer KIP-848 member epochs, not checked yet).
     ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
-    # v4: batched keys (KIP-699); v5: may answer TRANSACTION_ABORTABLE (never does); v6 adds the
-    # share coordinator (KIP-932), which raftka does not have.
-    ApiKey.FIND_COORDINATOR: (0, 5),
+    # v4: batched keys (KIP-699); v5: may answer TRANSACTION_ABORTABLE (never does); v6: key
+    # type 2, the share coordinator (KIP-932; broker/group/share_coordinator.py).
+    ApiKey.FIND_COORDINATOR: (0, 6),
     # v7: protocol type (KIP-559), v8: reason (KIP-800), v9: SkipAssignment (KIP-814).
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),  # v4: flexible only
@@ -187,11 +193,25 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    # The share coordinator's state APIs (broker to broker; Kafka 4.4's versions): served, not
+    # advertised until share groups work end to end.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
 }
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
 SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
     (ApiKey.ADD_PARTITIONS_TO_TXN, 4),
+    (ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0),
+    (ApiKey.READ_SHARE_GROUP_STATE, 0),
+    (ApiKey.WRITE_SHARE_GROUP_STATE, 0),
+    (ApiKey.WRITE_SHARE_GROUP_STATE, 1),
+    (ApiKey.DELETE_SHARE_GROUP_STATE, 0),
+    (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0),
+    (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1),
 })
 
 # The first version of each API that uses compact strings/arrays and tagged
@@ -254,6 +274,11 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0,
+    ApiKey.READ_SHARE_GROUP_STATE: 0,
+    ApiKey.WRITE_SHARE_GROUP_STATE: 0,
+    ApiKey.DELETE_SHARE_GROUP_STATE: 0,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 0,
 }
 
 

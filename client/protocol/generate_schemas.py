@@ -95,6 +95,11 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
     ApiKey.SHARE_FETCH: "ShareFetch",
     ApiKey.SHARE_ACKNOWLEDGE: "ShareAcknowledge",
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: "InitializeShareGroupState",
+    ApiKey.READ_SHARE_GROUP_STATE: "ReadShareGroupState",
+    ApiKey.WRITE_SHARE_GROUP_STATE: "WriteShareGroupState",
+    ApiKey.DELETE_SHARE_GROUP_STATE: "DeleteShareGroupState",
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: "ReadShareGroupStateSummary",
 }
 
 

@@ -273,7 +273,7 @@ OFFSET_FETCH_RESPONSE = MessageSchema(
 )
 
 FIND_COORDINATOR_REQUEST = MessageSchema(
-    'FindCoordinatorRequest', 10, 'request', '0-5', flexible='3+',
+    'FindCoordinatorRequest', 10, 'request', '0-6', flexible='3+',
     fields=(
         F('key', 'string', '0-3'),
         F('key_type', 'int8', '1+', default=0),
@@ -282,7 +282,7 @@ FIND_COORDINATOR_REQUEST = MessageSchema(
 )
 
 FIND_COORDINATOR_RESPONSE = MessageSchema(
-    'FindCoordinatorResponse', 10, 'response', '0-5', flexible='3+',
+    'FindCoordinatorResponse', 10, 'response', '0-6', flexible='3+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '0-3'),
@@ -1836,6 +1836,167 @@ SHARE_ACKNOWLEDGE_RESPONSE = MessageSchema(
     ),
 )
 
+INITIALIZE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
+    'InitializeShareGroupStateRequest', 83, 'request', '0-0', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]InitializeStateData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('state_epoch', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+            )),
+        )),
+    ),
+)
+
+INITIALIZE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
+    'InitializeShareGroupStateResponse', 83, 'response', '0-0', flexible='0+',
+    fields=(
+        F('results', '[]InitializeStateResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+            )),
+        )),
+    ),
+)
+
+READ_SHARE_GROUP_STATE_REQUEST = MessageSchema(
+    'ReadShareGroupStateRequest', 84, 'request', '0-0', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]ReadStateData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+READ_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
+    'ReadShareGroupStateResponse', 84, 'response', '0-0', flexible='0+',
+    fields=(
+        F('results', '[]ReadStateResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+                F('state_epoch', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+                F('state_batches', '[]StateBatch', '0+', fields=(
+                    F('first_offset', 'int64', '0+'),
+                    F('last_offset', 'int64', '0+'),
+                    F('delivery_state', 'int8', '0+'),
+                    F('delivery_count', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+)
+
+WRITE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
+    'WriteShareGroupStateRequest', 85, 'request', '0-1', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]WriteStateData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('state_epoch', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+                F('delivery_complete_count', 'int32', '1+', default=-1),
+                F('state_batches', '[]StateBatch', '0+', fields=(
+                    F('first_offset', 'int64', '0+'),
+                    F('last_offset', 'int64', '0+'),
+                    F('delivery_state', 'int8', '0+'),
+                    F('delivery_count', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+)
+
+WRITE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
+    'WriteShareGroupStateResponse', 85, 'response', '0-1', flexible='0+',
+    fields=(
+        F('results', '[]WriteStateResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+            )),
+        )),
+    ),
+)
+
+DELETE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
+    'DeleteShareGroupStateRequest', 86, 'request', '0-0', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]DeleteStateData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+DELETE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
+    'DeleteShareGroupStateResponse', 86, 'response', '0-0', flexible='0+',
+    fields=(
+        F('results', '[]DeleteStateResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+            )),
+        )),
+    ),
+)
+
+READ_SHARE_GROUP_STATE_SUMMARY_REQUEST = MessageSchema(
+    'ReadShareGroupStateSummaryRequest', 87, 'request', '0-1', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]ReadStateSummaryData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE = MessageSchema(
+    'ReadShareGroupStateSummaryResponse', 87, 'response', '0-1', flexible='0+',
+    fields=(
+        F('results', '[]ReadStateSummaryResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+                F('state_epoch', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+                F('delivery_complete_count', 'int32', '1+', default=-1),
+            )),
+        )),
+    ),
+)
+
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -1951,4 +2112,14 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     SHARE_FETCH_RESPONSE,
     SHARE_ACKNOWLEDGE_REQUEST,
     SHARE_ACKNOWLEDGE_RESPONSE,
+    INITIALIZE_SHARE_GROUP_STATE_REQUEST,
+    INITIALIZE_SHARE_GROUP_STATE_RESPONSE,
+    READ_SHARE_GROUP_STATE_REQUEST,
+    READ_SHARE_GROUP_STATE_RESPONSE,
+    WRITE_SHARE_GROUP_STATE_REQUEST,
+    WRITE_SHARE_GROUP_STATE_RESPONSE,
+    DELETE_SHARE_GROUP_STATE_REQUEST,
+    DELETE_SHARE_GROUP_STATE_RESPONSE,
+    READ_SHARE_GROUP_STATE_SUMMARY_REQUEST,
+    READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE,
 )

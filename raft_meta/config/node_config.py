@@ -117,6 +117,13 @@ def _percentage(raw: str) -> int:
     return value
 
 
+def _updates_per_snapshot(raw: str) -> int:
+    value = _int(raw)
+    if not 0 <= value <= 500:
+        raise ValueError("an integer 0-500")
+    return value
+
+
 def _replica_selector(raw: str) -> str:
     value = raw.strip()
     known = ("org.apache.kafka.common.replica.RackAwareReplicaSelector", "org.apache.kafka.common.replica.LeaderSelector")
@@ -384,6 +391,18 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     # Transactions, partition side (KIP-890 part 1): a partition leader asks the transaction
     # coordinator before a producer's first transactional batch there.
     "transaction.partition.verification.enable": ("transaction_partition_verification_enable", _bool, "true"),
+    # The share coordinator (broker/group/share_coordinator.py) and `__share_group_state`: Kafka's
+    # names and defaults (the replication factor is capped by the live brokers, as for the others).
+    "share.coordinator.state.topic.num.partitions": ("share_coordinator_state_topic_num_partitions", _positive_int,
+                                                     "50"),
+    "share.coordinator.state.topic.replication.factor": ("share_coordinator_state_topic_replication_factor",
+                                                         _positive_int, "3"),
+    "share.coordinator.state.topic.min.isr": ("share_coordinator_state_topic_min_isr", _positive_int, "2"),
+    "share.coordinator.state.topic.segment.bytes": ("share_coordinator_state_topic_segment_bytes", _positive_int,
+                                                    "104857600"),
+    "share.coordinator.snapshot.update.records.per.snapshot": (
+        "share_coordinator_snapshot_update_records_per_snapshot", _updates_per_snapshot, "500"),
+    "share.coordinator.write.timeout.ms": ("share_coordinator_write_timeout_ms", _positive_int, "5000"),
 }
 
 
@@ -484,6 +503,12 @@ class NodeConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     transaction_partition_verification_enable: bool = True
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_min_isr: int = 2
+    share_coordinator_state_topic_segment_bytes: int = 104857600
+    share_coordinator_snapshot_update_records_per_snapshot: int = 500
+    share_coordinator_write_timeout_ms: int = 5000
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/config/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(
