@@ -138,7 +138,7 @@ class BrokerNode:
         replicas.add_leadership_listener(txns.on_leadership)
         share_coordinator = ShareCoordinator(config, replicas, self._create_share_state_topic)
         replicas.add_leadership_listener(share_coordinator.on_leadership)
-        share_persister = ShareStatePersister(share_coordinator, replicas)
+        share_persister = ShareStatePersister.for_broker(share_coordinator, replicas)
         try:
             async with open_quorum_from_config(config) as quorum:
                 loader = MetadataLoader(quorum, cluster_id,

@@ -167,12 +167,19 @@ class ShareCoordinator:
 
     def _shard(self, index: int) -> _Shard:
         shard = self._shards.get(index)
+        if shard is None and self._leads_in_image(index):
+            raise CoordinatorError(LOAD_IN_PROGRESS, f"{SHARE_STATE_TOPIC}-{index} is becoming led here")
         if shard is None:
             raise CoordinatorError(NOT_COORDINATOR, f"broker {self.config.node_id} does not lead "
                                                     f"{SHARE_STATE_TOPIC}-{index}")
         if not shard.loaded:
             raise CoordinatorError(LOAD_IN_PROGRESS, f"{SHARE_STATE_TOPIC}-{index} is still loading")
         return shard
+
+    def _leads_in_image(self, index: int) -> bool:
+        topic = self.replicas.image.topic_by_name(SHARE_STATE_TOPIC)
+        part = topic.partitions.get(index) if topic is not None else None
+        return part is not None and part.leader == self.config.node_id
 
     def _topic_partitions(self, topic_id: uuid.UUID) -> int | None:
         topic = self.replicas.image.topics.get(str(topic_id))

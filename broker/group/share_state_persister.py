@@ -1,11 +1,13 @@
 """THE `Persister` (broker/group/share_persister.py): Kafka's `DefaultStatePersister`, one share
 partition per call.
 
-It finds the share partition's coordinator as Kafka's persister does, from the metadata
-(the leader of the `__share_group_state` partition the key hashes to; the topic is created
-on first use) and calls it directly when that is this broker, or sends it the state API
-(83-87) over the inter-broker listener otherwise (one connection per peer, as the
-transaction marker sender).
+A `CoordinatorRoute` finds the share partition's coordinator and connects to it. In a broker
+(`BrokerRoute`) that is Kafka's persister's way: the leader of the `__share_group_state`
+partition the key hashes to, from the metadata (the topic is created on first use), over
+the inter-broker listener (one connection per peer, as the transaction marker sender); a
+client outside the brokers may route with FindCoordinator key type 2 instead. When the
+coordinator is this broker, the persister calls it directly; otherwise it sends it the
+state API (83-87).
 
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS (and a lost
 connection) are retried, with a backoff from `RETRY_BACKOFF_S` doubling up to
@@ -22,7 +24,7 @@ a share partition initialized at state epoch 0 with no start offset reads the sa
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 import trio
@@ -63,27 +65,85 @@ VERSIONS = {ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0, ApiKey.READ_SHARE_GROUP_STAT
             ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 1}
 
 
-class ShareStatePersister:
-    """Implements `Persister` for the broker (`ctx.share_persister`)."""
+class CoordinatorRoute(Protocol):
+    """How a persister reaches share coordinators."""
+
+    async def coordinator(self, key: ShareStateKey) -> int | None:
+        """The node id of the key's coordinator now; None when there is none (no live leader)."""
+
+    async def connection(self, node: int) -> Any:
+        """A connection (`BrokerConnection`) to `node`, or None; may raise what connecting raises."""
+
+    async def drop(self, node: int) -> None:
+        """Forget the connection to `node` after an error."""
+
+
+class BrokerRoute:
+    """A broker's route: the metadata image and its peer connections (Kafka's
+    `ShareCoordinatorMetadataCacheHelper`)."""
 
     def __init__(self, coordinator: ShareCoordinator, replicas) -> None:
-        self.coordinator = coordinator
+        self.share_coordinator = coordinator
         self.replicas = replicas
         self._peers = PeerConnections(replicas, f"raftka-share-persister-{replicas.node_id}", REQUEST_TIMEOUT_S)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self._peers.run(task_status=task_status)
 
+    async def coordinator(self, key: ShareStateKey) -> int | None:
+        try:
+            await self.share_coordinator.ensure_topic()
+            index = self.share_coordinator.partition_for(key)
+        except CoordinatorError:
+            return None
+        except Exception as exc:  # the topic's creation failed (another broker created it: fine)
+            log.debug("share_persister.topic_not_ready", error=str(exc))
+            return None
+        image = self.replicas.image
+        topic = image.topic_by_name(SHARE_STATE_TOPIC)
+        part = topic.partitions.get(index) if topic is not None else None
+        if part is None or part.leader < 0 or not image.is_live(part.leader):
+            return None
+        return part.leader
+
+    async def connection(self, node: int) -> Any:
+        return await self._peers.get(node)
+
+    async def drop(self, node: int) -> None:
+        await self._peers.drop(node)
+
+
+class ShareStatePersister:
+    """Implements `Persister`: the broker's (`ctx.share_persister`, built by `for_broker`), or a
+    client's with any `CoordinatorRoute` (`local` None: every call goes over the wire)."""
+
+    def __init__(self, route: CoordinatorRoute, local: ShareCoordinator | None = None, node_id: int = -1) -> None:
+        self.route = route
+        self.local = local
+        self.node_id = node_id
+
+    @classmethod
+    def for_broker(cls, coordinator: ShareCoordinator, replicas) -> ShareStatePersister:
+        return cls(BrokerRoute(coordinator, replicas), coordinator, replicas.node_id)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the route's connections (a `BrokerRoute`'s peers) until cancelled."""
+        run = getattr(self.route, "run", None)
+        if run is not None:
+            await run(task_status=task_status)
+        else:
+            task_status.started()
+
     # --- Persister ---------------------------------------------------------------------------
     async def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int) -> None:
         await self._call(key, ApiKey.INITIALIZE_SHARE_GROUP_STATE,
                          {"state_epoch": state_epoch, "start_offset": start_offset},
-                         lambda: self.coordinator.initialize(key, state_epoch, start_offset))
+                         lambda c: c.initialize(key, state_epoch, start_offset))
 
     async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareState | None:
         try:
             answer = await self._call(key, ApiKey.READ_SHARE_GROUP_STATE, {"leader_epoch": leader_epoch},
-                                      lambda: self.coordinator.read(key, leader_epoch))
+                                      lambda c: c.read(key, leader_epoch))
         except PersisterError as exc:
             if exc.code == ErrorCode.INVALID_REQUEST and exc.message == READ_UNINITIALIZED:
                 return None
@@ -101,11 +161,11 @@ class ShareStatePersister:
                                    "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
                                   for b in rows]}
         await self._call(key, ApiKey.WRITE_SHARE_GROUP_STATE, body,
-                         lambda: self.coordinator.write(key, state_epoch, leader_epoch, start_offset, rows))
+                         lambda c: c.write(key, state_epoch, leader_epoch, start_offset, rows))
 
     async def read_summary(self, key: ShareStateKey, leader_epoch: int) -> ShareStateSummary | None:
         answer = await self._call(key, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, {"leader_epoch": leader_epoch},
-                                  lambda: self.coordinator.read_summary(key))
+                                  lambda c: c.read_summary(key))
         state = answer.state
         assert state is not None
         if (state.start_offset, state.state_epoch, state.leader_epoch) == (UNINITIALIZED_START_OFFSET, 0, 0):
@@ -114,11 +174,11 @@ class ShareStatePersister:
 
     async def delete(self, key: ShareStateKey) -> None:
         await self._call(key, ApiKey.DELETE_SHARE_GROUP_STATE, {},
-                         lambda: self.coordinator.delete(key))
+                         lambda c: c.delete(key))
 
     # --- finding the coordinator and asking it -------------------------------------------------
     async def _call(self, key: ShareStateKey, api: ApiKey, partition_fields: dict[str, Any],
-                    local: Callable[[], Awaitable[Answer]]) -> Answer:
+                    local: Callable[[ShareCoordinator], Awaitable[Answer]]) -> Answer:
         """The coordinator's answer (error 0), retrying the retriable errors; PersisterError else."""
         backoff = RETRY_BACKOFF_S
         answer = Answer(NOT_AVAILABLE, "no attempt made")
@@ -126,12 +186,12 @@ class ShareStatePersister:
             if attempt:
                 await trio.sleep(backoff)  # a retry's backoff, as Kafka's persister waits
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
-            leader = await self._coordinator_node(key)
+            leader = await self.route.coordinator(key)
             if leader is None:
                 answer = Answer(NOT_AVAILABLE, f"the {SHARE_STATE_TOPIC} partition for {key.coordinator_key!r} "
                                                "has no live leader")
-            elif leader == self.replicas.node_id:
-                answer = await local()
+            elif leader == self.node_id and self.local is not None:
+                answer = await local(self.local)
             else:
                 answer = await self._remote(leader, key, api, partition_fields)
             if answer.error not in RETRIABLE:
@@ -143,34 +203,18 @@ class ShareStatePersister:
             raise PersisterError(answer.error, answer.message or "")
         return answer
 
-    async def _coordinator_node(self, key: ShareStateKey) -> int | None:
-        try:
-            await self.coordinator.ensure_topic()
-            index = self.coordinator.partition_for(key)
-        except CoordinatorError:
-            return None
-        except Exception as exc:  # the topic's creation failed (another broker created it: fine)
-            log.debug("share_persister.topic_not_ready", error=str(exc))
-            return None
-        image = self.replicas.image
-        topic = image.topic_by_name(SHARE_STATE_TOPIC)
-        part = topic.partitions.get(index) if topic is not None else None
-        if part is None or part.leader < 0 or not image.is_live(part.leader):
-            return None
-        return part.leader
-
     async def _remote(self, node: int, key: ShareStateKey, api: ApiKey, partition_fields: dict[str, Any]) -> Answer:
         body = {"group_id": key.group_id, "topics": [
             {"topic_id": key.topic_id, "partitions": [{"partition": key.partition, **partition_fields}]}]}
         try:
-            conn = await self._peers.get(node)
+            conn = await self.route.connection(node)
             if conn is None:
                 return Answer(NOT_AVAILABLE, f"broker {node} has no endpoint")
             response = await conn.request(api, body, version=VERSIONS[api])
         except Exception as exc:  # connection refused or lost, timeout, a malformed answer
             log.info("share_persister.request_failed", broker=node, api=api.name, key=key.coordinator_key,
                      error=str(exc))
-            await self._peers.drop(node)
+            await self.route.drop(node)
             return Answer(NOT_AVAILABLE, f"asking broker {node}: {exc}")
         for topic in response.results if response is not None else ():
             for part in topic.partitions:
