@@ -117,10 +117,12 @@ class ShareStatePersister:
     """Implements `Persister`: the broker's (`ctx.share_persister`, built by `for_broker`), or a
     client's with any `CoordinatorRoute` (`local` None: every call goes over the wire)."""
 
-    def __init__(self, route: CoordinatorRoute, local: ShareCoordinator | None = None, node_id: int = -1) -> None:
+    def __init__(self, route: CoordinatorRoute, local: ShareCoordinator | None = None, node_id: int = -1,
+                 attempts: int = MAX_ATTEMPTS) -> None:
         self.route = route
         self.local = local
         self.node_id = node_id
+        self.attempts = attempts
 
     @classmethod
     def for_broker(cls, coordinator: ShareCoordinator, replicas) -> ShareStatePersister:
@@ -182,11 +184,15 @@ class ShareStatePersister:
         """The coordinator's answer (error 0), retrying the retriable errors; PersisterError else."""
         backoff = RETRY_BACKOFF_S
         answer = Answer(NOT_AVAILABLE, "no attempt made")
-        for attempt in range(MAX_ATTEMPTS):
+        for attempt in range(self.attempts):
             if attempt:
                 await trio.sleep(backoff)  # a retry's backoff, as Kafka's persister waits
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
-            leader = await self.route.coordinator(key)
+            try:
+                leader = await self.route.coordinator(key)
+            except Exception as exc:  # no broker reachable to ask, a malformed answer
+                log.info("share_persister.lookup_failed", key=key.coordinator_key, error=str(exc))
+                leader = None
             if leader is None:
                 answer = Answer(NOT_AVAILABLE, f"the {SHARE_STATE_TOPIC} partition for {key.coordinator_key!r} "
                                                "has no live leader")
@@ -198,7 +204,7 @@ class ShareStatePersister:
                 break
         if answer.error:
             if answer.error in RETRIABLE:
-                log.info("share_persister.gave_up", key=key.coordinator_key, api=api.name, attempts=MAX_ATTEMPTS,
+                log.info("share_persister.gave_up", key=key.coordinator_key, api=api.name, attempts=self.attempts,
                          error=answer.error, message=answer.message)
             raise PersisterError(answer.error, answer.message or "")
         return answer
