@@ -20,6 +20,7 @@ from raftka.broker.group.share_coordinator_state import (
     StateBatch,
 )
 from raftka.broker.group.share_persister import ShareStateKey
+from raftka.client.protocol import ProtocolError
 from raftka.client.protocol.codec import MessageCodec
 from raftka.client.protocol.schema import Field as F
 from raftka.client.protocol.schema import MessageSchema
@@ -65,6 +66,13 @@ def encode_record(record: ShareRecord) -> tuple[bytes, bytes | None]:
 def decode_record(key: bytes, value: bytes | None) -> ShareRecord | None:
     """The record of a (key, value); None for a record type this coordinator does not know
     (Kafka skips those). Raises ValueError for a malformed key or value."""
+    try:
+        return _decode(key, value)
+    except ProtocolError as exc:
+        raise ValueError(f"__share_group_state record: {exc}") from None
+
+
+def _decode(key: bytes, value: bytes | None) -> ShareRecord | None:
     if len(key) < 2:
         raise ValueError(f"__share_group_state key of {len(key)} byte(s): expected at least 2")
     kind = struct.unpack_from(">h", key, 0)[0]
