@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.group.group_coordinator import GroupCoordinator
+from raftka.broker.group.share_persister import Persister
+from raftka.broker.group.share_persister_memory import MemoryPersister
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.net.controller_channel import ControllerChannel
 from raftka.broker.replication.fetch_session_state import FetchSessionCache
@@ -42,6 +44,9 @@ class BrokerContext:
     authorizer: StandardAuthorizer | None = None
     # Client byte-rate quotas' sensors (broker/client_quotas.py).
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas.create)
+    # Share partitions' state (KIP-932; broker/group/share_persister.py).
+    # TEMPORARY: replaced by the share coordinator's persister at merge.
+    share_persister: Persister = field(default_factory=MemoryPersister)
 
     @property
     def image(self) -> MetadataImage:

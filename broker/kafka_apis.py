@@ -38,6 +38,7 @@ from raftka.broker.handlers import (
     produce,
     reassignments,
     scram_credentials,
+    share_groups,
     topics_admin,
     transactions,
     txn_markers,
@@ -72,6 +73,8 @@ log = structlog.get_logger("broker.requests")
 HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.handle_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.handle_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.handle_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_groups.handle_describe,
     ApiKey.API_VERSIONS: api_versions.handle,
     ApiKey.METADATA: metadata.handle,
     ApiKey.PRODUCE: produce.handle,

@@ -246,7 +246,7 @@ class ShareGroupState:
     def heartbeat(self, request: Heartbeat, partitions: Mapping[str, int], now_ms: int) -> HeartbeatResponse:
         """Answer one ShareGroupHeartbeat. `partitions`: topic name -> partition count (the
         assignable partitions of the topics that exist)."""
-        invalid = self._invalid(request)
+        invalid = self.request_error(request)
         if invalid:
             return HeartbeatResponse(INVALID_REQUEST, invalid, request.member_id, request.member_epoch)
         if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -421,7 +421,7 @@ class ShareGroupState:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _invalid(self, request: Heartbeat) -> str:
+    def request_error(self, request: Heartbeat) -> str:
         """Kafka 4.4's `throwIfShareGroupHeartbeatRequestIsInvalid`, in its order and words."""
         if not request.member_id.strip():
             return "MemberId can't be empty."

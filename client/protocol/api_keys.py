@@ -192,6 +192,10 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
 SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
     (ApiKey.ADD_PARTITIONS_TO_TXN, 4),
+    # Share groups' coordinator side (broker/group/share_group_coordinator.py), unadvertised
+    # until share groups work end to end.
+    (ApiKey.SHARE_GROUP_HEARTBEAT, 1),
+    (ApiKey.SHARE_GROUP_DESCRIBE, 1),
 })
 
 # The first version of each API that uses compact strings/arrays and tagged
