@@ -282,3 +282,145 @@ class ShareGroupCoordinator:
                 self.drop([group_id])
         log.info("group.deleted", group=group_id, protocol="share")
         return 0
+
+    # --- share group offsets (DescribeShareGroupOffsets, Alter..., Delete...) -------------
+    def _offsets_group(self, group_id: str, *, create: bool) -> tuple[int, str | None, ShareGroupState | None]:
+        """The share group an offsets request names: (error, message, group)."""
+        from raftka.broker.group.group_coordinator import CoordinatorError
+
+        try:
+            if not group_id:
+                raise CoordinatorError(int(ErrorCode.INVALID_GROUP_ID), "the group id is empty")
+            self.coordinator._partition(group_id)
+        except CoordinatorError as exc:
+            return exc.code, str(exc), None
+        if self.coordinator.other_group_type(group_id, "share"):
+            return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
+        group = self.groups.get(group_id)
+        if group is None and not create:
+            return GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        return 0, None, group or ShareGroupState(group_id)
+
+    async def describe_offsets(self, group_id: str, topics: Mapping[str, list[int]] | None, persister: Persister,
+                               ) -> tuple[int, str | None, dict[str, dict[int, tuple[int, int, int, str | None]]]]:
+        """DescribeShareGroupOffsets for one group: (error, message, topic -> partition ->
+        (start offset, leader epoch, error, message)). `topics` None: every initialized partition.
+        A partition never initialized has start offset -1; an unknown topic UNKNOWN_TOPIC_OR_PARTITION."""
+        code, message, group = self._offsets_group(group_id, create=False)
+        if group is None:
+            return code, message, {}
+        if topics is None:
+            wanted: dict[str, list[int]] = {}
+            for topic, index in sorted(group.initialized):
+                wanted.setdefault(topic, []).append(index)
+        else:
+            wanted = dict(topics)
+        known = self._topics()
+        out: dict[str, dict[int, tuple[int, int, int, str | None]]] = {}
+        for topic, partitions in wanted.items():
+            rows = out.setdefault(topic, {})
+            for index in partitions:
+                if topic not in known or not 0 <= index < known[topic][1]:
+                    rows[index] = (-1, -1, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                   "This server does not host this topic-partition.")
+                    continue
+                if (topic, index) not in group.initialized:
+                    rows[index] = (-1, -1, 0, None)
+                    continue
+                try:
+                    summary = await persister.read_summary(
+                        ShareStateKey(group_id, uuid.UUID(known[topic][0]), index), -1)
+                except PersisterError as exc:
+                    rows[index] = (-1, -1, exc.code, exc.message or None)
+                    continue
+                rows[index] = ((-1, -1, 0, None) if summary is None
+                               else (summary.start_offset, summary.leader_epoch, 0, None))
+        return 0, None, out
+
+    async def alter_offsets(self, group_id: str, offsets: Mapping[str, Mapping[int, int]], persister: Persister,
+                            ) -> tuple[int, str | None, dict[str, dict[int, tuple[int, str | None]]]]:
+        """AlterShareGroupOffsets: only on an empty share group (an unknown one is created
+        empty, as Kafka does); each partition's share state is initialized at its new start
+        offset, at a new state epoch (the group epoch, bumped). (error, message, topic ->
+        partition -> (error, message))."""
+        code, message, group = self._offsets_group(group_id, create=True)
+        if group is None:
+            return code, message, {}
+        known = self._topics()
+        lock = self._locks.setdefault(group_id, trio.Lock())
+        async with lock:
+            group = self.groups.get(group_id, group)
+            if group.members:
+                return NON_EMPTY_GROUP, "The group is not empty.", {}
+            out: dict[str, dict[int, tuple[int, str | None]]] = {}
+            valid = []
+            for topic, partitions in offsets.items():
+                for index, start in partitions.items():
+                    if topic not in known or not 0 <= index < known[topic][1]:
+                        out.setdefault(topic, {})[index] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                                            "The topic-partition does not exist.")
+                    else:
+                        valid.append((topic, index, start))
+            before = group.records()
+            state_epoch = group.group_epoch + 1
+            done = []
+            for topic, index, start in valid:
+                try:
+                    await persister.initialize(ShareStateKey(group_id, uuid.UUID(known[topic][0]), index),
+                                               state_epoch, start)
+                except PersisterError as exc:
+                    out.setdefault(topic, {})[index] = (exc.code, exc.message or None)
+                    continue
+                out.setdefault(topic, {})[index] = (0, None)
+                done.append((topic, index))
+            if done:
+                group.offsets_reset(initialized=done)
+                self.groups[group_id] = group
+                code = await self._append_for(group_id, changes(before, group.records()))
+                if code:
+                    return code, "the group's records could not be written", {}
+        return 0, None, out
+
+    async def delete_offsets(self, group_id: str, topics: list[str], persister: Persister,
+                             ) -> tuple[int, str | None, dict[str, tuple[int, str | None]]]:
+        """DeleteShareGroupOffsets: only on an empty share group; each topic's share state is
+        deleted (it is initialized again when a member next subscribes). (error, message,
+        topic -> (error, message))."""
+        code, message, group = self._offsets_group(group_id, create=False)
+        if group is None:
+            return code, message, {}
+        known = self._topics()
+        async with self._locks.setdefault(group_id, trio.Lock()):
+            group = self.groups.get(group_id, group)
+            if group.members:
+                return NON_EMPTY_GROUP, "The group is not empty.", {}
+            out: dict[str, tuple[int, str | None]] = {}
+            before = group.records()
+            gone = []
+            for topic in topics:
+                if topic not in known:
+                    out[topic] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "The topic does not exist.")
+                    continue
+                out[topic] = (0, None)
+                for tp in sorted(tp for tp in group.initialized | group.initializing if tp[0] == topic):
+                    try:
+                        await persister.delete(ShareStateKey(group_id, uuid.UUID(known[topic][0]), tp[1]))
+                    except PersisterError as exc:
+                        out[topic] = (exc.code, exc.message or None)
+                        break
+                    gone.append(tp)
+            if gone:
+                group.offsets_reset(deleted=gone)
+                code = await self._append_for(group_id, changes(before, group.records()))
+                if code:
+                    return code, "the group's records could not be written", {}
+        return 0, None, out
+
+    async def _append_for(self, group_id: str, records: list[ShareGroupRecord]) -> int:
+        from raftka.broker.group.group_coordinator import CoordinatorError
+
+        try:
+            partition = self.coordinator._partition(group_id)
+        except CoordinatorError as exc:
+            return exc.code
+        return await self._append(partition, group_id, records)

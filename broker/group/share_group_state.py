@@ -333,6 +333,18 @@ class ShareGroupState:
         self.initializing = {tp for tp in self.initializing if alive(tp)}
         self.initialized = {tp for tp in self.initialized if alive(tp)}
 
+    def offsets_reset(self, initialized: Iterable[TopicPartition] = (),
+                      deleted: Iterable[TopicPartition] = ()) -> int:
+        """AlterShareGroupOffsets (partitions re-initialized) or DeleteShareGroupOffsets (their
+        state deleted) on an empty group: the group epoch is bumped, so a share partition
+        holding the old state epoch is fenced; the new epoch (the state epoch to use)."""
+        self.group_epoch += 1
+        gone = set(deleted)
+        self.initializing -= gone
+        self.initialized -= gone
+        self.mark_initialized(initialized)
+        return self.group_epoch
+
     def assignable(self, partitions: Mapping[str, int]) -> dict[str, int]:
         """topic -> n: its partitions 0..n-1 are initialized (what the assignor may hand out)."""
         out = {}

@@ -91,3 +91,88 @@ async def handle_describe(ctx: BrokerContext, header, request, conn=None):
             "authorized_operations": authz.authorized_operations(ctx, conn, authz.GROUP, group_id, wanted),
         })
     return ShareGroupDescribeResponse(throttle_time_ms=0, groups=described)
+
+
+DescribeShareGroupOffsetsResponse = response_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+AlterShareGroupOffsetsResponse = response_class(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
+DeleteShareGroupOffsetsResponse = response_class(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+NIL_UUID = uuid.UUID(int=0)
+
+
+def _topic_id(ctx: BrokerContext, name: str) -> uuid.UUID:
+    topic = ctx.image.topic_by_name(name)
+    return uuid.UUID(str(topic.topic_id)) if topic is not None else NIL_UUID
+
+
+async def handle_describe_offsets(ctx: BrokerContext, header, request, conn=None):
+    """DescribeShareGroupOffsets (90) v0-1: DESCRIBE on the group, then on each topic, as Kafka.
+    v1's Lag is -1 (unknown): raftka's share state summary does not count delivered records."""
+    groups = []
+    for asked in request.groups:
+        denied = acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, asked.group_id)
+        if denied:
+            groups.append({"group_id": asked.group_id, "topics": [], "error_code": denied, "error_message": None})
+            continue
+        wanted = None if asked.topics is None else {t.topic_name: list(t.partitions) for t in asked.topics}
+        refused = set()
+        if wanted:
+            refused = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, list(wanted))
+            wanted = {t: ps for t, ps in wanted.items() if t not in refused}
+        code, message, described = await ctx.groups.share.describe_offsets(asked.group_id, wanted, ctx.share_persister)
+        if code:
+            groups.append({"group_id": asked.group_id, "topics": [], "error_code": code, "error_message": message})
+            continue
+        topics = [{"topic_name": t, "topic_id": _topic_id(ctx, t), "partitions": [
+            {"partition_index": p, "start_offset": start, "leader_epoch": epoch, "lag": -1,
+             "error_code": err, "error_message": msg} for p, (start, epoch, err, msg) in sorted(rows.items())]}
+            for t, rows in described.items()]
+        topics += [{"topic_name": t, "topic_id": NIL_UUID, "partitions": [
+            {"partition_index": p, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+             "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+            for p in next(x.partitions for x in asked.topics if x.topic_name == t)]} for t in sorted(refused)]
+        groups.append({"group_id": asked.group_id, "topics": topics, "error_code": 0, "error_message": None})
+    return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=groups)
+
+
+async def handle_alter_offsets(ctx: BrokerContext, header, request, conn=None):
+    """AlterShareGroupOffsets (91) v0: READ on the group, then on each topic; only an empty
+    share group (NON_EMPTY_GROUP otherwise)."""
+    def answer(code: int, message: str | None, responses: list) -> object:
+        return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                              responses=responses)
+
+    denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
+    if denied:
+        return answer(denied, None, [])
+    asked = {t.topic_name: {p.partition_index: p.start_offset for p in t.partitions} for t in request.topics}
+    refused = acl_checks.topics_denied(ctx, conn, AclOperation.READ, list(asked)) if asked else set()
+    code, message, altered = await ctx.groups.share.alter_offsets(
+        request.group_id, {t: ps for t, ps in asked.items() if t not in refused}, ctx.share_persister)
+    if code:
+        return answer(code, message, [])
+    altered = {**altered, **{t: dict.fromkeys(asked[t], (TOPIC_AUTHORIZATION_FAILED, None)) for t in refused}}
+    return answer(0, None, [{"topic_name": t, "topic_id": _topic_id(ctx, t), "partitions": [
+        {"partition_index": p, "error_code": err, "error_message": msg} for p, (err, msg) in sorted(rows.items())]}
+        for t, rows in altered.items()])
+
+
+async def handle_delete_offsets(ctx: BrokerContext, header, request, conn=None):
+    """DeleteShareGroupOffsets (92) v0: DELETE on the group, READ on each topic; only an empty
+    share group (NON_EMPTY_GROUP otherwise)."""
+    def answer(code: int, message: str | None, responses: list) -> object:
+        return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                               responses=responses)
+
+    denied = acl_checks.group_error(ctx, conn, AclOperation.DELETE, request.group_id)
+    if denied:
+        return answer(denied, None, [])
+    asked = [t.topic_name for t in request.topics]
+    refused = acl_checks.topics_denied(ctx, conn, AclOperation.READ, asked) if asked else set()
+    code, message, deleted = await ctx.groups.share.delete_offsets(
+        request.group_id, [t for t in asked if t not in refused], ctx.share_persister)
+    if code:
+        return answer(code, message, [])
+    deleted = {**deleted, **dict.fromkeys(refused, (TOPIC_AUTHORIZATION_FAILED, None))}
+    return answer(0, None, [{"topic_name": t, "topic_id": _topic_id(ctx, t), "error_code": err, "error_message": msg}
+                            for t, (err, msg) in deleted.items()])

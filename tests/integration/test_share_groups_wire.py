@@ -190,3 +190,62 @@ def test_a_silent_member_is_expired_after_its_session(tmp_path: Path) -> None:
         (member,) = describe(conn).members
         assert {p for t in member.assignment.topic_partitions for p in t.partitions} == {0, 1}
         assert [e.get("member") for e in server.log_events("group.member_expired")] == ["member-a"]
+
+
+def describe_offsets(conn: WireConnection, topics=None, *, version: int = 1, group: str = GROUP):
+    return conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version, {"groups": [{
+        "group_id": group,
+        "topics": None if topics is None else [{"topic_name": t, "partitions": ps} for t, ps in topics.items()]}]}
+    ).groups[0]
+
+
+def offsets_of(described) -> dict[tuple[str, int], tuple[int, int]]:
+    assert described.error_code == 0, described
+    return {(t.topic_name, p.partition_index): (p.start_offset, p.error_code)
+            for t in described.topics for p in t.partitions}
+
+
+def alter_offsets(conn: WireConnection, offsets: dict[str, dict[int, int]], group: str = GROUP):
+    return conn.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": group, "topics": [
+        {"topic_name": t, "partitions": [{"partition_index": p, "start_offset": o} for p, o in ps.items()]}
+        for t, ps in offsets.items()]})
+
+
+def test_share_group_offsets_are_described_altered_and_deleted(server: ServerProcess) -> None:
+    unknown = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    with WireConnection(server.bootstrap) as conn:
+        join(conn, "member-a")
+        assert offsets_of(describe_offsets(conn)) == {(TOPIC, p): (-1, 0) for p in range(4)}  # not read yet
+        assert [p.lag for p in describe_offsets(conn).topics[0].partitions] == [-1] * 4
+
+        busy = alter_offsets(conn, {TOPIC: {0: 5}})
+        assert (busy.error_code, busy.error_message) == (ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+        busy = conn.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": GROUP, "topics": [{"topic_name": TOPIC}]})
+        assert busy.error_code == ErrorCode.NON_EMPTY_GROUP
+
+        assert heartbeat(conn, "member-a", -1).error_code == 0
+        altered = alter_offsets(conn, {TOPIC: {0: 5, 1: 7}, "missing": {0: 1}})
+        assert altered.error_code == 0
+        assert {(t.topic_name, p.partition_index): p.error_code for t in altered.responses for p in t.partitions} == {
+            (TOPIC, 0): 0, (TOPIC, 1): 0, ("missing", 0): unknown}
+        assert offsets_of(describe_offsets(conn, {TOPIC: [0, 1, 2]}, version=0)) == {
+            (TOPIC, 0): (5, 0), (TOPIC, 1): (7, 0), (TOPIC, 2): (-1, 0)}
+        assert offsets_of(describe_offsets(conn, {"missing": [0]}))[("missing", 0)][1] == unknown
+        assert describe(conn).group_epoch == 3  # join, leave, alter: a share partition's old state epoch is fenced
+
+        deleted = conn.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": GROUP, "topics": [
+            {"topic_name": TOPIC}, {"topic_name": "missing"}]})
+        assert deleted.error_code == 0
+        assert {t.topic_name: t.error_code for t in deleted.responses} == {TOPIC: 0, "missing": unknown}
+        assert offsets_of(describe_offsets(conn)) == {}
+
+        # An alter creates an empty share group; another type's id is refused.
+        assert alter_offsets(conn, {TOPIC: {3: 1}}, group="fresh").error_code == 0
+        listed = conn.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
+        assert sorted((g.group_id, g.group_state) for g in listed.groups) == [("fresh", "Empty"), (GROUP, "Empty")]
+        assert conn.commit_offsets("classic-group", TOPIC, {0: 1}) == {0: 0}
+        other = describe_offsets(conn, group="classic-group")
+        assert (other.error_code, other.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                           "Group classic-group is not a share group.")
+        missing = describe_offsets(conn, group="nobody")
+        assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
