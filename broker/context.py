@@ -50,6 +50,13 @@ class BrokerContext:
     share_persister: Persister | None = None
 
     @property
+    def persister(self) -> Persister:
+        """`share_persister`, which every serving broker has (broker/node.py builds it)."""
+        if self.share_persister is None:
+            raise RuntimeError("this broker context has no share persister (broker/node.py builds one)")
+        return self.share_persister
+
+    @property
     def image(self) -> MetadataImage:
         return self.loader.image
 

@@ -17,6 +17,8 @@ level is fixed, the highest level raftka implements.
   Kafka gates it by `transaction.partition.verification.enable`, as raftka does.
 - group.version 1: the KIP-848 consumer protocol (ConsumerGroupHeartbeat,
   broker/group/consumer_group_state.py), as Kafka 4.4 finalizes it.
+- share.version 1: KIP-932 share groups (ShareGroupHeartbeat, broker/group/share_group_state.py),
+  as Kafka 4.4 finalizes it (0 turns share groups off there).
 
 Kafka's rules for the answer (ApiVersionsResponse.Builder): a finalized level of 0 is not
 listed, and before ApiVersions v4 a supported feature whose minimum is 0 is left out
@@ -40,12 +42,14 @@ class Feature:
 
 METADATA_VERSION_3_8_IV0 = 20
 METADATA_VERSION_MINIMUM = 7  # 3.3-IV3, the oldest level Kafka 4 runs
+SHARE_VERSION = 1  # Kafka's ShareVersion.SV_1: share groups generally available
 
 FEATURES: tuple[Feature, ...] = (
     Feature("metadata.version", METADATA_VERSION_MINIMUM, METADATA_VERSION_3_8_IV0, METADATA_VERSION_3_8_IV0),
     Feature("kraft.version", 0, 0, 0),
     Feature("transaction.version", 0, 0, 0),
     Feature("group.version", 0, GROUP_VERSION, GROUP_VERSION),
+    Feature("share.version", 0, SHARE_VERSION, SHARE_VERSION),
 )
 
 # ApiVersions' first version that lists supported features whose minimum is 0.

@@ -69,6 +69,7 @@ from raftka.broker.group.group_state import (
 from raftka.broker.group.group_timers import DeadlineTimers
 from raftka.broker.group.group_timers import now_ms as _now_ms
 from raftka.broker.group.offset_expiration import Expiry, expire_classic, expire_consumer
+from raftka.broker.group.share_group_coordinator import ShareGroupCoordinator
 from raftka.broker.group.txn_offsets_state import PendingTxnOffsets, validate_txn_commit
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition, PartitionError
 from raftka.broker.replication.replica_manager import ReplicaManager
@@ -151,6 +152,7 @@ class GroupCoordinator:
         self._nursery: trio.Nursery | None = None
         self.timers = DeadlineTimers()
         self.pending_txn = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
+        self.share = ShareGroupCoordinator(self)  # KIP-932 share groups
 
     # --- leadership of __consumer_offsets partitions ------------------------
     def on_leadership(self, partition: Partition, is_leader: bool) -> None:
@@ -172,6 +174,7 @@ class GroupCoordinator:
         for gid in [g for g in self.consumer_groups if count and partition_for_group(g, count) == index]:
             del self.consumer_groups[gid]
             self.timers.set(gid, None)
+        self.share.drop([g for g in self.share.groups if count and partition_for_group(g, count) == index])
         dropped = [gid for gid in self.groups if count and partition_for_group(gid, count) == index]
         for gid in dropped:
             del self.groups[gid]
@@ -201,9 +204,10 @@ class GroupCoordinator:
         if current is not None and current.token == token:
             current.end = partition.log_end_offset  # what load_partition reads up to
         consumer: dict[str, ConsumerGroupState] = {}
+        share: list = []
         try:
             groups = await load_partition(partition, self._new_group, _now_ms(), pending, consumer,
-                                          self._new_consumer_group)
+                                          self._new_consumer_group, share)
         except Exception:
             log.exception("group.load_failed", partition=partition.index)
             return
@@ -219,12 +223,13 @@ class GroupCoordinator:
             cg.start_timers(now)
             self.consumer_groups[gid] = cg
             self.timers.set(gid, cg.next_deadline_ms())
+        share_groups = self.share.install(share, now)
         self.pending_txn.install(partition.index, pending)
         load.loaded = True
         for producer_id, commit in load.completions:
             self.complete_transaction(partition.index, producer_id, commit)
         log.info("group.partition_loaded", partition=partition.index, groups=len(groups),
-                 consumer_groups=len(consumer),
+                 consumer_groups=len(consumer), share_groups=share_groups,
                  seconds=round(trio.current_time() - started, 3))
 
     def _new_group(self, group_id: str) -> GroupState:
@@ -258,6 +263,8 @@ class GroupCoordinator:
 
     def _on_due(self, group_id: str, now: float) -> float | None:
         """The group's timer fired (at its deadline): expire what is due; its next deadline."""
+        if group_id in self.share.groups:
+            return self.share.on_due(group_id, now)
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             removed, records = cg.tick(now, self.topic_metas())
@@ -329,6 +336,8 @@ class GroupCoordinator:
         if not group_id:
             raise CoordinatorError(INVALID_GROUP_ID, "the group id is empty; expected a non-empty string")
         self._partition(group_id)
+        if group_id in self.share.groups:
+            raise CoordinatorError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
         group = self.groups.get(group_id)
         if group is None and create:
             group = self.groups[group_id] = self._new_group(group_id)
@@ -376,6 +385,8 @@ class GroupCoordinator:
         except CoordinatorError as exc:
             return HeartbeatResult(exc.code, str(exc))
         group = self.consumer_groups.get(group_id)
+        if group is None and group_id in self.share.groups:
+            return HeartbeatResult(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if group is None:
             classic = self.groups.get(group_id)
             if classic is not None and (classic.members or classic.phase is GroupPhase.DEAD):
@@ -439,10 +450,17 @@ class GroupCoordinator:
             return exc.code, str(exc), None
         group = self.consumer_groups.get(group_id)
         if group is None:
-            message = (f"Group {group_id} is not a consumer group." if group_id in self.groups
+            message = (f"Group {group_id} is not a consumer group." if self.other_group_type(group_id, "consumer")
                        else f"Group {group_id} not found.")
             return GROUP_ID_NOT_FOUND, message, None
         return 0, None, group
+
+    def other_group_type(self, group_id: str, kind: str) -> bool:
+        """Whether `group_id` is held by a group of another type than `kind` ("classic",
+        "consumer" or "share"): Kafka refuses it (GROUP_ID_NOT_FOUND, "is not a ... group")."""
+        held = {"classic": group_id in self.groups, "consumer": group_id in self.consumer_groups,
+                "share": group_id in self.share.groups}
+        return any(found for other, found in held.items() if other != kind)
 
     # --- membership ---------------------------------------------------------------------
     async def join(self, group_id: str, member_id: str, *, client_id: str, client_host: str,
@@ -835,6 +853,8 @@ class GroupCoordinator:
 
     # --- admin --------------------------------------------------------------------------
     def describe(self, group_id: str) -> tuple[int, GroupState | None]:
+        if group_id in self.share.groups:
+            return 0, None  # DescribeGroups: Dead, or from v6 GROUP_ID_NOT_FOUND ("is not a classic group")
         try:
             return 0, self._group(group_id, create=False)
         except CoordinatorError as exc:

@@ -25,6 +25,7 @@ from raftka.broker.group.group_records import (
     ConsumerGroupKey,
     GroupKey,
     OffsetKey,
+    ShareGroupKey,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -49,6 +50,7 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
                          | None = None,
                          consumer_out: dict[str, ConsumerGroupState] | None = None,
                          new_consumer_group: Callable[[str], ConsumerGroupState] | None = None,
+                         share_out: list[tuple[ShareGroupKey, bytes | None]] | None = None,
                          ) -> dict[str, GroupState]:
     """Every group stored in `partition`, rebuilt from its records. Yields to the event loop
     between reads so a big partition does not stall other requests.
@@ -65,6 +67,10 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
     stored under their id; a group id's last written metadata (classic or consumer)
     says which protocol it runs, as a classic group taken over by a consumer member
     leaves its old metadata behind it.
+
+    Share groups' records (key versions 10-15) are handed back in log order in `share_out`
+    (key, value): the share group coordinator (broker/group/share_group_coordinator.py)
+    replays them with the metadata image's topic ids.
     """
     groups: dict[str, GroupState] = {}
     metadata: dict[str, bytes | None] = {}
@@ -76,13 +82,13 @@ async def load_partition(partition: Partition, new_group: Callable[[str], GroupS
             held = in_txn.pop(header.producer_id, [])
             if batch.records and _is_commit(batch.records[0]):
                 for record in held:
-                    _apply_record(groups, metadata, new_group, record, consumer, new_consumer_group)
+                    _apply_record(groups, metadata, new_group, record, consumer, new_consumer_group, share_out)
             continue
         if header.is_transactional:
             in_txn.setdefault(header.producer_id, []).extend(batch.records)
             continue
         for record in batch.records:
-            _apply_record(groups, metadata, new_group, record, consumer, new_consumer_group)
+            _apply_record(groups, metadata, new_group, record, consumer, new_consumer_group, share_out)
     for group_id, value in metadata.items():
         group = groups.get(group_id)
         if value is None or group is None:
@@ -200,12 +206,16 @@ def _decodable_batches(partition: Partition, data: bytes) -> Iterator[DecodedBat
 def _apply_record(groups: dict[str, GroupState], metadata: dict[str, bytes | None],
                   new_group: Callable[[str], GroupState], record: Record,
                   consumer: dict[str, ConsumerGroupState],
-                  new_consumer_group: Callable[[str], ConsumerGroupState] | None) -> None:
+                  new_consumer_group: Callable[[str], ConsumerGroupState] | None,
+                  share_out: list[tuple[ShareGroupKey, bytes | None]] | None = None) -> None:
     if record.key is None:
         return
     try:
         key = decode_key(record.key)
-        if isinstance(key, ConsumerGroupKey):
+        if isinstance(key, ShareGroupKey):
+            if share_out is not None:
+                share_out.append((key, record.value))
+        elif isinstance(key, ConsumerGroupKey):
             if new_consumer_group is None:
                 return
             cg = consumer.get(key.group_id)

@@ -12,7 +12,8 @@ Kafka's layout, so its tools (and ours) can read the topic:
   rebalance_timeout i32, session_timeout i32, subscription bytes, assignment bytes]
 
 KIP-848 consumer groups' records (key versions 3-8) are in
-broker/group/consumer_group_records.py; `decode_key` names them `ConsumerGroupKey`.
+broker/group/consumer_group_records.py; `decode_key` names them `ConsumerGroupKey`. Share
+groups' (key versions 10-15) are in broker/group/share_group_records.py (`ShareGroupKey`).
 
 A null value is a tombstone (the offset or the group was deleted); the topic is
 compacted on these keys. Strings are i16-length-prefixed UTF-8 (-1 = null), bytes
@@ -27,6 +28,8 @@ from dataclasses import dataclass
 from raftka.broker.group.consumer_group_records import KEY_VERSIONS as CONSUMER_GROUP_KEY_VERSIONS
 from raftka.broker.group.consumer_group_records import decode_key as consumer_group_key
 from raftka.broker.group.group_state import CommittedOffset, Member
+from raftka.broker.group.share_group_records import KEY_VERSIONS as SHARE_GROUP_KEY_VERSIONS
+from raftka.broker.group.share_group_records import decode_key as share_group_key
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -49,6 +52,15 @@ class GroupKey:
 @dataclass(frozen=True)
 class ConsumerGroupKey:
     """A KIP-848 consumer group record's key (versions 3-8: broker/group/consumer_group_records.py)."""
+
+    kind: int
+    group_id: str
+    member_id: str | None
+
+
+@dataclass(frozen=True)
+class ShareGroupKey:
+    """A share group record's key (versions 10-15: broker/group/share_group_records.py)."""
 
     kind: int
     group_id: str
@@ -127,17 +139,19 @@ def group_value(meta: GroupMetadata) -> bytes:
     return b"".join(out)
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
+def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey | ShareGroupKey:
     reader = _Reader(data, "__consumer_offsets key")
     version = reader.unpack(">h")
     if version in CONSUMER_GROUP_KEY_VERSIONS:
         return ConsumerGroupKey(*consumer_group_key(data))
+    if version in SHARE_GROUP_KEY_VERSIONS:
+        return ShareGroupKey(*share_group_key(data))
     if version in (0, 1):
         group, topic = reader.string(), reader.string()
         return OffsetKey(group or "", topic or "", reader.unpack(">i"))
     if version == 2:
         return GroupKey(reader.string() or "")
-    raise ValueError(f"__consumer_offsets key version {version}; expected 0 to 8")
+    raise ValueError(f"__consumer_offsets key version {version}; expected 0 to 8 or 10 to 15")
 
 
 def decode_offset_value(data: bytes) -> CommittedOffset:

@@ -36,16 +36,31 @@ A member's epoch::
   share-partitions (`SharePartitionState.release_member`): `leave` and `expire_sessions`
   name it.
 
-Not modelled here: persistence (ShareGroupMemberMetadata, ShareGroupMetadata, target
-assignment records in `__consumer_offsets`), the share-state initialization that makes a
-partition assignable (the caller passes only assignable partitions), the asynchronous
-assignment of `share.assignment.interval.ms`, and the per-group config overrides (the
-caller passes the effective `ShareGroupConfig`).
+Persistence: `records()` is the group as Kafka's `__consumer_offsets` records (the
+ShareGroup* records of broker/group/share_group_records.py, keyed by record type and
+member); the shell takes it before and after a change and writes `changes(before, after)`
+(tombstones of the members gone first, then the new values in Kafka's order: member
+metadata, group epoch, target member, target epoch, current assignment, state partitions).
+`replay` rebuilds a group from them after a coordinator restart or move; sessions are
+not stored and start again (`restart_sessions`), as in Kafka.
+
+Share-state initialization (Kafka's ShareGroupStatePartitionMetadata): a partition is
+assignable once its share state is initialized through the persister. `to_initialize`
+names the subscribed partitions not initialized yet with the start offset to initialize
+them at (Kafka's `buildInitializeShareGroupStateRequest`: -1, "resolve
+share.auto.offset.reset on first use", for a topic the group sees for the first time; 0 for
+a new partition of a topic it already has, so that records produced to it before it is
+first read are delivered); the shell marks them `initializing`, calls the persister,
+then marks those that succeeded `initialized`. `assignable` is what the assignor may hand
+out: for each topic the partitions 0..n-1 that are all initialized.
+
+Not modelled here: the asynchronous assignment of `share.assignment.interval.ms`, and the
+per-group config overrides (the caller passes the effective `ShareGroupConfig`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from raftka.broker.group import share_assignor
@@ -96,6 +111,106 @@ class HeartbeatResponse:
     assignment: frozenset[TopicPartition] | None = None  # None: unchanged, not sent
 
 
+# --- the group's records (Kafka's ShareGroup* records; None is a tombstone) -------------------
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignment:
+    member_epoch: int
+    previous_member_epoch: int
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class StatePartitions:
+    initializing: frozenset[TopicPartition]
+    initialized: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadataRecord:  # ShareGroupMemberMetadata (10)
+    member_id: str
+    metadata: MemberMetadata | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupEpochRecord:  # ShareGroupMetadata (11)
+    epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetEpochRecord:  # ShareGroupTargetAssignmentMetadata (12)
+    epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetMemberRecord:  # ShareGroupTargetAssignmentMember (13)
+    member_id: str
+    partitions: frozenset[TopicPartition] | None
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignmentRecord:  # ShareGroupCurrentMemberAssignment (14)
+    member_id: str
+    assignment: CurrentAssignment | None
+
+
+@dataclass(frozen=True, slots=True)
+class StatePartitionsRecord:  # ShareGroupStatePartitionMetadata (15)
+    value: StatePartitions | None
+
+
+ShareGroupRecord = (MemberMetadataRecord | GroupEpochRecord | TargetEpochRecord | TargetMemberRecord
+                    | CurrentAssignmentRecord | StatePartitionsRecord)
+RecordKey = tuple[int, str]  # (Kafka's record type, member id or "")
+
+# Kafka's order within one write: values, then the group-level tombstones last.
+_VALUE_ORDER = (10, 11, 13, 12, 14, 15)
+_MEMBER_TOMBSTONE_ORDER = (14, 13, 10)
+
+
+def changes(before: Mapping[RecordKey, ShareGroupRecord],
+            after: Mapping[RecordKey, ShareGroupRecord]) -> list[ShareGroupRecord]:
+    """The records that turn the group `before` into the group `after` (both `records()`):
+    the tombstones of the members gone, then the values that changed, in Kafka's order."""
+    out: list[ShareGroupRecord] = []
+    gone = sorted({member for kind, member in before if member and (kind, member) not in after})
+    for member in gone:
+        for kind in _MEMBER_TOMBSTONE_ORDER:
+            if (kind, member) in before:
+                out.append(_tombstone(kind, member))
+    for kind in _VALUE_ORDER:
+        for key in sorted(k for k in after if k[0] == kind):
+            if before.get(key) != after[key]:
+                out.append(after[key])
+    for kind in (12, 15, 11):  # group-level records gone (only when the whole group is)
+        if (kind, "") in before and (kind, "") not in after:
+            out.append(_tombstone(kind, ""))
+    return out
+
+
+def _tombstone(kind: int, member_id: str) -> ShareGroupRecord:
+    match kind:
+        case 10:
+            return MemberMetadataRecord(member_id, None)
+        case 11:
+            return GroupEpochRecord(None)
+        case 12:
+            return TargetEpochRecord(None)
+        case 13:
+            return TargetMemberRecord(member_id, None)
+        case 14:
+            return CurrentAssignmentRecord(member_id, None)
+    return StatePartitionsRecord(None)
+
+
 @dataclass(slots=True)
 class ShareMember:
     member_id: str
@@ -119,6 +234,10 @@ class ShareGroupState:
     target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
     # Partition counts of the subscribed topics when the group epoch was last set.
     subscription_metadata: dict[str, int] = field(default_factory=dict)
+    # Share-state initialization (ShareGroupStatePartitionMetadata).
+    initializing: set[TopicPartition] = field(default_factory=set)
+    initialized: set[TopicPartition] = field(default_factory=set)
+    deleted: bool = False  # replayed a group tombstone
 
     @property
     def state(self) -> str:
@@ -127,7 +246,7 @@ class ShareGroupState:
     def heartbeat(self, request: Heartbeat, partitions: Mapping[str, int], now_ms: int) -> HeartbeatResponse:
         """Answer one ShareGroupHeartbeat. `partitions`: topic name -> partition count (the
         assignable partitions of the topics that exist)."""
-        invalid = self._invalid(request)
+        invalid = self.request_error(request)
         if invalid:
             return HeartbeatResponse(INVALID_REQUEST, invalid, request.member_id, request.member_epoch)
         if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -186,9 +305,135 @@ class ShareGroupState:
             self._remove(member_id, partitions)
         return gone
 
+    def subscribed_topics(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+
+    # -- share-state initialization ----------------------------------------------------------
+
+    def to_initialize(self, topics: Iterable[str], partitions: Mapping[str, int]) -> dict[TopicPartition, int]:
+        """The partitions of `topics` (existing ones) whose share state is not initialized,
+        each with the start offset to initialize it at."""
+        known = {t for t, _ in self.initialized}
+        return {(t, p): (0 if t in known else -1)
+                for t in sorted(set(topics)) if t in partitions for p in range(partitions[t])
+                if (t, p) not in self.initialized}
+
+    def mark_initializing(self, tps: Iterable[TopicPartition]) -> None:
+        self.initializing.update(tps)
+
+    def mark_initialized(self, tps: Iterable[TopicPartition]) -> None:
+        tps = set(tps)
+        self.initializing -= tps
+        self.initialized |= tps
+
+    def forget_topics(self, existing: Mapping[str, int]) -> None:
+        """Drop the initialization state of partitions that no longer exist (a deleted topic)."""
+        def alive(tp: TopicPartition) -> bool:
+            return tp[1] < existing.get(tp[0], 0)
+        self.initializing = {tp for tp in self.initializing if alive(tp)}
+        self.initialized = {tp for tp in self.initialized if alive(tp)}
+
+    def offsets_reset(self, initialized: Iterable[TopicPartition] = (),
+                      deleted: Iterable[TopicPartition] = ()) -> int:
+        """AlterShareGroupOffsets (partitions re-initialized) or DeleteShareGroupOffsets (their
+        state deleted) on an empty group: the group epoch is bumped, so a share partition
+        holding the old state epoch is fenced; the new epoch (the state epoch to use)."""
+        self.group_epoch += 1
+        gone = set(deleted)
+        self.initializing -= gone
+        self.initialized -= gone
+        self.mark_initialized(initialized)
+        return self.group_epoch
+
+    def assignable(self, partitions: Mapping[str, int]) -> dict[str, int]:
+        """topic -> n: its partitions 0..n-1 are initialized (what the assignor may hand out)."""
+        out = {}
+        for topic, count in partitions.items():
+            n = 0
+            while n < count and (topic, n) in self.initialized:
+                n += 1
+            if n:
+                out[topic] = n
+        return out
+
+    # -- records -------------------------------------------------------------------------------
+
+    def records(self) -> dict[RecordKey, ShareGroupRecord]:
+        """The group as its live `__consumer_offsets` records (empty before the first join)."""
+        if self.group_epoch == 0 and not self.members and not self.initialized and not self.initializing:
+            return {}
+        out: dict[RecordKey, ShareGroupRecord] = {
+            (11, ""): GroupEpochRecord(self.group_epoch),
+            (12, ""): TargetEpochRecord(self.assignment_epoch),
+        }
+        for m in self.members.values():
+            out[(10, m.member_id)] = MemberMetadataRecord(m.member_id, MemberMetadata(
+                m.rack_id, m.client_id, m.client_host, tuple(sorted(m.subscribed_topic_names))))
+            out[(14, m.member_id)] = CurrentAssignmentRecord(m.member_id, CurrentAssignment(
+                m.member_epoch, m.previous_member_epoch, m.assignment))
+        for member_id, tps in self.target.items():
+            out[(13, member_id)] = TargetMemberRecord(member_id, tps)
+        if self.initializing or self.initialized:
+            out[(15, "")] = StatePartitionsRecord(StatePartitions(frozenset(self.initializing),
+                                                                  frozenset(self.initialized)))
+        return out
+
+    def deletion_records(self) -> list[ShareGroupRecord]:
+        """The tombstones that delete the group (DeleteGroups)."""
+        return changes(self.records(), {})
+
+    def replay(self, record: ShareGroupRecord) -> None:
+        """Apply one record read back from `__consumer_offsets` (a coordinator's load)."""
+        match record:
+            case GroupEpochRecord(epoch):
+                if epoch is None:
+                    self.deleted = True
+                    self.group_epoch = self.assignment_epoch = 0
+                    self.members.clear()
+                    self.target.clear()
+                    self.initializing.clear()
+                    self.initialized.clear()
+                else:
+                    self.deleted = False
+                    self.group_epoch = epoch
+            case TargetEpochRecord(epoch):
+                self.assignment_epoch = epoch or 0
+            case MemberMetadataRecord(member_id, None):
+                self.members.pop(member_id, None)
+            case MemberMetadataRecord(member_id, meta):
+                assert meta is not None
+                member = self.members.setdefault(member_id, ShareMember(member_id))
+                member.rack_id, member.client_id, member.client_host = meta.rack_id, meta.client_id, meta.client_host
+                member.subscribed_topic_names = frozenset(meta.subscribed_topic_names)
+            case TargetMemberRecord(member_id, None):
+                self.target.pop(member_id, None)
+            case TargetMemberRecord(member_id, tps):
+                assert tps is not None
+                self.target[member_id] = tps
+            case CurrentAssignmentRecord(member_id, None):
+                pass  # the member's metadata tombstone removes it
+            case CurrentAssignmentRecord(member_id, a):
+                assert a is not None
+                member = self.members.setdefault(member_id, ShareMember(member_id))
+                member.member_epoch, member.previous_member_epoch = a.member_epoch, a.previous_member_epoch
+                member.assignment = a.partitions
+            case StatePartitionsRecord(None):
+                self.initializing.clear()
+                self.initialized.clear()
+            case StatePartitionsRecord(value):
+                assert value is not None
+                self.initializing, self.initialized = set(value.initializing), set(value.initialized)
+
+    def restart_sessions(self, partitions: Mapping[str, int], now_ms: int) -> None:
+        """After a load: every member's session starts again, and the subscription metadata is
+        taken as it is now (raftka does not store Kafka's metadata hash)."""
+        for m in self.members.values():
+            m.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        self.subscription_metadata = self._subscription_metadata(partitions)
+
     # -- internals -------------------------------------------------------------------------
 
-    def _invalid(self, request: Heartbeat) -> str:
+    def request_error(self, request: Heartbeat) -> str:
         """Kafka 4.4's `throwIfShareGroupHeartbeatRequestIsInvalid`, in its order and words."""
         if not request.member_id.strip():
             return "MemberId can't be empty."

@@ -338,7 +338,9 @@ async def handle_describe_groups(ctx: BrokerContext, header, request, conn=None)
         if group is None or group.phase is GroupPhase.DEAD:
             message = None
             if code == 0 and header.api_version >= FIRST_GROUP_NOT_FOUND_VERSION:
-                code, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+                code, message = ErrorCode.GROUP_ID_NOT_FOUND, (
+                    f"Group {group_id} is not a classic group." if group_id in ctx.groups.share.groups
+                    else f"Group {group_id} not found.")
             described.append({"error_code": code, "error_message": message, "group_id": group_id,
                               "group_state": GroupPhase.DEAD.value if code in (0, ErrorCode.GROUP_ID_NOT_FOUND)
                               else "",
@@ -362,11 +364,12 @@ async def handle_describe_groups(ctx: BrokerContext, header, request, conn=None)
 
 GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"  # KIP-848 (broker/group/consumer_group_state.py)
+GROUP_TYPE_SHARE = "share"  # KIP-932 (broker/group/share_group_state.py)
 
 
 async def handle_list_groups(ctx: BrokerContext, header, request, conn=None) -> ListGroupsResponse:
-    """v4+: each group's state, filtered by `states_filter`; v5+: its type ("classic" or
-    "consumer"), filtered by `types_filter`. Filters match case-insensitively, as in Kafka."""
+    """v4+: each group's state, filtered by `states_filter`; v5+: its type ("classic",
+    "consumer" or "share"), filtered by `types_filter`. Filters match case-insensitively, as in Kafka."""
     states = {s.lower() for s in (getattr(request, "states_filter", None) or [])}
     types = {t.lower() for t in (getattr(request, "types_filter", None) or [])}
     groups = []
@@ -374,6 +377,7 @@ async def handle_list_groups(ctx: BrokerContext, header, request, conn=None) -> 
               for g in ctx.groups.list_groups()]
     listed += [(g.group_id, "consumer", g.describe_state(), GROUP_TYPE_CONSUMER)
                for g in ctx.groups.list_consumer_groups()]
+    listed += [(g.group_id, "share", g.state, GROUP_TYPE_SHARE) for g in ctx.groups.share.listed()]
     visible = acl_checks.visible_groups(ctx, conn, (group_id for group_id, *_ in listed))
     for group_id, protocol_type, state, group_type in listed:
         if group_id not in visible:
@@ -404,6 +408,11 @@ async def handle_offset_delete(ctx: BrokerContext, header, request, conn=None):
 
 
 async def handle_delete_groups(ctx: BrokerContext, header, request, conn=None) -> DeleteGroupsResponse:
+    async def delete(group_id: str) -> int:
+        if group_id in ctx.groups.share.groups:  # its share state goes with it (Persister.delete)
+            return await ctx.groups.share.delete(group_id, ctx.persister)
+        return await ctx.groups.delete_group(group_id)
+
     results = [{"group_id": g, "error_code": acl_checks.group_error(ctx, conn, AclOperation.DELETE, g)
-                or await ctx.groups.delete_group(g)} for g in request.groups_names]
+                or await delete(g)} for g in request.groups_names]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

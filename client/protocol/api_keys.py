@@ -85,6 +85,10 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    # share group offsets (KIP-932): served by the group coordinator, not yet advertised
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -200,6 +204,9 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
     ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
@@ -212,6 +219,14 @@ SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
     (ApiKey.DELETE_SHARE_GROUP_STATE, 0),
     (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0),
     (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1),
+    # Share groups' coordinator side (broker/group/share_group_coordinator.py), unadvertised
+    # until share groups work end to end.
+    (ApiKey.SHARE_GROUP_HEARTBEAT, 1),
+    (ApiKey.SHARE_GROUP_DESCRIBE, 1),
+    (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0),
+    (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1),
+    (ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0),
+    (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0),
 })
 
 # The first version of each API that uses compact strings/arrays and tagged
@@ -279,6 +294,9 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: 0,
     ApiKey.DELETE_SHARE_GROUP_STATE: 0,
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 0,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
 }
 
 

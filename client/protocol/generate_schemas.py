@@ -100,6 +100,9 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: "WriteShareGroupState",
     ApiKey.DELETE_SHARE_GROUP_STATE: "DeleteShareGroupState",
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: "ReadShareGroupStateSummary",
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets",
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: "AlterShareGroupOffsets",
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: "DeleteShareGroupOffsets",
 }
 
 

@@ -345,6 +345,14 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _positive_int, "45000"),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _positive_int, "5000"),
     "group.consumer.assignors": ("group_consumer_assignors", _consumer_assignors, "uniform,range"),
+    # KIP-932 share groups (broker/group/share_group_coordinator.py), Kafka 4.4's defaults and bounds.
+    "group.share.session.timeout.ms": ("group_share_session_timeout_ms", _positive_int, "45000"),
+    "group.share.min.session.timeout.ms": ("group_share_min_session_timeout_ms", _positive_int, "45000"),
+    "group.share.max.session.timeout.ms": ("group_share_max_session_timeout_ms", _positive_int, "60000"),
+    "group.share.heartbeat.interval.ms": ("group_share_heartbeat_interval_ms", _positive_int, "5000"),
+    "group.share.min.heartbeat.interval.ms": ("group_share_min_heartbeat_interval_ms", _positive_int, "5000"),
+    "group.share.max.heartbeat.interval.ms": ("group_share_max_heartbeat_interval_ms", _positive_int, "15000"),
+    "group.share.max.size": ("group_share_max_size", _positive_int, "200"),
     "broker.rack": ("rack", _str, None),
     "rack": ("rack", _str, None),
     "num.network.threads": ("num_network_threads", _positive_int, "3"),  # accepted for Kafka files; trio ignores it
@@ -480,6 +488,13 @@ class NodeConfig:
     num_network_threads: int
     num_io_threads: int
     metrics_port: int = -1
+    group_share_session_timeout_ms: int = 45000
+    group_share_min_session_timeout_ms: int = 45000
+    group_share_max_session_timeout_ms: int = 60000
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_min_heartbeat_interval_ms: int = 5000
+    group_share_max_heartbeat_interval_ms: int = 15000
+    group_share_max_size: int = 200
     metrics_host: str | None = None
     authorizer_class_name: str = ""
     super_users: frozenset[str] = frozenset()
@@ -734,6 +749,7 @@ def _check_consistency(config: NodeConfig) -> None:
         raise ConfigError(
             f"config key 'group.consumer.heartbeat.interval.ms': got {config.group_consumer_heartbeat_interval_ms}, "
             f"expected less than group.consumer.session.timeout.ms ({config.group_consumer_session_timeout_ms})")
+    _check_share_group_bounds(config)
     if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
         raise ConfigError(
             "config key 'max.connections.per.ip': got 0 without max.connections.per.ip.overrides; "
@@ -794,3 +810,20 @@ def load_node_config(path: str | os.PathLike[str], env: Mapping[str, str] | None
 # Every server.properties key raftka knows: AlterConfigs refuses to change one of them that is
 # not dynamic (raft_meta/controller/config_decisions.py) with INVALID_REQUEST rather than "unknown key".
 STATIC_BROKER_KEYS = frozenset(_KEYS) | frozenset(_ACCEPTED_IGNORED)
+
+
+def _check_share_group_bounds(config: NodeConfig) -> None:
+    """Kafka's GroupCoordinatorConfig rules for group.share.*: each default within its
+    min/max, and the heartbeat interval below the session timeout."""
+    for what in ("session.timeout.ms", "heartbeat.interval.ms"):
+        attr = "group_share_" + what.replace(".", "_")
+        low = getattr(config, "group_share_min_" + what.replace(".", "_"))
+        high = getattr(config, "group_share_max_" + what.replace(".", "_"))
+        value = getattr(config, attr)
+        if not low <= value <= high:
+            raise ConfigError(f"config key 'group.share.{what}': got {value}, expected between "
+                              f"group.share.min.{what} ({low}) and group.share.max.{what} ({high})")
+    if config.group_share_heartbeat_interval_ms >= config.group_share_session_timeout_ms:
+        raise ConfigError(
+            f"config key 'group.share.heartbeat.interval.ms': got {config.group_share_heartbeat_interval_ms}, "
+            f"expected less than group.share.session.timeout.ms ({config.group_share_session_timeout_ms})")

@@ -44,12 +44,14 @@ def test_describe_features(kp_admin: KafkaAdminClient) -> None:
         assert described[name] == {"supported": (0, 0)}  # finalized at 0: not listed
     assert described["group.version"]["supported"] == (0, 1)  # KIP-848's consumer protocol
     assert described["group.version"]["finalized"] == (1, 1)
+    assert described["share.version"]["supported"] == (0, 1)  # KIP-932's share groups
+    assert described["share.version"]["finalized"] == (1, 1)
 
 
 @pytest.mark.parametrize(("version", "features"), [
     (2, None),
     (3, ["metadata.version"]),  # v3 leaves out features whose minimum is 0 (KAFKA-17492)
-    (4, ["metadata.version", "kraft.version", "transaction.version", "group.version"]),
+    (4, ["metadata.version", "kraft.version", "transaction.version", "group.version", "share.version"]),
 ])
 def test_api_versions_at_each_version(bootstrap: str, version: int, features) -> None:
     body = {"client_software_name": "raftka-tests", "client_software_version": "1.0"}
@@ -62,7 +64,7 @@ def test_api_versions_at_each_version(bootstrap: str, version: int, features) ->
         return
     assert [f.name for f in response.supported_features] == features
     assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
-        ("metadata.version", 20, 20), ("group.version", 1, 1)]
+        ("metadata.version", 20, 20), ("group.version", 1, 1), ("share.version", 1, 1)]
 
 
 @pytest.mark.parametrize("name", ["", "bad name", "-dash-first"])

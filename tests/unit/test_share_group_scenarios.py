@@ -10,13 +10,34 @@ Commands (times in ms; partitions print as topic-partition):
 - `topics t1=3 t2=1`: the topics that exist now (name=partition count; `-` for none).
 - `hb member=m1 epoch=0 now=0 [topics=t1,t2] [rack=r1]`: a ShareGroupHeartbeat.
 - `expire now=...`: the session-timeout check.
+- `gate`: from now on heartbeats and expiry see only the assignable partitions (share
+  state initialized), as the coordinator shell passes them.
+- `initialize [fail=t-0,t-1]`: the subscribed partitions to initialize and their start
+  offsets; marks them initializing, then initialized except those that `fail`.
+- `records`: the `__consumer_offsets` records written since the last `records`, as the
+  shell writes them (`changes` after every command).
+- `reload now=...`: a new group replayed from every record written so far; its records
+  must equal the live group's, and it becomes the group (sessions restarted at `now`).
+- `delete`: the tombstones of DeleteGroups.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from raftka.broker.group.share_group_state import Heartbeat, ShareGroupConfig, ShareGroupState
+from raftka.broker.group.share_group_state import (
+    CurrentAssignmentRecord,
+    GroupEpochRecord,
+    Heartbeat,
+    MemberMetadataRecord,
+    ShareGroupConfig,
+    ShareGroupRecord,
+    ShareGroupState,
+    StatePartitionsRecord,
+    TargetEpochRecord,
+    TargetMemberRecord,
+    changes,
+)
 from tests.scenario import CommandHarness, scenario_tests
 
 TESTDATA = Path(__file__).parent / "testdata" / "share_group"
@@ -26,10 +47,43 @@ def _fmt(tps) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(tps)) or "-"
 
 
+def _record(r: ShareGroupRecord) -> str:
+    match r:
+        case GroupEpochRecord(epoch):
+            return f"ShareGroupMetadata epoch={epoch}"
+        case TargetEpochRecord(epoch):
+            return f"ShareGroupTargetAssignmentMetadata epoch={epoch}"
+        case MemberMetadataRecord(member, meta):
+            return f"ShareGroupMemberMetadata {member} " + (
+                "tombstone" if meta is None else f"topics={','.join(meta.subscribed_topic_names)} rack={meta.rack_id}")
+        case TargetMemberRecord(member, tps):
+            return f"ShareGroupTargetAssignmentMember {member} " + ("tombstone" if tps is None else _fmt(tps))
+        case CurrentAssignmentRecord(member, a):
+            return f"ShareGroupCurrentMemberAssignment {member} " + (
+                "tombstone" if a is None else
+                f"epoch={a.member_epoch} previous={a.previous_member_epoch} assigned={_fmt(a.partitions)}")
+        case StatePartitionsRecord(value):
+            return "ShareGroupStatePartitionMetadata " + (
+                "tombstone" if value is None else
+                f"initializing={_fmt(value.initializing)} initialized={_fmt(value.initialized)}")
+    raise AssertionError(r)
+
+
 class Harness(CommandHarness):
     def __init__(self) -> None:
         self.group: ShareGroupState | None = None
         self.partitions: dict[str, int] = {}
+        self.gated = False
+        self.written: list[ShareGroupRecord] = []
+        self.unshown: list[ShareGroupRecord] = []
+
+    def _seen(self) -> dict[str, int]:
+        return self._group().assignable(self.partitions) if self.gated else self.partitions
+
+    def _write(self, before) -> None:
+        records = changes(before, self._group().records())
+        self.written += records
+        self.unshown += records
 
     def _group(self) -> ShareGroupState:
         assert self.group is not None, "init first"
@@ -58,7 +112,9 @@ class Harness(CommandHarness):
     def cmd_hb(self, kv) -> str:
         topics = tuple(t for t in kv["topics"].split(",") if t and t != "-") if "topics" in kv else None
         request = Heartbeat(kv["member"], int(kv["epoch"]), topics, kv.get("rack"))
-        r = self._group().heartbeat(request, self.partitions, int(kv["now"]))
+        before = self._group().records()
+        r = self._group().heartbeat(request, self._seen(), int(kv["now"]))
+        self._write(before)
         if r.error:
             head = f"error {r.error}: {r.message}"
         else:
@@ -69,8 +125,47 @@ class Harness(CommandHarness):
     def cmd_expire(self, kv) -> str:
         g = self._group()
         head = f"next session deadline: {g.next_session_deadline()}"
-        gone = g.expire_sessions(self.partitions, int(kv["now"]))
+        before = g.records()
+        gone = g.expire_sessions(self._seen(), int(kv["now"]))
+        self._write(before)
         return "\n".join([head, f"expired: {','.join(gone) or '-'}"] + self._state_lines())
+
+    def cmd_gate(self, kv) -> str:
+        self.gated = True
+        return "ok"
+
+    def cmd_initialize(self, kv) -> str:
+        g = self._group()
+        before = g.records()
+        wanted = g.to_initialize(g.subscribed_topics(), self.partitions)
+        g.mark_initializing(wanted)
+        self._write(before)
+        failed = {(t, int(p)) for t, _, p in (x.rpartition("-") for x in kv.get("fail", "").split(",") if x)}
+        before = g.records()
+        g.mark_initialized(tp for tp in wanted if tp not in failed)
+        self._write(before)
+        return "initialize: " + (" ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(wanted.items())) or "-")
+
+    def cmd_records(self, kv) -> str:
+        out, self.unshown = [_record(r) for r in self.unshown], []
+        return "\n".join(out) or "-"
+
+    def cmd_reload(self, kv) -> str:
+        g = self._group()
+        fresh = ShareGroupState(g.group_id, g.config)
+        for r in self.written:
+            fresh.replay(r)
+        assert fresh.records() == g.records(), (fresh.records(), g.records())
+        fresh.restart_sessions(self._seen(), int(kv["now"]))
+        self.group = fresh
+        return "\n".join(["reloaded" + (" (deleted)" if fresh.deleted else "")] + self._state_lines())
+
+    def cmd_delete(self, kv) -> str:
+        g = self._group()
+        records = g.deletion_records()
+        self.written += records
+        self.group = ShareGroupState(g.group_id, g.config)  # the shell forgets a deleted group
+        return "\n".join(_record(r) for r in records) or "-"
 
 
 test_there_are_scenarios, test_scenario = scenario_tests(TESTDATA, Harness, minimum=3)
