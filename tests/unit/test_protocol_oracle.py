@@ -43,7 +43,8 @@ NOT_IN_KAFKA_PYTHON = frozenset({ApiKey.UNREGISTER_BROKER, ApiKey.CONSUMER_GROUP
                                  ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
                                  ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
                                  ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
-                                 ApiKey.READ_SHARE_GROUP_STATE_SUMMARY})
+                                 ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                                 ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 
 DECLARED = [
     (kind, key, version, sparse)
