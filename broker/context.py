@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.group.group_coordinator import GroupCoordinator
+from raftka.broker.group.share_partition_manager import SharePartitionManager
+from raftka.broker.group.share_persister import Persister
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.net.controller_channel import ControllerChannel
 from raftka.broker.replication.fetch_session_state import FetchSessionCache
@@ -42,6 +44,10 @@ class BrokerContext:
     authorizer: StandardAuthorizer | None = None
     # Client byte-rate quotas' sensors (broker/client_quotas.py).
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas.create)
+    # Share groups (KIP-932): the share partitions this broker leads (ShareFetch/ShareAcknowledge)
+    # and the share state persister they read and write (broker/group/share_persister.py).
+    shares: SharePartitionManager | None = None
+    share_persister: Persister | None = None
 
     @property
     def image(self) -> MetadataImage:

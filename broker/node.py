@@ -27,6 +27,8 @@ from raftka.broker.acl_checks import anonymous_inter_broker_warning
 from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.context import BrokerContext
 from raftka.broker.group.group_coordinator import GroupCoordinator
+from raftka.broker.group.share_partition_manager import SharePartitionManager
+from raftka.broker.group.share_persister_memory import MemoryPersister
 from raftka.broker.kafka_apis import KafkaApis
 from raftka.broker.metrics_http import MetricsServer
 from raftka.broker.net.control_rpc import ControlRpcServer
@@ -149,11 +151,16 @@ class BrokerNode:
                                                                 config.allow_everyone_if_no_acl_found),
                                     txns=txns, txn_verifier=TxnVerifier(replicas),
                                     client_quotas=ClientQuotas.from_config(config))
+                # TEMPORARY: replaced by the share coordinator's persister at merge.
+                ctx.share_persister = MemoryPersister()
+                ctx.shares = SharePartitionManager(config, replicas, lambda: ctx.share_persister)
+                replicas.add_leadership_listener(ctx.shares.on_leadership)
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)
                     await nursery.start(txns.run)
                     await nursery.start(ctx.txn_verifier.run)
+                    await nursery.start(ctx.shares.run)
                     await nursery.start(loader.run)
                     if config.is_controller:
                         # A broker-only node (an observer of the quorum) is never the controller.

@@ -42,7 +42,7 @@ from raftka.broker.group.share_partition_state import (
     start_offset_for_reset,
 )
 from raftka.broker.group.share_persister import Persister, PersisterError, ShareStateKey
-from raftka.broker.group.share_session_state import MAX_SHARE_SESSIONS_DEFAULT, ShareSessionCache
+from raftka.broker.group.share_session_state import ShareSessionCache
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replication.replica_manager import ReplicaManager
 from raftka.client.protocol import ErrorCode
@@ -95,8 +95,7 @@ class SharePartitionManager:
         self.config = config
         self.replicas = replicas
         self._persister = persister
-        self.sessions = ShareSessionCache(int(config.raw.get("group.share.max.share.sessions",
-                                                            MAX_SHARE_SESSIONS_DEFAULT)))
+        self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
         self._partitions: dict[tuple[str, str, int], SharedPartition] = {}
         self._released = trio.Event()  # set when records become AVAILABLE again
         self._deadlines_changed = trio.Event()
@@ -325,6 +324,9 @@ class SharePartitionManager:
                 deadline = shared.state.next_lock_deadline()
                 if deadline is not None and deadline <= now:
                     error, why = await self._change(shared, lambda state: state.expire_locks(now_ms()))
+                    log.info("share_partition.locks_expired", group=shared.key.group_id, topic=shared.topic,
+                             partition=shared.key.partition, start_offset=shared.state.start_offset,
+                             in_flight=shared.state.in_flight_count)
                     if error:
                         log.warning("share_partition.expiry_not_persisted", group=shared.key.group_id,
                                     topic=shared.topic, partition=shared.key.partition, error=error, reason=why)

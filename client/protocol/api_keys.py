@@ -192,6 +192,9 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
 SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
     (ApiKey.ADD_PARTITIONS_TO_TXN, 4),
+    # Share groups (KIP-932): served, advertised once their four parts meet end to end.
+    (ApiKey.SHARE_FETCH, 1), (ApiKey.SHARE_FETCH, 2),
+    (ApiKey.SHARE_ACKNOWLEDGE, 1), (ApiKey.SHARE_ACKNOWLEDGE, 2),
 })
 
 # The first version of each API that uses compact strings/arrays and tagged

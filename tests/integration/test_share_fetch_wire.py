@@ -1,0 +1,276 @@
+"""ShareFetch (78) and ShareAcknowledge (79) on a real broker process, over real sockets
+(broker/handlers/share_fetch.py, broker/group/share_partition_manager.py).
+
+The versions are served but not advertised yet: requests are sent at the versions the
+served table names (client/protocol/api_keys.py). Each test uses its own topic and group;
+the groups' share configs are set with IncrementalAlterConfigs (resource type 32), as a user
+would: `share.auto.offset.reset=earliest` so records produced before the first fetch count.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from raftka.client.protocol import ApiKey, ErrorCode
+from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
+from raftka.log.record_batch import iter_batches
+from tests.compat.server_process import ServerProcess, running_server, server_with_topics
+from tests.compat.wire_client import WireConnection, values_batch
+
+SHARE_FETCH_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_FETCH)
+SHARE_ACK_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_ACKNOWLEDGE)
+GROUP_RESOURCE = 32
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1}
+
+
+# Kafka bounds a group's share.record.lock.duration.ms by these broker configs (15 s at least by
+# default); the lock timeout test wants 1 s.
+PROPERTIES = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",
+              "group.share.min.record.lock.duration.ms": "1000"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with running_server(tmp_path_factory.mktemp("share-fetch"), properties=PROPERTIES) as started:
+        with WireConnection(started.bootstrap) as conn:
+            for name, partitions in TOPICS.items():
+                assert conn.create_topic(name, partitions) == 0, name
+        yield started
+
+
+def set_group_configs(conn: WireConnection, group: str, **configs: str) -> None:
+    response = conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": GROUP_RESOURCE, "resource_name": group,
+                       "configs": [{"name": k.replace("_", "."), "value": v, "config_operation": 0}
+                                   for k, v in configs.items()]}],
+        "validate_only": False})
+    assert response.responses[0].error_code == 0, response
+
+
+def topic_id(conn: WireConnection, name: str) -> uuid.UUID:
+    response = conn.request(ApiKey.METADATA, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": name}],
+                                                  "allow_auto_topic_creation": False})
+    return response.topics[0].topic_id
+
+
+def produce(conn: WireConnection, topic: str, values: list[bytes]) -> None:
+    assert conn.produce(topic, 0, values_batch(values)).error_code == 0
+
+
+class ShareMember:
+    """One share consumer's session with the broker, on its own connection."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, tid: uuid.UUID) -> None:
+        self.conn = WireConnection(bootstrap, timeout=30.0)
+        self.group, self.topic, self.tid = group, topic, tid
+        self.member_id = str(uuid.uuid4())
+        self.epoch = 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def fetch(self, acks: list[tuple[int, int, list[int]]] | None = None, *, max_records: int = 500,
+              max_wait_ms: int = 0, epoch: int | None = None, partitions: bool = True):
+        """A ShareFetch: (top-level response, its one partition entry or None)."""
+        epoch = self.epoch if epoch is None else epoch
+        parts = [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": f, "last_offset": last, "acknowledge_types": t} for f, last, t in acks or []]}]
+        body = {"group_id": self.group, "member_id": self.member_id, "share_session_epoch": epoch,
+                "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records,
+                "batch_size": 500, "share_acquire_mode": 0, "is_renew_ack": False,
+                "topics": [{"topic_id": self.tid, "partitions": parts}] if partitions else [],
+                "forgotten_topics_data": []}
+        response = self.conn.request(ApiKey.SHARE_FETCH, SHARE_FETCH_V, body, timeout=30 + max_wait_ms / 1000)
+        if response.error_code == 0 and epoch >= 0:
+            self.epoch = 1 if epoch == 0 else epoch + 1
+        entry = response.responses[0].partitions[0] if response.responses else None
+        return response, entry
+
+    def acknowledge(self, acks: list[tuple[int, int, list[int]]], *, epoch: int | None = None):
+        epoch = self.epoch if epoch is None else epoch
+        response = self.conn.request(ApiKey.SHARE_ACKNOWLEDGE, SHARE_ACK_V, {
+            "group_id": self.group, "member_id": self.member_id, "share_session_epoch": epoch,
+            "is_renew_ack": False, "topics": [{"topic_id": self.tid, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": f, "last_offset": last, "acknowledge_types": t} for f, last, t in acks]}]}]})
+        if response.error_code == 0 and epoch > 0:
+            self.epoch = epoch + 1
+        return response
+
+    def take(self, **options) -> dict[int, tuple[bytes, int]]:
+        """Fetch and return {offset: (value, delivery count)} of the records acquired."""
+        response, entry = self.fetch(**options)
+        assert response.error_code == 0, response
+        return acquired(entry)
+
+
+def acquired(entry) -> dict[int, tuple[bytes, int]]:
+    """The acquired records of a ShareFetch partition entry: offset -> (value, delivery count)."""
+    if entry is None:
+        return {}
+    assert entry.error_code == 0, entry
+    counts = {}
+    for r in entry.acquired_records:
+        for offset in range(r.first_offset, r.last_offset + 1):
+            counts[offset] = r.delivery_count
+    out = {}
+    for batch in iter_batches(bytes(entry.records)):
+        for record in batch.records:
+            if record.offset in counts:
+                out[record.offset] = (record.value, counts[record.offset])
+    assert set(out) == set(counts), f"acquired offsets without a record: {sorted(set(counts) - set(out))}"
+    return out
+
+
+def members(server: ServerProcess, group: str, topic: str, n: int, **configs: str) -> list[ShareMember]:
+    with WireConnection(server.bootstrap) as conn:
+        set_group_configs(conn, group, share_auto_offset_reset="earliest", **configs)
+        tid = topic_id(conn, topic)
+    return [ShareMember(server.bootstrap, group, topic, tid) for _ in range(n)]
+
+
+def test_two_members_share_a_partition_without_overlap(server: ServerProcess) -> None:
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-two", [b"v%d" % i for i in range(10)])
+    a, b = members(server, "g-two", "sf-two", 2)
+    try:
+        first_a = a.take(max_records=4)
+        first_b = b.take(max_records=4)
+        assert sorted(first_a) == [0, 1, 2, 3] and sorted(first_b) == [4, 5, 6, 7]
+        # A accepts its records, piggy-backed on its next fetch, and gets the rest.
+        response, entry = a.fetch([(0, 3, [ACCEPT])], max_records=4)
+        assert entry.acknowledge_error_code == 0
+        rest = acquired(entry)
+        assert sorted(rest) == [8, 9]
+        got = {**first_a, **first_b, **rest}
+        assert {o: v for o, (v, _) in got.items()} == {i: b"v%d" % i for i in range(10)}
+        assert {count for _, count in got.values()} == {1}
+        assert b.take(max_records=4) == {}  # nothing left that is not locked to someone
+    finally:
+        a.close()
+        b.close()
+
+
+def test_accept_release_reject(server: ServerProcess) -> None:
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-acks", [b"a", b"b", b"c"])
+    a, b = members(server, "g-acks", "sf-acks", 2)
+    try:
+        assert sorted(a.take()) == [0, 1, 2]
+        # B cannot acknowledge A's records: all or nothing, INVALID_RECORD_STATE.
+        b.take()  # opens B's session
+        refused = b.acknowledge([(0, 0, [ACCEPT])])
+        assert refused.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+        done = a.acknowledge([(0, 2, [ACCEPT, RELEASE, REJECT])])
+        assert done.error_code == 0 and done.responses[0].partitions[0].error_code == 0
+        # The released record comes back, delivered a second time; the rejected one never does.
+        assert b.take() == {1: (b"b", 2)}
+        again = a.acknowledge([(1, 1, [ACCEPT])])
+        assert again.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    finally:
+        a.close()
+        b.close()
+
+
+def test_lock_timeout_redelivers_then_archives_at_the_delivery_limit(server: ServerProcess) -> None:
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-lock", [b"poison"])
+    a, b = members(server, "g-lock", "sf-lock", 2, share_record_lock_duration_ms="1000",
+                   share_delivery_count_limit="2")
+    try:
+        assert a.take() == {0: (b"poison", 1)}
+        # Not acknowledged: its lock times out and B's long poll is woken with it, delivered twice.
+        assert b.take(max_wait_ms=20_000) == {0: (b"poison", 2)}
+        # Timed out again at the limit: archived, not delivered a third time.
+        expired = wait_for_events(server, "share_partition.locks_expired", 2)
+        assert expired[-1]["start_offset"] == 1, expired
+        with WireConnection(server.bootstrap) as conn:
+            produce(conn, "sf-lock", [b"next"])
+        assert a.take(max_wait_ms=20_000) == {1: (b"next", 1)}
+    finally:
+        a.close()
+        b.close()
+
+
+def wait_for_events(server: ServerProcess, event: str, count: int, timeout: float = 30.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = server.log_events(event)
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_closing_the_session_releases_the_members_records(server: ServerProcess) -> None:
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-close", [b"x", b"y"])
+    a, b = members(server, "g-close", "sf-close", 2)
+    try:
+        assert sorted(a.take()) == [0, 1]
+        closed = a.acknowledge([(0, 0, [ACCEPT])], epoch=-1)  # accept one, close the session
+        assert closed.error_code == 0 and closed.responses[0].partitions[0].error_code == 0
+        assert b.take() == {1: (b"y", 2)}
+        response, _ = a.fetch(epoch=1)
+        assert response.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    finally:
+        a.close()
+        b.close()
+
+
+def test_long_poll_is_woken_by_new_records(server: ServerProcess) -> None:
+    (a,) = members(server, "g-poll", "sf-poll", 1)
+    got: dict = {}
+    try:
+        assert a.take() == {}  # opens the session: nothing there yet
+        poller = threading.Thread(target=lambda: got.update(a.take(max_wait_ms=30_000)))
+        poller.start()
+        with WireConnection(server.bootstrap) as conn:
+            produce(conn, "sf-poll", [b"late"])
+        poller.join(60)
+        assert got == {0: (b"late", 1)}
+    finally:
+        a.close()
+
+
+def test_session_errors(server: ServerProcess) -> None:
+    (a,) = members(server, "g-errors", "sf-errors", 1)
+    try:
+        response, _ = a.fetch(epoch=3)
+        assert response.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        a.take()
+        response, _ = a.fetch(epoch=7)
+        assert response.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        assert a.acknowledge([], epoch=0).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        response, _ = a.fetch([(0, 0, [ACCEPT])], epoch=0)  # acknowledging in a new session
+        assert response.error_code == ErrorCode.INVALID_REQUEST
+    finally:
+        a.close()
+
+
+@pytest.mark.xfail(strict=True, reason="needs the share coordinator's durable persister: the temporary "
+                                       "MemoryPersister forgets the state with the process; remove this mark "
+                                       "once ctx.share_persister is the share coordinator's")
+def test_acknowledged_records_stay_acknowledged_across_a_restart(tmp_path: Path) -> None:
+    with server_with_topics(tmp_path, {"sf-restart": 1}) as server:
+        with WireConnection(server.bootstrap) as conn:
+            produce(conn, "sf-restart", [b"r%d" % i for i in range(6)])
+        (a,) = members(server, "g-restart", "sf-restart", 1)
+        try:
+            assert sorted(a.take(max_records=4)) == [0, 1, 2, 3]
+            assert a.acknowledge([(0, 3, [ACCEPT])]).responses[0].partitions[0].error_code == 0
+        finally:
+            a.close()
+        server.stop()
+        server.start()
+        (b,) = members(server, "g-restart", "sf-restart", 1)
+        try:
+            assert b.take(max_wait_ms=10_000) == {4: (b"r4", 1), 5: (b"r5", 1)}
+        finally:
+            b.close()
