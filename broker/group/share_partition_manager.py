@@ -15,6 +15,9 @@ around broker/group/share_partition_state.py that ShareFetch and ShareAcknowledg
 - Leadership lost (or a new leader epoch) drops the partition's state; the next leader reads
   it from the persister. The log start offset (retention, DeleteRecords) is applied on each
   use (`advance_log_start`).
+- read_committed groups (`share.isolation.level`) read up to the last stable offset; the
+  acquired records of aborted transactions (found from the `.txnindex` entries and the
+  batch headers, in a worker thread) are archived at once (`archive_aborted`).
 - Records made AVAILABLE again (released, timed out) and new records (the high watermark)
   wake parked share fetches (`wait_for_records`).
 
@@ -45,8 +48,11 @@ from raftka.broker.group.share_persister import Persister, PersisterError, Share
 from raftka.broker.group.share_session_state import ShareSessionCache
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replication.replica_manager import ReplicaManager
+from raftka.client.fetched_records import CONTROL_ABORT, AbortedFilter, control_type
 from raftka.client.protocol import ErrorCode
+from raftka.log.batch_header import parse_header
 from raftka.log.partition_log import ReadInfo
+from raftka.log.record_batch import decode_batch
 from raftka.raft_meta.config.config_catalogue import group_config_value
 from raftka.raft_meta.config.node_config import NodeConfig
 
@@ -233,6 +239,14 @@ class SharePartitionManager:
             if not ranges:
                 return NOTHING
             self._deadlines_changed.set()
+            if read_committed:
+                aborted = [(t.producer_id, t.first_offset) for t in p.log.collect_aborted_txns(start, info.next_offset)]
+                if aborted:
+                    spans = await self.replicas.read_log(p, lambda _log: info,
+                                                         lambda found: aborted_spans(found, aborted)) or []
+                    ranges = shared.state.archive_aborted(member_id, ranges, spans)
+                    if not ranges:
+                        return NOTHING
             last = ranges[-1].last_offset
             if last + 1 < info.next_offset:  # send no batch past the last acquired offset
                 info = p.read(start, max_bytes, read_committed=read_committed, before=last + 1)
@@ -330,6 +344,29 @@ class SharePartitionManager:
                     if error:
                         log.warning("share_partition.expiry_not_persisted", group=shared.key.group_id,
                                     topic=shared.topic, partition=shared.key.partition, error=error, reason=why)
+
+
+def aborted_spans(info: ReadInfo, aborted: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (first, last) offsets of the batches in `info` that belong to aborted transactions
+    (`aborted`: (producer id, first offset), the `.txnindex` entries), by the rule Kafka's
+    clients apply (client/fetched_records.py's AbortedFilter). Reads the batches: call it in a
+    worker thread."""
+    data = info.read_bytes()
+    rule = AbortedFilter(aborted)
+    out = []
+    pos = 0
+    while pos < len(data):
+        header = parse_header(data, pos)
+        start = pos
+
+        def is_abort_marker(at: int = start) -> bool:
+            records = decode_batch(data, at).records
+            return bool(records) and control_type(records[0].key) == CONTROL_ABORT
+
+        if rule.skip(header, is_abort_marker):
+            out.append((header.base_offset, header.last_offset))
+        pos += header.size
+    return out
 
 
 async def _set_then_cancel(event: trio.Event, scope: trio.CancelScope) -> None:

@@ -15,7 +15,9 @@ up to `max_wait_ms` for new records (the high watermark) or released ones. `max_
 bounds the records acquired in one answer, across its partitions, strictly (Kafka's
 record_limit acquire mode; the batch-optimized mode of v2 may give more, raftka never does).
 The share group's `share.isolation.level` (read_uncommitted by default) decides whether
-records are read up to the high watermark or, read_committed, up to the last stable offset.
+records are read up to the high watermark or, read_committed, up to the last stable offset,
+with the records of aborted transactions archived instead of delivered (Kafka's rule; the
+transaction markers' offsets are acquired with the rest, as on Kafka).
 
 ShareAcknowledge: the session (epoch 0 is INVALID_SHARE_SESSION_EPOCH), the acknowledgements,
 and for epoch -1 the member's records released. A closing session (either API) releases the

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from raftka.client.blocking import Producer
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
 from raftka.log.record_batch import iter_batches
@@ -27,13 +28,15 @@ SHARE_FETCH_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SH
 SHARE_ACK_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_ACKNOWLEDGE)
 GROUP_RESOURCE = 32
 ACCEPT, RELEASE, REJECT = 1, 2, 3
-TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1}
+TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1, "sf-txn": 1,
+          "sf-retention": 1}
 
 
 # Kafka bounds a group's share.record.lock.duration.ms by these broker configs (15 s at least by
 # default); the lock timeout test wants 1 s.
 PROPERTIES = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",
-              "group.share.min.record.lock.duration.ms": "1000"}
+              "transaction.state.log.num.partitions": "1", "transaction.state.log.replication.factor": "1",
+              "transaction.state.log.min.isr": "1", "group.share.min.record.lock.duration.ms": "1000"}
 
 
 @pytest.fixture(scope="module")
@@ -120,12 +123,15 @@ def acquired(entry) -> dict[int, tuple[bytes, int]]:
     for r in entry.acquired_records:
         for offset in range(r.first_offset, r.last_offset + 1):
             counts[offset] = r.delivery_count
-    out = {}
+    out, markers = {}, set()
     for batch in iter_batches(bytes(entry.records)):
         for record in batch.records:
-            if record.offset in counts:
+            if batch.header.is_control:
+                markers.add(record.offset)  # a transaction marker: acquired, not a record to consume
+            elif record.offset in counts:
                 out[record.offset] = (record.value, counts[record.offset])
-    assert set(out) == set(counts), f"acquired offsets without a record: {sorted(set(counts) - set(out))}"
+    missing = set(counts) - set(out) - markers
+    assert not missing, f"acquired offsets without a record: {sorted(missing)}"
     return out
 
 
@@ -274,3 +280,46 @@ def test_acknowledged_records_stay_acknowledged_across_a_restart(tmp_path: Path)
             assert b.take(max_wait_ms=10_000) == {4: (b"r4", 1), 5: (b"r5", 1)}
         finally:
             b.close()
+
+
+def test_read_committed_groups_skip_aborted_and_open_transactions(server: ServerProcess) -> None:
+    with Producer(server.bootstrap, transactional_id="sf-txn-producer") as producer:
+        producer.init_transactions()
+        for values, commit in (([b"c1"], True), ([b"a1", b"a2"], False), ([b"c2"], True)):
+            producer.begin_transaction()
+            for value in values:
+                producer.send("sf-txn", value, partition=0)
+            producer.flush()
+            producer.commit_transaction() if commit else producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send("sf-txn", b"open", partition=0)
+        producer.flush()
+        (committed,) = members(server, "g-txn-committed", "sf-txn", 1, share_isolation_level="read_committed")
+        (everything,) = members(server, "g-txn-all", "sf-txn", 1)
+        try:
+            # read_committed: up to the last stable offset, aborted records archived, not delivered.
+            assert sorted(v for v, _ in committed.take().values()) == [b"c1", b"c2"]
+            assert sorted(v for v, _ in everything.take().values()) == [b"a1", b"a2", b"c1", b"c2", b"open"]
+            producer.abort_transaction()
+            assert committed.take() == {}  # the aborted ones stay archived
+        finally:
+            committed.close()
+            everything.close()
+
+
+def test_records_below_the_log_start_are_not_delivered(server: ServerProcess) -> None:
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-retention", [b"d%d" % i for i in range(5)])
+    (a, b) = members(server, "g-retention", "sf-retention", 2)
+    try:
+        assert sorted(a.take(max_records=2)) == [0, 1]  # loads the share partition at offset 0
+        with WireConnection(server.bootstrap) as conn:  # DeleteRecords moves the log start to 3
+            response = conn.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": "sf-retention", "partitions": [
+                {"partition_index": 0, "offset": 3}]}], "timeout_ms": 15000})
+            assert response.topics[0].partitions[0].error_code == 0
+        assert b.take() == {3: (b"d3", 1), 4: (b"d4", 1)}  # 2 is gone, never delivered
+        # A's records below the log start can still be acknowledged: they are done (skipped).
+        assert a.acknowledge([(0, 1, [ACCEPT])]).responses[0].partitions[0].error_code == 0
+    finally:
+        a.close()
+        b.close()
