@@ -30,6 +30,7 @@ import copy
 import math
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -45,7 +46,8 @@ from raftka.broker.group.share_partition_state import (
     start_offset_for_reset,
 )
 from raftka.broker.group.share_persister import Persister, PersisterError, ShareStateKey
-from raftka.broker.group.share_session_state import ShareSessionCache
+from raftka.broker.group.share_session_state import ShareSessionCache, ShareSessionKey
+from raftka.broker.net.network import ConnectionInfo
 from raftka.broker.replication.partition import NotLeaderOrFollower, Partition
 from raftka.broker.replication.replica_manager import ReplicaManager
 from raftka.client.fetched_records import CONTROL_ABORT, AbortedFilter, control_type
@@ -106,6 +108,11 @@ class SharePartitionManager:
         self._released = trio.Event()  # set when records become AVAILABLE again
         self._deadlines_changed = trio.Event()
         self._loading: dict[tuple[str, str, int], trio.Event] = {}
+        # Members whose records are to be released (a closed connection, a member gone from the
+        # group): (group id, member id, partitions by name or None for all of the group's).
+        self._leaving_send, self._leaving = trio.open_memory_channel[
+            tuple[str, str, list[tuple[str, int]] | None]](math.inf)
+        self._watched: set[int] = set()
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -308,6 +315,44 @@ class SharePartitionManager:
             return exc.code, exc.message or f"share state write failed ({exc.code})"
         return 0, ""
 
+    def watch_connection(self, conn: ConnectionInfo) -> None:
+        """Let the share sessions opened on `conn` go when it closes (Kafka 4.4's share session
+        cache listens to disconnects): their members' records are released."""
+        if conn.connection_id in self._watched:
+            return
+        self._watched.add(conn.connection_id)
+        conn.on_close.append(lambda: self._connection_closed(conn.connection_id))
+
+    def _connection_closed(self, connection_id: int) -> None:
+        self._watched.discard(connection_id)
+        for session in self.sessions.connection_closed(str(connection_id)):
+            self._leaving_send.send_nowait((session.key.group_id, session.key.member_id,
+                                            self.session_partitions(session.partitions)))
+
+    def member_left(self, group_id: str, member_id: str) -> None:
+        """The member left its share group (or was fenced): its share session goes and its
+        records in every partition of the group served here are released (Kafka's
+        ShareGroupListener.onMemberLeave). For the group coordinator to call."""
+        self.sessions.remove(ShareSessionKey(group_id, member_id))
+        self._leaving_send.send_nowait((group_id, member_id, None))
+
+    def session_partitions(self, partitions: Iterable[tuple[uuid.UUID, int]]) -> list[tuple[str, int]]:
+        """A share session's (topic id, partition)s by name, those of topics still known."""
+        image = self.replicas.image
+        out = []
+        for topic_id, index in partitions:
+            topic = image.topics.get(str(topic_id))
+            if topic is not None:
+                out.append((topic.name, index))
+        return out
+
+    async def _release_leaving(self) -> None:
+        async for group_id, member_id, partitions in self._leaving:
+            if partitions is None:
+                partitions = [(topic, index) for g, topic, index in list(self._partitions) if g == group_id]
+            await self.release_member(group_id, member_id, partitions)
+            log.info("share_session.released", group=group_id, member=member_id, partitions=len(partitions))
+
     # -- waiting ----------------------------------------------------------------------------------
 
     def _wake(self) -> None:
@@ -324,9 +369,15 @@ class SharePartitionManager:
                     nursery.start_soon(_set_then_cancel, event, nursery.cancel_scope)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Expire acquisition locks: sleep until the earliest deadline of all partitions, release
-        what timed out, persist it, wake parked share fetches."""
-        task_status.started()
+        """Expire acquisition locks and release the records of members gone."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._expire_locks)
+            nursery.start_soon(self._release_leaving)
+            task_status.started()
+
+    async def _expire_locks(self) -> None:
+        """Sleep until the earliest lock deadline of all partitions, release what timed out,
+        persist it, wake parked share fetches."""
         while True:
             changed = self._deadlines_changed = trio.Event()
             deadlines = [d for s in self._partitions.values() if (d := s.state.next_lock_deadline()) is not None]

@@ -52,6 +52,7 @@ from raftka.broker.group.share_session_state import (
     TopicIdPartition,
 )
 from raftka.broker.net.zero_copy import FileRegion
+from raftka.broker.replication.partition import NotLeaderOrFollower
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.codec import Message
 from raftka.client.protocol.messages import response_class
@@ -182,9 +183,9 @@ async def _acknowledge(ctx: BrokerContext, conn, group_id: str, member_id: str, 
 
 
 async def _release_session(ctx: BrokerContext, session) -> None:
-    names = _names(ctx, {tp[0] for tp in session.partitions})
-    await _manager(ctx).release_member(session.key.group_id, session.key.member_id,
-                                       [(names[tp[0]], tp[1]) for tp in session.partitions if tp[0] in names])
+    manager = _manager(ctx)
+    await manager.release_member(session.key.group_id, session.key.member_id,
+                                 manager.session_partitions(session.partitions))
 
 
 def _ranges(ranges: tuple[AcquiredRecords, ...], batch_size: int) -> list[dict]:
@@ -228,18 +229,38 @@ async def _fetch(ctx: BrokerContext, request, group_id: str, member_id: str,
     read_committed = manager.read_committed(group_id)
     deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000.0
     max_records = request.max_records if request.max_records > 0 else 2**31 - 1
+    max_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+
+    def fail(tp: TopicIdPartition, shared: SharedPartition, exc: Exception) -> None:
+        nonlocal failed
+        answer.error(tp, shared.topic, error_code_for(exc), str(exc), "error_code")
+        loaded.remove((tp, shared))
+        failed = True
+
     while True:
+        for tp, shared in list(loaded):
+            if manager.cached(group_id, shared.topic, tp[1]) is not shared:  # leadership moved meanwhile
+                fail(tp, shared, NotLeaderOrFollower(f"{shared.topic}-{tp[1]} is no longer led by this broker"))
         ready = [(tp, s) for tp, s in loaded if manager.has_acquirable(s, read_committed)]
+        readable = 0
+        for tp, shared in list(ready):  # Kafka checks min_bytes against the log before acquiring
+            try:
+                readable += shared.partition.read(shared.state.next_fetch_offset(), max_bytes,
+                                                  read_committed=read_committed).size
+            except Exception as exc:  # the log moved or closed under this request
+                fail(tp, shared, exc)
+                ready.remove((tp, shared))
         expired = trio.current_time() >= deadline
-        if ready and (expired or failed or _readable_bytes(ready, read_committed, request.max_bytes) >= max(
-                1, request.min_bytes)):
-            remaining_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
-            remaining_records, total = max_records, 0
+        if ready and (expired or failed or readable >= max(1, request.min_bytes)):
+            remaining_bytes, remaining_records, total = max_bytes, max_records, 0
             for tp, shared in ready:
                 got: Acquired = NOTHING
                 if remaining_records > 0 and remaining_bytes > 0:
-                    got = await manager.acquire(shared, member_id, remaining_records, remaining_bytes,
-                                                read_committed, first=total == 0)
+                    try:
+                        got = await manager.acquire(shared, member_id, remaining_records, remaining_bytes,
+                                                    read_committed, first=total == 0)
+                    except Exception as exc:
+                        fail(tp, shared, exc)
                 if got.size and got.info is not None:
                     entry = answer.entry(tp, shared.topic)
                     entry["records"] = FileRegion(got.info.slices)
@@ -247,23 +268,11 @@ async def _fetch(ctx: BrokerContext, request, group_id: str, member_id: str,
                     remaining_bytes -= got.size
                     total += got.size
                     remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.ranges)
-            if total or expired:
+            if total or expired or failed:
                 return
         elif expired or failed:
             return
         await manager.wait_for_records(deadline)
-
-
-def _readable_bytes(ready: list[tuple[TopicIdPartition, SharedPartition]], read_committed: bool,
-                    max_bytes: int) -> int:
-    """What the partitions could return now (Kafka checks min_bytes against the log before
-    acquiring); `read` locates batches only, through the indexes."""
-    limit = max_bytes if max_bytes > 0 else 2**31 - 1
-    total = 0
-    for _tp, shared in ready:
-        total += shared.partition.read(shared.state.next_fetch_offset(), limit,
-                                       read_committed=read_committed).size
-    return total
 
 
 def _lock_timeout(ctx: BrokerContext, group_id: str) -> int:
@@ -305,6 +314,8 @@ async def handle_share_fetch(ctx: BrokerContext, header, request, conn=None) -> 
                                                str(conn.connection_id) if conn is not None else "")
     except ShareSessionError as exc:
         return refused(exc.error_code, str(exc))
+    if context.kind is ContextKind.FULL and conn is not None:
+        manager.watch_connection(conn)
     answer = _Answer(ctx)
     await _acknowledge(ctx, conn, group_id, member_id, request.topics, version, answer, "acknowledge_error_code")
     acknowledged = set(answer.entries)

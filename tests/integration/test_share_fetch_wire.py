@@ -29,7 +29,7 @@ SHARE_ACK_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHAR
 GROUP_RESOURCE = 32
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1, "sf-txn": 1,
-          "sf-retention": 1}
+          "sf-retention": 1, "sf-gone": 1}
 
 
 # Kafka bounds a group's share.record.lock.duration.ms by these broker configs (15 s at least by
@@ -227,6 +227,19 @@ def test_closing_the_session_releases_the_members_records(server: ServerProcess)
         assert response.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
     finally:
         a.close()
+        b.close()
+
+
+def test_a_closed_connection_releases_its_sessions_records(server: ServerProcess) -> None:
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-gone", [b"g0", b"g1"])
+    a, b = members(server, "g-gone", "sf-gone", 2)
+    try:
+        assert sorted(a.take()) == [0, 1]
+        assert b.take() == {}  # opens B's session; everything is locked to A
+        a.close()  # A's process died: no ShareAcknowledge, its locks (30 s) have not run out
+        assert b.take(max_wait_ms=20_000) == {0: (b"g0", 2), 1: (b"g1", 2)}
+    finally:
         b.close()
 
 
