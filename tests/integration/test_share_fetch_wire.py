@@ -10,7 +10,6 @@ would: `share.auto.offset.reset=earliest` so records produced before the first f
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
 from raftka.log.record_batch import iter_batches
 from tests.compat.server_process import ServerProcess, running_server, server_with_topics
 from tests.compat.wire_client import WireConnection, values_batch
+from tests.support import wait_until
 
 SHARE_FETCH_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_FETCH)
 SHARE_ACK_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_ACKNOWLEDGE)
@@ -80,14 +80,14 @@ class ShareMember:
         self.conn.close()
 
     def fetch(self, acks: list[tuple[int, int, list[int]]] | None = None, *, max_records: int = 500,
-              max_wait_ms: int = 0, epoch: int | None = None, partitions: bool = True):
+              max_wait_ms: int = 0, epoch: int | None = None, partitions: bool = True, batch_size: int = 500):
         """A ShareFetch: (top-level response, its one partition entry or None)."""
         epoch = self.epoch if epoch is None else epoch
         parts = [{"partition_index": 0, "acknowledgement_batches": [
             {"first_offset": f, "last_offset": last, "acknowledge_types": t} for f, last, t in acks or []]}]
         body = {"group_id": self.group, "member_id": self.member_id, "share_session_epoch": epoch,
                 "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records,
-                "batch_size": 500, "share_acquire_mode": 0, "is_renew_ack": False,
+                "batch_size": batch_size, "share_acquire_mode": 0, "is_renew_ack": False,
                 "topics": [{"topic_id": self.tid, "partitions": parts}] if partitions else [],
                 "forgotten_topics_data": []}
         response = self.conn.request(ApiKey.SHARE_FETCH, SHARE_FETCH_V, body, timeout=30 + max_wait_ms / 1000)
@@ -150,9 +150,11 @@ def test_two_members_share_a_partition_without_overlap(server: ServerProcess) ->
         first_a = a.take(max_records=4)
         first_b = b.take(max_records=4)
         assert sorted(first_a) == [0, 1, 2, 3] and sorted(first_b) == [4, 5, 6, 7]
-        # A accepts its records, piggy-backed on its next fetch, and gets the rest.
-        response, entry = a.fetch([(0, 3, [ACCEPT])], max_records=4)
+        # A accepts its records, piggy-backed on its next fetch, and gets the rest, in
+        # AcquiredRecords of at most batch_size offsets.
+        response, entry = a.fetch([(0, 3, [ACCEPT])], max_records=4, batch_size=1)
         assert entry.acknowledge_error_code == 0
+        assert [(r.first_offset, r.last_offset) for r in entry.acquired_records] == [(8, 8), (9, 9)]
         rest = acquired(entry)
         assert sorted(rest) == [8, 9]
         got = {**first_a, **first_b, **rest}
@@ -195,7 +197,8 @@ def test_lock_timeout_redelivers_then_archives_at_the_delivery_limit(server: Ser
         # Not acknowledged: its lock times out and B's long poll is woken with it, delivered twice.
         assert b.take(max_wait_ms=20_000) == {0: (b"poison", 2)}
         # Timed out again at the limit: archived, not delivered a third time.
-        expired = wait_for_events(server, "share_partition.locks_expired", 2)
+        expired = wait_until(lambda: (found := server.log_events("share_partition.locks_expired"))[1:] and found,
+                             timeout=30, what="the second lock expiry")
         assert expired[-1]["start_offset"] == 1, expired
         with WireConnection(server.bootstrap) as conn:
             produce(conn, "sf-lock", [b"next"])
@@ -203,15 +206,6 @@ def test_lock_timeout_redelivers_then_archives_at_the_delivery_limit(server: Ser
     finally:
         a.close()
         b.close()
-
-
-def wait_for_events(server: ServerProcess, event: str, count: int, timeout: float = 30.0) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = server.log_events(event)
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
 
 
 def test_closing_the_session_releases_the_members_records(server: ServerProcess) -> None:
