@@ -293,7 +293,7 @@ class SharePartitionManager:
             error, why = await self._persist(shared, before)
             if error:
                 return error, why
-            if outcome.released:
+            if outcome.released or outcome.start_offset_moved:  # records to acquire, or room in the window
                 self._wake()
             self._deadlines_changed.set()
             return 0, ""

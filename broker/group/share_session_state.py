@@ -23,8 +23,9 @@ connection that opened it; when that connection closes, its sessions go (Kafka 4
 `ShareSessionCache` connection listener) and their members' records are released.
 
 A FULL context answers for every partition it names; an INCREMENTAL one only for the
-partitions with records, an error, or acknowledgements in this request, and for those new
-to the session (Kafka's `CachedSharePartition.maybeUpdateResponseData`).
+partitions with records, an error, or acknowledgements in this request, for those new to
+the session, and once more for one whose last answer was an error (Kafka's
+`CachedSharePartition.maybeUpdateResponseData`).
 """
 
 from __future__ import annotations
@@ -83,13 +84,17 @@ class ShareFetchContext:
         """Whether the response names `tp` (see the module docstring)."""
         if self.kind is not ContextKind.INCREMENTAL:
             return True
-        return has_records or bool(error) or acknowledged or bool(
-            self.session is not None and self.session.partitions.get(tp))
+        return has_records or bool(error) or acknowledged or self.owes(tp)
 
-    def sent(self, tp: TopicIdPartition) -> None:
-        """The response named `tp`: it is no longer new to the session."""
+    def sent(self, tp: TopicIdPartition, error: int = 0) -> None:
+        """The response named `tp`: it is no longer new to the session; after an error it is
+        named once more when the error is gone (Kafka's `requiresUpdateInResponse`)."""
         if self.session is not None and tp in self.session.partitions:
-            self.session.partitions[tp] = False
+            self.session.partitions[tp] = bool(error)
+
+    def owes(self, tp: TopicIdPartition) -> bool:
+        """Whether the response must name `tp` even without news (see `sent`)."""
+        return self.kind is ContextKind.FULL or bool(self.session is not None and self.session.partitions.get(tp))
 
 
 class ShareSessionError(Exception):

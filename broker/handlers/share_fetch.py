@@ -329,13 +329,13 @@ async def handle_share_fetch(ctx: BrokerContext, header, request, conn=None) -> 
         failed = any(e["error_code"] for e in answer.entries.values())
         await _fetch(ctx, request, group_id, member_id, loaded, answer, failed)
         for tp in context.partitions:
-            if context.kind is ContextKind.FULL:
+            if context.owes(tp):
                 answer.entry(tp, names.get(tp[0]))
 
     def keep(tp: TopicIdPartition, entry: dict) -> bool:
         if not context.include(tp, bool(entry["acquired_records"]), entry["error_code"], tp in acknowledged):
             return False
-        context.sent(tp)
+        context.sent(tp, entry["error_code"])
         return True
 
     return ShareFetchResponse(throttle_time_ms=0, error_code=0, error_message=None,

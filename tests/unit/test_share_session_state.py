@@ -113,6 +113,11 @@ def test_incremental_response_names_only_partitions_with_news() -> None:
     again = cache.new_context(A, 2, [], [], False, "c")
     assert [again.include(tp, False, 0, False) for tp in again.partitions] == [False, False, False]
     assert again.include((T, 0), False, 3, False) and again.include((T, 0), False, 0, True)
+    again.sent((T, 0), error=3)  # an error answered: named once more when it is gone
+    after = cache.new_context(A, 3, [], [], False, "c")
+    assert [after.include(tp, False, 0, False) for tp in after.partitions] == [True, False, False]
+    after.sent((T, 0))
+    assert not cache.new_context(A, 4, [], [], False, "c").include((T, 0), False, 0, False)
 
 
 def test_bound_must_be_positive() -> None:
