@@ -11,9 +11,9 @@ Epochs (ShareFetch/ShareAcknowledge's `share_session_epoch`, as Kafka's `ShareRe
                            acknowledgements in it are INVALID_REQUEST (nothing is acquired yet)
     epoch n > 0         -> an INCREMENTAL context of the member's session; the session expects
                            n, then n + 1 (wrapping to 1 after 2^31 - 1)
-    epoch -1            -> the FINAL context: acknowledgements only (a ShareFetch naming
-                           partitions is INVALID_REQUEST), then the session closes and the
-                           member's acquired records on its partitions are released
+    epoch -1            -> the FINAL context: acknowledgements only (nothing is fetched),
+                           then the session closes and the member's acquired records on its
+                           partitions are released
     ShareAcknowledge epoch 0 -> INVALID_SHARE_SESSION_EPOCH (it cannot open a session)
 
 An unknown session is SHARE_SESSION_NOT_FOUND, a wrong epoch INVALID_SHARE_SESSION_EPOCH.
@@ -22,10 +22,10 @@ that is SHARE_SESSION_LIMIT_REACHED (Kafka 4.4 evicts none). A session belongs t
 connection that opened it; when that connection closes, its sessions go (Kafka 4.4's
 `ShareSessionCache` connection listener) and their members' records are released.
 
-A FULL context answers for every partition it names; an INCREMENTAL one only for the
-partitions with records, an error, or acknowledgements in this request, for those new to
-the session, and once more for one whose last answer was an error (Kafka's
-`CachedSharePartition.maybeUpdateResponseData`).
+An answer names only the partitions with records, an error, or acknowledgements in this
+request (Kafka 4.4 answers a share fetch that acquired nothing with no partitions, full or
+incremental); an incremental one also names once more a partition whose last answer was an
+error (Kafka's `CachedSharePartition.maybeUpdateResponseData`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ class ShareSession:
     key: ShareSessionKey
     epoch: int  # the epoch the next request must carry
     connection_id: str
-    # The partitions fetched, in the order they were added; True: not yet in a response.
+    # The partitions fetched, in the order they were added; True: to be named in the next
+    # answer (its last one was an error).
     partitions: dict[TopicIdPartition, bool] = field(default_factory=dict)
 
 
@@ -82,19 +83,18 @@ class ShareFetchContext:
 
     def include(self, tp: TopicIdPartition, has_records: bool, error: int, acknowledged: bool) -> bool:
         """Whether the response names `tp` (see the module docstring)."""
-        if self.kind is not ContextKind.INCREMENTAL:
-            return True
         return has_records or bool(error) or acknowledged or self.owes(tp)
 
     def sent(self, tp: TopicIdPartition, error: int = 0) -> None:
-        """The response named `tp`: it is no longer new to the session; after an error it is
-        named once more when the error is gone (Kafka's `requiresUpdateInResponse`)."""
+        """The response named `tp`; after an error it is named once more when the error is
+        gone (Kafka's `requiresUpdateInResponse`)."""
         if self.session is not None and tp in self.session.partitions:
             self.session.partitions[tp] = bool(error)
 
     def owes(self, tp: TopicIdPartition) -> bool:
-        """Whether the response must name `tp` even without news (see `sent`)."""
-        return self.kind is ContextKind.FULL or bool(self.session is not None and self.session.partitions.get(tp))
+        """Whether an incremental answer must name `tp` without news (see `sent`)."""
+        return (self.kind is ContextKind.INCREMENTAL and self.session is not None
+                and self.session.partitions.get(tp, False))
 
 
 class ShareSessionError(Exception):
@@ -126,10 +126,6 @@ class ShareSessionCache:
         """A ShareFetch's context (Kafka's `SharePartitionManager.newContext`); raises
         ShareSessionError."""
         if epoch == FINAL_EPOCH:
-            if to_fetch:
-                raise ShareSessionError(ErrorCode.INVALID_REQUEST,
-                                        f"a ShareFetch closing its share session (epoch -1) names "
-                                        f"{len(to_fetch)} partitions to fetch: expected none")
             session = self._sessions.pop(key, None)
             if session is None:
                 raise ShareSessionError(ErrorCode.SHARE_SESSION_NOT_FOUND, _not_found(key))
@@ -145,14 +141,14 @@ class ShareSessionCache:
                                         f"this broker holds {len(self._sessions)} share sessions, the limit "
                                         f"(group.share.max.share.sessions={self.max_sessions})")
             session = ShareSession(key, next_epoch(INITIAL_EPOCH), connection_id,
-                                   dict.fromkeys(to_fetch, True))
+                                   dict.fromkeys(to_fetch, False))
             self._sessions[key] = session
             return ShareFetchContext(ContextKind.FULL, session, tuple(session.partitions))
         session = self._continue(key, epoch)
         for tp in forgotten:
             session.partitions.pop(tp, None)
         for tp in to_fetch:
-            session.partitions.setdefault(tp, True)
+            session.partitions.setdefault(tp, False)
         return ShareFetchContext(ContextKind.INCREMENTAL, session, tuple(session.partitions))
 
     def acknowledge_context(self, key: ShareSessionKey, epoch: int) -> tuple[ShareSession, bool]:

@@ -297,9 +297,9 @@ async def handle_share_fetch(ctx: BrokerContext, header, request, conn=None) -> 
     group_id, member_id, version = request.group_id, request.member_id, header.api_version
     lock_ms = _lock_timeout(ctx, group_id)
 
-    def refused(code: int, message: str) -> Message:
+    def refused(code: int, message: str) -> Message:  # Kafka 4.4 gives no lock timeout then
         return ShareFetchResponse(throttle_time_ms=0, error_code=int(code), error_message=message,
-                                  acquisition_lock_timeout_ms=lock_ms, responses=[], node_endpoints=[])
+                                  acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
 
     code, message = _refusal(ctx, conn, request)
     if code:
@@ -349,7 +349,7 @@ async def handle_share_acknowledge(ctx: BrokerContext, header, request, conn=Non
 
     def refused(code: int, message: str) -> Message:
         return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=int(code), error_message=message,
-                                        acquisition_lock_timeout_ms=lock_ms, responses=[], node_endpoints=[])
+                                        acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
 
     code, message = _refusal(ctx, conn, request)
     if code:
