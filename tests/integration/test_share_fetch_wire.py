@@ -29,7 +29,7 @@ SHARE_ACK_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHAR
 GROUP_RESOURCE = 32
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1, "sf-txn": 1,
-          "sf-retention": 1, "sf-gone": 1}
+          "sf-retention": 1, "sf-gone": 1, "sf-load": 1}
 
 
 # Kafka bounds a group's share.record.lock.duration.ms by these broker configs (15 s at least by
@@ -330,3 +330,57 @@ def test_records_below_the_log_start_are_not_delivered(server: ServerProcess) ->
     finally:
         a.close()
         b.close()
+
+
+def test_three_members_drain_a_partition_each_record_accepted_once(server: ServerProcess) -> None:
+    """Three members fetch concurrently, piggy-backing the acknowledgement of what they got
+    on their next fetch; each releases every 7th record on its first delivery. Every record is
+    accepted exactly once, the released ones after a second delivery, and no attempt (offset,
+    delivery count) is ever handed to two members."""
+    total = 300
+    with WireConnection(server.bootstrap) as conn:
+        for start in range(0, total, 50):
+            produce(conn, "sf-load", [b"l%d" % i for i in range(start, start + 50)])
+    group = members(server, "g-load", "sf-load", 3)
+    deliveries: list[tuple[int, int, int]] = []  # (offset, delivery count, member index)
+    accepted: list[int] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def run(index: int, member: ShareMember) -> None:
+        try:
+            pending: list[tuple[int, int, list[int]]] = []
+            idle = 0
+            while idle < 3:
+                response, entry = member.fetch(pending, max_records=17, max_wait_ms=300)
+                assert response.error_code == 0, response
+                assert entry is None or entry.acknowledge_error_code == 0, entry
+                got = acquired(entry)
+                pending = []
+                with lock:
+                    for offset in sorted(got):
+                        deliveries.append((offset, got[offset][1], index))
+                        release = offset % 7 == 0 and got[offset][1] == 1
+                        pending.append((offset, offset, [RELEASE if release else ACCEPT]))
+                        if not release:
+                            accepted.append(offset)
+                idle = 0 if got else idle + 1
+            if pending:
+                assert member.acknowledge(pending).responses[0].partitions[0].error_code == 0
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i, m)) for i, m in enumerate(group)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        for member in group:
+            member.close()
+    assert not errors, errors
+    assert sorted(accepted) == list(range(total))
+    attempts = [(offset, count) for offset, count, _ in deliveries]
+    assert len(attempts) == len(set(attempts)), "an attempt was handed to two members"
+    assert sorted(attempts) == sorted([(o, 1) for o in range(total)] + [(o, 2) for o in range(0, total, 7)])
