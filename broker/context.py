@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.group.group_coordinator import GroupCoordinator
 from raftka.broker.group.share_coordinator import ShareCoordinator
+from raftka.broker.group.share_partition_manager import SharePartitionManager
 from raftka.broker.group.share_persister import Persister
 from raftka.broker.metrics import BrokerMetrics
 from raftka.broker.net.controller_channel import ControllerChannel
@@ -45,8 +46,10 @@ class BrokerContext:
     # Client byte-rate quotas' sensors (broker/client_quotas.py).
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas.create)
     # Share groups (KIP-932): the share coordinator of the `__share_group_state` partitions led
-    # here, and the Persister every part of the broker reaches it through (None in a test's context).
+    # here, the share partitions this broker leads (ShareFetch/ShareAcknowledge), and the
+    # Persister every part of the broker reaches the share state through (None in a test's context).
     share_coordinator: ShareCoordinator | None = None
+    shares: SharePartitionManager | None = None
     share_persister: Persister | None = None
 
     @property

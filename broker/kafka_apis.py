@@ -38,6 +38,7 @@ from raftka.broker.handlers import (
     produce,
     reassignments,
     scram_credentials,
+    share_fetch,
     share_groups,
     share_state,
     topics_admin,
@@ -129,6 +130,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_PRODUCERS: txn_markers.handle_describe_producers,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe,
+    ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
     ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter,
     **share_state.HANDLERS,
 }
@@ -209,6 +212,8 @@ class KafkaApis:
         if authenticator is not None and authenticator.state == FAILED:  # answered, then closed
             return FinalResponse(encode_response(header, key, header.api_version, response),
                                  f"SASL authentication failed ({key.name})")
+        if key == ApiKey.SHARE_FETCH:  # record bytes stay in the segment files, as for Fetch
+            return ChunkedResponse(encode_response_chunks(header, key, header.api_version, response))
         if key == ApiKey.FETCH:  # record bytes stay in the segment files (see broker/net/zero_copy.py)
             chunks = encode_response_chunks(header, key, header.api_version, response)
             if request.replica_id < 0 and self.ctx.image.client_quotas:  # a consumer: its response's size

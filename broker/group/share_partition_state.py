@@ -74,8 +74,9 @@ and what was ACKNOWLEDGED or ARCHIVED stays so.
 Not modelled here: the persister's I/O and its state epoch, the ARCHIVING state of the dead-letter queue (KIP-1191), Kafka's
 whole-log-batch acquisition: records are acquired one offset at a time and
 returned as ranges, which is Kafka with in-flight batches of one offset (its
-budget and throttling then count records, not cached batches),
-read_committed filtering of aborted transactions.
+budget and throttling then count records, not cached batches). Which batches belong
+to aborted transactions (read_committed) is the shell's to find, from the log;
+`archive_aborted` archives them.
 """
 
 from __future__ import annotations
@@ -346,6 +347,26 @@ class SharePartitionState:
                 break  # a throttled record, or a last attempt, goes out alone
             offset += 1
         return _ranges(taken)
+
+    def archive_aborted(self, member_id: str, acquired: tuple[AcquiredRecords, ...],
+                        aborted: list[tuple[int, int]]) -> tuple[AcquiredRecords, ...]:
+        """read_committed (`share.isolation.level`): the offsets of `acquired` that lie in
+        `aborted` (first, last) spans, the batches of aborted transactions, are ARCHIVED at
+        once, as Kafka's `filterAbortedTransactionalAcquiredRecords` does, and the rest is
+        returned. Only records ACQUIRED by `member_id` are touched."""
+        if not aborted:
+            return acquired
+        kept: list[tuple[int, int]] = []
+        for run in acquired:
+            for offset in range(run.first_offset, run.last_offset + 1):
+                record = self.records.get(offset)
+                if any(first <= offset <= last for first, last in aborted):
+                    if record is not None and record.state is RecordState.ACQUIRED and record.member_id == member_id:
+                        self._finish(record, RecordState.ARCHIVED)
+                else:
+                    kept.append((offset, run.delivery_count))
+        self._advance_start()
+        return _ranges(kept)
 
     # -- acknowledging ---------------------------------------------------------------------
 

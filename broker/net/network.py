@@ -46,7 +46,7 @@ import math
 import struct
 import termios
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 import trio
@@ -89,6 +89,9 @@ class ConnectionInfo:
     # A client quota's throttle (broker/client_quotas.py, KIP-219): no request is read or
     # processed on this connection before this trio time (the channel is muted).
     muted_until: float = 0.0
+    # Called (synchronously, never raising) once the connection has closed: state a handler
+    # keeps per connection (share sessions) is let go.
+    on_close: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def host(self) -> str:
@@ -402,6 +405,11 @@ async def serve_connection(
             log.error("connection.closed", reason="internal_error", peer=info.peer, exc_info=exc)
     finally:
         conn.close()
+        for closed in info.on_close:
+            try:
+                closed()
+            except Exception:
+                log.exception("connection.close_hook_failed", peer=info.peer)
 
 
 async def _accept_loop(listener_socket: trio.SocketListener, name: str, handler: RequestHandler,

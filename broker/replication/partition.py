@@ -353,10 +353,13 @@ class Partition:
     # -- reads ---------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, *, committed_only: bool = True,
-             read_committed: bool = False) -> ReadInfo:
+             read_committed: bool = False, before: int | None = None) -> ReadInfo:
         """Whole batches from `offset`; consumers see only offsets below the high watermark,
-        read_committed ones (isolation_level 1) only below the last stable offset."""
+        read_committed ones (isolation_level 1) only below the last stable offset; none
+        starting at or past `before` (a share fetch's last acquired offset + 1)."""
         limit = self.high_watermark if committed_only else None
         if read_committed:
             limit = self.last_stable_offset
+        if before is not None:
+            limit = before if limit is None else min(limit, before)
         return self.log.read(offset, max_bytes, max_offset=limit)

@@ -227,6 +227,9 @@ SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
     (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1),
     (ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0),
     (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0),
+    # Share groups (KIP-932): served, advertised once their four parts meet end to end.
+    (ApiKey.SHARE_FETCH, 1), (ApiKey.SHARE_FETCH, 2),
+    (ApiKey.SHARE_ACKNOWLEDGE, 1), (ApiKey.SHARE_ACKNOWLEDGE, 2),
 })
 
 # The first version of each API that uses compact strings/arrays and tagged

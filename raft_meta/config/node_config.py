@@ -353,6 +353,22 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "group.share.min.heartbeat.interval.ms": ("group_share_min_heartbeat_interval_ms", _positive_int, "5000"),
     "group.share.max.heartbeat.interval.ms": ("group_share_max_heartbeat_interval_ms", _positive_int, "15000"),
     "group.share.max.size": ("group_share_max_size", _positive_int, "200"),
+    # Share groups on the partition leader (broker/group/share_partition_manager.py), Kafka 4.4's
+    # defaults: the groups' defaults of share.record.lock.duration.ms, share.delivery.count.limit
+    # and share.partition.max.record.locks, the bounds a group's own value must keep, and the
+    # share sessions one broker holds.
+    "group.share.record.lock.duration.ms": ("group_share_record_lock_duration_ms", _positive_int, "30000"),
+    "group.share.min.record.lock.duration.ms": ("group_share_min_record_lock_duration_ms", _positive_int, "15000"),
+    "group.share.max.record.lock.duration.ms": ("group_share_max_record_lock_duration_ms", _positive_int, "60000"),
+    "group.share.delivery.count.limit": ("group_share_delivery_count_limit", _positive_int, "5"),
+    "group.share.min.delivery.count.limit": ("group_share_min_delivery_count_limit", _positive_int, "2"),
+    "group.share.max.delivery.count.limit": ("group_share_max_delivery_count_limit", _positive_int, "10"),
+    "group.share.partition.max.record.locks": ("group_share_partition_max_record_locks", _positive_int, "2000"),
+    "group.share.min.partition.max.record.locks": ("group_share_min_partition_max_record_locks", _positive_int,
+                                                   "100"),
+    "group.share.max.partition.max.record.locks": ("group_share_max_partition_max_record_locks", _positive_int,
+                                                   "4000"),
+    "group.share.max.share.sessions": ("group_share_max_share_sessions", _positive_int, "2000"),
     "broker.rack": ("rack", _str, None),
     "rack": ("rack", _str, None),
     "num.network.threads": ("num_network_threads", _positive_int, "3"),  # accepted for Kafka files; trio ignores it
@@ -524,6 +540,16 @@ class NodeConfig:
     share_coordinator_state_topic_segment_bytes: int = 104857600
     share_coordinator_snapshot_update_records_per_snapshot: int = 500
     share_coordinator_write_timeout_ms: int = 5000
+    group_share_record_lock_duration_ms: int = 30000
+    group_share_min_record_lock_duration_ms: int = 15000
+    group_share_max_record_lock_duration_ms: int = 60000
+    group_share_delivery_count_limit: int = 5
+    group_share_min_delivery_count_limit: int = 2
+    group_share_max_delivery_count_limit: int = 10
+    group_share_partition_max_record_locks: int = 2000
+    group_share_min_partition_max_record_locks: int = 100
+    group_share_max_partition_max_record_locks: int = 4000
+    group_share_max_share_sessions: int = 2000
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # Listeners' protocols, TLS and SASL (raft_meta/config/security_config.py owns those keys).
     security: security_config.SecuritySettings = field(

@@ -23,6 +23,8 @@ Commands (times in ms):
 - `persist`: the batches the share coordinator would keep; `restart`: a new state loaded from
   them (a leader restart); `load start=10 batches=10-12:acknowledged:1,15-16:available:2`: a
   state loaded from given batches.
+- `aborted member=m1 acquired=10-14:1 spans=11-12`: read_committed archives the acquired
+  offsets in aborted transactions' batches; prints the acquired ranges left.
 - `expire now=...`, `leave member=m1`, `log_start offset=...`, `show`.
 """
 
@@ -33,6 +35,7 @@ from pathlib import Path
 from raftka.broker.group.share_partition_state import (
     AcknowledgementBatch,
     AcknowledgeType,
+    AcquiredRecords,
     Outcome,
     PersistedBatch,
     RecordState,
@@ -115,6 +118,23 @@ class Harness(CommandHarness):
         first = int(kv["from"]) if "from" in kv else s.next_fetch_offset()
         fetch = int(kv["fetch"]) if "fetch" in kv else None
         got = s.acquire(kv["member"], first, int(kv["to"]), int(kv["now"]), int(kv.get("max", 500)), fetch)
+        head = [f"acquired {a.first_offset}-{a.last_offset} dc={a.delivery_count}" for a in got] or ["acquired none"]
+        return "\n".join(head + self._state_lines())
+
+    def cmd_aborted(self, kv) -> str:
+        """`aborted member=m1 acquired=10-14:1 spans=11-12`: read_committed's archive of the
+        acquired offsets in aborted transactions' batches."""
+        acquired = []
+        for part in kv["acquired"].split(","):
+            offsets, count = part.split(":")
+            first, _, last = offsets.partition("-")
+            acquired.append(AcquiredRecords(int(first), int(last or first), int(count)))
+        spans = []
+        for part in kv.get("spans", "").split(","):
+            if part:
+                first, _, last = part.partition("-")
+                spans.append((int(first), int(last or first)))
+        got = self._state().archive_aborted(kv["member"], tuple(acquired), spans)
         head = [f"acquired {a.first_offset}-{a.last_offset} dc={a.delivery_count}" for a in got] or ["acquired none"]
         return "\n".join(head + self._state_lines())
 
