@@ -26,7 +26,10 @@ from tests.support import wait_until
 
 SHARE_FETCH_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_FETCH)
 SHARE_ACK_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_ACKNOWLEDGE)
+SHARE_HEARTBEAT_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_GROUP_HEARTBEAT)
 GROUP_RESOURCE = 32
+COORDINATOR_LOADING = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                       ErrorCode.NOT_COORDINATOR}
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1, "sf-txn": 1,
           "sf-retention": 1, "sf-gone": 1, "sf-load": 1}
@@ -136,10 +139,27 @@ def acquired(entry) -> dict[int, tuple[bytes, int]]:
 
 
 def members(server: ServerProcess, group: str, topic: str, n: int, **configs: str) -> list[ShareMember]:
+    """`n` members of `group`, each joined with ShareGroupHeartbeat as a share consumer does
+    first: the coordinator initializes the partition's share state before it assigns it."""
     with WireConnection(server.bootstrap) as conn:
         set_group_configs(conn, group, share_auto_offset_reset="earliest", **configs)
         tid = topic_id(conn, topic)
-    return [ShareMember(server.bootstrap, group, topic, tid) for _ in range(n)]
+        joined = [ShareMember(server.bootstrap, group, topic, tid) for _ in range(n)]
+        wait_until(lambda: conn.find_coordinator(group).error_code == 0, 30, what="a group coordinator")
+        for member in joined:
+            box = {}
+
+            def answered(member: ShareMember = member) -> bool:
+                box["r"] = conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, SHARE_HEARTBEAT_V, {
+                    "group_id": group, "member_id": member.member_id, "member_epoch": 0, "rack_id": None,
+                    "subscribed_topic_names": [topic]})
+                return box["r"].error_code not in COORDINATOR_LOADING
+
+            wait_until(answered, 30, what=f"a member joined {group}")
+            response = box["r"]
+            assert response.error_code == 0, response
+            assert [t.topic_id for t in response.assignment.topic_partitions] == [tid], response
+    return joined
 
 
 def test_two_members_share_a_partition_without_overlap(server: ServerProcess) -> None:
