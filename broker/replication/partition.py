@@ -220,10 +220,12 @@ class Partition:
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
         return info
 
-    def in_transaction(self, producer_id: int) -> bool:
-        """Whether the producer has an open transaction in this partition."""
+    def in_transaction(self, producer_id: int, producer_epoch: int | None = None) -> bool:
+        """Whether the producer has an open transaction in this partition (with `producer_epoch`,
+        one opened at that epoch: transaction version 2 bumps the epoch per transaction)."""
         entry = self.log.producer_state.producers().get(producer_id)
-        return entry is not None and entry.in_transaction
+        return (entry is not None and entry.in_transaction
+                and (producer_epoch is None or entry.epoch == producer_epoch))
 
     def verification_guard(self, producer_id: int) -> object:
         """Start a KIP-890 verification for the producer (Kafka's VerificationGuard)."""
