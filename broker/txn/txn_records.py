@@ -172,7 +172,8 @@ def decode_txn_value(data: bytes) -> TxnLogValue:
                        previous, following, client_tv)
 
 
-_TAG_SIZES = {_TAG_PREVIOUS_PRODUCER_ID: 8, _TAG_NEXT_PRODUCER_ID: 8, _TAG_CLIENT_TXN_VERSION: 2}
+# Tag 3 is Kafka 4.4's NextProducerEpoch (i16, KIP-939's two-phase commit): read past, never written.
+_TAG_SIZES = {_TAG_PREVIOUS_PRODUCER_ID: 8, _TAG_NEXT_PRODUCER_ID: 8, _TAG_CLIENT_TXN_VERSION: 2, 3: 2}
 
 
 def _read_tags(reader: _Reader) -> dict[int, bytes]:
