@@ -152,7 +152,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # Transactions, partition side (docs/transactions.md): none is read by kafka-python's guess.
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0 is Kafka 3.x's (Kafka 4 serves v1+ only)
+    # v0 is Kafka 3.x's (Kafka 4 serves v1+ only); v2: each marker's transaction version (KIP-1228)
+    ApiKey.WRITE_TXN_MARKERS: (0, 2),
     # v4: TRANSACTION_ABORTABLE; v5: transaction.version 2 (the group coordinator adds the offsets
     # partition to the transaction); v6 (KIP-848 member epochs, topic ids) is not served.
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),

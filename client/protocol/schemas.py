@@ -1350,7 +1350,7 @@ LIST_TRANSACTIONS_RESPONSE = MessageSchema(
 )
 
 WRITE_TXN_MARKERS_REQUEST = MessageSchema(
-    'WriteTxnMarkersRequest', 27, 'request', '0-1', flexible='1+',
+    'WriteTxnMarkersRequest', 27, 'request', '0-2', flexible='1+',
     fields=(
         F('markers', '[]WritableTxnMarker', '0+', fields=(
             F('producer_id', 'int64', '0+'),
@@ -1361,12 +1361,13 @@ WRITE_TXN_MARKERS_REQUEST = MessageSchema(
                 F('partition_indexes', '[]int32', '0+'),
             )),
             F('coordinator_epoch', 'int32', '0+'),
+            F('transaction_version', 'int8', '2+', default=0),
         )),
     ),
 )
 
 WRITE_TXN_MARKERS_RESPONSE = MessageSchema(
-    'WriteTxnMarkersResponse', 27, 'response', '0-1', flexible='1+',
+    'WriteTxnMarkersResponse', 27, 'response', '0-2', flexible='1+',
     fields=(
         F('markers', '[]WritableTxnMarkerResult', '0+', fields=(
             F('producer_id', 'int64', '0+'),
