@@ -208,7 +208,7 @@ class Coordinator:
     def __init__(self, answer: int, meanwhile=lambda: None) -> None:
         self.answer, self.meanwhile, self.asked = answer, meanwhile, []
 
-    async def verify(self, transactional_id, producer_id, producer_epoch, topic, partition) -> int:
+    async def verify(self, transactional_id, producer_id, producer_epoch, topic, partition, operation=None) -> int:
         self.asked.append((transactional_id, producer_id, producer_epoch, topic, partition))
         await trio.sleep(0)
         self.meanwhile()
