@@ -143,6 +143,32 @@ def test_produce_v12_adds_the_partition_and_end_txn_v5_bumps_the_epoch(server) -
         assert describe(conn, tid).producer_epoch == epoch
 
 
+def test_a_version_2_marker_needs_a_newer_epoch(server) -> None:
+    """WriteTxnMarkers v2 (KIP-1228): a marker of transaction version 2 whose epoch is not
+    newer than the producer's on the partition (a late or repeated one) is refused with
+    INVALID_PRODUCER_EPOCH; a classic one at the same epoch is still written."""
+    tid = "tv2-markers"
+    with WireConnection(server.bootstrap, timeout=TIMEOUT) as conn:
+        ready(conn, tid)
+        pid = init(conn, tid, version=5).producer_id
+        assert produce(conn, tid, 1, pid, 0, 0, version=12) == 0
+        assert end_v5(conn, tid, pid, 0, True) == (0, pid, 1)
+        wait_until(lambda: describe(conn, tid).transaction_state == "CompleteCommit", timeout=TIMEOUT,
+                   what="the commit's marker at epoch 1")
+
+        def marker(epoch: int, version: int, transaction_version: int) -> int:
+            response = conn.request(ApiKey.WRITE_TXN_MARKERS, version, {"markers": [{
+                "producer_id": pid, "producer_epoch": epoch, "transaction_result": True,
+                "coordinator_epoch": 0, "transaction_version": transaction_version,
+                "topics": [{"name": TOPIC, "partition_indexes": [1]}]}]})
+            return response.markers[0].topics[0].partitions[0].error_code
+
+        assert marker(1, 2, 2) == INVALID_PRODUCER_EPOCH  # the same epoch again, version 2
+        assert marker(1, 2, 0) == 0  # a classic marker at the producer's epoch
+        assert marker(1, 1, 2) == 0  # v1 carries no transaction version: classic
+        assert marker(2, 2, 2) == 0  # newer: written
+
+
 def test_txn_offset_commit_v5_adds_the_offsets_partition(server) -> None:
     tid, group = "tv2-offsets", "tv2-group"
     with WireConnection(server.bootstrap, timeout=TIMEOUT) as conn:
