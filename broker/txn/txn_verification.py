@@ -117,17 +117,7 @@ class TxnVerifier:
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      topic: str, partition: int, operation: TxnOperation = TxnOperation.DEFAULT_ERROR) -> int:
         """The Produce error for this transactional write (0: the partition was added; with
-        ADD_PARTITION, added now). CONCURRENT_TRANSACTIONS of an add is retried briefly."""
-        deadline = trio.current_time() + ADD_RETRY_MAX_S
-        while True:
-            code = await self._ask(transactional_id, producer_id, producer_epoch, topic, partition, operation)
-            if (code != ErrorCode.CONCURRENT_TRANSACTIONS or operation is not TxnOperation.ADD_PARTITION
-                    or trio.current_time() + ADD_RETRY_BACKOFF_S > deadline):
-                return code
-            await trio.sleep(ADD_RETRY_BACKOFF_S)  # Kafka's backoff before asking again
-
-    async def _ask(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int,
-                   operation: TxnOperation) -> int:
+        ADD_PARTITION, added now): one question to the coordinator."""
         coordinator = self._coordinator(transactional_id)
         if coordinator is None:
             return int(ErrorCode.NOT_ENOUGH_REPLICAS)
@@ -154,9 +144,11 @@ class TxnVerifier:
                         code = code or part.partition_error_code
         error = produce_error(code, operation)
         if error:
-            log.info("txn_verification.refused", transactional_id=transactional_id, producer_id=producer_id,
-                     producer_epoch=producer_epoch, topic=topic, partition=partition, coordinator_error=code,
-                     error_code=error)
+            # An add behind the previous transaction's markers is routine (retried): debug only.
+            emit = log.debug if add and error == ErrorCode.CONCURRENT_TRANSACTIONS else log.info
+            emit("txn_verification.refused", transactional_id=transactional_id, producer_id=producer_id,
+                 producer_epoch=producer_epoch, topic=topic, partition=partition, coordinator_error=code,
+                 error_code=error)
         return error
 
 
@@ -179,9 +171,17 @@ async def verify_partition(verifier: TxnVerifier | None, partition, transactiona
     (INVALID_TXN_STATE)."""
     if verifier is None or partition.in_transaction(producer_id, producer_epoch):
         return 0
-    guard = partition.verification_guard(producer_id)
-    code = await verifier.verify(transactional_id, producer_id, producer_epoch, partition.topic, partition.index,
-                                 operation)
+    deadline = trio.current_time() + ADD_RETRY_MAX_S
+    while True:
+        # A guard per question: the previous transaction's marker may land while an add waits
+        # for it (CONCURRENT_TRANSACTIONS), which voids only the answers asked before it.
+        guard = partition.verification_guard(producer_id)
+        code = await verifier.verify(transactional_id, producer_id, producer_epoch, partition.topic, partition.index,
+                                     operation)
+        if (code != ErrorCode.CONCURRENT_TRANSACTIONS or operation is not TxnOperation.ADD_PARTITION
+                or trio.current_time() + ADD_RETRY_BACKOFF_S > deadline):
+            break
+        await trio.sleep(ADD_RETRY_BACKOFF_S)  # Kafka's backoff before asking again
     if code == 0 and not partition.guard_holds(producer_id, guard):
         code = int(ErrorCode.INVALID_TXN_STATE)  # a marker landed meanwhile: that answer is void
     return code
