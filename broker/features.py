@@ -10,9 +10,13 @@ level is fixed, the highest level raftka implements.
   JBOD directory assignment) are never written. The floor is Kafka 4's, 3.3-IV3 (level 7).
 - kraft.version 0: a static voter set (`controller.quorum.voters`); 1 is KIP-853's dynamic
   quorum, which raftka does not have.
-- transaction.version 0: Kafka's level 1 is the flexible `__transaction_state` value
-  (TransactionLogValue v1) and level 2 KIP-890 part 2's epoch bump per transaction; raftka
-  writes v0 values (broker/txn/txn_records.py), so clients use the classic transaction protocol.
+- transaction.version 2, as Kafka 4.4 finalizes it: level 1 is the flexible
+  `__transaction_state` value (TransactionLogValue v1, which raftka writes:
+  broker/txn/txn_records.py), level 2 KIP-890 part 2 (broker/txn/txn_state.py): a client
+  that sees it finalized uses EndTxn v5 (an epoch bump per transaction), Produce v12 and
+  TxnOffsetCommit v5 (the partition is added to the transaction by its leader or the
+  group coordinator, no AddPartitionsToTxn/AddOffsetsToTxn). Clients that do not look
+  at the feature (librdkafka, kafka-python) keep the classic protocol, which stays served.
   KIP-890 part 1 (partition leaders verify, AddPartitionsToTxn v4) is not gated by a level:
   Kafka gates it by `transaction.partition.verification.enable`, as raftka does.
 - group.version 1: the KIP-848 consumer protocol (ConsumerGroupHeartbeat,
@@ -43,11 +47,12 @@ class Feature:
 METADATA_VERSION_3_8_IV0 = 20
 METADATA_VERSION_MINIMUM = 7  # 3.3-IV3, the oldest level Kafka 4 runs
 SHARE_VERSION = 1  # Kafka's ShareVersion.SV_1: share groups generally available
+TRANSACTION_VERSION = 2  # KIP-890 part 2 (Kafka's TV_2)
 
 FEATURES: tuple[Feature, ...] = (
     Feature("metadata.version", METADATA_VERSION_MINIMUM, METADATA_VERSION_3_8_IV0, METADATA_VERSION_3_8_IV0),
     Feature("kraft.version", 0, 0, 0),
-    Feature("transaction.version", 0, 0, 0),
+    Feature("transaction.version", 0, TRANSACTION_VERSION, TRANSACTION_VERSION),
     Feature("group.version", 0, GROUP_VERSION, GROUP_VERSION),
     Feature("share.version", 0, SHARE_VERSION, SHARE_VERSION),
 )

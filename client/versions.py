@@ -1,7 +1,8 @@
 """Which version of each API the SDK speaks to a given broker (pure).
 
 The SDK can speak what the broker serves, except ApiVersions v3-4 (the SDK
-has no use for their feature levels), Fetch v12+ and FindCoordinator v4+. After ApiVersions, each API
+has no use for their feature levels), Fetch v12+, FindCoordinator v4+ and the versions of
+transaction version 2 (KIP-890 part 2). After ApiVersions, each API
 gets the highest version inside both ranges; an API with no overlap is
 simply absent, and using it raises UnsupportedVersionError.
 """
@@ -22,6 +23,15 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (4, 11),
     # The SDK looks up one coordinator at a time: v4+ batch the keys (KIP-699).
     ApiKey.FIND_COORDINATOR: (0, 3),
+    # The SDK's transactions are the classic protocol (client/transactions.py): Produce v10+
+    # and the KIP-890 versions (TRANSACTION_ABORTABLE, transaction version 2's implicit adds
+    # and epoch bump per EndTxn) are for clients that implement them.
+    ApiKey.PRODUCE: (3, 9),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
 }
 
 # The first ApiVersions request; a broker that cannot parse it answers with

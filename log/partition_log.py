@@ -407,7 +407,7 @@ class PartitionLog:
         )
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                      leader_epoch: int, *, now_ms: int | None = None) -> AppendInfo:
+                      leader_epoch: int, *, now_ms: int | None = None, transaction_version: int = 0) -> AppendInfo:
         """Append a COMMIT/ABORT marker as leader (WriteTxnMarkers).
 
         Raises InvalidProducerEpoch for an epoch older than the producer's and
@@ -416,7 +416,7 @@ class PartitionLog:
         still written (it ends nothing and adds no index entry), as in Kafka."""
         self._check_open()
         now = _now(now_ms)
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
         first_offset = self.log_end_offset
         buf = encode_marker(producer_id=producer_id, producer_epoch=producer_epoch,
                             coordinator_epoch=coordinator_epoch, commit=commit, timestamp_ms=now,

@@ -171,17 +171,22 @@ def validate(entry: ProducerEntry | None, header: BatchHeader, *, verify_sequenc
 
 
 def validate_marker(entry: ProducerEntry | None, producer_id: int, producer_epoch: int,
-                    coordinator_epoch: int) -> None:
+                    coordinator_epoch: int, transaction_version: int = 0) -> None:
     """Whether a transaction marker may be written for `producer_id` (Kafka's
     ProducerAppendInfo.checkProducerEpoch and checkCoordinatorEpoch).
 
-    Raises InvalidProducerEpoch for an epoch below the producer's, TransactionCoordinatorFenced
-    for a coordinator epoch below the last marker's. A producer never seen is fine."""
+    Raises InvalidProducerEpoch for an epoch below the producer's (at `transaction_version` 2,
+    KIP-1228: not above it, since such a transaction's marker always carries a bumped epoch,
+    so a late or repeated one is refused), TransactionCoordinatorFenced for a coordinator
+    epoch below the last marker's. A producer never seen is fine."""
     if entry is None:
         return
-    if producer_epoch < entry.epoch:
+    strict = transaction_version >= 2
+    if producer_epoch < entry.epoch or (strict and producer_epoch == entry.epoch):
         raise InvalidProducerEpoch(
-            f"producer {producer_id}: marker epoch {producer_epoch} is older than the current epoch {entry.epoch}"
+            f"producer {producer_id}: marker epoch {producer_epoch} is "
+            f"{'not newer than' if strict else 'older than'} the current epoch {entry.epoch}"
+            f"{' (transaction version 2)' if strict else ''}"
         )
     if coordinator_epoch < entry.coordinator_epoch:
         raise TransactionCoordinatorFenced(
@@ -356,9 +361,11 @@ class ProducerStateManager:
             return (outcome.first_offset, outcome.last_offset)
         return None
 
-    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> None:
         """Raise InvalidProducerEpoch / TransactionCoordinatorFenced for a stale marker."""
-        validate_marker(self._entries.get(producer_id), producer_id, producer_epoch, coordinator_epoch)
+        validate_marker(self._entries.get(producer_id), producer_id, producer_epoch, coordinator_epoch,
+                        transaction_version)
 
     def update(self, header: BatchHeader, control: ControlRecord | None = None) -> CompletedTxn | None:
         """Record a batch as written at its real offsets (`control`: the record of a control

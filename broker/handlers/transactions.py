@@ -5,7 +5,13 @@ translation around `ctx.txns` (broker/txn/txn_coordinator.py), where decisions a
 
 PRODUCER_FENCED (90) goes only to the versions that declare it (InitProducerId v4+,
 AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+); older ones get INVALID_PRODUCER_EPOCH
-(47), as in Kafka.
+(47), as in Kafka. TRANSACTION_ABORTABLE (120) is declared by InitProducerId v5,
+AddPartitionsToTxn v5, AddOffsetsToTxn v4 and EndTxn v4; as in Kafka's coordinator,
+none of these answers it (the partition leaders' and group coordinator's KIP-890 checks do).
+
+Transaction version 2 (KIP-890 part 2): EndTxn v5 bumps the epoch at every commit/abort
+and answers the producer id/epoch to go on with; AddPartitionsToTxn v5 without
+`verify_only` is a partition leader adding a Produce v12's partition to the transaction.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from raftka.broker import acl_checks
 from raftka.broker.context import BrokerContext
 from raftka.broker.group.group_records import partition_for_group
 from raftka.broker.txn.txn_coordinator import wall_ms
-from raftka.broker.txn.txn_state import STATE_BY_NAME, TxnState
+from raftka.broker.txn.txn_state import STATE_BY_NAME, TV_1, TV_2, TxnState
 from raftka.client.protocol import ErrorCode, InitProducerIdResponse
 from raftka.client.protocol.api_keys import ApiKey
 from raftka.client.protocol.messages import response_class
@@ -98,7 +104,7 @@ def _partition_errors(ctx, conn, tps: dict[tuple[str, int], None]) -> dict[tuple
 async def handle_add_partitions_to_txn(ctx: BrokerContext, header, request, conn=None):
     version = header.api_version
     if version >= 4:
-        return await _add_partitions_v4(ctx, request, conn)
+        return await _add_partitions_v4(ctx, request, conn, version)
     tid = request.v3_and_below_transactional_id
     tps = _topic_partitions(request.v3_and_below_topics)
     denied = _denied_txn_id(ctx, conn, AclOperation.WRITE, tid)
@@ -110,8 +116,14 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, header, request, conn
     return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_results(codes))
 
 
-async def _add_partitions_v4(ctx, request, conn):
-    """Broker-to-broker (CLUSTER_ACTION): KIP-890's `verify_only` check from partition leaders."""
+# AddPartitionsToTxn's first version whose adds (verify_only false) come from a transaction
+# version 2 partition leader (Kafka's KafkaApis: v5+ is TV_2).
+FIRST_TV2_ADD_PARTITIONS_VERSION = 5
+
+
+async def _add_partitions_v4(ctx, request, conn, version: int):
+    """Broker-to-broker (CLUSTER_ACTION): KIP-890's `verify_only` check from partition leaders,
+    and at v5 the implicit add of transaction version 2."""
     if acl_checks.cluster_error(ctx, conn, AclOperation.CLUSTER_ACTION):
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                                           results_by_transaction=[])
@@ -123,8 +135,9 @@ async def _add_partitions_v4(ctx, request, conn):
                                                   frozenset(tps))
             codes = {tp: per.get(tp, top) for tp in tps}
         else:
+            client_tv = TV_2 if version >= FIRST_TV2_ADD_PARTITIONS_VERSION else TV_1
             code = await ctx.txns.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                 frozenset(tps))
+                                                 frozenset(tps), client_tv)
             codes = dict.fromkeys(tps, code)
         results.append({"transactional_id": txn.transactional_id, "topic_results": _results(codes)})
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)
@@ -153,15 +166,27 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, header, request, conn=No
     return answer(await ctx.txns.add_partitions(tid, request.producer_id, request.producer_epoch, frozenset({tp})))
 
 
+FIRST_TV2_END_TXN_VERSION = 5  # Kafka's KafkaApis: EndTxn v5+ is transaction version 2
+
+
 async def handle_end_txn(ctx: BrokerContext, header, request, conn=None):
-    def answer(code: int):
-        return EndTxnResponse(throttle_time_ms=0, error_code=_fenced_for(header.api_version, 2, code))
+    version = header.api_version
+
+    def answer(code: int, pid: int = -1, epoch: int = -1):
+        response = EndTxnResponse(throttle_time_ms=0, error_code=_fenced_for(version, 2, code))
+        if version >= FIRST_TV2_END_TXN_VERSION:
+            response.producer_id, response.producer_epoch = pid, epoch
+        return response
 
     tid = request.transactional_id
     denied = _denied_txn_id(ctx, conn, AclOperation.WRITE, tid)
     if denied:
         return answer(denied)
-    return answer(await ctx.txns.end_txn(tid, request.producer_id, request.producer_epoch, request.committed))
+    client_tv = TV_2 if version >= FIRST_TV2_END_TXN_VERSION else TV_1
+    result = await ctx.txns.end_txn(tid, request.producer_id, request.producer_epoch, request.committed, client_tv)
+    if result.error:
+        return answer(result.error)
+    return answer(0, result.producer_id, result.producer_epoch)
 
 
 def _topics(partitions) -> list[dict]:

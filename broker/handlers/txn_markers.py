@@ -1,10 +1,11 @@
 """WriteTxnMarkers (the transaction coordinator, or an admin's forced abort) and DescribeProducers.
 
-WriteTxnMarkers v0-1 needs CLUSTER_ACTION on the cluster (31 otherwise). For each
+WriteTxnMarkers v0-2 needs CLUSTER_ACTION on the cluster (31 otherwise). For each
 marker and each partition this broker leads, the leader appends a COMMIT/ABORT
 control batch (log.control_record) and answers once the high watermark passes it,
 as an acks=all write: per partition 3 (unknown), 6 (not the leader), 19/20 (ISR
-too small), 7 (not replicated in time), 47 (an epoch older than the producer's),
+too small), 7 (not replicated in time), 47 (an epoch older than the producer's; from
+v2, for a marker of transaction version 2, not newer: KIP-1228's check of late markers),
 52 (a coordinator epoch older than the last marker's). The coordinator retries
 all but 47/52. A marker that lands in a `__consumer_offsets` partition then
 resolves the producer's pending transactional offsets there (commit: visible to
@@ -56,8 +57,9 @@ async def handle_write_txn_markers(ctx: BrokerContext, header, request, conn=Non
                     continue
                 try:
                     partition = ctx.replicas.get_leader(topic.name, index)
-                    info = partition.append_marker_as_leader(marker.producer_id, marker.producer_epoch,
-                                                             marker.coordinator_epoch, marker.transaction_result)
+                    info = partition.append_marker_as_leader(
+                        marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                        marker.transaction_result, marker.transaction_version if header.api_version >= 2 else 0)
                 except Exception as exc:
                     result["error_code"] = error_code_for(exc)
                     log.info("txn_marker.rejected", topic=topic.name, partition=index,

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit v0-3: a transactional producer's consumed offsets (send_offsets_to_transaction).
+"""TxnOffsetCommit v0-5: a transactional producer's consumed offsets (send_offsets_to_transaction).
 
 Sent to the group's coordinator after AddOffsetsToTxn. ACLs as in Kafka: WRITE on
 the transactional id (53), READ on the group (30), READ on each topic (29). The
@@ -8,7 +8,10 @@ the group's `__consumer_offsets` partition, and held pending until the
 producer's marker lands there (broker/group/txn_offsets_state.py). The partition is first
 verified with the transaction coordinator (KIP-890 part 1, as a Produce: it must
 have been added by AddOffsetsToTxn). v0-1 get
-COORDINATOR_NOT_AVAILABLE where later versions get COORDINATOR_LOAD_IN_PROGRESS.
+COORDINATOR_NOT_AVAILABLE where later versions get COORDINATOR_LOAD_IN_PROGRESS. v4 may
+answer TRANSACTION_ABORTABLE (not added) where v0-3 get INVALID_TXN_STATE; v5 is
+transaction version 2: no AddOffsetsToTxn comes first, the partition is added here
+(Kafka's implicit AddOffsetsToTxn).
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ import time
 from raftka.broker import acl_checks
 from raftka.broker.group.group_metadata_manager import OFFSETS_TOPIC
 from raftka.broker.group.group_state import CommittedOffset
-from raftka.broker.txn.txn_verification import enabled_verifier, verify_partition
+from raftka.broker.txn.txn_verification import (
+    TxnOperation,
+    enabled_verifier,
+    txn_offset_commit_operation,
+    verify_partition,
+)
 from raftka.client.protocol import ApiKey, ErrorCode
 from raftka.client.protocol.messages import response_class
 from raftka.raft_meta.security.acls import AclOperation, ResourceType
@@ -26,11 +34,11 @@ from raftka.raft_meta.security.acls import AclOperation, ResourceType
 TxnOffsetCommitResponse = response_class(ApiKey.TXN_OFFSET_COMMIT)
 
 
-async def _verify(ctx, request) -> int:
-    """KIP-890 part 1 for the group's `__consumer_offsets` partition, as for a Produce
+async def _verify(ctx, request, operation: TxnOperation) -> int:
+    """KIP-890 for the group's `__consumer_offsets` partition, as for a Produce
     (broker/txn/txn_verification.py): 0, or the error for every offset. NOT_ENOUGH_REPLICAS
     becomes COORDINATOR_NOT_AVAILABLE, Kafka's mapping for offset writes (clients retry)."""
-    verifier = enabled_verifier(ctx)
+    verifier = enabled_verifier(ctx, operation)
     if verifier is None:
         return 0
     try:
@@ -41,7 +49,7 @@ async def _verify(ctx, request) -> int:
     if partition is None or not partition.is_leader:
         return 0
     code = await verify_partition(verifier, partition, request.transactional_id, request.producer_id,
-                                  request.producer_epoch)
+                                  request.producer_epoch, operation)
     return int(ErrorCode.COORDINATOR_NOT_AVAILABLE) if code == ErrorCode.NOT_ENOUGH_REPLICAS else code
 
 
@@ -73,7 +81,7 @@ async def handle(ctx, header, request, conn=None):
         for key in [k for k in [*offsets, *codes] if k[0] in denied]:
             offsets.pop(key, None)
             codes[key] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    verified = await _verify(ctx, request) if offsets else 0
+    verified = await _verify(ctx, request, txn_offset_commit_operation(header.api_version)) if offsets else 0
     if verified:
         codes.update(dict.fromkeys(offsets, verified))
         offsets = {}

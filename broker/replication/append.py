@@ -13,7 +13,8 @@ fails answers):
 4. a transactional batch needs the request's transactional id, else
    TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's rule);
 5. a producer's first transactional batch in a partition is verified with the
-   transaction coordinator (KIP-890 part 1, broker/txn/txn_verification.py);
+   transaction coordinator (KIP-890 part 1), or at Produce v12 added to its transaction
+   (transaction version 2; broker/txn/txn_verification.py);
 6. the append itself (`Partition.append_as_leader`): the leader's errors
    (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS) and the log's, which walks every
    record first (`log.record_validator`): a malformed one fails the partition's
@@ -46,7 +47,7 @@ from raftka.broker.replication.delayed_produce import (
 )
 from raftka.broker.replication.partition import Partition
 from raftka.broker.topic_names import INTERNAL_TOPICS
-from raftka.broker.txn.txn_verification import TxnVerifier, verify_partition
+from raftka.broker.txn.txn_verification import TxnOperation, TxnVerifier, verify_partition
 from raftka.client.protocol import ErrorCode
 from raftka.log.append_origin import AppendOrigin
 from raftka.log.batch_header import BatchHeader, parse_header
@@ -97,10 +98,11 @@ async def append_records(leader_for: Callable[[str, int], Partition],
                          entries: Sequence[tuple[tuple[str, int], Records | None]], *, required_acks: int,
                          timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
                          transactional_id: str | None = None, verifier: TxnVerifier | None = None,
-                         metrics: BrokerMetrics | None = None) -> AppendResult:
+                         metrics: BrokerMetrics | None = None,
+                         txn_operation: TxnOperation = TxnOperation.DEFAULT_ERROR) -> AppendResult:
     """Check, verify and append each partition's batches as leader (`leader_for(topic, index)`
     raises the errors for a partition this broker does not lead). `verifier`: None when
-    KIP-890 verification is off."""
+    KIP-890 verification is off; `txn_operation`: what the request's version asks of it."""
     if origin is AppendOrigin.REPLICATION:
         raise ValueError("append_records appends as leader; replicated batches go through append_as_follower")
     responses: dict[tuple[str, int], PartitionResponse] = {}
@@ -118,7 +120,7 @@ async def append_records(leader_for: Callable[[str, int], Partition],
             continue
         assert records is not None  # check_partition refuses a partition without records
         if transactional_id is not None:
-            code = await _verify(verifier, leader_for, key, transactional_id, header)
+            code = await _verify(verifier, leader_for, key, transactional_id, header, txn_operation)
             if code:
                 responses[key] = PartitionResponse(error_code=code, error_message=(
                     f"transactional write to {topic}-{index} not verified with the transaction coordinator "
@@ -151,7 +153,7 @@ async def append_records(leader_for: Callable[[str, int], Partition],
 
 
 async def _verify(verifier: TxnVerifier | None, leader_for: Callable[[str, int], Partition], key: tuple[str, int],
-                  transactional_id: str, header: BatchHeader | None) -> int:
+                  transactional_id: str, header: BatchHeader | None, operation: TxnOperation) -> int:
     """Step 5: 0 to append, else the Produce error. Any problem finding the partition or
     reading the batch is left to the append to report."""
     if verifier is None or header is None or not header.is_transactional:
@@ -160,7 +162,8 @@ async def _verify(verifier: TxnVerifier | None, leader_for: Callable[[str, int],
         partition = leader_for(*key)
     except Exception:
         return 0
-    return await verify_partition(verifier, partition, transactional_id, header.producer_id, header.producer_epoch)
+    return await verify_partition(verifier, partition, transactional_id, header.producer_id, header.producer_epoch,
+                                  operation)
 
 
 def _record_errors(exc: Exception) -> list[dict]:

@@ -220,10 +220,12 @@ class Partition:
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
         return info
 
-    def in_transaction(self, producer_id: int) -> bool:
-        """Whether the producer has an open transaction in this partition."""
+    def in_transaction(self, producer_id: int, producer_epoch: int | None = None) -> bool:
+        """Whether the producer has an open transaction in this partition (with `producer_epoch`,
+        one opened at that epoch: transaction version 2 bumps the epoch per transaction)."""
         entry = self.log.producer_state.producers().get(producer_id)
-        return entry is not None and entry.in_transaction
+        return (entry is not None and entry.in_transaction
+                and (producer_epoch is None or entry.epoch == producer_epoch))
 
     def verification_guard(self, producer_id: int) -> object:
         """Start a KIP-890 verification for the producer (Kafka's VerificationGuard)."""
@@ -237,14 +239,16 @@ class Partition:
         return self._verification_guards.get(producer_id) is guard
 
     def append_marker_as_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                                commit: bool) -> AppendInfo:
+                                commit: bool, transaction_version: int = 0) -> AppendInfo:
         """WriteTxnMarkers: append a COMMIT/ABORT marker, replicated like any write (the caller
-        waits for the HW as acks=all does). Raises the log's 47/52 errors for a stale marker."""
+        waits for the HW as acks=all does). Raises the log's 47/52 errors for a stale marker
+        (a transaction version 2 marker must carry a newer epoch than the producer's, KIP-1228)."""
         self.check_leader()
         refusal = self.state.append_refusal(-1)
         if refusal is not None:
             raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
-        info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
+        info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch,
+                                      transaction_version=transaction_version)
         self._verification_guards.pop(producer_id, None)
         self._on_append()
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))

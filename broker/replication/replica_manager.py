@@ -47,7 +47,7 @@ from raftka.raft_meta.metadata.image import MetadataDelta, MetadataImage, Partit
 
 if TYPE_CHECKING:
     from raftka.broker.replication.append import AppendResult, Records
-    from raftka.broker.txn.txn_verification import TxnVerifier
+    from raftka.broker.txn.txn_verification import TxnOperation, TxnVerifier
 
 log = structlog.get_logger("broker.replica_manager")
 
@@ -486,14 +486,16 @@ class ReplicaManager:
     async def append_records(self, entries: Sequence[tuple[tuple[str, int], Records | None]], *,
                              required_acks: int, timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
                              transactional_id: str | None = None,
-                             verifier: TxnVerifier | None = None) -> AppendResult:
+                             verifier: TxnVerifier | None = None,
+                             txn_operation: TxnOperation | None = None) -> AppendResult:
         """Append to the partitions this broker leads: broker/replication/append.py."""
         # Imported here, not at the top: broker/errors.py (which append.py uses) imports this module.
         from raftka.broker.replication import append
 
         return await append.append_records(self.get_leader, entries, required_acks=required_acks,
                                            timeout_ms=timeout_ms, origin=origin, transactional_id=transactional_id,
-                                           verifier=verifier, metrics=self.metrics)
+                                           verifier=verifier, metrics=self.metrics,
+                                           **({"txn_operation": txn_operation} if txn_operation is not None else {}))
 
     def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.image.brokers.get(broker_id)

@@ -276,7 +276,7 @@ class TxnCoordinator:
         return InitResult(0, current.producer_id, current.producer_epoch)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: frozenset[tuple[str, int]]) -> int:
+                             partitions: frozenset[tuple[str, int]], client_txn_version: int = ts.TV_1) -> int:
         try:
             meta = self._meta(transactional_id) if transactional_id else None
         except CoordinatorError as exc:
@@ -286,7 +286,7 @@ class TxnCoordinator:
                         partitions=len(meta.partitions | partitions), limit=MAX_PARTITIONS_PER_TXN)
             return int(ErrorCode.INVALID_REQUEST)
         return await self._decide(ts.add_partitions(meta, transactional_id, producer_id, producer_epoch,
-                                                    partitions, wall_ms()))
+                                                    partitions, wall_ms(), client_txn_version))
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: frozenset[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
@@ -296,17 +296,37 @@ class TxnCoordinator:
             return exc.code, {}
         return ts.verify_partitions(meta, transactional_id, producer_id, producer_epoch, partitions)
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
-        try:
-            meta = self._meta(transactional_id) if transactional_id else None
-        except CoordinatorError as exc:
-            return exc.code
-        decision = ts.end_txn(meta, transactional_id, producer_id, producer_epoch, commit, wall_ms())
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_txn_version: int = ts.TV_1) -> InitResult:
+        """EndTxn: the error, and (transaction version 2) the producer id/epoch to go on with."""
+        new_pid: int | None = None
+        while True:
+            try:
+                meta = self._meta(transactional_id) if transactional_id else None
+            except CoordinatorError as exc:
+                return InitResult(exc.code)
+            try:
+                decision = ts.end_txn(meta, transactional_id, producer_id, producer_epoch, commit, wall_ms(),
+                                      client_txn_version, new_pid)
+                break
+            except ts.NeedProducerId:  # the epoch overflows at this commit/abort (transaction version 2)
+                try:
+                    new_pid = await self._next_producer_id()
+                except Exception as exc:
+                    log.warning("txn.producer_id_unavailable", error=str(exc))
+                    return InitResult(NOT_AVAILABLE)
         code = await self._decide(decision)
-        if decision.write is not None and code == 0:
+        if code:
+            return InitResult(code)
+        if decision.write is not None:
             log.debug("txn.ended", transactional_id=transactional_id, producer_id=producer_id,
-                     producer_epoch=producer_epoch, committed=commit)
-        return code
+                      producer_epoch=producer_epoch, committed=commit, client_txn_version=client_txn_version)
+            pid, epoch = ts.end_txn_answer(decision.write)
+            return InitResult(0, pid, epoch)
+        current = self.txns.get(transactional_id)  # a retry: the id/epoch as they are now
+        if current is None:
+            return InitResult(NOT_COORDINATOR)
+        return InitResult(0, current.producer_id, current.producer_epoch)
 
     def describe(self, transactional_id: str) -> tuple[int, TxnMetadata | None]:
         try:
@@ -387,7 +407,8 @@ def encode_metadata(meta: TxnMetadata) -> bytes | None:
     if meta.state is TxnState.DEAD:
         return None
     value = TxnLogValue(meta.producer_id, meta.producer_epoch, meta.timeout_ms, int(meta.state),
-                        meta.partitions, meta.update_ms, meta.start_ms)
+                        meta.partitions, meta.update_ms, meta.start_ms, meta.last_producer_id,
+                        meta.next_producer_id, meta.client_txn_version)
     return txn_value(value, partitions_null=meta.state is TxnState.EMPTY)
 
 
@@ -409,7 +430,10 @@ async def load_txn_partition(partition: Partition) -> dict[str, TxnMetadata]:
                     continue
                 v = decode_txn_value(record.value)
                 txns[tid] = ts.from_log(tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
-                                        v.partitions, v.update_ms, v.start_ms)
+                                        v.partitions, v.update_ms, v.start_ms,
+                                        previous_producer_id=v.previous_producer_id,
+                                        next_producer_id=v.next_producer_id,
+                                        client_txn_version=v.client_txn_version)
             except ValueError as exc:
                 log.warning("txn.bad_record", partition=partition.index, offset=record.offset, error=str(exc))
     return txns

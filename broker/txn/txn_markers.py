@@ -29,15 +29,23 @@ import structlog
 import trio
 
 from raftka.broker.net.peer_connections import PeerConnections
-from raftka.broker.txn.txn_state import TxnMetadata, TxnState
+from raftka.broker.txn.txn_state import TV_2, TxnMetadata, TxnState
 from raftka.client.protocol import ApiKey, ErrorCode
 
 log = structlog.get_logger("broker.txn_markers")
 
 RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
 REQUEST_TIMEOUT_S = 10.0
-WRITE_TXN_MARKERS_VERSION = 1
+WRITE_TXN_MARKERS_VERSION = 2  # v2: each marker's transaction version (KIP-1228)
 GIVE_UP = frozenset({int(ErrorCode.INVALID_PRODUCER_EPOCH), int(ErrorCode.TRANSACTION_COORDINATOR_FENCED)})
+
+
+def _resent_v2_marker(job: MarkerJob, code: int) -> bool:
+    """A transaction version 2 marker refused as not newer than the producer's epoch there is
+    one this transaction already wrote (a resend after a lost answer or a coordinator move):
+    the producer cannot have a newer epoch on that partition before this transaction
+    completes, since its next transaction's partitions are added only after that."""
+    return code == ErrorCode.INVALID_PRODUCER_EPOCH and job.meta.client_txn_version >= TV_2
 
 
 @dataclass(eq=False)
@@ -150,6 +158,7 @@ class TxnMarkerSender:
                 topics.setdefault(topic, []).append(index)
             markers.append({"producer_id": job.meta.producer_id, "producer_epoch": job.meta.producer_epoch,
                             "transaction_result": job.commit, "coordinator_epoch": job.coordinator_epoch,
+                            "transaction_version": TV_2 if job.meta.client_txn_version >= TV_2 else 0,
                             "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]})
         try:
             conn = await self._peers.get(broker_id)
@@ -174,7 +183,7 @@ class TxnMarkerSender:
                 for part in topic.partitions:
                     tp = (topic.name, part.partition_index)
                     code = part.error_code
-                    if code == 0:
+                    if code == 0 or _resent_v2_marker(job, code):
                         job.remaining.discard(tp)
                     elif code in GIVE_UP:
                         log.warning("txn_markers.abandoned", transactional_id=job.meta.transactional_id,

@@ -19,6 +19,17 @@ States (Kafka's names and ids, as stored in the log)::
     Empty, CompleteX --AddPartitions--> Ongoing
     Empty, CompleteX --transactional.id.expiration.ms idle--> Dead (a tombstone)
 
+Transaction version 2 (KIP-890 part 2; EndTxn v5, Produce v12, TxnOffsetCommit v5, which
+set the transaction's `client_txn_version` to 2): every EndTxn bumps the producer epoch
+in its PrepareCommit/PrepareAbort, the markers carry the new epoch, and the client gets
+it in the answer. When that bump reaches the last epoch (Short.MaxValue), a fresh
+producer id is allocated then (`next_producer_id`): the markers still go out under the
+old id at Short.MaxValue and the CompleteX record moves to the new id at epoch 0, which
+the client is told. Since the epoch tells transactions apart, a retried EndTxn is known
+by its epoch (the current one minus one) and answered as the first, and an abort of a
+transaction that added nothing (Empty, CompleteX) is a real PrepareAbort (Kafka's
+table in TransactionCoordinator.endTransaction).
+
 Fencing an Ongoing transaction (a second producer's InitProducerId, or the
 transaction timeout) bumps the epoch and aborts at the new epoch, so the ABORT
 markers fence the old producer on every partition; the new producer is told
@@ -45,6 +56,9 @@ INVALID_TRANSACTION_TIMEOUT = int(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
 CONCURRENT_TRANSACTIONS = int(ErrorCode.CONCURRENT_TRANSACTIONS)
 PRODUCER_FENCED = int(ErrorCode.PRODUCER_FENCED)
 TRANSACTION_ABORTABLE = int(ErrorCode.TRANSACTION_ABORTABLE)
+
+TV_1 = 0  # Kafka's TV_0/TV_1 client: no epoch bump per transaction
+TV_2 = 2  # KIP-890 part 2: EndTxn v5+, Produce v12+, TxnOffsetCommit v5+
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -102,6 +116,10 @@ class TxnMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     # The state a write in flight moves to; requests meanwhile get CONCURRENT_TRANSACTIONS.
     pending: TxnState | None = None
+    # Transaction version 2: the id the CompleteX record moves to when the epoch overflowed
+    # (-1: none), and the transaction version of the client's last request (0 or 2).
+    next_producer_id: int = NO_PRODUCER_ID
+    client_txn_version: int = TV_1
 
     def to(self, state: TxnState, now_ms: int, **changes: Any) -> TxnMetadata:
         after = dataclasses.replace(self, state=state, update_ms=now_ms, pending=None, **changes)
@@ -240,8 +258,9 @@ def _check_producer(meta: TxnMetadata | None, transactional_id: str, pid: int, e
 
 
 def add_partitions(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int,
-                   partitions: frozenset[tuple[str, int]], now_ms: int) -> Decision:
-    """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's `__consumer_offsets` partition)."""
+                   partitions: frozenset[tuple[str, int]], now_ms: int, client_txn_version: int = TV_1) -> Decision:
+    """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's `__consumer_offsets` partition;
+    at transaction version 2 the partition leader's or group coordinator's implicit add)."""
     code = _check_producer(meta, transactional_id, pid, epoch)
     if code:
         return Decision(code)
@@ -252,7 +271,7 @@ def add_partitions(meta: TxnMetadata | None, transactional_id: str, pid: int, ep
         return Decision(CONCURRENT_TRANSACTIONS)
     start = meta.start_ms if meta.state is TxnState.ONGOING else now_ms
     return Decision(write=meta.to(TxnState.ONGOING, now_ms, partitions=meta.partitions | partitions,
-                                  start_ms=start))
+                                  start_ms=start, client_txn_version=client_txn_version))
 
 
 def verify_partitions(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int,
@@ -272,9 +291,12 @@ def verify_partitions(meta: TxnMetadata | None, transactional_id: str, pid: int,
 
 
 def end_txn(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int, commit: bool,
-            now_ms: int) -> Decision:
+            now_ms: int, client_txn_version: int = TV_1, new_producer_id: int | None = None) -> Decision:
     """EndTxn from the client: Ongoing -> PrepareCommit/PrepareAbort (markers follow the write);
-    a retry after the outcome is decided answers as Kafka does."""
+    a retry after the outcome is decided answers as Kafka does. `client_txn_version` 2 (EndTxn
+    v5+) is KIP-890 part 2 (end_txn_v2); it may raise NeedProducerId."""
+    if client_txn_version >= TV_2:
+        return end_txn_v2(meta, transactional_id, pid, epoch, commit, now_ms, new_producer_id)
     if not transactional_id:
         return Decision(INVALID_REQUEST)
     if meta is None or meta.producer_id != pid:
@@ -296,10 +318,87 @@ def end_txn(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: in
     return Decision(INVALID_TXN_STATE)
 
 
+def end_txn_v2(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int, commit: bool,
+               now_ms: int, new_producer_id: int | None = None) -> Decision:
+    """EndTxn v5+ (Kafka's endTransaction at transaction version 2). Every decision bumps the
+    epoch; a retry is the request one epoch behind (or, across an overflow, the old id at
+    Short.MaxValue - 1 while the new id is at 0), answered NONE with the current id/epoch.
+
+    | state          | abort: retry | abort: current | commit: retry | commit: current |
+    | Empty          | fenced       | PrepareAbort   | fenced        | INVALID_TXN_STATE |
+    | CompleteAbort  | NONE         | PrepareAbort   | INVALID_TXN_STATE | INVALID_TXN_STATE |
+    | CompleteCommit | INVALID_TXN_STATE | PrepareAbort | NONE       | INVALID_TXN_STATE |
+    """
+    if not transactional_id:
+        return Decision(INVALID_REQUEST)
+    if meta is None:
+        return Decision(INVALID_PRODUCER_ID_MAPPING)
+    retry_on_overflow = (meta.last_producer_id == pid and epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0)
+    retry_on_bump = meta.producer_epoch == epoch + 1
+    state = meta.state
+    if state in (TxnState.ONGOING, TxnState.EMPTY):
+        valid_epoch = epoch == meta.producer_epoch
+    elif state in PREPARED:
+        valid_epoch = retry_on_bump
+    else:  # CompleteCommit, CompleteAbort
+        valid_epoch = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+    if meta.producer_id != pid and not retry_on_overflow:
+        return Decision(INVALID_PRODUCER_ID_MAPPING)
+    if not valid_epoch:
+        return Decision(PRODUCER_FENCED)
+    if meta.pending is not None:
+        return Decision(CONCURRENT_TRANSACTIONS)
+    is_retry = retry_on_bump or retry_on_overflow
+    target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+    if state is TxnState.ONGOING:
+        return _prepare_v2(meta, target, now_ms, new_producer_id, no_partition_added=False)
+    if state in PREPARED:
+        return Decision(CONCURRENT_TRANSACTIONS if state is target else INVALID_TXN_STATE)
+    if state is TxnState.EMPTY:
+        return (Decision(INVALID_TXN_STATE) if commit
+                else _prepare_v2(meta, target, now_ms, new_producer_id, no_partition_added=True))
+    same = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+    if is_retry:
+        return Decision(NONE if state is same else INVALID_TXN_STATE)
+    if commit:
+        return Decision(INVALID_TXN_STATE)
+    return _prepare_v2(meta, target, now_ms, new_producer_id, no_partition_added=True)
+
+
+def _prepare_v2(meta: TxnMetadata, target: TxnState, now_ms: int, new_producer_id: int | None, *,
+                no_partition_added: bool) -> Decision:
+    """Kafka's prepareAbortOrCommit at transaction version 2: epoch + 1 (a fresh producer id
+    for the completion when that exhausts the epochs). An abort of nothing starts now."""
+    if meta.producer_epoch >= MAX_EPOCH:  # fenced at the last epoch: only InitProducerId moves on
+        return Decision(PRODUCER_FENCED)
+    next_pid = NO_PRODUCER_ID
+    if epoch_exhausted(meta.producer_epoch):
+        if new_producer_id is None:
+            raise NeedProducerId
+        next_pid = new_producer_id
+    return Decision(write=meta.to(target, now_ms, producer_epoch=meta.producer_epoch + 1,
+                                  last_producer_epoch=meta.producer_epoch, next_producer_id=next_pid,
+                                  start_ms=now_ms if no_partition_added else meta.start_ms,
+                                  client_txn_version=TV_2),
+                    send_markers=True)
+
+
+def end_txn_answer(meta: TxnMetadata) -> tuple[int, int]:
+    """The (producer id, epoch) EndTxn v5 answers after writing `meta` (a PrepareX): those of
+    the completion, the new id at epoch 0 after an overflow."""
+    if meta.next_producer_id != NO_PRODUCER_ID:
+        return meta.next_producer_id, 0
+    return meta.producer_id, meta.producer_epoch
+
+
 def complete(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
-    """The CompleteCommit/CompleteAbort record written once every marker of `meta` is acked."""
+    """The CompleteCommit/CompleteAbort record written once every marker of `meta` is acked
+    (at transaction version 2 after an overflow, under the new producer id at epoch 0)."""
     state = TxnState.COMPLETE_COMMIT if meta.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-    return meta.to(state, now_ms, partitions=frozenset())
+    if meta.client_txn_version >= TV_2 and meta.next_producer_id != NO_PRODUCER_ID:
+        return meta.to(state, now_ms, partitions=frozenset(), producer_id=meta.next_producer_id, producer_epoch=0,
+                       last_producer_id=meta.producer_id, next_producer_id=NO_PRODUCER_ID)
+    return meta.to(state, now_ms, partitions=frozenset(), next_producer_id=NO_PRODUCER_ID)
 
 
 def timed_out(meta: TxnMetadata, now_ms: int) -> Decision | None:
@@ -318,11 +417,14 @@ def expired(meta: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
 
 
 def from_log(transactional_id: str, producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
-             partitions: frozenset[tuple[str, int]], update_ms: int, start_ms: int) -> TxnMetadata:
+             partitions: frozenset[tuple[str, int]], update_ms: int, start_ms: int, *,
+             previous_producer_id: int = NO_PRODUCER_ID, next_producer_id: int = NO_PRODUCER_ID,
+             client_txn_version: int = TV_1) -> TxnMetadata:
     """The metadata a stored record describes (ValueError for an unknown status)."""
     try:
         state = TxnState(status)
     except ValueError:
         raise ValueError(f"transaction status {status} for {transactional_id!r}; expected 0..7") from None
     return TxnMetadata(transactional_id, producer_id, producer_epoch, timeout_ms, state, partitions,
-                       start_ms, update_ms)
+                       start_ms, update_ms, last_producer_id=previous_producer_id,
+                       next_producer_id=next_producer_id, client_txn_version=client_txn_version)

@@ -4,7 +4,7 @@ ADVERTISED_VERSIONS is what the broker puts in its ApiVersions response (the
 versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the codec
 against it). DECLARED_VERSIONS is what the codec can parse; it equals the advertised
 range except Produce, declared from v0 so that v0-2 (never advertised) are refused per
-partition, and AddPartitionsToTxn v4 (served to brokers, not advertised). An ApiVersions
+partition, and the share-group APIs (decodable only). An ApiVersions
 request above v4 gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511).
 """
 
@@ -93,9 +93,10 @@ class ApiKey(IntEnum):
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    # As Kafka 4 (KIP-896): v0-2 carry message formats v0/v1. v9: flexible only; v10+ owe
-    # KIP-951's leader hints (docs/compatibility.md).
-    ApiKey.PRODUCE: (3, 9),
+    # As Kafka 4 (KIP-896): v0-2 carry message formats v0/v1. v9: flexible only; v10: KIP-951's
+    # leader hints; v11: TRANSACTION_ABORTABLE (KIP-890); v12: transaction.version 2 (the leader
+    # adds the partition to the transaction). v13 names topics by id only (docs/compatibility.md).
+    ApiKey.PRODUCE: (3, 12),
     ApiKey.FETCH: (4, 16),
     # v0: pre-KIP-896 (legacy_versions.py); v7-10: -3, -4, -5 (KIP-734/405/1005). kafka-python 3
     # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
@@ -117,7 +118,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),  # v3+: KIP-511 client software, KIP-584 features (broker/features.py)
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
     ApiKey.DELETE_TOPICS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
-    ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/transactions.md)
+    # v3+: KIP-360 recovery; v4: PRODUCER_FENCED; v5: TRANSACTION_ABORTABLE (docs/transactions.md)
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # v4: flexible only
     ApiKey.DESCRIBE_CONFIGS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
     # v2: flexible; v3 may answer THROTTLING_QUOTA_EXCEEDED, which raftka (controller_mutation_rate
@@ -151,16 +153,20 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_QUORUM: (0, 2),  # v2: KIP-853 nodes and listeners (no directory ids: zero)
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-    # Transactions: v4+ of AddPartitionsToTxn is broker-to-broker (KIP-890 verify_only), served
-    # unadvertised (kafka-python would read it as a 3.6 broker); see DECLARED_VERSIONS.
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
+    # Transactions: v4+ of AddPartitionsToTxn is broker-to-broker (KIP-890: v4 verify_only, v5
+    # adds for transaction.version 2). kafka-python reads v4 as a 3.6 broker, which ListOffsets
+    # v10 (4.0) outranks; its producer sends v3 at most.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),  # v4: TRANSACTION_ABORTABLE
+    ApiKey.END_TXN: (0, 5),  # v4: TRANSACTION_ABORTABLE; v5: transaction.version 2 (an epoch bump each)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # Transactions, partition side (docs/transactions.md): none is read by kafka-python's guess.
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0 is Kafka 3.x's (Kafka 4 serves v1+ only)
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    # v0 is Kafka 3.x's (Kafka 4 serves v1+ only); v2: each marker's transaction version (KIP-1228)
+    ApiKey.WRITE_TXN_MARKERS: (0, 2),
+    # v4: TRANSACTION_ABORTABLE; v5: transaction.version 2 (the group coordinator adds the offsets
+    # partition to the transaction); v6 (KIP-848 member epochs, topic ids) is not served.
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     # KIP-848 (docs/architecture.md, groups): v1 of the heartbeat has client-generated member
     # ids (KIP-1082), v1 of describe the member type (KIP-1099).
@@ -188,9 +194,7 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ADVERTISED_VERSIONS,
     # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
     # per partition instead of a closed connection.
-    ApiKey.PRODUCE: (0, 9),
-    # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
+    ApiKey.PRODUCE: (0, 12),
     # Share groups (KIP-932), Kafka 4.4's versions (v0 was 4.0's early access, removed in 4.1):
     # decodable only; neither served nor advertised until share groups work end to end.
     ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
@@ -211,7 +215,6 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
 SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
-    (ApiKey.ADD_PARTITIONS_TO_TXN, 4),
     (ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0),
     (ApiKey.READ_SHARE_GROUP_STATE, 0),
     (ApiKey.WRITE_SHARE_GROUP_STATE, 0),

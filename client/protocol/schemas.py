@@ -9,7 +9,7 @@ from raftka.client.protocol.schema import Field as F
 from raftka.client.protocol.schema import MessageSchema
 
 PRODUCE_REQUEST = MessageSchema(
-    'ProduceRequest', 0, 'request', '0-9', flexible='9+',
+    'ProduceRequest', 0, 'request', '0-12', flexible='9+',
     fields=(
         F('transactional_id', 'string', '3+', nullable='3+', default=None),
         F('acks', 'int16', '0+'),
@@ -25,7 +25,7 @@ PRODUCE_REQUEST = MessageSchema(
 )
 
 PRODUCE_RESPONSE = MessageSchema(
-    'ProduceResponse', 0, 'response', '0-9', flexible='9+',
+    'ProduceResponse', 0, 'response', '0-12', flexible='9+',
     fields=(
         F('responses', '[]TopicProduceResponse', '0+', fields=(
             F('name', 'string', '0+'),
@@ -40,9 +40,19 @@ PRODUCE_RESPONSE = MessageSchema(
                     F('batch_index_error_message', 'string', '8+', nullable='8+', default=None),
                 )),
                 F('error_message', 'string', '8+', nullable='8+', default=None),
+                F('current_leader', 'LeaderIdAndEpoch', '10+', tag=0, tagged='10+', fields=(
+                    F('leader_id', 'int32', '10+', default=-1),
+                    F('leader_epoch', 'int32', '10+', default=-1),
+                )),
             )),
         )),
         F('throttle_time_ms', 'int32', '1+', default=0),
+        F('node_endpoints', '[]NodeEndpoint', '10+', tag=0, tagged='10+', fields=(
+            F('node_id', 'int32', '10+'),
+            F('host', 'string', '10+'),
+            F('port', 'int32', '10+'),
+            F('rack', 'string', '10+', nullable='10+', default=None),
+        )),
     ),
 )
 
@@ -548,7 +558,7 @@ DELETE_TOPICS_RESPONSE = MessageSchema(
 )
 
 INIT_PRODUCER_ID_REQUEST = MessageSchema(
-    'InitProducerIdRequest', 22, 'request', '0-4', flexible='2+',
+    'InitProducerIdRequest', 22, 'request', '0-5', flexible='2+',
     fields=(
         F('transactional_id', 'string', '0+', nullable='0+'),
         F('transaction_timeout_ms', 'int32', '0+'),
@@ -558,7 +568,7 @@ INIT_PRODUCER_ID_REQUEST = MessageSchema(
 )
 
 INIT_PRODUCER_ID_RESPONSE = MessageSchema(
-    'InitProducerIdResponse', 22, 'response', '0-4', flexible='2+',
+    'InitProducerIdResponse', 22, 'response', '0-5', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
@@ -1204,7 +1214,7 @@ ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = MessageSchema(
 )
 
 ADD_PARTITIONS_TO_TXN_REQUEST = MessageSchema(
-    'AddPartitionsToTxnRequest', 24, 'request', '0-4', flexible='3+',
+    'AddPartitionsToTxnRequest', 24, 'request', '0-5', flexible='3+',
     fields=(
         F('transactions', '[]AddPartitionsToTxnTransaction', '4+', fields=(
             F('transactional_id', 'string', '4+'),
@@ -1227,7 +1237,7 @@ ADD_PARTITIONS_TO_TXN_REQUEST = MessageSchema(
 )
 
 ADD_PARTITIONS_TO_TXN_RESPONSE = MessageSchema(
-    'AddPartitionsToTxnResponse', 24, 'response', '0-4', flexible='3+',
+    'AddPartitionsToTxnResponse', 24, 'response', '0-5', flexible='3+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '4+'),
@@ -1252,7 +1262,7 @@ ADD_PARTITIONS_TO_TXN_RESPONSE = MessageSchema(
 )
 
 ADD_OFFSETS_TO_TXN_REQUEST = MessageSchema(
-    'AddOffsetsToTxnRequest', 25, 'request', '0-3', flexible='3+',
+    'AddOffsetsToTxnRequest', 25, 'request', '0-4', flexible='3+',
     fields=(
         F('transactional_id', 'string', '0+'),
         F('producer_id', 'int64', '0+'),
@@ -1262,7 +1272,7 @@ ADD_OFFSETS_TO_TXN_REQUEST = MessageSchema(
 )
 
 ADD_OFFSETS_TO_TXN_RESPONSE = MessageSchema(
-    'AddOffsetsToTxnResponse', 25, 'response', '0-3', flexible='3+',
+    'AddOffsetsToTxnResponse', 25, 'response', '0-4', flexible='3+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
@@ -1270,7 +1280,7 @@ ADD_OFFSETS_TO_TXN_RESPONSE = MessageSchema(
 )
 
 END_TXN_REQUEST = MessageSchema(
-    'EndTxnRequest', 26, 'request', '0-3', flexible='3+',
+    'EndTxnRequest', 26, 'request', '0-5', flexible='3+',
     fields=(
         F('transactional_id', 'string', '0+'),
         F('producer_id', 'int64', '0+'),
@@ -1280,10 +1290,12 @@ END_TXN_REQUEST = MessageSchema(
 )
 
 END_TXN_RESPONSE = MessageSchema(
-    'EndTxnResponse', 26, 'response', '0-3', flexible='3+',
+    'EndTxnResponse', 26, 'response', '0-5', flexible='3+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
+        F('producer_id', 'int64', '5+', default=-1),
+        F('producer_epoch', 'int16', '5+', default=-1),
     ),
 )
 
@@ -1338,7 +1350,7 @@ LIST_TRANSACTIONS_RESPONSE = MessageSchema(
 )
 
 WRITE_TXN_MARKERS_REQUEST = MessageSchema(
-    'WriteTxnMarkersRequest', 27, 'request', '0-1', flexible='1+',
+    'WriteTxnMarkersRequest', 27, 'request', '0-2', flexible='1+',
     fields=(
         F('markers', '[]WritableTxnMarker', '0+', fields=(
             F('producer_id', 'int64', '0+'),
@@ -1349,12 +1361,13 @@ WRITE_TXN_MARKERS_REQUEST = MessageSchema(
                 F('partition_indexes', '[]int32', '0+'),
             )),
             F('coordinator_epoch', 'int32', '0+'),
+            F('transaction_version', 'int8', '2+', default=0),
         )),
     ),
 )
 
 WRITE_TXN_MARKERS_RESPONSE = MessageSchema(
-    'WriteTxnMarkersResponse', 27, 'response', '0-1', flexible='1+',
+    'WriteTxnMarkersResponse', 27, 'response', '0-2', flexible='1+',
     fields=(
         F('markers', '[]WritableTxnMarkerResult', '0+', fields=(
             F('producer_id', 'int64', '0+'),
@@ -1370,7 +1383,7 @@ WRITE_TXN_MARKERS_RESPONSE = MessageSchema(
 )
 
 TXN_OFFSET_COMMIT_REQUEST = MessageSchema(
-    'TxnOffsetCommitRequest', 28, 'request', '0-3', flexible='3+',
+    'TxnOffsetCommitRequest', 28, 'request', '0-5', flexible='3+',
     fields=(
         F('transactional_id', 'string', '0+'),
         F('group_id', 'string', '0+'),
@@ -1392,7 +1405,7 @@ TXN_OFFSET_COMMIT_REQUEST = MessageSchema(
 )
 
 TXN_OFFSET_COMMIT_RESPONSE = MessageSchema(
-    'TxnOffsetCommitResponse', 28, 'response', '0-3', flexible='3+',
+    'TxnOffsetCommitResponse', 28, 'response', '0-5', flexible='3+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('topics', '[]TxnOffsetCommitResponseTopic', '0+', fields=(

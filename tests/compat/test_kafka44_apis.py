@@ -40,8 +40,9 @@ def test_describe_features(kp_admin: KafkaAdminClient) -> None:
     assert described["metadata.version"]["supported"] == (7, 20)  # 3.3-IV3 .. 3.8-IV0
     assert described["metadata.version"]["finalized"] == (20, 20)
     assert described["metadata.version"]["finalized_epoch"] > 0
-    for name in ("kraft.version", "transaction.version"):
-        assert described[name] == {"supported": (0, 0)}  # finalized at 0: not listed
+    assert described["kraft.version"] == {"supported": (0, 0)}  # finalized at 0: not listed
+    assert described["transaction.version"]["supported"] == (0, 2)  # KIP-890 part 2
+    assert described["transaction.version"]["finalized"] == (2, 2)
     assert described["group.version"]["supported"] == (0, 1)  # KIP-848's consumer protocol
     assert described["group.version"]["finalized"] == (1, 1)
     assert described["share.version"]["supported"] == (0, 1)  # KIP-932's share groups
@@ -64,7 +65,7 @@ def test_api_versions_at_each_version(bootstrap: str, version: int, features) ->
         return
     assert [f.name for f in response.supported_features] == features
     assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
-        ("metadata.version", 20, 20), ("group.version", 1, 1), ("share.version", 1, 1)]
+        ("metadata.version", 20, 20), ("transaction.version", 2, 2), ("group.version", 1, 1), ("share.version", 1, 1)]
 
 
 @pytest.mark.parametrize("name", ["", "bad name", "-dash-first"])

@@ -9,6 +9,9 @@ bootstrap address as argv[1] and prints what it found in a fixed order, and an e
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from tests.differential.kafka_jars import TOOLS_LOG4J, cache_dir, java_binary
 from tests.differential.steps import B, Scenario, Step, produce, topics
 
 _CK = """\
@@ -36,6 +39,49 @@ admin = Admin(sys.argv[1])
 
 def python(step_id: str, prelude: str, body: str) -> Step:
     return Step(step_id, "python", (prelude + body, "{bootstrap}"))
+
+
+# Kafka 4.4's own Java producer running transactions (tests/integration/java/TxnV2Producer.java):
+# at transaction.version 2 on both clusters. Compiled per target (the two run at once), then
+# read back with librdkafka: the committed values per partition under read_committed, and the
+# group offset the transactions sent. The last transaction aborts; the one before it had to
+# complete before the last could add its partitions, so everything printed is settled.
+_JAVA_TXN = f"""\
+import subprocess, sys, tempfile
+from confluent_kafka import Consumer, TopicPartition
+libs = {str(cache_dir() / "libs")!r} + "/*"
+with tempfile.TemporaryDirectory() as classes:
+    subprocess.run(["javac", "-nowarn", "-cp", libs, "-d", classes,
+                    {str(Path(__file__).resolve().parents[1] / "integration" / "java" / "TxnV2Producer.java")!r}],
+                   check=True, capture_output=True)
+    run = subprocess.run([{java_binary()!r}, "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                          "-Dlog4j2.configurationFile={TOOLS_LOG4J}", "-cp", classes + ":" + libs,
+                          "TxnV2Producer", sys.argv[1], "dl-txn", "dl-txn-id", "dl-txn-group", "6"],
+                         capture_output=True, text=True)
+print(run.stdout.strip())
+if run.returncode:
+    print("error: producer exit", run.returncode)
+    sys.exit(0)
+consumer = Consumer({{"bootstrap.servers": sys.argv[1], "group.id": "dl-txn-group",
+                     "isolation.level": "read_committed", "enable.partition.eof": True,
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest"}})
+consumer.assign([TopicPartition("dl-txn", p, 0) for p in (0, 1)])
+values, ended = {{0: [], 1: []}}, set()
+while len(ended) < 2:
+    message = consumer.poll(30)
+    if message is None:
+        print("error: no message in 30 s")
+        break
+    if message.error():
+        ended.add(message.partition())
+        continue
+    values[message.partition()].append(message.value().decode())
+for p in (0, 1):
+    print("partition", p, " ".join(values[p]))
+(tp,) = consumer.committed([TopicPartition("dl-txn", 0)], timeout=30)
+print("group offset", tp.offset)
+consumer.close()
+"""
 
 
 CLIENTS = Scenario("clients", steps=(
@@ -107,5 +153,7 @@ with admin:
     print(entry.name, entry.value, "source", entry.source, "default", entry.is_default)
 """),
     Step("clients.get-offsets-after-produce", "kafka-get-offsets", (*B, "--topic", "dl-t")),
+    topics("clients.create-txn-topic", "--create", "--topic", "dl-txn", "--partitions", "2"),
+    Step("clients.java-transactions", "python", (_JAVA_TXN, "{bootstrap}")),
 ))
 

@@ -146,8 +146,8 @@ def members(server: ServerProcess, group: str, topic: str, n: int, **configs: st
         tid = topic_id(conn, topic)
         joined = [ShareMember(server.bootstrap, group, topic, tid) for _ in range(n)]
         wait_until(lambda: conn.find_coordinator(group).error_code == 0, 30, what="a group coordinator")
+        box: dict = {}
         for member in joined:
-            box = {}
 
             def answered(member: ShareMember = member) -> bool:
                 box["r"] = conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, SHARE_HEARTBEAT_V, {

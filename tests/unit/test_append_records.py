@@ -17,6 +17,7 @@ from raftka.broker.replication.append import append_records, check_partition, fi
 from raftka.broker.replication.partition import Partition
 from raftka.broker.replication.purgatory import DelayedOperationPurgatory, DelayedResponse
 from raftka.broker.replication.replica_manager import UnknownTopicOrPartition
+from raftka.broker.txn.txn_verification import TxnOperation
 from raftka.client.protocol import ErrorCode
 from raftka.log.append_origin import AppendOrigin
 from raftka.log.config import LogConfig
@@ -205,14 +206,14 @@ class Coordinator:
     """The transaction coordinator's verify_only answers (the real one is in
     tests/integration/test_txn_verification.py); `meanwhile` runs while the question is in flight."""
 
-    def __init__(self, answer: int, meanwhile=lambda: None) -> None:
-        self.answer, self.meanwhile, self.asked = answer, meanwhile, []
+    def __init__(self, answer: int, meanwhile=lambda: None, first: tuple[int, ...] = ()) -> None:
+        self.answer, self.meanwhile, self.asked, self.first = answer, meanwhile, [], list(first)
 
-    async def verify(self, transactional_id, producer_id, producer_epoch, topic, partition) -> int:
+    async def verify(self, transactional_id, producer_id, producer_epoch, topic, partition, operation=None) -> int:
         self.asked.append((transactional_id, producer_id, producer_epoch, topic, partition))
         await trio.sleep(0)
         self.meanwhile()
-        return self.answer
+        return self.first.pop(0) if self.first else self.answer
 
 
 async def test_kip890_verification_before_the_append(hosted, autojump_clock) -> None:
@@ -239,3 +240,31 @@ async def test_kip890_a_marker_landing_meanwhile_voids_the_answer(hosted, autoju
                                   transactional_id="tid", verifier=marker_lands)
     assert result.responses[("t", 0)].error_code == ErrorCode.INVALID_TXN_STATE
     assert p.log_end_offset == 1  # the marker only
+
+
+async def test_transaction_version_2_retries_an_add_behind_the_previous_markers(hosted, autojump_clock) -> None:
+    """Produce v12: the coordinator answers CONCURRENT_TRANSACTIONS while the previous
+    transaction's markers are written; the leader asks again, each question with its own
+    guard, so that marker (landing during the first) does not void the later yes."""
+    p = hosted("t", 0)
+    landed = []
+
+    def marker_once() -> None:
+        if not landed:
+            landed.append(p.append_marker_as_leader(7, 0, 0, True))
+
+    busy_then_added = Coordinator(0, marker_once, first=(ErrorCode.CONCURRENT_TRANSACTIONS,))
+    batch = encode_batch([Record(None, b"v")], producer_id=7, producer_epoch=1, base_sequence=0, transactional=True)
+    result = await append_records(hosted.leader_for, [(("t", 0), batch)], required_acks=1, timeout_ms=1000,
+                                  transactional_id="tid", verifier=busy_then_added,
+                                  txn_operation=TxnOperation.ADD_PARTITION)
+    assert result.responses[("t", 0)].error_code == 0
+    assert len(busy_then_added.asked) == 2 and p.log_end_offset == 2  # the marker, then the batch
+    # Still busy after the retries (100 ms): told as itself, nothing appended.
+    always_busy = Coordinator(ErrorCode.CONCURRENT_TRANSACTIONS)
+    batch = encode_batch([Record(None, b"w")], producer_id=8, producer_epoch=0, base_sequence=0, transactional=True)
+    result = await append_records(hosted.leader_for, [(("t", 0), batch)], required_acks=1, timeout_ms=1000,
+                                  transactional_id="tid2", verifier=always_busy,
+                                  txn_operation=TxnOperation.ADD_PARTITION)
+    assert result.responses[("t", 0)].error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert len(always_busy.asked) > 1 and p.log_end_offset == 2

@@ -21,6 +21,7 @@ from raftka.log.producer_state import (
     encode_snapshot,
     snapshot_path,
     validate,
+    validate_marker,
 )
 from raftka.log.record_batch import Record, encode_batch
 
@@ -437,3 +438,21 @@ def test_snapshot_codec_round_trips_and_detects_any_truncation(offset, entry_lis
     for cut in {0, 5, len(data) // 2, len(data) - 1}:
         with pytest.raises(CorruptSnapshot, match="snapshot"):
             decode_snapshot(data[:cut])
+
+
+@pytest.mark.parametrize(("entry_epoch", "marker_epoch", "transaction_version", "refused"), [
+    (3, 3, 0, False),  # the classic protocol: the marker carries the transaction's own epoch
+    (3, 4, 0, False),  # a fencing abort's bumped epoch
+    (3, 2, 0, True),
+    (3, 4, 2, False),  # transaction version 2: always a bumped epoch (KIP-1228)
+    (3, 3, 2, True),  # a late or repeated marker of version 2
+    (3, 2, 2, True),
+])
+def test_a_marker_of_transaction_version_2_needs_a_newer_epoch(entry_epoch, marker_epoch, transaction_version,
+                                                               refused):
+    entry = ProducerEntry(7, entry_epoch)
+    if refused:
+        with pytest.raises(InvalidProducerEpoch):
+            validate_marker(entry, 7, marker_epoch, 0, transaction_version)
+    else:
+        validate_marker(entry, 7, marker_epoch, 0, transaction_version)

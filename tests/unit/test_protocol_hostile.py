@@ -177,7 +177,7 @@ def test_unknown_api_and_unsupported_versions_carry_the_header():
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(_header(ApiKey.PRODUCE, 14, correlation_id=12) + b"garbage")
     assert info.value.header == RequestHeader(0, 14, 12, "c")
-    assert "0..9" in str(info.value)
+    assert f"0..{DECLARED_VERSIONS[ApiKey.PRODUCE][1]}" in str(info.value)
     # A client newer than Kafka 4.4 may open with ApiVersions v5: not parseable, fallback required
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(_header(ApiKey.API_VERSIONS, 5, correlation_id=13) + b"\x00garbage")

@@ -17,6 +17,12 @@ from raftka.broker.txn.txn_records import (
     txn_value,
 )
 from raftka.broker.txn.txn_state import TxnMetadata, TxnState
+from raftka.broker.txn.txn_verification import (
+    TxnOperation,
+    produce_error,
+    produce_operation,
+    txn_offset_commit_operation,
+)
 
 S = TxnState
 TID = "t1"
@@ -202,7 +208,7 @@ def test_partition_for_matches_java(tid, partition):
 def test_record_sizes_match_a_published_dump():
     assert len(txn_key("kafka-txn-0")) == 15
     empty = TxnLogValue(0, 0, 60000, int(S.EMPTY), frozenset(), 1, 1)
-    assert len(txn_value(empty, partitions_null=True)) == 37
+    assert len(txn_value(empty, partitions_null=True, version=0)) == 37
 
 
 @pytest.mark.parametrize("status,parts", [
@@ -213,6 +219,35 @@ def test_record_round_trip(status, parts):
     data = txn_value(value, partitions_null=status is S.EMPTY)
     assert decode_txn_value(data) == value
     assert decode_txn_key(txn_key("x-é")) == "x-é"
+
+
+# TransactionLogValue v1 as Kafka 4.4's own serializer writes it (kafka-transaction-coordinator
+# 4.4.0: MessageUtil.toVersionPrefixedBytes(1, new TransactionLogValue()...), topics in
+# raftka's sorted order): a transaction version 2 PrepareCommit at the last epoch with its
+# next producer id, and the Empty record after a producer id change.
+KAFKA_V1_VALUES = [
+    (TxnLogValue(1000, 32767, 60000, int(S.PREPARE_COMMIT), frozenset({("foo", 0), ("foo", 1), ("__consumer_offsets", 7)}),
+                 40, 30, previous_producer_id=-1, next_producer_id=1001, client_txn_version=2),
+     "000100000000000003e87fff0000ea600203135f5f636f6e73756d65725f6f66667365747302000000070004666f6f0300000000"
+     "00000001000000000000000028000000000000001e02010800000000000003e902020002"),
+    (TxnLogValue(1001, 0, 60000, int(S.EMPTY), frozenset(), 70, -1, previous_producer_id=1000),
+     "000100000000000003e900000000ea6000000000000000000046ffffffffffffffff01000800000000000003e8"),
+]
+
+
+@pytest.mark.parametrize("value,kafka_hex", KAFKA_V1_VALUES)
+def test_v1_values_are_kafkas_bytes(value, kafka_hex):
+    data = txn_value(value, partitions_null=value.status == S.EMPTY)
+    assert data.hex() == kafka_hex
+    assert decode_txn_value(data) == value
+
+
+def test_v1_unknown_tags_are_read_past():
+    """Kafka 4.4's tag 3 (NextProducerEpoch) and any future tag are skipped."""
+    base = bytes.fromhex(KAFKA_V1_VALUES[1][1])
+    tags = bytes([2]) + bytes([3, 2]) + b"\x00\x05" + bytes([9, 1]) + b"\x07"
+    data = base[:-len("01000800000000000003e8") // 2] + tags
+    assert decode_txn_value(data) == TxnLogValue(1001, 0, 60000, int(S.EMPTY), frozenset(), 70, -1)
 
 
 @pytest.mark.parametrize("data,message", [
@@ -228,3 +263,29 @@ def test_bad_values_are_refused_with_a_reason(data, message):
 def test_from_log_refuses_an_unknown_status():
     with pytest.raises(ValueError, match="status 9"):
         ts.from_log(TID, 1, 0, 1000, 9, frozenset(), 0, 0)
+
+
+# --- the partition leader's answer for the coordinator's (broker/txn/txn_verification.py) ----
+D, G, A = TxnOperation.DEFAULT_ERROR, TxnOperation.GENERIC_ERROR, TxnOperation.ADD_PARTITION
+
+
+@pytest.mark.parametrize(("coordinator", "operation", "produce"), [
+    (0, D, 0), (0, A, 0),
+    # Not added: INVALID_TXN_STATE, TRANSACTION_ABORTABLE from Produce v11 / TxnOffsetCommit v4.
+    (120, D, 48), (120, G, 120), (120, A, 120),
+    # Coordinator moving or loading: NOT_ENOUGH_REPLICAS, which every client retries.
+    (14, D, 19), (15, G, 19), (16, A, 19),
+    # The previous transaction's markers: 19 to old clients, itself at transaction version 2.
+    (51, D, 19), (51, G, 19), (51, A, 51),
+    (47, D, 47), (90, D, 47), (90, A, 47),
+    (49, D, 48), (49, A, 48),
+])
+def test_produce_error_per_operation(coordinator, operation, produce):
+    assert produce_error(coordinator, operation) == produce
+
+
+@pytest.mark.parametrize(("version", "produce", "txn_offset_commit"), [
+    (3, D, D), (4, D, G), (5, D, A), (10, D, A), (11, G, A), (12, A, A)])
+def test_operation_per_request_version(version, produce, txn_offset_commit):
+    assert produce_operation(version) is produce
+    assert txn_offset_commit_operation(version) is txn_offset_commit

@@ -5,15 +5,18 @@ coordinator shell: it keeps each transactional id's metadata, hands out fresh pr
 (1000, 1001, ...) when a decision asks for one, and makes every write durable at once. Each
 command prints the answer (Kafka's error name), the write (`write: <state> ...` and
 `send markers`), then the id's metadata:
-`<id>: <state> pid=.. epoch=.. last=<pid>/<epoch> timeout=.. partitions=.. start=.. update=..`.
+`<id>: <state> pid=.. epoch=.. last=<pid>/<epoch> timeout=.. partitions=.. start=.. update=..`,
+then ` next=<pid>` and ` tv=2` when set (transaction version 2).
 
 Commands (times in ms; partitions as `foo-0,bar-1`; `id` defaults to t):
 
 - `init_pid now=0 [id=t] [timeout=60000] [pid=.. epoch=..] [max=900000]`: InitProducerId
   (v3+ names the producer's current id and epoch).
-- `add pid=1000 epoch=0 partitions=foo-0 now=..`: AddPartitionsToTxn / AddOffsetsToTxn.
+- `add pid=1000 epoch=0 partitions=foo-0 now=.. [tv=2]`: AddPartitionsToTxn / AddOffsetsToTxn
+  (`tv=2`: transaction version 2's implicit add, from a Produce v12 or TxnOffsetCommit v5).
 - `verify pid=1000 epoch=0 partitions=foo-0`: AddPartitionsToTxn v4 verify_only (KIP-890).
-- `end pid=1000 epoch=0 commit=1|0 now=..`: EndTxn.
+- `end pid=1000 epoch=0 commit=1|0 now=.. [tv=2]`: EndTxn (`tv=2`: v5, whose answer also
+  carries `pid=.. epoch=..`, the producer id and epoch to go on with).
 - `markers_acked now=..`: every marker of the Prepare* transaction was written: CompleteX.
 - `in_flight to=Ongoing`: a write is pending (the shell marks the id while it is in flight).
 - `tick now=..`: the transaction timeout check; `expire now=.. [expiration=604800000]`:
@@ -59,9 +62,11 @@ class Harness(CommandHarness):
         if m is None:
             return f"{tid}: unknown"
         pending = f" pending={m.pending.display_name}" if m.pending is not None else ""
+        v2 = (f" next={m.next_producer_id}" if m.next_producer_id != ts.NO_PRODUCER_ID else "") + (
+            f" tv={m.client_txn_version}" if m.client_txn_version else "")
         return (f"{tid}: {m.state.display_name} pid={m.producer_id} epoch={m.producer_epoch} "
                 f"last={m.last_producer_id}/{m.last_producer_epoch} timeout={m.timeout_ms} "
-                f"partitions={_fmt_partitions(m.partitions)} start={m.start_ms} update={m.update_ms}{pending}")
+                f"partitions={_fmt_partitions(m.partitions)} start={m.start_ms} update={m.update_ms}{pending}{v2}")
 
     def _decided(self, tid: str, decision: ts.Decision) -> str:
         lines = [f"answer: {_error(decision.answer)}"]
@@ -86,7 +91,8 @@ class Harness(CommandHarness):
     def cmd_add(self, kv) -> str:
         tid = kv.get("id", "t")
         return self._decided(tid, ts.add_partitions(self.metas.get(tid), tid, int(kv["pid"]), int(kv["epoch"]),
-                                                    _partitions(kv["partitions"]), int(kv["now"])))
+                                                    _partitions(kv["partitions"]), int(kv["now"]),
+                                                    int(kv.get("tv", ts.TV_1))))
 
     def cmd_verify(self, kv) -> str:
         tid = kv.get("id", "t")
@@ -98,8 +104,23 @@ class Harness(CommandHarness):
 
     def cmd_end(self, kv) -> str:
         tid = kv.get("id", "t")
-        return self._decided(tid, ts.end_txn(self.metas.get(tid), tid, int(kv["pid"]), int(kv["epoch"]),
-                                             kv["commit"] == "1", int(kv["now"])))
+        tv = int(kv.get("tv", ts.TV_1))
+        args = (self.metas.get(tid), tid, int(kv["pid"]), int(kv["epoch"]), kv["commit"] == "1", int(kv["now"]), tv)
+        try:
+            decision = ts.end_txn(*args)
+        except ts.NeedProducerId:
+            decision = ts.end_txn(*args, new_producer_id=self.next_pid)
+            self.next_pid += 1
+        out = self._decided(tid, decision)
+        if tv < ts.TV_2 or decision.answer != ts.NONE:
+            return out
+        # EndTxn v5's answer: the completion's id/epoch after a write, else the current ones.
+        current = self.metas[tid]
+        assert current is not None
+        pid, epoch = ts.end_txn_answer(decision.write) if decision.write is not None else (
+            current.producer_id, current.producer_epoch)
+        first, _, rest = out.partition("\n")
+        return f"{first} pid={pid} epoch={epoch}\n{rest}"
 
     def cmd_markers_acked(self, kv) -> str:
         tid = kv.get("id", "t")
