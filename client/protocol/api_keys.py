@@ -5,7 +5,7 @@ versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the cod
 against it). DECLARED_VERSIONS is what the codec can parse; it equals the advertised
 range except Produce, declared from v0 so that v0-2 (never advertised) are refused per
 partition, and AddPartitionsToTxn v4 (served to brokers, not advertised). An ApiVersions
-request above v4 gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511).
+request above v5 gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # v0: pre-KIP-896 (legacy_versions.py); v7-10: -3, -4, -5 (KIP-734/405/1005). kafka-python 3
     # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
     ApiKey.LIST_OFFSETS: (0, 10),
-    ApiKey.METADATA: (0, 12),
+    ApiKey.METADATA: (0, 13),  # v13: a top-level error code, which Kafka 4.4's brokers never set
     # v0-1: pre-KIP-896; v8: flexible only (v9+ answer KIP-848 member epochs, not checked yet).
     ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
@@ -104,7 +104,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 5),  # v5: protocol type and name checked and answered (KIP-559)
     ApiKey.DESCRIBE_GROUPS: (0, 6),  # v6: GROUP_ID_NOT_FOUND for an unknown group (KIP-1043)
     ApiKey.LIST_GROUPS: (0, 5),
-    ApiKey.API_VERSIONS: (0, 4),  # v3+: KIP-511 client software, KIP-584 features (broker/features.py)
+    # v3+: KIP-511 client software, KIP-584 features (broker/features.py); v5: the client's
+    # cluster and node ids checked (KIP-1242, REBOOTSTRAP_REQUIRED).
+    ApiKey.API_VERSIONS: (0, 5),
     ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
     ApiKey.DELETE_TOPICS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/transactions.md)

@@ -163,7 +163,7 @@ LIST_OFFSETS_RESPONSE = MessageSchema(
 )
 
 METADATA_REQUEST = MessageSchema(
-    'MetadataRequest', 3, 'request', '0-12', flexible='9+',
+    'MetadataRequest', 3, 'request', '0-13', flexible='9+',
     fields=(
         F('topics', '[]MetadataRequestTopic', '0+', nullable='1+', fields=(
             F('topic_id', 'uuid', '10+'),
@@ -176,7 +176,7 @@ METADATA_REQUEST = MessageSchema(
 )
 
 METADATA_RESPONSE = MessageSchema(
-    'MetadataResponse', 3, 'response', '0-12', flexible='9+',
+    'MetadataResponse', 3, 'response', '0-13', flexible='9+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('brokers', '[]MetadataResponseBroker', '0+', fields=(
@@ -204,6 +204,7 @@ METADATA_RESPONSE = MessageSchema(
             F('topic_authorized_operations', 'int32', '8+', default=-2147483648),
         )),
         F('cluster_authorized_operations', 'int32', '8-10', default=-2147483648),
+        F('error_code', 'int16', '13+'),
     ),
 )
 
@@ -463,15 +464,17 @@ LIST_GROUPS_RESPONSE = MessageSchema(
 )
 
 API_VERSIONS_REQUEST = MessageSchema(
-    'ApiVersionsRequest', 18, 'request', '0-4', flexible='3+',
+    'ApiVersionsRequest', 18, 'request', '0-5', flexible='3+',
     fields=(
         F('client_software_name', 'string', '3+'),
         F('client_software_version', 'string', '3+'),
+        F('cluster_id', 'string', '5+', nullable='5+', default=None),
+        F('node_id', 'int32', '5+', default=-1),
     ),
 )
 
 API_VERSIONS_RESPONSE = MessageSchema(
-    'ApiVersionsResponse', 18, 'response', '0-4', flexible='3+',
+    'ApiVersionsResponse', 18, 'response', '0-5', flexible='3+',
     fields=(
         F('error_code', 'int16', '0+'),
         F('api_keys', '[]ApiVersion', '0+', fields=(

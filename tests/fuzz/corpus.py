@@ -171,7 +171,10 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.LEAVE_GROUP: _leave,
     ApiKey.SYNC_GROUP: _sync,
     ApiKey.DESCRIBE_GROUPS: lambda rng: {"groups": [FUZZ_GROUP], "include_authorized_operations": False},
-    ApiKey.API_VERSIONS: lambda rng: {"client_software_name": "fuzzer", "client_software_version": "1"},
+    # v5: no target, another cluster's (REBOOTSTRAP_REQUIRED) or half a target (INVALID_REQUEST).
+    ApiKey.API_VERSIONS: lambda rng: {"client_software_name": "fuzzer", "client_software_version": "1",
+                                      **dict(zip(("cluster_id", "node_id"),
+                                                 rng.choice(((None, -1), ("fuzz-cluster", 1), ("fuzz", -1))), strict=True))},
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.INIT_PRODUCER_ID: lambda rng: {"transactional_id": None, "transaction_timeout_ms": 60000},

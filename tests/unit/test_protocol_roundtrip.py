@@ -50,7 +50,7 @@ def test_every_api_in_protocol_md_is_declared():
     # (KIP-932), declared ahead of their handlers.
     assert set(DECLARED_VERSIONS) - set(ADVERTISED_VERSIONS) == {
         ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
-    assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 4)
+    assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 5)
     for key, codec in REQUEST_CODECS.items():
         low, high = DECLARED_VERSIONS[key]
         assert (codec.versions.low, codec.versions.high) == (low, high)
