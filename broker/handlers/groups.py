@@ -362,6 +362,9 @@ async def handle_offset_delete(ctx: BrokerContext, header, request, conn=None):
 
 
 async def handle_delete_groups(ctx: BrokerContext, header, request, conn=None) -> DeleteGroupsResponse:
+    """One result per group id (a repeated id is answered once, as Kafka's keyed collection does).
+    v3's per-group error message stays null: Kafka 4.4 fills it only from an exception with
+    text of its own (a streams group's topology cleanup), never for the outcomes raftka has."""
     results = [{"group_id": g, "error_code": acl_checks.group_error(ctx, conn, AclOperation.DELETE, g)
-                or await ctx.groups.delete_group(g)} for g in request.groups_names]
+                or await ctx.groups.delete_group(g)} for g in dict.fromkeys(request.groups_names)]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

@@ -115,7 +115,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # v2: flexible; v3 may answer THROTTLING_QUOTA_EXCEEDED, which raftka (controller_mutation_rate
     # not enforced, docs/compatibility.md) never does.
     ApiKey.CREATE_PARTITIONS: (0, 3),
-    ApiKey.DELETE_GROUPS: (0, 2),  # v2: flexible; v3's per-group error message is not filled
+    ApiKey.DELETE_GROUPS: (0, 3),  # v3: a per-group error message, in Kafka 4.4's words
     # v0-1 only: kafka-python 3.x reads DescribeAcls v2/v3 as a 2.5/3.3 broker (docs/security.md).
     ApiKey.DESCRIBE_ACLS: (0, 1),
     ApiKey.CREATE_ACLS: (0, 1),

@@ -670,19 +670,20 @@ CREATE_PARTITIONS_RESPONSE = MessageSchema(
 )
 
 DELETE_GROUPS_REQUEST = MessageSchema(
-    'DeleteGroupsRequest', 42, 'request', '0-2', flexible='2+',
+    'DeleteGroupsRequest', 42, 'request', '0-3', flexible='2+',
     fields=(
         F('groups_names', '[]string', '0+'),
     ),
 )
 
 DELETE_GROUPS_RESPONSE = MessageSchema(
-    'DeleteGroupsResponse', 42, 'response', '0-2', flexible='2+',
+    'DeleteGroupsResponse', 42, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]DeletableGroupResult', '0+', fields=(
             F('group_id', 'string', '0+'),
             F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '3+', nullable='3+', default=None),
         )),
     ),
 )

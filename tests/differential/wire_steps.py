@@ -15,14 +15,20 @@ from tests.differential.steps import Scenario
 
 _REPO = str(Path(__file__).resolve().parents[2])
 
-_WIRE = f"""\
-import sys
-sys.path.insert(0, {_REPO!r})
+_WIRE = f"import sys\nsys.path.insert(0, {_REPO!r})\n" + """\
+import time
 from raftka.client.protocol import ApiKey, error_info
 from tests.compat.wire_client import WireConnection
 conn = WireConnection(sys.argv[1], client_id="differential")
 def name(code):
     return error_info(code).name
+def coordinator_ready(group):
+    # Found and loaded: FindCoordinator answers, and so does DescribeGroups (not 14/15/16).
+    deadline = time.monotonic() + 60
+    while (conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0}).error_code
+           or conn.request(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]}).groups[0].error_code in (14, 15, 16)):
+        assert time.monotonic() < deadline, "no group coordinator within 60 s"
+        time.sleep(0.2)  # polling under the deadline above
 """
 
 WIRE = Scenario("wire-versions", steps=(
@@ -38,5 +44,23 @@ for label, cid, nid in (("neither", None, -1), ("own", cluster, node),
     print("api-versions v5", label, name(r.error_code), "api_keys" if r.api_keys else "no api_keys")
 # The connection stays open after REBOOTSTRAP_REQUIRED.
 print("after", name(conn.request(ApiKey.METADATA, 13, {"topics": []}).error_code))
+"""),
+    python("wire.delete-groups-v3", _WIRE, """\
+print("topic", name(conn.create_topic("dw-dg", 1)))
+for group in ("dw-empty", "dw-busy"):
+    coordinator_ready(group)
+committed = conn.request(ApiKey.OFFSET_COMMIT, 2, {
+    "group_id": "dw-empty", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+    "topics": [{"name": "dw-dg", "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                "committed_metadata": ""}]}]})
+print("commit", name(committed.topics[0].partitions[0].error_code))
+joined = conn.request(ApiKey.JOIN_GROUP, 3, {
+    "group_id": "dw-busy", "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
+    "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}, timeout=40)
+print("join", name(joined.error_code))
+answer = conn.request(ApiKey.DELETE_GROUPS, 3, {"groups_names": ["dw-empty", "dw-busy", "dw-none", "",
+                                                               "dw-empty"]})
+for result in sorted(answer.results, key=lambda r: r.group_id):  # Kafka orders by coordinator partition
+    print(repr(result.group_id), name(result.error_code), "message", repr(result.error_message))
 """),
 ))

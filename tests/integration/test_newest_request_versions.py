@@ -11,6 +11,7 @@ import pytest
 from raftka.client.protocol import ApiKey, ErrorCode
 from tests.compat.server_process import ServerProcess, running_server
 from tests.compat.wire_client import WireConnection
+from tests.support import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +46,33 @@ def test_metadata_v13_and_the_api_versions_v5_target_check(conn: WireConnection)
         assert bool(answer.api_keys) == (code == 0)
     # REBOOTSTRAP_REQUIRED leaves the connection open, as in Kafka 4.4.
     assert conn.request(ApiKey.METADATA, 13, {"topics": []}).error_code == 0
+
+
+def _coordinator_ready(conn: WireConnection, group: str) -> None:
+    """FindCoordinator answers and the coordinator has loaded (DescribeGroups is not 14/15/16)."""
+    loading = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+    wait_until(lambda: conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0}).error_code == 0
+               and conn.request(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]}).groups[0].error_code not in loading,
+               timeout=60, what=f"the coordinator of {group!r}")
+
+
+def test_delete_groups_v3(conn: WireConnection) -> None:
+    assert conn.create_topic("nv-dg") == 0
+    for group in ("nv-empty", "nv-busy"):
+        _coordinator_ready(conn, group)
+    committed = conn.request(ApiKey.OFFSET_COMMIT, 2, {
+        "group_id": "nv-empty", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+        "topics": [{"name": "nv-dg", "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                     "committed_metadata": ""}]}]})
+    assert committed.topics[0].partitions[0].error_code == 0
+    joined = conn.request(ApiKey.JOIN_GROUP, 3, {
+        "group_id": "nv-busy", "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
+        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}, timeout=40)
+    assert joined.error_code == 0
+    answer = conn.request(ApiKey.DELETE_GROUPS, 3, {"groups_names": ["nv-empty", "nv-busy", "nv-none", "",
+                                                                     "nv-empty"]})
+    # As Kafka 4.4: a repeated id answered once, the empty id not found, and no message for any
+    # of these outcomes (tests/differential/wire_steps.py runs the same against Kafka).
+    assert [(r.group_id, r.error_code, r.error_message) for r in answer.results] == [
+        ("nv-empty", 0, None), ("nv-busy", ErrorCode.NON_EMPTY_GROUP, None),
+        ("nv-none", ErrorCode.GROUP_ID_NOT_FOUND, None), ("", ErrorCode.GROUP_ID_NOT_FOUND, None)]
