@@ -15,6 +15,10 @@ that really exists (the message names its layout) and creates it otherwise.
 `validate_only` runs the controller's pure decision on the current image and
 discards it, so it reports exactly the errors a real request would get.
 
+From v5 (KIP-525) each topic created, or that `validate_only` would create, is answered with
+its layout and every config with its source (DescribeConfigs' entries for it), and from v7 its
+id, as Kafka 4.4's controller answers them (`_created`).
+
 Manual replica assignments (CreateTopics `assignments`, CreatePartitions `assignments`) are
 checked by the controller as Kafka does (`controller_decisions.check_manual_assignment`):
 INVALID_REPLICA_ASSIGNMENT for an unknown broker, duplicates, uneven replication or a count
@@ -32,6 +36,8 @@ that receives the request (docs/operations.md, "Quotas").
 
 from __future__ import annotations
 
+import uuid
+
 import structlog
 import trio
 
@@ -39,6 +45,7 @@ from raftka.broker import acl_checks
 from raftka.broker.client_quotas import STRICT_MUTATION_VERSIONS, MutationQuota, user_of
 from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
+from raftka.broker.handlers.describe_configs import new_topic_configs
 from raftka.broker.topic_names import topic_name_error
 from raftka.client.protocol import (
     CreatePartitionsResponse,
@@ -55,6 +62,7 @@ from raftka.raft_meta.security.acls import AclOperation
 log = structlog.get_logger("broker.admin")
 
 DEFAULT = -1
+FIRST_CONFIGS_VERSION = 5  # CreateTopics v5+: the new topic's layout and configs (KIP-525)
 THROTTLED = (ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
 
 
@@ -110,6 +118,7 @@ def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | Non
 async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -> CreateTopicsResponse:
     answers: dict[int, tuple[int, str | None]] = {}  # request position -> (error code, message)
     asked: list[tuple[int, decide.NewTopic]] = []
+    created: dict[int, tuple[decide.NewTopic, str | None]] = {}  # position -> (topic, its id)
     denied = acl_checks.create_topic_denied(ctx, conn, (t.name for t in request.topics))
     quota = _mutation_quota(ctx, header, conn, "CreateTopics")
     for position, topic in enumerate(request.topics):
@@ -139,14 +148,40 @@ async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -
         for (position, topic), result in zip(asked, results, strict=True):
             if result.error is None:
                 answers[position] = (0, None)
+                created[position] = (topic, result.topic_id)
                 if not request.validate_only:
                     log.info("topic.created", topic=topic.name, partitions=topic.num_partitions,
                              replication_factor=topic.replication_factor, topic_id=result.topic_id)
             else:
                 answers[position] = (error_code_for(result.error), _message(result.error))
-    return CreateTopicsResponse(throttle_time_ms=_throttled(quota, conn), topics=[
-        {"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
-        for i, topic in enumerate(request.topics)])
+    answered = [{"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
+                for i, topic in enumerate(request.topics)]
+    if header.api_version >= FIRST_CONFIGS_VERSION and created:
+        describable = {t.name for t, _ in created.values()} - acl_checks.topics_denied(
+            ctx, conn, AclOperation.DESCRIBE_CONFIGS, {t.name for t, _ in created.values()})
+        for position, (topic, topic_id) in created.items():
+            answered[position].update(_created(ctx, topic, topic_id, topic.name in describable))
+    return CreateTopicsResponse(throttle_time_ms=_throttled(quota, conn), topics=answered)
+
+
+def _created(ctx: BrokerContext, topic: decide.NewTopic, topic_id: str | None, describable: bool) -> dict:
+    """CreateTopics v5+ (KIP-525) for a topic created, or that validate_only would create, as
+    Kafka's controller answers it: its id (v7; a fresh one under validate_only, as Kafka), its
+    partition count, replication factor and every config with its source, the configs only if
+    the caller may DESCRIBE_CONFIGS the topic (else TOPIC_AUTHORIZATION_FAILED in
+    topic_config_error_code and -1, -1, no configs)."""
+    answer: dict = {"topic_id": uuid.UUID(topic_id) if topic_id else uuid.uuid4()}
+    if not describable:
+        answer["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return answer
+    partitions: int | None
+    rf: int | None
+    if topic.assignments:
+        partitions, rf = len(topic.assignments), len(next(iter(topic.assignments.values())))
+    else:
+        partitions, rf = topic.num_partitions, topic.replication_factor
+    return {**answer, "num_partitions": partitions, "replication_factor": rf,
+            "configs": new_topic_configs(ctx, topic.name, dict(topic.configs))}
 
 
 async def _wait_hosted(ctx, names: list[str], timeout_ms: int | None) -> None:

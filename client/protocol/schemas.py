@@ -499,7 +499,7 @@ API_VERSIONS_RESPONSE = MessageSchema(
 )
 
 CREATE_TOPICS_REQUEST = MessageSchema(
-    'CreateTopicsRequest', 19, 'request', '0-4', flexible='5+',
+    'CreateTopicsRequest', 19, 'request', '0-7', flexible='5+',
     fields=(
         F('topics', '[]CreatableTopic', '0+', fields=(
             F('name', 'string', '0+'),
@@ -520,13 +520,24 @@ CREATE_TOPICS_REQUEST = MessageSchema(
 )
 
 CREATE_TOPICS_RESPONSE = MessageSchema(
-    'CreateTopicsResponse', 19, 'response', '0-4', flexible='5+',
+    'CreateTopicsResponse', 19, 'response', '0-7', flexible='5+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('topics', '[]CreatableTopicResult', '0+', fields=(
             F('name', 'string', '0+'),
+            F('topic_id', 'uuid', '7+'),
             F('error_code', 'int16', '0+'),
             F('error_message', 'string', '1+', nullable='0+'),
+            F('topic_config_error_code', 'int16', '5+', tag=0, tagged='5+'),
+            F('num_partitions', 'int32', '5+', default=-1),
+            F('replication_factor', 'int16', '5+', default=-1),
+            F('configs', '[]CreatableTopicConfigs', '5+', nullable='5+', fields=(
+                F('name', 'string', '5+'),
+                F('value', 'string', '5+', nullable='5+'),
+                F('read_only', 'bool', '5+'),
+                F('config_source', 'int8', '5+', default=-1),
+                F('is_sensitive', 'bool', '5+'),
+            )),
         )),
     ),
 )

@@ -45,6 +45,28 @@ for label, cid, nid in (("neither", None, -1), ("own", cluster, node),
 # The connection stays open after REBOOTSTRAP_REQUIRED.
 print("after", name(conn.request(ApiKey.METADATA, 13, {"topics": []}).error_code))
 """),
+    python("wire.create-topics-v7", _WIRE, """\
+import uuid
+def topic(name, **fields):
+    return {"name": name, "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": [], **fields}
+for validate_only in (True, False):
+    answer = conn.request(ApiKey.CREATE_TOPICS, 7, {"timeout_ms": 15000, "validate_only": validate_only, "topics": [
+        topic("dw-ct", num_partitions=2, configs=[{"name": "retention.ms", "value": "1000"},
+                                                  {"name": "cleanup.policy", "value": "compact"}]),
+        topic("dw-ct-assigned", assignments=[{"partition_index": 0, "broker_ids": [1]}]),
+        topic("dw-ct-bad", configs=[{"name": "retention.ms", "value": "abc"}]),
+        topic("dw-ct-rf", replication_factor=3)]})
+    print("validate_only", validate_only)
+    for t in answer.topics:
+        print(" ", t.name, name(t.error_code), "config error", name(t.topic_config_error_code),
+              "layout", t.num_partitions, t.replication_factor, "id", "zero" if t.topic_id == uuid.UUID(int=0) else "set",
+              "configs", len(t.configs))
+        for c in sorted(t.configs, key=lambda c: c.name):
+            if c.config_source != 5 or c.read_only or c.is_sensitive:  # all but plain defaults
+                print("   ", c.name, c.value, "source", c.config_source, c.read_only, c.is_sensitive)
+[md] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "dw-ct"}], "allow_auto_topic_creation": False}).topics
+print("the id is Metadata's", md.topic_id == answer.topics[0].topic_id)
+"""),
     python("wire.delete-groups-v3", _WIRE, """\
 print("topic", name(conn.create_topic("dw-dg", 1)))
 for group in ("dw-empty", "dw-busy"):

@@ -4,6 +4,7 @@ each answers as Kafka 4.4 does (the same steps against Kafka itself: tests/diffe
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,8 @@ from raftka.client.protocol import ApiKey, ErrorCode
 from tests.compat.server_process import ServerProcess, running_server
 from tests.compat.wire_client import WireConnection
 from tests.support import wait_until
+
+ZERO_UUID = uuid.UUID(int=0)
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +79,46 @@ def test_delete_groups_v3(conn: WireConnection) -> None:
     assert [(r.group_id, r.error_code, r.error_message) for r in answer.results] == [
         ("nv-empty", 0, None), ("nv-busy", ErrorCode.NON_EMPTY_GROUP, None),
         ("nv-none", ErrorCode.GROUP_ID_NOT_FOUND, None), ("", ErrorCode.GROUP_ID_NOT_FOUND, None)]
+
+
+def _create_topics(conn: WireConnection, version: int, topics: list[dict], validate_only: bool = False):
+    return conn.request(ApiKey.CREATE_TOPICS, version, {"timeout_ms": 15000, "validate_only": validate_only,
+                                                        "topics": [{"num_partitions": -1, "replication_factor": -1,
+                                                                    "assignments": [], "configs": [], **t}
+                                                                   for t in topics]}).topics
+
+
+def _described(conn: WireConnection, topic: str) -> list[tuple[str, str | None, int]]:
+    [result] = conn.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False}).results
+    return sorted((c.name, c.value, c.config_source) for c in result.configs)
+
+
+@pytest.mark.parametrize("version", [5, 6, 7])
+def test_create_topics_v5_to_v7_answer_the_new_topic(conn: WireConnection, version: int) -> None:
+    """KIP-525: the created topic's layout and every config with its source, as DescribeConfigs
+    then describes it; v7 its id, as Metadata then names it (Kafka 4.4: wire_steps.py)."""
+    name = f"nv-ct{version}"
+    created, bad = _create_topics(conn, version, [
+        {"name": name, "num_partitions": 2, "configs": [{"name": "retention.ms", "value": "1000"}]},
+        {"name": f"nv-bad{version}", "configs": [{"name": "retention.ms", "value": "abc"}]}])
+    assert (created.error_code, created.num_partitions, created.replication_factor) == (0, 2, 1)
+    assert ("retention.ms", "1000", 1) in {(c.name, c.value, c.config_source) for c in created.configs}
+    assert sorted((c.name, c.value, c.config_source) for c in created.configs) == _described(conn, name)
+    assert not any(c.read_only or c.is_sensitive for c in created.configs)
+    [metadata] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": name}]}).topics
+    assert created.topic_id == (metadata.topic_id if version >= 7 else ZERO_UUID)
+    assert (bad.error_code, bad.num_partitions, bad.replication_factor, bad.configs, bad.topic_id) == (
+        ErrorCode.INVALID_CONFIG, -1, -1, [], ZERO_UUID)
+
+
+def test_create_topics_v7_validate_only_answers_a_fresh_id_and_creates_nothing(conn: WireConnection) -> None:
+    [checked] = _create_topics(conn, 7, [{"name": "nv-validate",
+                                          "assignments": [{"partition_index": 0, "broker_ids": [1]},
+                                                          {"partition_index": 1, "broker_ids": [1]}]}],
+                               validate_only=True)
+    assert (checked.error_code, checked.num_partitions, checked.replication_factor) == (0, 2, 1)
+    assert checked.topic_id != ZERO_UUID and checked.configs
+    [metadata] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "nv-validate"}], "allow_auto_topic_creation": False}).topics
+    assert metadata.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
