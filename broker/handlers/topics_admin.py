@@ -17,7 +17,8 @@ discards it, so it reports exactly the errors a real request would get.
 
 From v5 (KIP-525) each topic created, or that `validate_only` would create, is answered with
 its layout and every config with its source (DescribeConfigs' entries for it), and from v7 its
-id, as Kafka 4.4's controller answers them (`_created`).
+id, as Kafka 4.4's controller answers them (`_created`). DeleteTopics v5+ answers a message
+with each error and v6 deletes by name or by id (`_delete_targets`), with Kafka's messages.
 
 Manual replica assignments (CreateTopics `assignments`, CreatePartitions `assignments`) are
 checked by the controller as Kafka does (`controller_decisions.check_manual_assignment`):
@@ -46,12 +47,14 @@ from raftka.broker.client_quotas import STRICT_MUTATION_VERSIONS, MutationQuota,
 from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
 from raftka.broker.handlers.describe_configs import new_topic_configs
+from raftka.broker.handlers.metadata import topic_uuid
 from raftka.broker.topic_names import topic_name_error
 from raftka.client.protocol import (
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
     ErrorCode,
+    error_info,
 )
 from raftka.raft_meta.config import topic_configs
 from raftka.raft_meta.controller import controller_decisions as decide
@@ -201,25 +204,64 @@ def _name(exc: BaseException) -> str:
     return exc.name if isinstance(exc, ControllerError) else type(exc).__name__
 
 
+# DeleteTopics v5+ answers a message with each error: these with Kafka's description of the code
+# (Kafka builds them as `new ApiError(error)`); others with the controller's reason.
+_PLAIN_DELETE_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                                  ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
+FIRST_DELETE_MESSAGE_VERSION = 5
+FIRST_DELETE_BY_ID_VERSION = 6
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _delete_targets(ctx: BrokerContext, header, request) -> list[tuple[str | None, uuid.UUID, int, str | None]]:
+    """(name, id, error code, message) per topic asked: v0-5 name topics; v6 names one or the
+    other per topic (both or neither: INVALID_REQUEST, an unknown id: UNKNOWN_TOPIC_ID, with
+    Kafka's messages). The id is the existing topic's (zero while unknown)."""
+    if header.api_version < FIRST_DELETE_BY_ID_VERSION:
+        asked = [(name, ZERO_UUID) for name in request.topic_names]
+    else:
+        asked = [(state.name, state.topic_id) for state in request.topics]
+    targets: list[tuple[str | None, uuid.UUID, int, str | None]] = []
+    for name, topic_id in asked:
+        if name is not None and topic_id != ZERO_UUID:
+            targets.append((name, topic_id, ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id."))
+        elif name is None and topic_id == ZERO_UUID:
+            targets.append((None, topic_id, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."))
+        elif name is None:
+            topic = ctx.image.topics.get(str(topic_id))
+            if topic is None:
+                targets.append((None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, None))
+            else:
+                targets.append((topic.name, topic_id, 0, None))
+        else:
+            topic = ctx.image.topic_by_name(name)
+            targets.append((name, ZERO_UUID if topic is None else topic_uuid(topic), 0, None))
+    return targets
+
+
 async def handle_delete_topics(ctx: BrokerContext, header, request, conn=None) -> DeleteTopicsResponse:
     responses = []
-    denied = acl_checks.delete_topic_denied(ctx, conn, request.topic_names)
+    targets = _delete_targets(ctx, header, request)
+    denied = acl_checks.delete_topic_denied(ctx, conn, [name for name, _, code, _ in targets if not code and name])
     quota = _mutation_quota(ctx, header, conn, "DeleteTopics")
-    for name in request.topic_names:
-        code = 0
-        if name in denied:
-            responses.append({"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
-            continue
-        existing = ctx.image.topic_by_name(name)
-        if existing is not None and not quota.record(len(existing.partitions), trio.current_time()):
-            responses.append({"name": name, "error_code": THROTTLED[0]})
-            continue
-        try:
-            await ctx.controller.delete_topic(name, request.timeout_ms)
-            log.info("topic.deleted", topic=name)
-        except Exception as exc:
-            code = error_code_for(exc)
-        responses.append({"name": name, "error_code": code})
+    for name, topic_id, code, message in targets:
+        if code:
+            pass
+        elif name in denied:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif (existing := ctx.image.topic_by_name(name)) is not None \
+                and not quota.record(len(existing.partitions), trio.current_time()):
+            code = THROTTLED[0]
+        else:
+            try:
+                await ctx.controller.delete_topic(name, request.timeout_ms)
+                log.info("topic.deleted", topic=name)
+            except Exception as exc:
+                code, message = error_code_for(exc), _message(exc)
+        if code and (message is None or code in _PLAIN_DELETE_ERRORS):
+            message = error_info(code).description
+        responses.append({"name": name, "topic_id": topic_id, "error_code": code,
+                          "error_message": message if code else None})
     return DeleteTopicsResponse(throttle_time_ms=_throttled(quota, conn), responses=responses)
 
 

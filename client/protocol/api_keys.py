@@ -108,7 +108,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # cluster and node ids checked (KIP-1242, REBOOTSTRAP_REQUIRED).
     ApiKey.API_VERSIONS: (0, 5),
     ApiKey.CREATE_TOPICS: (0, 7),  # v0-1: pre-KIP-896; v5+ configs (KIP-525), v6 strict mutation quota, v7 id
-    ApiKey.DELETE_TOPICS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
+    ApiKey.DELETE_TOPICS: (0, 6),  # v0: pre-KIP-896; v4: flexible only; v5 messages, strict quota; v6 ids
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3+: KIP-360 recovery; v4: PRODUCER_FENCED (docs/transactions.md)
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # v4: flexible only
     ApiKey.DESCRIBE_CONFIGS: (0, 4),  # v0: pre-KIP-896; v4: flexible only

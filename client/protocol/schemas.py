@@ -543,20 +543,26 @@ CREATE_TOPICS_RESPONSE = MessageSchema(
 )
 
 DELETE_TOPICS_REQUEST = MessageSchema(
-    'DeleteTopicsRequest', 20, 'request', '0-4', flexible='4+',
+    'DeleteTopicsRequest', 20, 'request', '0-6', flexible='4+',
     fields=(
-        F('topic_names', '[]string', '0+'),
+        F('topics', '[]DeleteTopicState', '6+', fields=(
+            F('name', 'string', '6+', nullable='6+', default=None),
+            F('topic_id', 'uuid', '6+'),
+        )),
+        F('topic_names', '[]string', '0-5'),
         F('timeout_ms', 'int32', '0+'),
     ),
 )
 
 DELETE_TOPICS_RESPONSE = MessageSchema(
-    'DeleteTopicsResponse', 20, 'response', '0-4', flexible='4+',
+    'DeleteTopicsResponse', 20, 'response', '0-6', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('responses', '[]DeletableTopicResult', '0+', fields=(
-            F('name', 'string', '0+'),
+            F('name', 'string', '0+', nullable='6+'),
+            F('topic_id', 'uuid', '6+'),
             F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '5+', nullable='5+', default=None),
         )),
     ),
 )

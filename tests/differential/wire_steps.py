@@ -67,6 +67,31 @@ for validate_only in (True, False):
 [md] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "dw-ct"}], "allow_auto_topic_creation": False}).topics
 print("the id is Metadata's", md.topic_id == answer.topics[0].topic_id)
 """),
+    python("wire.delete-topics-v5-v6", _WIRE, """\
+import uuid
+zero = uuid.UUID(int=0)
+for topic in ("dw-dt5", "dw-dt6-id", "dw-dt6-name"):
+    print("create", topic, name(conn.create_topic(topic)))
+def topic_ids():
+    return {t.name: t.topic_id for t in conn.request(ApiKey.METADATA, 12, {"topics": [
+        {"name": "dw-dt6-id"}, {"name": "dw-dt6-name"}], "allow_auto_topic_creation": False}).topics}
+deadline = time.monotonic() + 30
+while zero in (ids := topic_ids()).values():  # the broker's metadata may be a moment behind the create
+    assert time.monotonic() < deadline, "the new topics never showed in Metadata"
+    time.sleep(0.1)  # polling under the deadline above
+def show(answer):
+    for r in sorted(answer.responses, key=lambda r: (r.name or "", str(r.topic_id))):  # Kafka's order is a hash's
+        shown_id = "zero" if r.topic_id == zero else "the topic's id" if r.topic_id in ids.values() else "other"
+        print("  ", repr(r.name), shown_id, name(r.error_code), repr(r.error_message))
+print("v5")
+show(conn.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["dw-dt5", "dw-dt-missing", "bad name!", ""],
+                                            "timeout_ms": 15000}))
+print("v6")
+show(conn.request(ApiKey.DELETE_TOPICS, 6, {"timeout_ms": 15000, "topics": [
+    {"name": None, "topic_id": ids["dw-dt6-id"]}, {"name": "dw-dt6-name", "topic_id": zero},
+    {"name": None, "topic_id": uuid.UUID(int=5)}, {"name": "dw-dt-x", "topic_id": uuid.UUID(int=7)},
+    {"name": None, "topic_id": zero}, {"name": "dw-dt-missing", "topic_id": zero}]}))
+"""),
     python("wire.delete-groups-v3", _WIRE, """\
 print("topic", name(conn.create_topic("dw-dg", 1)))
 for group in ("dw-empty", "dw-busy"):

@@ -9,6 +9,7 @@ names vary a little; `FUZZ_TOPICS` must exist before the fuzzer runs.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -119,7 +120,12 @@ def _create_topics(rng: random.Random) -> dict:
 
 
 def _delete_topics(rng: random.Random) -> dict:
-    return {"topic_names": [f"fuzz-made-{rng.randrange(4)}"], "timeout_ms": 5000}
+    name = f"fuzz-made-{rng.randrange(4)}"
+    # v6 names a topic or gives an id (here one nobody has: UNKNOWN_TOPIC_ID), or both (INVALID_REQUEST).
+    unknown = uuid.UUID(int=rng.getrandbits(128) | 1)  # from the seed, never the zero id
+    state = rng.choice(({"name": name, "topic_id": uuid.UUID(int=0)}, {"name": None, "topic_id": unknown},
+                        {"name": name, "topic_id": unknown}))
+    return {"topic_names": [name], "topics": [state], "timeout_ms": 5000}
 
 
 def _create_partitions(rng: random.Random) -> dict:

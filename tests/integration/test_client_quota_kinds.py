@@ -121,6 +121,27 @@ def test_create_topics_v6_is_refused_with_throttling_quota_exceeded_once_the_buc
     assert metadata.throttle_time_ms == 0
 
 
+def test_delete_topics_v5_is_refused_with_throttling_quota_exceeded_once_the_bucket_is_empty(bootstrap):
+    """DeleteTopics v5's strict quota: the topics are made by a client without a quota, then a
+    deletion of 12 partitions takes the bucket of 11 below zero and the next topic is refused."""
+    _set_quota(bootstrap, "mut-strict-dt", "controller_mutation_rate", MUTATION_RATE)
+
+    async def make(conn: BrokerConnection):
+        return [(await conn.request(ApiKey.CREATE_TOPICS, _create(name, count), version=4)).topics[0].error_code
+                for name, count in (("del5-a", 12), ("del5-b", 1))]
+
+    async def calls(conn: BrokerConnection):
+        return await conn.request(ApiKey.DELETE_TOPICS, {"topic_names": ["del5-a", "del5-b"], "timeout_ms": 30000},
+                                  version=5)
+
+    assert _on_connection(bootstrap, "mut-none-dt", make) == [0, 0]
+    answer = _on_connection(bootstrap, "mut-strict-dt", calls)
+    assert [(r.name, r.error_code, r.error_message) for r in answer.responses] == [
+        ("del5-a", 0, None),
+        ("del5-b", ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")]
+    assert 0 < answer.throttle_time_ms <= 1000  # 1 token over at 1/s
+
+
 def test_create_topics_below_v6_is_accepted_throttled_and_the_connection_muted(bootstrap):
     _set_quota(bootstrap, "mut-old", "controller_mutation_rate", MUTATION_RATE)
 

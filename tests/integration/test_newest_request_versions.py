@@ -122,3 +122,35 @@ def test_create_topics_v7_validate_only_answers_a_fresh_id_and_creates_nothing(c
     assert checked.topic_id != ZERO_UUID and checked.configs
     [metadata] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "nv-validate"}], "allow_auto_topic_creation": False}).topics
     assert metadata.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _topic_id(conn: WireConnection, name: str) -> uuid.UUID:
+    [topic] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": name}], "allow_auto_topic_creation": False}).topics
+    return topic.topic_id
+
+
+def test_delete_topics_v5_answers_kafka_s_message_per_topic(conn: WireConnection) -> None:
+    assert conn.create_topic("nv-del5") == 0
+    answer = conn.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["nv-del5", "nv-missing", ""], "timeout_ms": 15000})
+    assert [(r.name, r.error_code, r.error_message) for r in answer.responses] == [
+        ("nv-del5", 0, None),
+        ("nv-missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."),
+        ("", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")]
+
+
+def test_delete_topics_v6_by_id_or_name(conn: WireConnection) -> None:
+    for name in ("nv-del6-id", "nv-del6-name"):
+        assert conn.create_topic(name) == 0
+    by_id, by_name = _topic_id(conn, "nv-del6-id"), _topic_id(conn, "nv-del6-name")
+    unknown = uuid.UUID(int=5)
+    answer = conn.request(ApiKey.DELETE_TOPICS, 6, {"timeout_ms": 15000, "topics": [
+        {"name": None, "topic_id": by_id}, {"name": "nv-del6-name", "topic_id": ZERO_UUID},
+        {"name": None, "topic_id": unknown}, {"name": "nv-x", "topic_id": unknown},
+        {"name": None, "topic_id": ZERO_UUID}]})
+    assert [(r.name, r.topic_id, r.error_code, r.error_message) for r in answer.responses] == [
+        ("nv-del6-id", by_id, 0, None), ("nv-del6-name", by_name, 0, None),
+        (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."),
+        ("nv-x", unknown, ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id."),
+        (None, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")]
+    wait_until(lambda: all(_topic_id(conn, n) == ZERO_UUID for n in ("nv-del6-id", "nv-del6-name")),
+               what="both topics gone from Metadata")
