@@ -149,7 +149,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),  # v2: an RE2 transactional id pattern (KIP-1152)
     # Transactions, partition side (docs/transactions.md): none is read by kafka-python's guess.
     ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v0 is Kafka 3.x's (Kafka 4 serves v1+ only)
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),

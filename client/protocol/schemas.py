@@ -1336,16 +1336,17 @@ DESCRIBE_TRANSACTIONS_RESPONSE = MessageSchema(
 )
 
 LIST_TRANSACTIONS_REQUEST = MessageSchema(
-    'ListTransactionsRequest', 66, 'request', '0-1', flexible='0+',
+    'ListTransactionsRequest', 66, 'request', '0-2', flexible='0+',
     fields=(
         F('state_filters', '[]string', '0+'),
         F('producer_id_filters', '[]int64', '0+'),
         F('duration_filter', 'int64', '1+', default=-1),
+        F('transactional_id_pattern', 'string', '2+', nullable='2+', default=None),
     ),
 )
 
 LIST_TRANSACTIONS_RESPONSE = MessageSchema(
-    'ListTransactionsResponse', 66, 'response', '0-1', flexible='0+',
+    'ListTransactionsResponse', 66, 'response', '0-2', flexible='0+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),

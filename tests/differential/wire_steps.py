@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.differential.client_steps import python
-from tests.differential.steps import Scenario
+from tests.differential.steps import B, Scenario, Step
 
 _REPO = str(Path(__file__).resolve().parents[2])
 
@@ -91,6 +91,31 @@ show(conn.request(ApiKey.DELETE_TOPICS, 6, {"timeout_ms": 15000, "topics": [
     {"name": None, "topic_id": ids["dw-dt6-id"]}, {"name": "dw-dt6-name", "topic_id": zero},
     {"name": None, "topic_id": uuid.UUID(int=5)}, {"name": "dw-dt-x", "topic_id": uuid.UUID(int=7)},
     {"name": None, "topic_id": zero}, {"name": "dw-dt-missing", "topic_id": zero}]}))
+"""),
+    # ListTransactions v2 (KIP-1152) through Kafka's own tool, on transactions librdkafka began.
+    python("wire.transactions-begin", "", """\
+import sys
+from confluent_kafka import Producer
+for transactional_id in ("dw-tx-1", "dw-tx-22", "dw-other"):
+    producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    print("initialized", transactional_id)
+"""),
+    Step("wire.transactions-list-pattern", "kafka-transactions",
+         (*B, "list", "--transactional-id-pattern", "dw-tx-.*")),
+    Step("wire.transactions-list-bad-pattern", "kafka-transactions",
+         (*B, "list", "--transactional-id-pattern", "(?=dw)"), kafka_exit=1),
+    python("wire.list-transactions-v2", _WIRE, """\
+for pattern in (None, "", "dw-tx-.*", "dw-tx", "dw-tx-\\d", ".*22", "\\Qdw-tx-1\\E", "(?i)DW-TX-1",
+                "(?=x)", "a{2}+", "["):
+    answer = conn.request(ApiKey.LIST_TRANSACTIONS, 2, {"state_filters": ["bogus", "Empty"], "producer_id_filters": [],
+                                                         "duration_filter": -1, "transactional_id_pattern": pattern})
+    ids = sorted(t.transactional_id for t in answer.transaction_states if t.transactional_id.startswith("dw-"))
+    print(repr(pattern), name(answer.error_code), ids, answer.unknown_state_filters)
+# A state filter of unknown states only matches nothing (it is not "no filter").
+answer = conn.request(ApiKey.LIST_TRANSACTIONS, 2, {"state_filters": ["bogus"], "producer_id_filters": [],
+                                                     "duration_filter": -1, "transactional_id_pattern": None})
+print("unknown states only", name(answer.error_code), len(answer.transaction_states), answer.unknown_state_filters)
 """),
     python("wire.delete-groups-v3", _WIRE, """\
 print("topic", name(conn.create_topic("dw-dg", 1)))

@@ -242,7 +242,8 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
                                  "committed": rng.random() < 0.5},
     ApiKey.DESCRIBE_TRANSACTIONS: lambda rng: {"transactional_ids": ["fuzz-txn", ""]},
     ApiKey.LIST_TRANSACTIONS: lambda rng: {"state_filters": rng.choice(([], ["Ongoing", "bogus"])),
-                                           "producer_id_filters": [], "duration_filter": rng.choice((-1, 0))},
+                                           "producer_id_filters": [], "duration_filter": rng.choice((-1, 0)),
+                                           "transactional_id_pattern": rng.choice((None, "", "fuzz-.*", "(?=x)", "["))},
     # A marker for a producer nobody uses, on a topic that does not exist.
     ApiKey.WRITE_TXN_MARKERS: lambda rng: {"markers": [{
         "producer_id": 4242, "producer_epoch": 0, "transaction_result": rng.random() < 0.5,

@@ -154,3 +154,37 @@ def test_delete_topics_v6_by_id_or_name(conn: WireConnection) -> None:
         (None, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")]
     wait_until(lambda: all(_topic_id(conn, n) == ZERO_UUID for n in ("nv-del6-id", "nv-del6-name")),
                what="both topics gone from Metadata")
+
+
+def _begin(conn: WireConnection, transactional_id: str) -> None:
+    """InitProducerId for `transactional_id` (its coordinator found and loaded): state Empty."""
+    def initialized() -> bool:
+        if conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1}).error_code:
+            return False
+        return conn.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": transactional_id, "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1}).error_code == 0
+    wait_until(initialized, timeout=60, what=f"InitProducerId for {transactional_id!r}")
+
+
+@pytest.mark.parametrize(("pattern", "states", "code", "listed", "unknown"), [
+    (None, [], 0, ["nv-other", "nv-tx-1", "nv-tx-22"], []),
+    ("", [], 0, ["nv-other", "nv-tx-1", "nv-tx-22"], []),
+    ("nv-tx-.*", ["bogus", "Empty"], 0, ["nv-tx-1", "nv-tx-22"], ["bogus"]),
+    ("nv-tx", [], 0, [], []),                           # the whole id must match
+    ("nv-tx-\\d", [], 0, ["nv-tx-1"], []),
+    ("\\Qnv-tx-1\\E", [], 0, ["nv-tx-1"], []),           # RE2's literal run
+    ("(?=nv)", ["bogus"], ErrorCode.INVALID_REGULAR_EXPRESSION, [], []),  # RE2 has no lookahead
+    ("[", [], ErrorCode.INVALID_REGULAR_EXPRESSION, [], []),
+    (None, ["bogus"], 0, [], ["bogus"]),                # unknown states only: none match
+])
+def test_list_transactions_v2_filters_by_an_re2_pattern(conn: WireConnection, pattern, states, code, listed,
+                                                        unknown) -> None:
+    for transactional_id in ("nv-tx-1", "nv-tx-22", "nv-other"):
+        _begin(conn, transactional_id)
+    answer = conn.request(ApiKey.LIST_TRANSACTIONS, 2, {"state_filters": states, "producer_id_filters": [],
+                                                         "duration_filter": -1, "transactional_id_pattern": pattern})
+    assert answer.error_code == code
+    assert sorted(t.transactional_id for t in answer.transaction_states if t.transactional_id.startswith("nv-")) \
+        == listed
+    assert answer.unknown_state_filters == unknown
