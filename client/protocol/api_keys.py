@@ -87,9 +87,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KIP-951's leader hints (docs/compatibility.md).
     ApiKey.PRODUCE: (3, 9),
     ApiKey.FETCH: (4, 16),
-    # v0: pre-KIP-896 (legacy_versions.py); v7-10: -3, -4, -5 (KIP-734/405/1005). kafka-python 3
-    # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
-    ApiKey.LIST_OFFSETS: (0, 10),
+    # v0: pre-KIP-896 (legacy_versions.py); v7-11: -3, -4, -5, -6 (KIP-734/405/1005/1023).
+    # kafka-python 3 reads v11 as a Kafka 4.2 broker, which changes no request it sends.
+    ApiKey.LIST_OFFSETS: (0, 11),
     ApiKey.METADATA: (0, 13),  # v13: a top-level error code, which Kafka 4.4's brokers never set
     # v0-1: pre-KIP-896; v8: flexible only (v9+ answer KIP-848 member epochs, not checked yet).
     ApiKey.OFFSET_COMMIT: (0, 8),

@@ -127,7 +127,7 @@ FETCH_RESPONSE = MessageSchema(
 )
 
 LIST_OFFSETS_REQUEST = MessageSchema(
-    'ListOffsetsRequest', 2, 'request', '0-10', flexible='6+',
+    'ListOffsetsRequest', 2, 'request', '0-11', flexible='6+',
     fields=(
         F('replica_id', 'int32', '0+'),
         F('isolation_level', 'int8', '2+'),
@@ -145,7 +145,7 @@ LIST_OFFSETS_REQUEST = MessageSchema(
 )
 
 LIST_OFFSETS_RESPONSE = MessageSchema(
-    'ListOffsetsResponse', 2, 'response', '0-10', flexible='6+',
+    'ListOffsetsResponse', 2, 'response', '0-11', flexible='6+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('topics', '[]ListOffsetsTopicResponse', '0+', fields=(

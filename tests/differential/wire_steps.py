@@ -64,7 +64,12 @@ for validate_only in (True, False):
         for c in sorted(t.configs, key=lambda c: c.name):
             if c.config_source != 5 or c.read_only or c.is_sensitive:  # all but plain defaults
                 print("   ", c.name, c.value, "source", c.config_source, c.read_only, c.is_sensitive)
-[md] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "dw-ct"}], "allow_auto_topic_creation": False}).topics
+deadline = time.monotonic() + 30
+while True:  # the broker's metadata may be a moment behind the create
+    [md] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "dw-ct"}], "allow_auto_topic_creation": False}).topics
+    if md.topic_id != uuid.UUID(int=0) or time.monotonic() > deadline:
+        break
+    time.sleep(0.1)  # polling under the deadline above
 print("the id is Metadata's", md.topic_id == answer.topics[0].topic_id)
 """),
     python("wire.delete-topics-v5-v6", _WIRE, """\
@@ -97,7 +102,8 @@ show(conn.request(ApiKey.DELETE_TOPICS, 6, {"timeout_ms": 15000, "topics": [
 import sys
 from confluent_kafka import Producer
 for transactional_id in ("dw-tx-1", "dw-tx-22", "dw-other"):
-    producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": transactional_id})
+    # log_level 3: no warnings, whose retries ("coordinator loading") are a matter of timing
+    producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": transactional_id, "log_level": 3})
     producer.init_transactions(30)
     print("initialized", transactional_id)
 """),
@@ -116,6 +122,27 @@ for pattern in (None, "", "dw-tx-.*", "dw-tx", "dw-tx-\\d", ".*22", "\\Qdw-tx-1\
 answer = conn.request(ApiKey.LIST_TRANSACTIONS, 2, {"state_filters": ["bogus"], "producer_id_filters": [],
                                                      "duration_filter": -1, "transactional_id_pattern": None})
 print("unknown states only", name(answer.error_code), len(answer.transaction_states), answer.unknown_state_filters)
+"""),
+    python("wire.list-offsets-v11", _WIRE, """\
+from raftka.log.record_batch import Record, encode_batch
+print("create", name(conn.create_topic("dw-lo")))
+batch = encode_batch([Record(key=None, value=b"v%d" % i, timestamp=ts) for i, ts in enumerate((1000, 5000, 3000))])
+deadline = time.monotonic() + 30
+while True:  # until this broker leads the new partition
+    answer = conn.produce("dw-lo", 0, batch)
+    if answer.error_code == 0 or time.monotonic() > deadline:
+        break
+    time.sleep(0.1)  # polling under the deadline above
+print("produce", name(answer.error_code))
+for version in (1, 6, 7, 8, 9, 10, 11):
+    row = []
+    for timestamp in (-1, -2, -3, -4, -5, -6, -7):
+        [topic] = conn.request(ApiKey.LIST_OFFSETS, version, {
+            "replica_id": -1, "isolation_level": 0, "timeout_ms": 1000, "topics": [{"name": "dw-lo", "partitions": [
+                {"partition_index": 0, "timestamp": timestamp, "current_leader_epoch": -1}]}]}).topics
+        p = topic.partitions[0]
+        row.append(f"{timestamp}:{name(p.error_code)}/{p.offset}/{p.timestamp}/{p.leader_epoch}")
+    print("v", version, " ".join(row))
 """),
     python("wire.delete-groups-v3", _WIRE, """\
 print("topic", name(conn.create_topic("dw-dg", 1)))

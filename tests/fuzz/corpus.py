@@ -62,7 +62,8 @@ def _fetch(rng: random.Random) -> dict:
 def _list_offsets(rng: random.Random) -> dict:
     topic, partition = _topic(rng)
     return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": rng.choice((-1, -2, 0))}]}]}
+        {"partition_index": partition, "current_leader_epoch": -1,
+         "timestamp": rng.choice((-1, -2, 0, -3, -6, -7))}]}]}  # special ones refused below their version
 
 
 def _metadata(rng: random.Random) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 from raftka.client.protocol import ApiKey, ErrorCode
 from tests.compat.server_process import ServerProcess, running_server
-from tests.compat.wire_client import WireConnection
+from tests.compat.wire_client import WireConnection, values_batch
 from tests.support import wait_until
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -188,3 +188,21 @@ def test_list_transactions_v2_filters_by_an_re2_pattern(conn: WireConnection, pa
     assert sorted(t.transactional_id for t in answer.transaction_states if t.transactional_id.startswith("nv-")) \
         == listed
     assert answer.unknown_state_filters == unknown
+
+
+def test_list_offsets_special_timestamps_from_their_versions(conn: WireConnection) -> None:
+    """Each special timestamp from the version that introduced it (-3 v7, -4 v8, -5 v9, -6 v11);
+    before, and any other negative one, UNSUPPORTED_VERSION; -6 is -1 without tiered storage."""
+    assert conn.create_topic("nv-lo") == 0
+    assert conn.produce("nv-lo", 0, values_batch([b"a", b"b", b"c"])).error_code == 0
+    first = {-3: 7, -4: 8, -5: 9, -6: 11}
+    for version in (1, 6, 7, 8, 9, 10, 11):
+        for timestamp in (-1, -2, -3, -4, -5, -6, -7, -100):
+            [topic] = conn.request(ApiKey.LIST_OFFSETS, version, {
+                "replica_id": -1, "isolation_level": 0, "timeout_ms": 1000, "topics": [{"name": "nv-lo", "partitions": [
+                    {"partition_index": 0, "timestamp": timestamp, "current_leader_epoch": -1}]}]}).topics
+            [partition] = topic.partitions
+            served = timestamp in (-1, -2) or version >= first.get(timestamp, 99)
+            assert partition.error_code == (0 if served else ErrorCode.UNSUPPORTED_VERSION), (version, timestamp)
+            if timestamp == -6 and served:
+                assert (partition.offset, partition.timestamp, partition.leader_epoch) == (-1, -1, -1)
