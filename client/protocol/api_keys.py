@@ -116,10 +116,11 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # not enforced, docs/compatibility.md) never does.
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 3),  # v3: a per-group error message, in Kafka 4.4's words
-    # v0-1 only: kafka-python 3.x reads DescribeAcls v2/v3 as a 2.5/3.3 broker (docs/security.md).
-    ApiKey.DESCRIBE_ACLS: (0, 1),
-    ApiKey.CREATE_ACLS: (0, 1),
-    ApiKey.DELETE_ACLS: (0, 1),
+    # v2: flexible; v3: the USER resource type. kafka-python 3 reads DescribeAcls v3 as a 3.3
+    # broker only when nothing newer matches (ListOffsets v11 makes it 4.2).
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # v5 would make kafka-python infer a Kafka 4.3 broker

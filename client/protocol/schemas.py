@@ -706,7 +706,7 @@ DELETE_GROUPS_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_ACLS_REQUEST = MessageSchema(
-    'DescribeAclsRequest', 29, 'request', '0-1', flexible='2+',
+    'DescribeAclsRequest', 29, 'request', '0-3', flexible='2+',
     fields=(
         F('resource_type_filter', 'int8', '0+'),
         F('resource_name_filter', 'string', '0+', nullable='0+'),
@@ -719,7 +719,7 @@ DESCRIBE_ACLS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_ACLS_RESPONSE = MessageSchema(
-    'DescribeAclsResponse', 29, 'response', '0-1', flexible='2+',
+    'DescribeAclsResponse', 29, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
@@ -739,7 +739,7 @@ DESCRIBE_ACLS_RESPONSE = MessageSchema(
 )
 
 CREATE_ACLS_REQUEST = MessageSchema(
-    'CreateAclsRequest', 30, 'request', '0-1', flexible='2+',
+    'CreateAclsRequest', 30, 'request', '0-3', flexible='2+',
     fields=(
         F('creations', '[]AclCreation', '0+', fields=(
             F('resource_type', 'int8', '0+'),
@@ -754,7 +754,7 @@ CREATE_ACLS_REQUEST = MessageSchema(
 )
 
 CREATE_ACLS_RESPONSE = MessageSchema(
-    'CreateAclsResponse', 30, 'response', '0-1', flexible='2+',
+    'CreateAclsResponse', 30, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]AclCreationResult', '0+', fields=(
@@ -765,7 +765,7 @@ CREATE_ACLS_RESPONSE = MessageSchema(
 )
 
 DELETE_ACLS_REQUEST = MessageSchema(
-    'DeleteAclsRequest', 31, 'request', '0-1', flexible='2+',
+    'DeleteAclsRequest', 31, 'request', '0-3', flexible='2+',
     fields=(
         F('filters', '[]DeleteAclsFilter', '0+', fields=(
             F('resource_type_filter', 'int8', '0+'),
@@ -780,7 +780,7 @@ DELETE_ACLS_REQUEST = MessageSchema(
 )
 
 DELETE_ACLS_RESPONSE = MessageSchema(
-    'DeleteAclsResponse', 31, 'response', '0-1', flexible='2+',
+    'DeleteAclsResponse', 31, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('filter_results', '[]DeleteAclsFilterResult', '0+', fields=(

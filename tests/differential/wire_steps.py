@@ -144,6 +144,20 @@ for version in (1, 6, 7, 8, 9, 10, 11):
         row.append(f"{timestamp}:{name(p.error_code)}/{p.offset}/{p.timestamp}/{p.leader_epoch}")
     print("v", version, " ".join(row))
 """),
+    # Without an authorizer (as both clusters run here) every version answers SECURITY_DISABLED;
+    # the USER resource type with one is checked in tests/integration/test_newest_request_versions.py.
+    python("wire.acls-v3", _WIRE, """\
+creation = {"resource_type": 7, "resource_name": "dw-bob", "resource_pattern_type": 3, "principal": "User:alice",
+            "host": "*", "operation": 2, "permission_type": 3}
+acl_filter = {"resource_type_filter": 7, "resource_name_filter": "dw-bob", "pattern_type_filter": 3,
+              "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+for version in (2, 3):
+    created = conn.request(ApiKey.CREATE_ACLS, version, {"creations": [creation]})
+    described = conn.request(ApiKey.DESCRIBE_ACLS, version, acl_filter)
+    deleted = conn.request(ApiKey.DELETE_ACLS, version, {"filters": [acl_filter]})
+    print("v", version, "create", [name(r.error_code) for r in created.results], "describe", name(described.error_code),
+          "delete", [name(r.error_code) for r in deleted.filter_results])
+"""),
     python("wire.delete-groups-v3", _WIRE, """\
 print("topic", name(conn.create_topic("dw-dg", 1)))
 for group in ("dw-empty", "dw-busy"):

@@ -206,3 +206,34 @@ def test_list_offsets_special_timestamps_from_their_versions(conn: WireConnectio
             assert partition.error_code == (0 if served else ErrorCode.UNSUPPORTED_VERSION), (version, timestamp)
             if timestamp == -6 and served:
                 assert (partition.offset, partition.timestamp, partition.leader_epoch) == (-1, -1, -1)
+
+
+@pytest.fixture(scope="module")
+def acl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with running_server(tmp_path_factory.mktemp("newest-acls"), properties={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS"}) as process:
+        yield process
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_acls_v0_to_v3_take_the_user_resource_type(acl_server: ServerProcess, version: int) -> None:
+    """As Kafka 4.4 (run with an authorizer): USER (7) ACLs in every version; an empty message
+    on success from DescribeAcls and CreateAcls, null from DeleteAcls."""
+    user = f"nv-bob{version}"
+    with WireConnection(acl_server.bootstrap) as acls:
+        created = acls.request(ApiKey.CREATE_ACLS, version, {"creations": [{
+            "resource_type": 7, "resource_name": user, "resource_pattern_type": 3, "principal": "User:alice",
+            "host": "*", "operation": 2, "permission_type": 3}]})
+        assert [(r.error_code, r.error_message) for r in created.results] == [(0, "")]
+        described = acls.request(ApiKey.DESCRIBE_ACLS, version, {
+            "resource_type_filter": 7, "resource_name_filter": user, "pattern_type_filter": 3,
+            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+        assert (described.error_code, described.error_message) == (0, "")
+        assert [(r.resource_type, r.resource_name, [a.principal for a in r.acls]) for r in described.resources] == [
+            (7, user, ["User:alice"])]
+        deleted = acls.request(ApiKey.DELETE_ACLS, version, {"filters": [{
+            "resource_type_filter": 7, "resource_name_filter": user, "pattern_type_filter": 3,
+            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]})
+        [result] = deleted.filter_results
+        assert (result.error_code, result.error_message, len(result.matching_acls)) == (0, None, 1)
