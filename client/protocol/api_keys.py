@@ -123,7 +123,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # v5 would make kafka-python infer a Kafka 4.3 broker
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),  # v5: IsCordoned, false (raftka cordons no directory)
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),

@@ -859,7 +859,7 @@ DELETE_RECORDS_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_LOG_DIRS_REQUEST = MessageSchema(
-    'DescribeLogDirsRequest', 35, 'request', '1-4', flexible='2+',
+    'DescribeLogDirsRequest', 35, 'request', '1-5', flexible='2+',
     fields=(
         F('topics', '[]DescribableLogDirTopic', '1+', nullable='1+', fields=(
             F('topic', 'string', '1+'),
@@ -869,7 +869,7 @@ DESCRIBE_LOG_DIRS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_LOG_DIRS_RESPONSE = MessageSchema(
-    'DescribeLogDirsResponse', 35, 'response', '1-4', flexible='2+',
+    'DescribeLogDirsResponse', 35, 'response', '1-5', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '3+'),
@@ -887,6 +887,7 @@ DESCRIBE_LOG_DIRS_RESPONSE = MessageSchema(
             )),
             F('total_bytes', 'int64', '4+', default=-1),
             F('usable_bytes', 'int64', '4+', default=-1),
+            F('is_cordoned', 'bool', '5+', default=False),
         )),
     ),
 )

@@ -158,6 +158,19 @@ for version in (2, 3):
     print("v", version, "create", [name(r.error_code) for r in created.results], "describe", name(described.error_code),
           "delete", [name(r.error_code) for r in deleted.filter_results])
 """),
+    python("wire.describe-log-dirs-v5", _WIRE, """\
+print("create", name(conn.create_topic("dw-ld")))
+deadline = time.monotonic() + 30
+while True:  # until the new partition's log is open
+    answer = conn.request(ApiKey.DESCRIBE_LOG_DIRS, 5, {"topics": [{"topic": "dw-ld", "partitions": [0]}]})
+    if any(d.topics for d in answer.results) or time.monotonic() > deadline:
+        break
+    time.sleep(0.1)  # polling under the deadline above
+print(name(answer.error_code))
+for d in answer.results:
+    print(" ", name(d.error_code), "cordoned", d.is_cordoned, "sizes known", d.total_bytes > 0, d.usable_bytes > 0,
+          [(t.name, [(p.partition_index, p.offset_lag, p.is_future_key) for p in t.partitions]) for t in d.topics])
+"""),
     python("wire.delete-groups-v3", _WIRE, """\
 print("topic", name(conn.create_topic("dw-dg", 1)))
 for group in ("dw-empty", "dw-busy"):

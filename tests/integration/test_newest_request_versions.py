@@ -237,3 +237,11 @@ def test_acls_v0_to_v3_take_the_user_resource_type(acl_server: ServerProcess, ve
             "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]})
         [result] = deleted.filter_results
         assert (result.error_code, result.error_message, len(result.matching_acls)) == (0, None, 1)
+
+
+def test_describe_log_dirs_v5_answers_not_cordoned(conn: WireConnection) -> None:
+    assert conn.create_topic("nv-ld") == 0
+    answer = conn.request(ApiKey.DESCRIBE_LOG_DIRS, 5, {"topics": [{"topic": "nv-ld", "partitions": [0]}]})
+    [log_dir] = answer.results
+    assert (answer.error_code, log_dir.error_code, log_dir.is_cordoned) == (0, 0, False)
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in log_dir.topics] == [("nv-ld", [0])]
