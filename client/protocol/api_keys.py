@@ -129,9 +129,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),  # v2: fenced brokers on request (KIP-1073)
     # SaslHandshake v0 (raw SASL frames, kafka-python <= 2.0) is not served; SaslAuthenticate
-    # v2 (flexible) is not advertised (docs/security.md).
+    # v2 is v1, flexible (docs/security.md).
     ApiKey.SASL_HANDSHAKE: (1, 1),
-    ApiKey.SASL_AUTHENTICATE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     # Flexible from v0, yet safe to advertise: kafka-python's broker-version inference does not
     # look at keys 45/46 (unlike 48, 60, 68, 71).
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),

@@ -1022,14 +1022,14 @@ SASL_HANDSHAKE_RESPONSE = MessageSchema(
 )
 
 SASL_AUTHENTICATE_REQUEST = MessageSchema(
-    'SaslAuthenticateRequest', 36, 'request', '0-1', flexible='2+',
+    'SaslAuthenticateRequest', 36, 'request', '0-2', flexible='2+',
     fields=(
         F('auth_bytes', 'bytes', '0+'),
     ),
 )
 
 SASL_AUTHENTICATE_RESPONSE = MessageSchema(
-    'SaslAuthenticateResponse', 36, 'response', '0-1', flexible='2+',
+    'SaslAuthenticateResponse', 36, 'response', '0-2', flexible='2+',
     fields=(
         F('error_code', 'int16', '0+'),
         F('error_message', 'string', '0+', nullable='0+'),

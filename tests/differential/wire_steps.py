@@ -171,6 +171,12 @@ for d in answer.results:
     print(" ", name(d.error_code), "cordoned", d.is_cordoned, "sizes known", d.total_bytes > 0, d.usable_bytes > 0,
           [(t.name, [(p.partition_index, p.offset_lag, p.is_future_key) for p in t.partitions]) for t in d.topics])
 """),
+    # On a PLAINTEXT listener (both clusters here) the connection counts as authenticated.
+    python("wire.sasl-authenticate-v2", _WIRE, """\
+answer = conn.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\\0user\\0secret"})
+print(name(answer.error_code), repr(answer.error_message), answer.auth_bytes, answer.session_lifetime_ms)
+print("after", name(conn.request(ApiKey.METADATA, 12, {"topics": []}).error_code))
+"""),
     python("wire.delete-groups-v3", _WIRE, """\
 print("topic", name(conn.create_topic("dw-dg", 1)))
 for group in ("dw-empty", "dw-busy"):
