@@ -169,8 +169,9 @@ class AsyncAdmin:
 
     async def delete_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
                             ) -> None:
-        request = DeleteTopicsRequest(
-            topic_names=list(topics),
+        names = list(topics)
+        request = DeleteTopicsRequest(  # v0-5 name topics in topic_names, v6 in topics
+            topic_names=names, topics=[{"name": name} for name in names],
             timeout_ms=self.request_timeout_ms if timeout_ms is None else timeout_ms)
         response = await self._to_controller(ApiKey.DELETE_TOPICS, request)
         _raise_first(response.responses, "deleting topic")

@@ -916,6 +916,8 @@ class GroupCoordinator:
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             return await self._delete_consumer_group(cg)
+        if not group_id:  # as Kafka 4.4: no group has the empty id (not INVALID_GROUP_ID)
+            return GROUP_ID_NOT_FOUND
         try:
             group = self._group(group_id, create=False)
             partition = self._partition(group_id)

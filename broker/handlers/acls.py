@@ -5,6 +5,9 @@ as Kafka does. DescribeAcls needs DESCRIBE on the cluster, the other two ALTER o
 (CLUSTER_AUTHORIZATION_FAILED otherwise). Creations and deletions are decided by the active
 controller (raft_meta/security/acls.py) and committed as one metadata entry per request; the answer
 comes once committed. Invalid ACLs and filters get INVALID_REQUEST each, the rest go on.
+
+Every version (v0-3) takes every resource type, USER (v3's addition) included, as Kafka 4.4
+does; v2+ are the flexible encoding.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ CreateAclsResponse = response_class(ApiKey.CREATE_ACLS)
 DeleteAclsResponse = response_class(ApiKey.DELETE_ACLS)
 
 DISABLED_MESSAGE = "no authorizer is configured on the broker (authorizer.class.name is empty)"
+# Kafka 4.4 answers a successful DescribeAcls, and each ACL CreateAcls made, with an empty
+# message (not null); DeleteAcls' results with null.
+NO_ERROR_MESSAGE = ""
 
 
 def _refusal(ctx, conn, op: AclOperation) -> tuple[int, str] | None:
@@ -72,13 +78,13 @@ async def handle_describe_acls(ctx: BrokerContext, header, request, conn=None):
         resources.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
             {"principal": b.principal, "host": b.host, "operation": b.operation,
              "permission_type": b.permission_type})
-    return answer(0, None, [{"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": entries}
+    return answer(0, NO_ERROR_MESSAGE, [{"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": entries}
                             for (rt, name, pt), entries in resources.items()])
 
 
 async def handle_create_acls(ctx: BrokerContext, header, request, conn=None):
     refusal = _refusal(ctx, conn, AclOperation.ALTER)
-    results: list[tuple[int, str | None]] = [(0, None)] * len(request.creations)
+    results: list[tuple[int, str | None]] = [(0, NO_ERROR_MESSAGE)] * len(request.creations)
     if refusal is not None:
         results = [refusal] * len(request.creations)
     else:
@@ -102,7 +108,7 @@ async def handle_create_acls(ctx: BrokerContext, header, request, conn=None):
                 log.warning("acls.create_failed", acls=len(asked), error=message)
             else:
                 for (i, b), (error, message) in zip(asked, outcomes, strict=True):
-                    results[i] = (0, None) if error is None else (_code(error), message)
+                    results[i] = (0, NO_ERROR_MESSAGE) if error is None else (_code(error), message)
                     if error is None:
                         log.info("acl.created", acl=b.describe(), by=acl_checks.caller(conn)[0])
     return CreateAclsResponse(throttle_time_ms=0, results=[

@@ -57,10 +57,14 @@ def _wire(chain: list[synonyms.Synonym]) -> list[dict]:
     return [{"name": s.name, "value": s.value, "source": s.source} for s in chain]
 
 
-def _topic_configs(ctx, name: str) -> list[dict]:
-    own = ctx.image.configs.get(("topic", name), {})
+def _topic_configs(ctx, name: str, own: dict[str, str] | None = None) -> list[dict]:
+    """Every config of topic `name`, as DescribeConfigs answers it. `own`: the topic's own
+    configs when the image does not hold them yet (CreateTopics v5+ answers them for the topic
+    it creates, or would create, as Kafka's controller does)."""
+    stored = ctx.image.configs.get(("topic", name), {})
+    own = stored if own is None else own
     node = ctx.config.node_id
-    merged = topic_overrides(ctx.image, node, name)
+    merged = {**topic_overrides(ctx.image, node, name), **own}
     effective = effective_topic_config(ctx.config, merged)
     values = effective.log.to_properties()
     values["min.insync.replicas"] = str(effective.min_insync_replicas)
@@ -76,6 +80,12 @@ def _topic_configs(ctx, name: str) -> list[dict]:
                     "is_sensitive": False, "synonyms": _wire(chain),
                     "config_type": _CONFIG_TYPES.get(spec.kind, 0) if spec else 0, "documentation": None})
     return out
+
+
+def new_topic_configs(ctx, name: str, own: dict[str, str]) -> list[dict]:
+    """CreateTopics v5+'s configs of a new topic: name, value, read only, source, sensitive."""
+    keep = ("name", "value", "read_only", "config_source", "is_sensitive")
+    return [{key: entry[key] for key in keep} for entry in _topic_configs(ctx, name, own)]
 
 
 def _broker_configs(ctx, name: str) -> list[dict]:

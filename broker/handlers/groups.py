@@ -408,11 +408,14 @@ async def handle_offset_delete(ctx: BrokerContext, header, request, conn=None):
 
 
 async def handle_delete_groups(ctx: BrokerContext, header, request, conn=None) -> DeleteGroupsResponse:
+    """One result per group id (a repeated id is answered once, as Kafka's keyed collection does).
+    v3's per-group error message stays null: Kafka 4.4 fills it only from an exception with
+    text of its own (a streams group's topology cleanup), never for the outcomes raftka has."""
     async def delete(group_id: str) -> int:
         if group_id in ctx.groups.share.groups:  # its share state goes with it (Persister.delete)
             return await ctx.groups.share.delete(group_id, ctx.persister)
         return await ctx.groups.delete_group(group_id)
 
     results = [{"group_id": g, "error_code": acl_checks.group_error(ctx, conn, AclOperation.DELETE, g)
-                or await delete(g)} for g in request.groups_names]
+                or await delete(g)} for g in dict.fromkeys(request.groups_names)]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

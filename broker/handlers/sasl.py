@@ -37,7 +37,7 @@ async def handle_sasl_authenticate(ctx: BrokerContext, header, request, conn=Non
     auth = conn.authenticator if conn is not None else None
     if not isinstance(auth, SaslAuthenticator):
         return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
-                                        error_message="SaslAuthenticate is not expected on this connection now",
+                                        error_message="SaslAuthenticate request received after successful authentication",
                                         auth_bytes=b"")
     code, message, token = auth.authenticate(request.auth_bytes)
     if code:
@@ -46,5 +46,5 @@ async def handle_sasl_authenticate(ctx: BrokerContext, header, request, conn=Non
         conn.principal = auth.principal
         conn.authenticator = None
         log.info("sasl.authenticated", peer=conn.peer, listener=conn.listener, mechanism=auth.mechanism,
-                 principal=auth.principal)
+                 principal=auth.principal, version=header.api_version)
     return SaslAuthenticateResponse(error_code=code, error_message=message, auth_bytes=token, session_lifetime_ms=0)

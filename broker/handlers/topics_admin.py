@@ -15,6 +15,11 @@ that really exists (the message names its layout) and creates it otherwise.
 `validate_only` runs the controller's pure decision on the current image and
 discards it, so it reports exactly the errors a real request would get.
 
+From v5 (KIP-525) each topic created, or that `validate_only` would create, is answered with
+its layout and every config with its source (DescribeConfigs' entries for it), and from v7 its
+id, as Kafka 4.4's controller answers them (`_created`). DeleteTopics v5+ answers a message
+with each error and v6 deletes by name or by id (`_delete_targets`), with Kafka's messages.
+
 Manual replica assignments (CreateTopics `assignments`, CreatePartitions `assignments`) are
 checked by the controller as Kafka does (`controller_decisions.check_manual_assignment`):
 INVALID_REPLICA_ASSIGNMENT for an unknown broker, duplicates, uneven replication or a count
@@ -32,6 +37,8 @@ that receives the request (docs/operations.md, "Quotas").
 
 from __future__ import annotations
 
+import uuid
+
 import structlog
 import trio
 
@@ -39,12 +46,15 @@ from raftka.broker import acl_checks
 from raftka.broker.client_quotas import STRICT_MUTATION_VERSIONS, MutationQuota, user_of
 from raftka.broker.context import BrokerContext
 from raftka.broker.errors import error_code_for
+from raftka.broker.handlers.describe_configs import new_topic_configs
+from raftka.broker.handlers.metadata import topic_uuid
 from raftka.broker.topic_names import topic_name_error
 from raftka.client.protocol import (
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
     ErrorCode,
+    error_info,
 )
 from raftka.raft_meta.config import topic_configs
 from raftka.raft_meta.controller import controller_decisions as decide
@@ -55,6 +65,7 @@ from raftka.raft_meta.security.acls import AclOperation
 log = structlog.get_logger("broker.admin")
 
 DEFAULT = -1
+FIRST_CONFIGS_VERSION = 5  # CreateTopics v5+: the new topic's layout and configs (KIP-525)
 THROTTLED = (ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
 
 
@@ -110,6 +121,7 @@ def _precheck(ctx, topic) -> tuple[decide.NewTopic | None, tuple[int, str] | Non
 async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -> CreateTopicsResponse:
     answers: dict[int, tuple[int, str | None]] = {}  # request position -> (error code, message)
     asked: list[tuple[int, decide.NewTopic]] = []
+    created: dict[int, tuple[decide.NewTopic, str | None]] = {}  # position -> (topic, its id)
     denied = acl_checks.create_topic_denied(ctx, conn, (t.name for t in request.topics))
     quota = _mutation_quota(ctx, header, conn, "CreateTopics")
     for position, topic in enumerate(request.topics):
@@ -139,14 +151,40 @@ async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -
         for (position, topic), result in zip(asked, results, strict=True):
             if result.error is None:
                 answers[position] = (0, None)
+                created[position] = (topic, result.topic_id)
                 if not request.validate_only:
                     log.info("topic.created", topic=topic.name, partitions=topic.num_partitions,
                              replication_factor=topic.replication_factor, topic_id=result.topic_id)
             else:
                 answers[position] = (error_code_for(result.error), _message(result.error))
-    return CreateTopicsResponse(throttle_time_ms=_throttled(quota, conn), topics=[
-        {"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
-        for i, topic in enumerate(request.topics)])
+    answered = [{"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
+                for i, topic in enumerate(request.topics)]
+    if header.api_version >= FIRST_CONFIGS_VERSION and created:
+        describable = {t.name for t, _ in created.values()} - acl_checks.topics_denied(
+            ctx, conn, AclOperation.DESCRIBE_CONFIGS, {t.name for t, _ in created.values()})
+        for position, (topic, topic_id) in created.items():
+            answered[position].update(_created(ctx, topic, topic_id, topic.name in describable))
+    return CreateTopicsResponse(throttle_time_ms=_throttled(quota, conn), topics=answered)
+
+
+def _created(ctx: BrokerContext, topic: decide.NewTopic, topic_id: str | None, describable: bool) -> dict:
+    """CreateTopics v5+ (KIP-525) for a topic created, or that validate_only would create, as
+    Kafka's controller answers it: its id (v7; a fresh one under validate_only, as Kafka), its
+    partition count, replication factor and every config with its source, the configs only if
+    the caller may DESCRIBE_CONFIGS the topic (else TOPIC_AUTHORIZATION_FAILED in
+    topic_config_error_code and -1, -1, no configs)."""
+    answer: dict = {"topic_id": uuid.UUID(topic_id) if topic_id else uuid.uuid4()}
+    if not describable:
+        answer["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return answer
+    partitions: int | None
+    rf: int | None
+    if topic.assignments:
+        partitions, rf = len(topic.assignments), len(next(iter(topic.assignments.values())))
+    else:
+        partitions, rf = topic.num_partitions, topic.replication_factor
+    return {**answer, "num_partitions": partitions, "replication_factor": rf,
+            "configs": new_topic_configs(ctx, topic.name, dict(topic.configs))}
 
 
 async def _wait_hosted(ctx, names: list[str], timeout_ms: int | None) -> None:
@@ -166,25 +204,64 @@ def _name(exc: BaseException) -> str:
     return exc.name if isinstance(exc, ControllerError) else type(exc).__name__
 
 
+# DeleteTopics v5+ answers a message with each error: these with Kafka's description of the code
+# (Kafka builds them as `new ApiError(error)`); others with the controller's reason.
+_PLAIN_DELETE_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                                  ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
+FIRST_DELETE_MESSAGE_VERSION = 5
+FIRST_DELETE_BY_ID_VERSION = 6
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _delete_targets(ctx: BrokerContext, header, request) -> list[tuple[str | None, uuid.UUID, int, str | None]]:
+    """(name, id, error code, message) per topic asked: v0-5 name topics; v6 names one or the
+    other per topic (both or neither: INVALID_REQUEST, an unknown id: UNKNOWN_TOPIC_ID, with
+    Kafka's messages). The id is the existing topic's (zero while unknown)."""
+    if header.api_version < FIRST_DELETE_BY_ID_VERSION:
+        asked = [(name, ZERO_UUID) for name in request.topic_names]
+    else:
+        asked = [(state.name, state.topic_id) for state in request.topics]
+    targets: list[tuple[str | None, uuid.UUID, int, str | None]] = []
+    for name, topic_id in asked:
+        if name is not None and topic_id != ZERO_UUID:
+            targets.append((name, topic_id, ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id."))
+        elif name is None and topic_id == ZERO_UUID:
+            targets.append((None, topic_id, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."))
+        elif name is None:
+            topic = ctx.image.topics.get(str(topic_id))
+            if topic is None:
+                targets.append((None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, None))
+            else:
+                targets.append((topic.name, topic_id, 0, None))
+        else:
+            topic = ctx.image.topic_by_name(name)
+            targets.append((name, ZERO_UUID if topic is None else topic_uuid(topic), 0, None))
+    return targets
+
+
 async def handle_delete_topics(ctx: BrokerContext, header, request, conn=None) -> DeleteTopicsResponse:
     responses = []
-    denied = acl_checks.delete_topic_denied(ctx, conn, request.topic_names)
+    targets = _delete_targets(ctx, header, request)
+    denied = acl_checks.delete_topic_denied(ctx, conn, [name for name, _, code, _ in targets if not code and name])
     quota = _mutation_quota(ctx, header, conn, "DeleteTopics")
-    for name in request.topic_names:
-        code = 0
-        if name in denied:
-            responses.append({"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
-            continue
-        existing = ctx.image.topic_by_name(name)
-        if existing is not None and not quota.record(len(existing.partitions), trio.current_time()):
-            responses.append({"name": name, "error_code": THROTTLED[0]})
-            continue
-        try:
-            await ctx.controller.delete_topic(name, request.timeout_ms)
-            log.info("topic.deleted", topic=name)
-        except Exception as exc:
-            code = error_code_for(exc)
-        responses.append({"name": name, "error_code": code})
+    for name, topic_id, code, message in targets:
+        if code:
+            pass
+        elif name in denied:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif (existing := ctx.image.topic_by_name(name)) is not None \
+                and not quota.record(len(existing.partitions), trio.current_time()):
+            code = THROTTLED[0]
+        else:
+            try:
+                await ctx.controller.delete_topic(name, request.timeout_ms)
+                log.info("topic.deleted", topic=name)
+            except Exception as exc:
+                code, message = error_code_for(exc), _message(exc)
+        if code and (message is None or code in _PLAIN_DELETE_ERRORS):
+            message = error_info(code).description
+        responses.append({"name": name, "topic_id": topic_id, "error_code": code,
+                          "error_message": message if code else None})
     return DeleteTopicsResponse(throttle_time_ms=_throttled(quota, conn), responses=responses)
 
 

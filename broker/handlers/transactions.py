@@ -3,6 +3,10 @@ AddPartitionsToTxn (v0-3 from producers, v4 `verify_only` from partition leaders
 AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions — request
 translation around `ctx.txns` (broker/txn/txn_coordinator.py), where decisions are made.
 
+ListTransactions v2 filters by an RE2 transactional id pattern (KIP-1152), compiled as KIP-848
+regex subscriptions are (broker/group/topic_regex.py): INVALID_REGULAR_EXPRESSION for one RE2
+refuses.
+
 PRODUCER_FENCED (90) goes only to the versions that declare it (InitProducerId v4+,
 AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+); older ones get INVALID_PRODUCER_EPOCH
 (47), as in Kafka. TRANSACTION_ABORTABLE (120) is declared by InitProducerId v5,
@@ -21,6 +25,7 @@ import structlog
 from raftka.broker import acl_checks
 from raftka.broker.context import BrokerContext
 from raftka.broker.group.group_records import partition_for_group
+from raftka.broker.group.topic_regex import InvalidTopicRegex, compile_topic_regex
 from raftka.broker.txn.txn_coordinator import wall_ms
 from raftka.broker.txn.txn_state import STATE_BY_NAME, TV_1, TV_2, TxnState
 from raftka.client.protocol import ErrorCode, InitProducerIdResponse
@@ -40,6 +45,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 PRODUCER_FENCED = int(ErrorCode.PRODUCER_FENCED)
 INVALID_PRODUCER_EPOCH = int(ErrorCode.INVALID_PRODUCER_EPOCH)
 TXN_ID_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+FIRST_ID_PATTERN_VERSION = 2  # ListTransactions v2: TransactionalIdPattern (KIP-1152)
 
 
 def _fenced_for(version: int, first_fenced_version: int, code: int) -> int:
@@ -225,18 +231,27 @@ async def handle_list_transactions(ctx: BrokerContext, header, request, conn=Non
             unknown.append(name)
     pids = set(request.producer_id_filters)
     duration = request.duration_filter if header.api_version >= 1 else -1
+    pattern = None
+    if header.api_version >= FIRST_ID_PATTERN_VERSION and request.transactional_id_pattern:
+        try:  # RE2 as Kafka's (KIP-1152), matching the whole id
+            pattern = compile_topic_regex(request.transactional_id_pattern)
+        except InvalidTopicRegex:
+            return ListTransactionsResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                            unknown_state_filters=[], transaction_states=[])
     code, txns = ctx.txns.list_transactions()
     now = wall_ms()
     listed = []
     visible = acl_checks.visible_transactional_ids(ctx, conn, [m.transactional_id for m in txns])
     for meta in txns:
-        if known and meta.state not in known:
+        if request.state_filters and meta.state not in known:  # as Kafka: only unknown states match none
             continue
         if pids and meta.producer_id not in pids:
             continue
         if duration >= 0 and now - meta.start_ms <= duration:  # Kafka: running longer than the filter
             continue
         if meta.transactional_id not in visible:
+            continue
+        if pattern is not None and not pattern.fullmatch(meta.transactional_id):
             continue
         listed.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
                        "transaction_state": meta.state.display_name})

@@ -4,8 +4,8 @@ ADVERTISED_VERSIONS is what the broker puts in its ApiVersions response (the
 versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the codec
 against it). DECLARED_VERSIONS is what the codec can parse; it equals the advertised
 range except Produce, declared from v0 so that v0-2 (never advertised) are refused per
-partition, and the share-group APIs (decodable only). An ApiVersions
-request above v4 gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511).
+partition, and the share-group APIs (served, advertised once they work end to end). An ApiVersions
+request above v5 gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511).
 """
 
 from __future__ import annotations
@@ -98,10 +98,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # adds the partition to the transaction). v13 names topics by id only (docs/compatibility.md).
     ApiKey.PRODUCE: (3, 12),
     ApiKey.FETCH: (4, 16),
-    # v0: pre-KIP-896 (legacy_versions.py); v7-10: -3, -4, -5 (KIP-734/405/1005). kafka-python 3
-    # reads v10 as a Kafka 4.0 broker (v11, not served, as 4.2).
-    ApiKey.LIST_OFFSETS: (0, 10),
-    ApiKey.METADATA: (0, 12),
+    # v0: pre-KIP-896 (legacy_versions.py); v7-11: -3, -4, -5, -6 (KIP-734/405/1005/1023).
+    # kafka-python 3 reads v11 as a Kafka 4.2 broker, which changes no request it sends.
+    ApiKey.LIST_OFFSETS: (0, 11),
+    ApiKey.METADATA: (0, 13),  # v13: a top-level error code, which Kafka 4.4's brokers never set
     # v0-1: pre-KIP-896; v8: flexible only (v9+ answer KIP-848 member epochs, not checked yet).
     ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
@@ -115,9 +115,11 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 5),  # v5: protocol type and name checked and answered (KIP-559)
     ApiKey.DESCRIBE_GROUPS: (0, 6),  # v6: GROUP_ID_NOT_FOUND for an unknown group (KIP-1043)
     ApiKey.LIST_GROUPS: (0, 5),
-    ApiKey.API_VERSIONS: (0, 4),  # v3+: KIP-511 client software, KIP-584 features (broker/features.py)
-    ApiKey.CREATE_TOPICS: (0, 4),  # v0-1: pre-KIP-896
-    ApiKey.DELETE_TOPICS: (0, 4),  # v0: pre-KIP-896; v4: flexible only
+    # v3+: KIP-511 client software, KIP-584 features (broker/features.py); v5: the client's
+    # cluster and node ids checked (KIP-1242, REBOOTSTRAP_REQUIRED).
+    ApiKey.API_VERSIONS: (0, 5),
+    ApiKey.CREATE_TOPICS: (0, 7),  # v0-1: pre-KIP-896; v5+ configs (KIP-525), v6 strict mutation quota, v7 id
+    ApiKey.DELETE_TOPICS: (0, 6),  # v0: pre-KIP-896; v4: flexible only; v5 messages, strict quota; v6 ids
     # v3+: KIP-360 recovery; v4: PRODUCER_FENCED; v5: TRANSACTION_ABORTABLE (docs/transactions.md)
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # v4: flexible only
@@ -125,22 +127,23 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # v2: flexible; v3 may answer THROTTLING_QUOTA_EXCEEDED, which raftka (controller_mutation_rate
     # not enforced, docs/compatibility.md) never does.
     ApiKey.CREATE_PARTITIONS: (0, 3),
-    ApiKey.DELETE_GROUPS: (0, 2),  # v2: flexible; v3's per-group error message is not filled
-    # v0-1 only: kafka-python 3.x reads DescribeAcls v2/v3 as a 2.5/3.3 broker (docs/security.md).
-    ApiKey.DESCRIBE_ACLS: (0, 1),
-    ApiKey.CREATE_ACLS: (0, 1),
-    ApiKey.DELETE_ACLS: (0, 1),
+    ApiKey.DELETE_GROUPS: (0, 3),  # v3: a per-group error message, in Kafka 4.4's words
+    # v2: flexible; v3: the USER resource type. kafka-python 3 reads DescribeAcls v3 as a 3.3
+    # broker only when nothing newer matches (ListOffsets v11 makes it 4.2).
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # v5 would make kafka-python infer a Kafka 4.3 broker
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),  # v5: IsCordoned, false (raftka cordons no directory)
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),  # v2: fenced brokers on request (KIP-1073)
     # SaslHandshake v0 (raw SASL frames, kafka-python <= 2.0) is not served; SaslAuthenticate
-    # v2 (flexible) is not advertised (docs/security.md).
+    # v2 is v1, flexible (docs/security.md).
     ApiKey.SASL_HANDSHAKE: (1, 1),
-    ApiKey.SASL_AUTHENTICATE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     # Flexible from v0, yet safe to advertise: kafka-python's broker-version inference does not
     # look at keys 45/46 (unlike 48, 60, 68, 71).
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
@@ -160,7 +163,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),  # v4: TRANSACTION_ABORTABLE
     ApiKey.END_TXN: (0, 5),  # v4: TRANSACTION_ABORTABLE; v5: transaction.version 2 (an epoch bump each)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),  # v2: an RE2 transactional id pattern (KIP-1152)
     # Transactions, partition side (docs/transactions.md): none is read by kafka-python's guess.
     # v0 is Kafka 3.x's (Kafka 4 serves v1+ only); v2: each marker's transaction version (KIP-1228)
     ApiKey.WRITE_TXN_MARKERS: (0, 2),

@@ -149,6 +149,7 @@ class ErrorCode(IntEnum):
     INVALID_SHARE_SESSION_EPOCH = 123
     FENCED_STATE_EPOCH = 124
     INVALID_REGULAR_EXPRESSION = 128
+    REBOOTSTRAP_REQUIRED = 129
     SHARE_SESSION_LIMIT_REACHED = 133
 
 
@@ -281,6 +282,7 @@ _TABLE: tuple[tuple[int, str, bool, str], ...] = (
     (123, "INVALID_SHARE_SESSION_EPOCH", True, 'The share session epoch is invalid.'),
     (124, "FENCED_STATE_EPOCH", False, 'The coordinator rejected the request because the state epoch did not match.'),
     (128, "INVALID_REGULAR_EXPRESSION", False, 'The regular expression is not valid.'),
+    (129, "REBOOTSTRAP_REQUIRED", False, 'Client metadata is stale. The client should rebootstrap to obtain new metadata.'),
     (133, "SHARE_SESSION_LIMIT_REACHED", True, 'The limit of share sessions has been reached.'),
 )
 

@@ -119,14 +119,15 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-# Kafka's specs for APIs kafka-python does not ship (read when `resources` lacks one).
+# Kafka's specs for APIs kafka-python does not ship, or ships at an older version (ApiVersions
+# v5, DeleteGroups v3): a file here is read instead of `resources`' one.
 EXTRA_SPECS = Path(__file__).resolve().parent / "specs"
 
 
 def load_spec(resources: Path, stem: str) -> dict[str, Any]:
-    path = resources / f"{stem}.json"
-    if not path.exists() and (EXTRA_SPECS / f"{stem}.json").exists():
-        path = EXTRA_SPECS / f"{stem}.json"
+    path = EXTRA_SPECS / f"{stem}.json"
+    if not path.exists():
+        path = resources / f"{stem}.json"
     text = path.read_text(encoding="utf-8")
     return legacy_versions.apply(json.loads(_COMMENT.sub("", text)))
 

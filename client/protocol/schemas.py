@@ -137,7 +137,7 @@ FETCH_RESPONSE = MessageSchema(
 )
 
 LIST_OFFSETS_REQUEST = MessageSchema(
-    'ListOffsetsRequest', 2, 'request', '0-10', flexible='6+',
+    'ListOffsetsRequest', 2, 'request', '0-11', flexible='6+',
     fields=(
         F('replica_id', 'int32', '0+'),
         F('isolation_level', 'int8', '2+'),
@@ -155,7 +155,7 @@ LIST_OFFSETS_REQUEST = MessageSchema(
 )
 
 LIST_OFFSETS_RESPONSE = MessageSchema(
-    'ListOffsetsResponse', 2, 'response', '0-10', flexible='6+',
+    'ListOffsetsResponse', 2, 'response', '0-11', flexible='6+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('topics', '[]ListOffsetsTopicResponse', '0+', fields=(
@@ -173,7 +173,7 @@ LIST_OFFSETS_RESPONSE = MessageSchema(
 )
 
 METADATA_REQUEST = MessageSchema(
-    'MetadataRequest', 3, 'request', '0-12', flexible='9+',
+    'MetadataRequest', 3, 'request', '0-13', flexible='9+',
     fields=(
         F('topics', '[]MetadataRequestTopic', '0+', nullable='1+', fields=(
             F('topic_id', 'uuid', '10+'),
@@ -186,7 +186,7 @@ METADATA_REQUEST = MessageSchema(
 )
 
 METADATA_RESPONSE = MessageSchema(
-    'MetadataResponse', 3, 'response', '0-12', flexible='9+',
+    'MetadataResponse', 3, 'response', '0-13', flexible='9+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('brokers', '[]MetadataResponseBroker', '0+', fields=(
@@ -214,6 +214,7 @@ METADATA_RESPONSE = MessageSchema(
             F('topic_authorized_operations', 'int32', '8+', default=-2147483648),
         )),
         F('cluster_authorized_operations', 'int32', '8-10', default=-2147483648),
+        F('error_code', 'int16', '13+'),
     ),
 )
 
@@ -473,15 +474,17 @@ LIST_GROUPS_RESPONSE = MessageSchema(
 )
 
 API_VERSIONS_REQUEST = MessageSchema(
-    'ApiVersionsRequest', 18, 'request', '0-4', flexible='3+',
+    'ApiVersionsRequest', 18, 'request', '0-5', flexible='3+',
     fields=(
         F('client_software_name', 'string', '3+'),
         F('client_software_version', 'string', '3+'),
+        F('cluster_id', 'string', '5+', nullable='5+', default=None),
+        F('node_id', 'int32', '5+', default=-1),
     ),
 )
 
 API_VERSIONS_RESPONSE = MessageSchema(
-    'ApiVersionsResponse', 18, 'response', '0-4', flexible='3+',
+    'ApiVersionsResponse', 18, 'response', '0-5', flexible='3+',
     fields=(
         F('error_code', 'int16', '0+'),
         F('api_keys', '[]ApiVersion', '0+', fields=(
@@ -506,7 +509,7 @@ API_VERSIONS_RESPONSE = MessageSchema(
 )
 
 CREATE_TOPICS_REQUEST = MessageSchema(
-    'CreateTopicsRequest', 19, 'request', '0-4', flexible='5+',
+    'CreateTopicsRequest', 19, 'request', '0-7', flexible='5+',
     fields=(
         F('topics', '[]CreatableTopic', '0+', fields=(
             F('name', 'string', '0+'),
@@ -527,32 +530,49 @@ CREATE_TOPICS_REQUEST = MessageSchema(
 )
 
 CREATE_TOPICS_RESPONSE = MessageSchema(
-    'CreateTopicsResponse', 19, 'response', '0-4', flexible='5+',
+    'CreateTopicsResponse', 19, 'response', '0-7', flexible='5+',
     fields=(
         F('throttle_time_ms', 'int32', '2+'),
         F('topics', '[]CreatableTopicResult', '0+', fields=(
             F('name', 'string', '0+'),
+            F('topic_id', 'uuid', '7+'),
             F('error_code', 'int16', '0+'),
             F('error_message', 'string', '1+', nullable='0+'),
+            F('topic_config_error_code', 'int16', '5+', tag=0, tagged='5+'),
+            F('num_partitions', 'int32', '5+', default=-1),
+            F('replication_factor', 'int16', '5+', default=-1),
+            F('configs', '[]CreatableTopicConfigs', '5+', nullable='5+', fields=(
+                F('name', 'string', '5+'),
+                F('value', 'string', '5+', nullable='5+'),
+                F('read_only', 'bool', '5+'),
+                F('config_source', 'int8', '5+', default=-1),
+                F('is_sensitive', 'bool', '5+'),
+            )),
         )),
     ),
 )
 
 DELETE_TOPICS_REQUEST = MessageSchema(
-    'DeleteTopicsRequest', 20, 'request', '0-4', flexible='4+',
+    'DeleteTopicsRequest', 20, 'request', '0-6', flexible='4+',
     fields=(
-        F('topic_names', '[]string', '0+'),
+        F('topics', '[]DeleteTopicState', '6+', fields=(
+            F('name', 'string', '6+', nullable='6+', default=None),
+            F('topic_id', 'uuid', '6+'),
+        )),
+        F('topic_names', '[]string', '0-5'),
         F('timeout_ms', 'int32', '0+'),
     ),
 )
 
 DELETE_TOPICS_RESPONSE = MessageSchema(
-    'DeleteTopicsResponse', 20, 'response', '0-4', flexible='4+',
+    'DeleteTopicsResponse', 20, 'response', '0-6', flexible='4+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('responses', '[]DeletableTopicResult', '0+', fields=(
-            F('name', 'string', '0+'),
+            F('name', 'string', '0+', nullable='6+'),
+            F('topic_id', 'uuid', '6+'),
             F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '5+', nullable='5+', default=None),
         )),
     ),
 )
@@ -677,25 +697,26 @@ CREATE_PARTITIONS_RESPONSE = MessageSchema(
 )
 
 DELETE_GROUPS_REQUEST = MessageSchema(
-    'DeleteGroupsRequest', 42, 'request', '0-2', flexible='2+',
+    'DeleteGroupsRequest', 42, 'request', '0-3', flexible='2+',
     fields=(
         F('groups_names', '[]string', '0+'),
     ),
 )
 
 DELETE_GROUPS_RESPONSE = MessageSchema(
-    'DeleteGroupsResponse', 42, 'response', '0-2', flexible='2+',
+    'DeleteGroupsResponse', 42, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]DeletableGroupResult', '0+', fields=(
             F('group_id', 'string', '0+'),
             F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '3+', nullable='3+', default=None),
         )),
     ),
 )
 
 DESCRIBE_ACLS_REQUEST = MessageSchema(
-    'DescribeAclsRequest', 29, 'request', '0-1', flexible='2+',
+    'DescribeAclsRequest', 29, 'request', '0-3', flexible='2+',
     fields=(
         F('resource_type_filter', 'int8', '0+'),
         F('resource_name_filter', 'string', '0+', nullable='0+'),
@@ -708,7 +729,7 @@ DESCRIBE_ACLS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_ACLS_RESPONSE = MessageSchema(
-    'DescribeAclsResponse', 29, 'response', '0-1', flexible='2+',
+    'DescribeAclsResponse', 29, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
@@ -728,7 +749,7 @@ DESCRIBE_ACLS_RESPONSE = MessageSchema(
 )
 
 CREATE_ACLS_REQUEST = MessageSchema(
-    'CreateAclsRequest', 30, 'request', '0-1', flexible='2+',
+    'CreateAclsRequest', 30, 'request', '0-3', flexible='2+',
     fields=(
         F('creations', '[]AclCreation', '0+', fields=(
             F('resource_type', 'int8', '0+'),
@@ -743,7 +764,7 @@ CREATE_ACLS_REQUEST = MessageSchema(
 )
 
 CREATE_ACLS_RESPONSE = MessageSchema(
-    'CreateAclsResponse', 30, 'response', '0-1', flexible='2+',
+    'CreateAclsResponse', 30, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('results', '[]AclCreationResult', '0+', fields=(
@@ -754,7 +775,7 @@ CREATE_ACLS_RESPONSE = MessageSchema(
 )
 
 DELETE_ACLS_REQUEST = MessageSchema(
-    'DeleteAclsRequest', 31, 'request', '0-1', flexible='2+',
+    'DeleteAclsRequest', 31, 'request', '0-3', flexible='2+',
     fields=(
         F('filters', '[]DeleteAclsFilter', '0+', fields=(
             F('resource_type_filter', 'int8', '0+'),
@@ -769,7 +790,7 @@ DELETE_ACLS_REQUEST = MessageSchema(
 )
 
 DELETE_ACLS_RESPONSE = MessageSchema(
-    'DeleteAclsResponse', 31, 'response', '0-1', flexible='2+',
+    'DeleteAclsResponse', 31, 'response', '0-3', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('filter_results', '[]DeleteAclsFilterResult', '0+', fields=(
@@ -848,7 +869,7 @@ DELETE_RECORDS_RESPONSE = MessageSchema(
 )
 
 DESCRIBE_LOG_DIRS_REQUEST = MessageSchema(
-    'DescribeLogDirsRequest', 35, 'request', '1-4', flexible='2+',
+    'DescribeLogDirsRequest', 35, 'request', '1-5', flexible='2+',
     fields=(
         F('topics', '[]DescribableLogDirTopic', '1+', nullable='1+', fields=(
             F('topic', 'string', '1+'),
@@ -858,7 +879,7 @@ DESCRIBE_LOG_DIRS_REQUEST = MessageSchema(
 )
 
 DESCRIBE_LOG_DIRS_RESPONSE = MessageSchema(
-    'DescribeLogDirsResponse', 35, 'response', '1-4', flexible='2+',
+    'DescribeLogDirsResponse', 35, 'response', '1-5', flexible='2+',
     fields=(
         F('throttle_time_ms', 'int32', '1+'),
         F('error_code', 'int16', '3+'),
@@ -876,6 +897,7 @@ DESCRIBE_LOG_DIRS_RESPONSE = MessageSchema(
             )),
             F('total_bytes', 'int64', '4+', default=-1),
             F('usable_bytes', 'int64', '4+', default=-1),
+            F('is_cordoned', 'bool', '5+', default=False),
         )),
     ),
 )
@@ -1010,14 +1032,14 @@ SASL_HANDSHAKE_RESPONSE = MessageSchema(
 )
 
 SASL_AUTHENTICATE_REQUEST = MessageSchema(
-    'SaslAuthenticateRequest', 36, 'request', '0-1', flexible='2+',
+    'SaslAuthenticateRequest', 36, 'request', '0-2', flexible='2+',
     fields=(
         F('auth_bytes', 'bytes', '0+'),
     ),
 )
 
 SASL_AUTHENTICATE_RESPONSE = MessageSchema(
-    'SaslAuthenticateResponse', 36, 'response', '0-1', flexible='2+',
+    'SaslAuthenticateResponse', 36, 'response', '0-2', flexible='2+',
     fields=(
         F('error_code', 'int16', '0+'),
         F('error_message', 'string', '0+', nullable='0+'),
@@ -1327,16 +1349,17 @@ DESCRIBE_TRANSACTIONS_RESPONSE = MessageSchema(
 )
 
 LIST_TRANSACTIONS_REQUEST = MessageSchema(
-    'ListTransactionsRequest', 66, 'request', '0-1', flexible='0+',
+    'ListTransactionsRequest', 66, 'request', '0-2', flexible='0+',
     fields=(
         F('state_filters', '[]string', '0+'),
         F('producer_id_filters', '[]int64', '0+'),
         F('duration_filter', 'int64', '1+', default=-1),
+        F('transactional_id_pattern', 'string', '2+', nullable='2+', default=None),
     ),
 )
 
 LIST_TRANSACTIONS_RESPONSE = MessageSchema(
-    'ListTransactionsResponse', 66, 'response', '0-1', flexible='0+',
+    'ListTransactionsResponse', 66, 'response', '0-2', flexible='0+',
     fields=(
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),

@@ -146,30 +146,34 @@ def timestamps_topic(bootstrap: str) -> str:
     return TOPIC_LO
 
 
-# (timestamp asked, expected (offset, timestamp)), whatever the version: Kafka reads the
-# special timestamps in every version (clients ask -3 from v7, -4 from v8, -5 from v9).
+# (timestamp, the first version that may ask it, (offset, timestamp) answered from then on)
 LIST_OFFSETS_CASES = [
-    (-1, (5, -1)),     # latest
-    (-2, (1, -1)),     # earliest: the log start after DeleteRecords
-    (-3, (2, 5000)),   # max timestamp: the first record holding it
-    (-4, (1, -1)),     # earliest local: nothing is tiered, so the log start
-    (-5, (-1, -1)),    # latest tiered: no remote storage
-    (2500, (2, 5000)),  # by timestamp: the first offset whose timestamp is >= it
-    (5001, (-1, -1)),
+    (-1, 0, (5, -1)),      # latest
+    (-2, 0, (1, -1)),      # earliest: the log start after DeleteRecords
+    (-3, 7, (2, 5000)),    # max timestamp: the first record holding it
+    (-4, 8, (1, -1)),      # earliest local: nothing is tiered, so the log start
+    (-5, 9, (-1, -1)),     # latest tiered: no remote storage
+    (-6, 11, (-1, -1)),    # earliest pending upload: no remote storage
+    (-7, 99, (-1, -1)),    # not a special timestamp: refused in every version
+    (2500, 0, (2, 5000)),  # by timestamp: the first offset whose timestamp is >= it
+    (5001, 0, (-1, -1)),
 ]
 
 
-@pytest.mark.parametrize("version", [1, 5, 6, 7, 8, 9, 10])
+@pytest.mark.parametrize("version", [1, 5, 6, 7, 8, 9, 10, 11])
 def test_list_offsets_special_timestamps_at_each_version(bootstrap: str, timestamps_topic: str,
                                                          version: int) -> None:
+    """As Kafka 4.4 answers (tests/differential/wire_steps.py): a special timestamp older
+    versions do not know is UNSUPPORTED_VERSION for its partition."""
     partitions = [{"partition_index": 0, "timestamp": ts, "current_leader_epoch": -1}
-                  for ts, _ in LIST_OFFSETS_CASES]
+                  for ts, _, _ in LIST_OFFSETS_CASES]
     body = {"replica_id": -1, "isolation_level": 0, "timeout_ms": 30000,
             "topics": [{"name": timestamps_topic, "partitions": partitions}]}
     with WireConnection(bootstrap) as conn:
         [topic] = conn.request(ApiKey.LIST_OFFSETS, version, body).topics
     answers = [(p.error_code, p.offset, p.timestamp) for p in topic.partitions]
-    assert answers == [(0, *expected) for _, expected in LIST_OFFSETS_CASES]
+    assert answers == [(0, *expected) if version >= first else (ErrorCode.UNSUPPORTED_VERSION, -1, -1)
+                       for _, first, expected in LIST_OFFSETS_CASES]
 
 
 def test_list_offsets_specs_through_kafka_python_and_librdkafka(bootstrap: str, timestamps_topic: str,

@@ -169,6 +169,10 @@ def test_kafka_python_over_sasl_ssl_and_mtls(secured: Secured, mechanism: str | 
     values = [m.value for _, m in zip(range(3), consumer, strict=False)]
     consumer.close()
     assert values == [b"k0", b"k1", b"k2"]
+    if mechanism is not None:  # kafka-python 3 takes the newest SaslAuthenticate: v2, the flexible one
+        user = USERS[mechanism][0]
+        assert any(f'"principal": "User:{user}"' in line and '"version": 2' in line
+                   for line in secured.log_events("sasl.authenticated"))
 
 
 def test_mtls_principal_from_the_certificate(secured: Secured) -> None:

@@ -1,5 +1,6 @@
 """Every scenario of the differential suite, in the order they run: Kafka's CLI tools
-(steps.py), then the client libraries (client_steps.py)."""
+(steps.py), then the client libraries (client_steps.py), then single requests at chosen
+versions (wire_steps.py)."""
 
 from tests.differential.client_steps import CLIENTS
 from tests.differential.steps import (
@@ -13,6 +14,7 @@ from tests.differential.steps import (
     TOPIC_CONFIGS,
     TOPICS,
 )
+from tests.differential.wire_steps import WIRE
 
 SCENARIOS = (TOPICS, CLUSTER_BASICS, MORE_TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, GROUPS, OFFSETS,
-             OPERATIONS, CONFIG_RESOURCES, CLIENTS)
+             OPERATIONS, CONFIG_RESOURCES, CLIENTS, WIRE)

@@ -9,6 +9,7 @@ names vary a little; `FUZZ_TOPICS` must exist before the fuzzer runs.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -61,7 +62,8 @@ def _fetch(rng: random.Random) -> dict:
 def _list_offsets(rng: random.Random) -> dict:
     topic, partition = _topic(rng)
     return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": rng.choice((-1, -2, 0))}]}]}
+        {"partition_index": partition, "current_leader_epoch": -1,
+         "timestamp": rng.choice((-1, -2, 0, -3, -6, -7))}]}]}  # special ones refused below their version
 
 
 def _metadata(rng: random.Random) -> dict:
@@ -119,7 +121,12 @@ def _create_topics(rng: random.Random) -> dict:
 
 
 def _delete_topics(rng: random.Random) -> dict:
-    return {"topic_names": [f"fuzz-made-{rng.randrange(4)}"], "timeout_ms": 5000}
+    name = f"fuzz-made-{rng.randrange(4)}"
+    # v6 names a topic or gives an id (here one nobody has: UNKNOWN_TOPIC_ID), or both (INVALID_REQUEST).
+    unknown = uuid.UUID(int=rng.getrandbits(128) | 1)  # from the seed, never the zero id
+    state = rng.choice(({"name": name, "topic_id": uuid.UUID(int=0)}, {"name": None, "topic_id": unknown},
+                        {"name": name, "topic_id": unknown}))
+    return {"topic_names": [name], "topics": [state], "timeout_ms": 5000}
 
 
 def _create_partitions(rng: random.Random) -> dict:
@@ -171,7 +178,10 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
     ApiKey.LEAVE_GROUP: _leave,
     ApiKey.SYNC_GROUP: _sync,
     ApiKey.DESCRIBE_GROUPS: lambda rng: {"groups": [FUZZ_GROUP], "include_authorized_operations": False},
-    ApiKey.API_VERSIONS: lambda rng: {"client_software_name": "fuzzer", "client_software_version": "1"},
+    # v5: no target, another cluster's (REBOOTSTRAP_REQUIRED) or half a target (INVALID_REQUEST).
+    ApiKey.API_VERSIONS: lambda rng: {"client_software_name": "fuzzer", "client_software_version": "1",
+                                      **dict(zip(("cluster_id", "node_id"),
+                                                 rng.choice(((None, -1), ("fuzz-cluster", 1), ("fuzz", -1))), strict=True))},
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.INIT_PRODUCER_ID: lambda rng: {"transactional_id": None, "transaction_timeout_ms": 60000},
@@ -233,7 +243,8 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
                                  "committed": rng.random() < 0.5},
     ApiKey.DESCRIBE_TRANSACTIONS: lambda rng: {"transactional_ids": ["fuzz-txn", ""]},
     ApiKey.LIST_TRANSACTIONS: lambda rng: {"state_filters": rng.choice(([], ["Ongoing", "bogus"])),
-                                           "producer_id_filters": [], "duration_filter": rng.choice((-1, 0))},
+                                           "producer_id_filters": [], "duration_filter": rng.choice((-1, 0)),
+                                           "transactional_id_pattern": rng.choice((None, "", "fuzz-.*", "(?=x)", "["))},
     # A marker for a producer nobody uses, on a topic that does not exist.
     ApiKey.WRITE_TXN_MARKERS: lambda rng: {"markers": [{
         "producer_id": 4242, "producer_epoch": 0, "transaction_result": rng.random() < 0.5,

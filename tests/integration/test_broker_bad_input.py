@@ -268,7 +268,7 @@ def test_unknown_api_key_closes_the_connection(server: ServerProcess, unaffected
     expect_close_logged(server, "handler", before)
 
 
-@pytest.mark.parametrize("version", [5, 127])
+@pytest.mark.parametrize("version", [ADVERTISED_VERSIONS[ApiKey.API_VERSIONS][1] + 1, 127])
 def test_too_new_api_versions_gets_the_v0_error_answer(server: ServerProcess, unaffected: None,
                                                        version: int) -> None:
     request = encode_request(ApiKey.API_VERSIONS, 2, 41, {}, client_id="future-client")
@@ -276,9 +276,9 @@ def test_too_new_api_versions_gets_the_v0_error_answer(server: ServerProcess, un
         # The body of a too-new request is not parsed: trailing bytes must not matter.
         conn.send_bytes(frame(with_version(request, ApiKey.API_VERSIONS, version)[4:] + b"\x00junk"))
         answer = conn.read_frame()
-        # v0 response header (correlation id only), error 35, [ApiVersions 0..4], no throttle.
+        # v0 response header (correlation id only), error 35, [ApiVersions' range], no throttle.
         assert answer == struct.pack(">ihihhh", 41, ErrorCode.UNSUPPORTED_VERSION, 1,
-                                     ApiKey.API_VERSIONS, 0, 4)
+                                     ApiKey.API_VERSIONS, *ADVERTISED_VERSIONS[ApiKey.API_VERSIONS])
         # The client then retries with a version the broker supports, on the same connection.
         response = conn.request(ApiKey.API_VERSIONS, 2, {})
         assert response.error_code == 0

@@ -71,8 +71,7 @@ def _create(name: str, partitions: int) -> dict:
 
 
 def test_create_partitions_v3_is_refused_with_throttling_quota_exceeded_once_the_bucket_is_empty(bootstrap):
-    """KIP-599's strict mode, with the first strict version raftka serves (CreatePartitions v3;
-    CreateTopics v6 and DeleteTopics v5 are not served yet: docs/compatibility.md)."""
+    """KIP-599's strict mode, with CreatePartitions v3 (CreateTopics v6: the next test)."""
     assert ADVERTISED_VERSIONS[ApiKey.CREATE_PARTITIONS][1] >= 3
     _set_quota(bootstrap, "mut-strict", "controller_mutation_rate", MUTATION_RATE)
 
@@ -98,6 +97,49 @@ def test_create_partitions_v3_is_refused_with_throttling_quota_exceeded_once_the
     assert 0 < second.throttle_time_ms <= 2000  # the bucket's -2 tokens at 1/s, less the time since
     assert held >= second.throttle_time_ms / 1000.0 * 0.9  # the connection was muted that long
     assert third.throttle_time_ms == 0
+
+
+def test_create_topics_v6_is_refused_with_throttling_quota_exceeded_once_the_bucket_is_empty(bootstrap):
+    """CreateTopics v6's strict quota, per topic in request order: a topic is accepted while the
+    bucket is not below zero (even one that takes it below), the next is refused."""
+    _set_quota(bootstrap, "mut-strict-ct", "controller_mutation_rate", MUTATION_RATE)
+
+    async def calls(conn: BrokerConnection):
+        first = await conn.request(ApiKey.CREATE_TOPICS, {**_create("strict6-a", 12), "topics": [
+            *_create("strict6-a", 12)["topics"], *_create("strict6-b", 1)["topics"]]}, version=6)
+        before = trio.current_time()
+        metadata = await conn.request(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False}, version=9)
+        return first, metadata, trio.current_time() - before
+
+    first, metadata, held = _on_connection(bootstrap, "mut-strict-ct", calls)
+    accepted, refused = first.topics
+    assert (accepted.name, accepted.error_code) == ("strict6-a", 0)  # 12 from 11: accepted, -1 left
+    assert (refused.name, refused.error_code, refused.error_message) == (
+        "strict6-b", ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+    assert 0 < first.throttle_time_ms <= 1000  # 1 token over at 1/s
+    assert held >= first.throttle_time_ms / 1000.0 * 0.9  # the connection was muted that long
+    assert metadata.throttle_time_ms == 0
+
+
+def test_delete_topics_v5_is_refused_with_throttling_quota_exceeded_once_the_bucket_is_empty(bootstrap):
+    """DeleteTopics v5's strict quota: the topics are made by a client without a quota, then a
+    deletion of 12 partitions takes the bucket of 11 below zero and the next topic is refused."""
+    _set_quota(bootstrap, "mut-strict-dt", "controller_mutation_rate", MUTATION_RATE)
+
+    async def make(conn: BrokerConnection):
+        return [(await conn.request(ApiKey.CREATE_TOPICS, _create(name, count), version=4)).topics[0].error_code
+                for name, count in (("del5-a", 12), ("del5-b", 1))]
+
+    async def calls(conn: BrokerConnection):
+        return await conn.request(ApiKey.DELETE_TOPICS, {"topic_names": ["del5-a", "del5-b"], "timeout_ms": 30000},
+                                  version=5)
+
+    assert _on_connection(bootstrap, "mut-none-dt", make) == [0, 0]
+    answer = _on_connection(bootstrap, "mut-strict-dt", calls)
+    assert [(r.name, r.error_code, r.error_message) for r in answer.responses] == [
+        ("del5-a", 0, None),
+        ("del5-b", ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")]
+    assert 0 < answer.throttle_time_ms <= 1000  # 1 token over at 1/s
 
 
 def test_create_topics_below_v6_is_accepted_throttled_and_the_connection_muted(bootstrap):

@@ -1,13 +1,14 @@
-"""ApiVersions v3/v4's KIP-584 features and KIP-511 client software check (broker/features.py,
-broker/handlers/api_versions.py), table-driven, and the v3/v4 bytes read by kafka-python."""
+"""ApiVersions v3/v4's KIP-584 features, KIP-511 client software check and v5's KIP-1242 cluster and
+node id check (broker/features.py, broker/handlers/api_versions.py), table-driven, and the v3/v4
+bytes read by kafka-python."""
 
 from __future__ import annotations
 
 import pytest
 
 from raftka.broker.features import FEATURES, Feature, finalized_features, supported_features
-from raftka.broker.handlers.api_versions import valid_client_software
-from raftka.client.protocol import ApiKey, decode_response, encode_response
+from raftka.broker.handlers.api_versions import target_error, valid_client_software
+from raftka.client.protocol import ApiKey, ErrorCode, decode_response, encode_response
 from raftka.client.protocol.messages import RESPONSE_CODECS
 from tests.unit.test_protocol_support import kp_class
 
@@ -74,3 +75,18 @@ def test_features_on_the_wire_read_by_kafka_python(version):
         ("metadata.version", 20, 20), ("transaction.version", 2, 2), ("group.version", 1, 1), ("share.version", 1, 1)]
     _, back = decode_response(ApiKey.API_VERSIONS, version, data[4:])
     assert back == message
+
+
+# As Kafka 4.4 answers them (run against it: tests/differential, step api-versions-v5-target).
+@pytest.mark.parametrize(("version", "cluster_id", "node_id", "code"), [
+    (5, None, -1, 0),                                   # neither: no check
+    (5, "own", 1, 0),                                   # both, this broker
+    (5, "other", 1, ErrorCode.REBOOTSTRAP_REQUIRED),    # another cluster
+    (5, "own", 2, ErrorCode.REBOOTSTRAP_REQUIRED),      # another node of this cluster
+    (5, "", 1, ErrorCode.REBOOTSTRAP_REQUIRED),         # empty is a cluster id, not "none"
+    (5, "own", -1, ErrorCode.INVALID_REQUEST),          # one without the other
+    (5, None, 1, ErrorCode.INVALID_REQUEST),
+    (4, "other", 7, 0),                                 # v4 has no such fields
+])
+def test_v5_target_check(version, cluster_id, node_id, code):
+    assert target_error(version, cluster_id, node_id, "own", 1) == code

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raftka.client.protocol import (
+    ADVERTISED_VERSIONS,
     DECLARED_VERSIONS,
     ApiKey,
     FrameDecoder,
@@ -178,9 +179,10 @@ def test_unknown_api_and_unsupported_versions_carry_the_header():
         decode_request(_header(ApiKey.PRODUCE, 14, correlation_id=12) + b"garbage")
     assert info.value.header == RequestHeader(0, 14, 12, "c")
     assert f"0..{DECLARED_VERSIONS[ApiKey.PRODUCE][1]}" in str(info.value)
-    # A client newer than Kafka 4.4 may open with ApiVersions v5: not parseable, fallback required
+    # A client newer than raftka may open with a newer ApiVersions: not parseable, fallback required
+    above = ADVERTISED_VERSIONS[ApiKey.API_VERSIONS][1] + 1
     with pytest.raises(UnsupportedVersion) as info:
-        decode_request(_header(ApiKey.API_VERSIONS, 5, correlation_id=13) + b"\x00garbage")
+        decode_request(_header(ApiKey.API_VERSIONS, above, correlation_id=13) + b"\x00garbage")
     assert needs_api_versions_fallback(info.value.header)
     # librdkafka opens with v3, kafka-python with v4: both parsed and answered
     v3 = encode_request(ApiKey.API_VERSIONS, 3, 14,
@@ -188,7 +190,7 @@ def test_unknown_api_and_unsupported_versions_carry_the_header():
     assert not needs_api_versions_fallback(peek_request_header(v3[4:]))
     header, body = decode_request(v3[4:])
     assert body.client_software_name == "librdkafka"
-    assert not needs_api_versions_fallback(RequestHeader(ApiKey.API_VERSIONS, 4, 1, None))
+    assert not needs_api_versions_fallback(RequestHeader(ApiKey.API_VERSIONS, above - 1, 1, None))
     assert not needs_api_versions_fallback(RequestHeader(ApiKey.METADATA, 9, 1, None))
 
 
@@ -199,18 +201,18 @@ def test_api_versions_fallback_is_exactly_the_v0_layout():
         b"\x01\x02\x03\x04"  # correlation id: response header v0, no tagged fields
         b"\x00\x23"  # error_code 35
         b"\x00\x00\x00\x01"  # one api_keys entry
-        b"\x00\x12\x00\x00\x00\x04"  # ApiVersions 0..4, and no throttle_time_ms
+        b"\x00\x12\x00\x00\x00\x05"  # ApiVersions 0..5, and no throttle_time_ms
     )
     kp_response = kp_class("ApiVersionsResponse")
     for version in (0, 3, 4):  # kafka-python parses error replies as v0 whatever it asked
         kp = kp_response.decode(data[4:], version=version, header=True)
         assert kp.header.correlation_id == 0x01020304
         assert kp.error_code == 35
-        assert [(k.api_key, k.min_version, k.max_version) for k in kp.api_keys] == [(18, 0, 4)]
+        assert [(k.api_key, k.min_version, k.max_version) for k in kp.api_keys] == [(18, 0, 5)]
     for version in (0, 2, 3):  # our SDK side does the same
         header, body = decode_response(ApiKey.API_VERSIONS, version, data[4:])
         assert header.correlation_id == 0x01020304 and body.error_code == 35
-        assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
+        assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 5)]
 
 
 # --------------------------------------------------------------------------- #

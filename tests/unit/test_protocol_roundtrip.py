@@ -54,7 +54,7 @@ def test_every_api_in_protocol_md_is_declared():
         ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
         ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS}
-    assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 4)
+    assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 5)
     for key, codec in REQUEST_CODECS.items():
         low, high = DECLARED_VERSIONS[key]
         assert (codec.versions.low, codec.versions.high) == (low, high)
