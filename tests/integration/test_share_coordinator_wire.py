@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 
+from raftka.broker.group.share_coordinator import partition_for_share
+from raftka.broker.group.share_coordinator_records import decode_record
 from raftka.broker.group.share_coordinator_state import READ_UNINITIALIZED
 from raftka.broker.group.share_persister import ShareStateKey
 from raftka.client.protocol import ApiKey, ErrorCode, encode_request
@@ -211,3 +213,30 @@ def test_hostile_input_closes_one_connection_and_a_huge_write_is_refused(server,
         hostile.send_bytes(len(body).to_bytes(4, "big") + body)
         assert hostile.wait_closed_by_broker() == b""
     assert call(conn, ApiKey.READ_SHARE_GROUP_STATE, group, topic_id, 1, leader_epoch=0).error_code == 0
+
+
+def test_deleting_a_topic_tombstones_its_share_partitions(server, conn):
+    assert conn.create_topic("share-doomed", 1) == 0
+    meta = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "share-doomed", "topic_id": uuid.UUID(int=0)}],
+                                              "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False})
+    doomed = meta.topics[0].topic_id
+    key = ShareStateKey(new_group(), doomed, 0)
+    assert call(conn, ApiKey.INITIALIZE_SHARE_GROUP_STATE, key.group_id, doomed, 0, state_epoch=0,
+                start_offset=0).error_code == 0
+    index = partition_for_share(key, 3)
+
+    def records_of_key() -> list:
+        found = []
+        for batch in conn.read_all("__share_group_state", index):
+            for record in batch.records:
+                decoded = decode_record(record.key, record.value)
+                if decoded is not None and decoded.key == key:
+                    found.append(decoded)
+        return found
+
+    assert [r.value is None for r in records_of_key()] == [False]
+    deleted = conn.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["share-doomed"], "timeout_ms": 30000})
+    assert deleted.responses[0].error_code == 0
+    wait_until(lambda: [r.value is None for r in records_of_key()] == [False, True], timeout=30, interval=0.1,
+               what="a tombstone for the deleted topic's share partition")
