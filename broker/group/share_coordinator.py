@@ -182,13 +182,6 @@ class ShareCoordinator:
         await self._create_topic(self.config.share_coordinator_state_topic_num_partitions, rf,
                                  state_topic_configs(self.config, rf))
 
-    def leads(self, key: ShareStateKey) -> bool:
-        """Whether this broker is the key's coordinator now (loaded or loading)."""
-        try:
-            return self.partition_for(key) in self._shards
-        except CoordinatorError:
-            return False
-
     def _shard(self, index: int) -> _Shard:
         shard = self._shards.get(index)
         if shard is None and self._leads_in_image(index):
