@@ -146,6 +146,7 @@ class BrokerNode:
                                         bootstrap=(*read_bootstrap(config.metadata_log_dir),
                                                    *cluster_default_records(config.min_insync_replicas)))
                 loader.add_publisher(replicas.publish)
+                loader.add_publisher(share_coordinator.publish)
                 controller = Controller(config, quorum, loader)
                 channel = ControllerChannel(config, controller, loader)
                 rpc = ControlRpcServer(controller, loader, config.controller_quorum_secret or "")

@@ -23,6 +23,7 @@ segment.bytes and min.insync.replicas from `share.coordinator.state.topic.*`.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import uuid
@@ -46,6 +47,7 @@ from raftka.broker.replication.partition import Partition
 from raftka.broker.replication.replica_manager import ReplicaManager
 from raftka.client.protocol import ErrorCode
 from raftka.raft_meta.config.node_config import NodeConfig
+from raftka.raft_meta.metadata.image import MetadataDelta, MetadataImage
 
 log = structlog.get_logger("broker.share_coordinator")
 
@@ -83,6 +85,7 @@ class ShareCoordinator:
         self._shards: dict[int, _Shard] = {}
         self._tokens = 0
         self._load_send, self._load_recv = trio.open_memory_channel[tuple[Partition, int]](math.inf)
+        self._cleanup_send, self._cleanup_recv = trio.open_memory_channel[frozenset[uuid.UUID]](math.inf)
 
     # --- leadership of __share_group_state partitions -------------------------------------
     def on_leadership(self, partition: Partition, is_leader: bool) -> None:
@@ -100,11 +103,32 @@ class ShareCoordinator:
                 ShareCoordinatorState(self.config.share_coordinator_snapshot_update_records_per_snapshot))
             self._load_send.send_nowait((partition, self._tokens))
 
+    def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Metadata publisher (synchronous): the share partitions of deleted topics are
+        tombstoned (Kafka's `maybeCleanupShareState`), by the task `run` starts."""
+        deleted = frozenset(uuid.UUID(t.topic_id) for t in delta.removed_topics if t.name != SHARE_STATE_TOPIC)
+        if deleted:
+            self._cleanup_send.send_nowait(deleted)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._cleanup_loop)
             task_status.started()
             async for partition, token in self._load_recv:
                 nursery.start_soon(self._load, partition, token)
+
+    async def _cleanup_loop(self) -> None:
+        async for deleted in self._cleanup_recv:
+            for index, shard in list(self._shards.items()):
+                if not shard.loaded:
+                    continue  # keeps that state: every call on a deleted topic is UNKNOWN_TOPIC_OR_PARTITION
+                answer = await self._write_locked(index, shard, functools.partial(_cleanup, deleted))
+                if answer.error:
+                    log.warning("share_coordinator.cleanup_failed", partition=index, error=answer.error,
+                                message=answer.message)
+                elif answer.records:
+                    log.info("share_coordinator.deleted_topics_cleaned", partition=index,
+                             share_partitions=len(answer.records))
 
     async def _load(self, partition: Partition, token: int) -> None:
         started = trio.current_time()
@@ -158,13 +182,6 @@ class ShareCoordinator:
         await self._create_topic(self.config.share_coordinator_state_topic_num_partitions, rf,
                                  state_topic_configs(self.config, rf))
 
-    def leads(self, key: ShareStateKey) -> bool:
-        """Whether this broker is the key's coordinator now (loaded or loading)."""
-        try:
-            return self.partition_for(key) in self._shards
-        except CoordinatorError:
-            return False
-
     def _shard(self, index: int) -> _Shard:
         shard = self._shards.get(index)
         if shard is None and self._leads_in_image(index):
@@ -194,10 +211,16 @@ class ShareCoordinator:
             shard = self._shard(index)
         except CoordinatorError as exc:
             return Answer(exc.code, str(exc))
+        return await self._write_locked(
+            index, shard, lambda state, now: decide(state, self._topic_partitions(key.topic_id), now))
+
+    async def _write_locked(self, index: int, shard: _Shard,
+                            decide: Callable[[ShareCoordinatorState, int], Answer]) -> Answer:
+        """Under the shard's lock: decide, write the decision's records with acks=all, replay them."""
         async with shard.lock:
             if self._shards.get(index) is not shard:
                 return Answer(NOT_COORDINATOR, f"{SHARE_STATE_TOPIC}-{index} moved away")
-            answer = decide(shard.state, self._topic_partitions(key.topic_id), wall_ms())
+            answer = decide(shard.state, wall_ms())
             if not answer.records:
                 return answer
             partition = self.replicas.partitions.get((SHARE_STATE_TOPIC, index))
@@ -207,7 +230,7 @@ class ShareCoordinator:
                 await append_and_wait(partition, [encode_record(r) for r in answer.records],
                                       self.config.share_coordinator_write_timeout_ms / 1000.0)
             except Exception as exc:
-                log.info("share_coordinator.write_failed", partition=index, key=key.coordinator_key, error=str(exc))
+                log.info("share_coordinator.write_failed", partition=index, error=str(exc))
                 return Answer(append_error_code(exc), f"writing {SHARE_STATE_TOPIC}-{index} failed: {exc}")
             if self._shards.get(index) is not shard:
                 return Answer(NOT_COORDINATOR, f"{SHARE_STATE_TOPIC}-{index} moved away during the write")
@@ -231,6 +254,10 @@ class ShareCoordinator:
 
     async def delete(self, key: ShareStateKey) -> Answer:
         return await self._call(key, lambda s, parts, now: s.delete(key, parts))
+
+
+def _cleanup(deleted: frozenset[uuid.UUID], state: ShareCoordinatorState, _now_ms: int) -> Answer:
+    return Answer(records=state.cleanup_topics(deleted))
 
 
 def state_topic_configs(config: NodeConfig, replication_factor: int) -> dict[str, str]:

@@ -15,6 +15,12 @@ connection) are retried, with a backoff from `RETRY_BACKOFF_S` doubling up to
 takes a leader election and a reload); then, and for every other error, `PersisterError`
 carries Kafka's code and message.
 
+`write` merges the batches into the stored ones as Kafka's coordinator does (cut at the
+start offset; where they overlap, the higher delivery count wins, then the higher state):
+Kafka's share partitions send only what changed. Sending the whole in-flight window
+(`SharePartitionState.persisted_batches()`) therefore replaces it, since a record's delivery
+count and state only grow while it is in flight.
+
 `read` answers None for a share partition that was never initialized (the coordinator's
 INVALID_REQUEST "Read operation on uninitialized share partition not allowed."), and
 `read_summary` for one whose summary is Kafka's "nothing here" (start offset -1, epochs 0);

@@ -79,7 +79,7 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
-    # the share coordinator's state APIs (KIP-932), broker to broker: served, not advertised
+    # the share coordinator's state APIs (KIP-932), broker to broker
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
@@ -186,6 +186,13 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # As Kafka 4.4 (broker/handlers/list_config_resources.py); flexible-only, not read by
     # kafka-python 3's broker-version guess. `kafka-client-metrics --list` needs it.
     ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
+    # The share coordinator's state APIs (broker to broker, CLUSTER_ACTION), advertised as Kafka
+    # 4.4 advertises them; flexible-only, and not read by kafka-python 3's broker-version guess.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -204,13 +211,6 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
-    # The share coordinator's state APIs (broker to broker; Kafka 4.4's versions): served, not
-    # advertised until share groups work end to end.
-    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
-    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
-    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
-    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
-    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
@@ -218,13 +218,6 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
 SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
-    (ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0),
-    (ApiKey.READ_SHARE_GROUP_STATE, 0),
-    (ApiKey.WRITE_SHARE_GROUP_STATE, 0),
-    (ApiKey.WRITE_SHARE_GROUP_STATE, 1),
-    (ApiKey.DELETE_SHARE_GROUP_STATE, 0),
-    (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0),
-    (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1),
     # Share groups' coordinator side (broker/group/share_group_coordinator.py), unadvertised
     # until share groups work end to end.
     (ApiKey.SHARE_GROUP_HEARTBEAT, 1),

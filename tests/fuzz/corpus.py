@@ -275,7 +275,24 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
                      "ops": [{"key": rng.choice(("producer_byte_rate", "bogus")), "value": rng.choice((1024.0, -1.0)),
                               "remove": rng.random() < 0.3}]}],
         "validate_only": True},
+    # The share coordinator's state APIs: a random topic id (UNKNOWN_TOPIC_OR_PARTITION, or
+    # COORDINATOR_NOT_AVAILABLE before __share_group_state exists), never a real share group.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: lambda rng: _share_state(rng, {"state_epoch": rng.choice((0, -1, 7)),
+                                                                        "start_offset": rng.choice((-1, 0, 10))}),
+    ApiKey.READ_SHARE_GROUP_STATE: lambda rng: _share_state(rng, {"leader_epoch": rng.choice((0, -1, 3))}),
+    ApiKey.WRITE_SHARE_GROUP_STATE: lambda rng: _share_state(rng, {
+        "state_epoch": 0, "leader_epoch": rng.choice((0, -1)), "start_offset": 0, "delivery_complete_count": -1,
+        "state_batches": [{"first_offset": 0, "last_offset": rng.choice((0, 9, -1)), "delivery_state": 2,
+                           "delivery_count": 1}]}),
+    ApiKey.DELETE_SHARE_GROUP_STATE: lambda rng: _share_state(rng, {}),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: lambda rng: _share_state(rng, {"leader_epoch": 0}),
 }
+
+
+def _share_state(rng: random.Random, fields: dict) -> dict:
+    topic = uuid.UUID(int=rng.getrandbits(128))
+    return {"group_id": rng.choice((FUZZ_GROUP, "")), "topics": [
+        {"topic_id": topic, "partitions": [{"partition": rng.choice((0, -1, 3)), **fields}]}]}
 
 
 def corpus() -> list[Entry]:

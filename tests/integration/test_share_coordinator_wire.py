@@ -10,10 +10,11 @@ import uuid
 
 import pytest
 
+from raftka.broker.group.share_coordinator import partition_for_share
+from raftka.broker.group.share_coordinator_records import decode_record
 from raftka.broker.group.share_coordinator_state import READ_UNINITIALIZED
 from raftka.broker.group.share_persister import ShareStateKey
 from raftka.client.protocol import ApiKey, ErrorCode, encode_request
-from raftka.client.protocol.api_keys import ADVERTISED_VERSIONS, SERVED_UNADVERTISED_VERSIONS
 from tests.compat.server_process import running_server
 from tests.compat.wire_client import WireConnection
 from tests.support import wait_until
@@ -89,14 +90,14 @@ def batches(*rows: tuple[int, int, int, int]) -> list[dict]:
     return [{"first_offset": f, "last_offset": last, "delivery_state": s, "delivery_count": c} for f, last, s, c in rows]
 
 
-def test_the_state_apis_are_served_and_not_advertised(conn):
-    served = {(k, v) for k, v in SERVED_UNADVERTISED_VERSIONS if k in STATE_APIS}
-    assert {k for k, _ in served} == set(STATE_APIS)
+def test_the_state_apis_and_find_coordinator_v6_are_advertised_as_kafka_4_4_does(conn):
     versions = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-    assert not set(STATE_APIS) & set(advertised)
-    assert advertised[ApiKey.FIND_COORDINATOR] == ADVERTISED_VERSIONS[ApiKey.FIND_COORDINATOR]
-    assert ADVERTISED_VERSIONS[ApiKey.FIND_COORDINATOR][1] >= 6
+    # What Kafka 4.4's ApiVersions answers for these (its broker, run by tests/differential).
+    assert {key: advertised.get(key) for key in (*STATE_APIS, ApiKey.FIND_COORDINATOR)} == {
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0), ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1), ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1), ApiKey.FIND_COORDINATOR: (0, 6)}
 
 
 def test_find_coordinator_key_type_2(server, conn, topic_id):
@@ -211,3 +212,30 @@ def test_hostile_input_closes_one_connection_and_a_huge_write_is_refused(server,
         hostile.send_bytes(len(body).to_bytes(4, "big") + body)
         assert hostile.wait_closed_by_broker() == b""
     assert call(conn, ApiKey.READ_SHARE_GROUP_STATE, group, topic_id, 1, leader_epoch=0).error_code == 0
+
+
+def test_deleting_a_topic_tombstones_its_share_partitions(server, conn):
+    assert conn.create_topic("share-doomed", 1) == 0
+    meta = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "share-doomed", "topic_id": uuid.UUID(int=0)}],
+                                              "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False})
+    doomed = meta.topics[0].topic_id
+    key = ShareStateKey(new_group(), doomed, 0)
+    assert call(conn, ApiKey.INITIALIZE_SHARE_GROUP_STATE, key.group_id, doomed, 0, state_epoch=0,
+                start_offset=0).error_code == 0
+    index = partition_for_share(key, 3)
+
+    def records_of_key() -> list:
+        found = []
+        for batch in conn.read_all("__share_group_state", index):
+            for record in batch.records:
+                decoded = decode_record(record.key, record.value)
+                if decoded is not None and decoded.key == key:
+                    found.append(decoded)
+        return found
+
+    assert [r.value is None for r in records_of_key()] == [False]
+    deleted = conn.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["share-doomed"], "timeout_ms": 30000})
+    assert deleted.responses[0].error_code == 0
+    wait_until(lambda: [r.value is None for r in records_of_key()] == [False, True], timeout=30, interval=0.1,
+               what="a tombstone for the deleted topic's share partition")
