@@ -39,6 +39,7 @@ public class TxnV2Producer {
                 producer.sendOffsetsToTransaction(
                     Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(i + 1)),
                     new ConsumerGroupMetadata(group));
+                producer.flush(); // every record reaches the log, the aborted ones too
                 if (commit) {
                     producer.commitTransaction();
                     System.out.println("committed " + i);
