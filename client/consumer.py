@@ -82,6 +82,23 @@ ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 GROUP_PROTOCOLS = ("classic", "consumer")
 
 
+async def partitions_by_leader(cluster: Cluster, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+    """Partitions by their leader's node id; partitions without a known leader trigger one
+    metadata refresh and are left out if still unknown."""
+    tps = list(tps)
+    if any(cluster.metadata.leader_for(tp) is None for tp in tps):
+        try:
+            await cluster.refresh_metadata([tp.topic for tp in tps])
+        except KafkaConnectionError as exc:
+            log.info("consumer.metadata_refresh_failed", error=str(exc))
+    out: dict[int, list[TopicPartition]] = {}
+    for tp in tps:
+        leader = cluster.metadata.leader_for(tp)
+        if leader is not None:
+            out.setdefault(leader, []).append(tp)
+    return out
+
+
 class NoOffsetForPartitionError(KafkaError):
     """A partition has no position and auto_offset_reset is 'none'."""
 
@@ -311,21 +328,7 @@ class AsyncConsumer:
 
     async def _group_by_leader(self, tps: Iterable[TopicPartition]
                                ) -> dict[int, list[TopicPartition]]:
-        """Partitions by their leader's node id; partitions without a known
-        leader trigger one metadata refresh and are left out if still unknown."""
-        cluster = self._require_cluster()
-        tps = list(tps)
-        if any(cluster.metadata.leader_for(tp) is None for tp in tps):
-            try:
-                await cluster.refresh_metadata([tp.topic for tp in tps])
-            except KafkaConnectionError as exc:
-                log.info("consumer.metadata_refresh_failed", error=str(exc))
-        out: dict[int, list[TopicPartition]] = {}
-        for tp in tps:
-            leader = cluster.metadata.leader_for(tp)
-            if leader is not None:
-                out.setdefault(leader, []).append(tp)
-        return out
+        return await partitions_by_leader(self._require_cluster(), tps)
 
     # --- polling ---------------------------------------------------------
     async def poll(self, timeout_ms: float = 0, max_records: int | None = None,

@@ -79,6 +79,9 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # (min, max) inclusive, as advertised in the ApiVersions response.
@@ -187,6 +190,9 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
@@ -254,6 +260,9 @@ FIRST_FLEXIBLE_VERSION: dict[ApiKey, int] = {
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
 }
 
 

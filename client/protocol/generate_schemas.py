@@ -95,6 +95,9 @@ SPEC_NAMES: dict[ApiKey, str] = {
     ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
     ApiKey.SHARE_FETCH: "ShareFetch",
     ApiKey.SHARE_ACKNOWLEDGE: "ShareAcknowledge",
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets",
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: "AlterShareGroupOffsets",
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: "DeleteShareGroupOffsets",
 }
 
 

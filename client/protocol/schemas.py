@@ -1836,6 +1836,100 @@ SHARE_ACKNOWLEDGE_RESPONSE = MessageSchema(
     ),
 )
 
+DESCRIBE_SHARE_GROUP_OFFSETS_REQUEST = MessageSchema(
+    'DescribeShareGroupOffsetsRequest', 90, 'request', '0-1', flexible='0+',
+    fields=(
+        F('groups', '[]DescribeShareGroupOffsetsRequestGroup', '0+', fields=(
+            F('group_id', 'string', '0+'),
+            F('topics', '[]DescribeShareGroupOffsetsRequestTopic', '0+', nullable='0+', fields=(
+                F('topic_name', 'string', '0+'),
+                F('partitions', '[]int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE = MessageSchema(
+    'DescribeShareGroupOffsetsResponse', 90, 'response', '0-1', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('groups', '[]DescribeShareGroupOffsetsResponseGroup', '0+', fields=(
+            F('group_id', 'string', '0+'),
+            F('topics', '[]DescribeShareGroupOffsetsResponseTopic', '0+', fields=(
+                F('topic_name', 'string', '0+'),
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]DescribeShareGroupOffsetsResponsePartition', '0+', fields=(
+                    F('partition_index', 'int32', '0+'),
+                    F('start_offset', 'int64', '0+'),
+                    F('leader_epoch', 'int32', '0+'),
+                    F('lag', 'int64', '1+', default=-1),
+                    F('error_code', 'int16', '0+'),
+                    F('error_message', 'string', '0+', nullable='0+', default=None),
+                )),
+            )),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default=None),
+        )),
+    ),
+)
+
+ALTER_SHARE_GROUP_OFFSETS_REQUEST = MessageSchema(
+    'AlterShareGroupOffsetsRequest', 91, 'request', '0-0', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]AlterShareGroupOffsetsRequestTopic', '0+', fields=(
+            F('topic_name', 'string', '0+'),
+            F('partitions', '[]AlterShareGroupOffsetsRequestPartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+            )),
+        )),
+    ),
+)
+
+ALTER_SHARE_GROUP_OFFSETS_RESPONSE = MessageSchema(
+    'AlterShareGroupOffsetsResponse', 91, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+', default=None),
+        F('responses', '[]AlterShareGroupOffsetsResponseTopic', '0+', fields=(
+            F('topic_name', 'string', '0+'),
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]AlterShareGroupOffsetsResponsePartition', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+            )),
+        )),
+    ),
+)
+
+DELETE_SHARE_GROUP_OFFSETS_REQUEST = MessageSchema(
+    'DeleteShareGroupOffsetsRequest', 92, 'request', '0-0', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]DeleteShareGroupOffsetsRequestTopic', '0+', fields=(
+            F('topic_name', 'string', '0+'),
+        )),
+    ),
+)
+
+DELETE_SHARE_GROUP_OFFSETS_RESPONSE = MessageSchema(
+    'DeleteShareGroupOffsetsResponse', 92, 'response', '0-0', flexible='0+',
+    fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+', default=None),
+        F('responses', '[]DeleteShareGroupOffsetsResponseTopic', '0+', fields=(
+            F('topic_name', 'string', '0+'),
+            F('topic_id', 'uuid', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default=None),
+        )),
+    ),
+)
+
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -1951,4 +2045,10 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     SHARE_FETCH_RESPONSE,
     SHARE_ACKNOWLEDGE_REQUEST,
     SHARE_ACKNOWLEDGE_RESPONSE,
+    DESCRIBE_SHARE_GROUP_OFFSETS_REQUEST,
+    DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE,
+    ALTER_SHARE_GROUP_OFFSETS_REQUEST,
+    ALTER_SHARE_GROUP_OFFSETS_RESPONSE,
+    DELETE_SHARE_GROUP_OFFSETS_REQUEST,
+    DELETE_SHARE_GROUP_OFFSETS_RESPONSE,
 )

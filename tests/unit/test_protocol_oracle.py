@@ -40,7 +40,9 @@ def _kp_supports(kp_cls, version: int) -> bool:
 # and test_share_wire.py checks the share-group ones against Kafka 4.4's own serializer.
 NOT_IN_KAFKA_PYTHON = frozenset({ApiKey.UNREGISTER_BROKER, ApiKey.CONSUMER_GROUP_HEARTBEAT,
                                  ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_HEARTBEAT,
-                                 ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
+                                 ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+                                 ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+                                 ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 
 DECLARED = [
     (kind, key, version, sparse)
