@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from raftka.client import share_group_admin
 from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError, NotControllerError, error_for_code
@@ -30,6 +31,7 @@ from raftka.client.protocol import (
     Message,
 )
 from raftka.client.protocol.messages import request_class
+from raftka.client.records import TopicPartition
 from raftka.client.security import ClientSecurity
 
 TOPIC_RESOURCE = 2
@@ -294,6 +296,32 @@ class AsyncAdmin:
                                  f"{response.error_message or ''}".rstrip(": "))
         return [({e.entity_type: e.entity_name for e in entry.entity},
                  {v.key: v.value for v in entry.values}) for entry in response.entries or []]
+
+    # --- share groups (KIP-932): client/share_group_admin.py -------------------
+    async def list_share_groups(self) -> list[tuple[str, str]]:
+        """(group id, state) of every share group."""
+        return await share_group_admin.list_share_groups(self.cluster)
+
+    async def describe_share_group(self, group_id: str) -> share_group_admin.ShareGroupView:
+        """State, epochs and members with their assignments (GroupIdNotFoundError if none)."""
+        return await share_group_admin.describe_share_group(self.cluster, group_id)
+
+    async def describe_share_group_offsets(self, group_id: str, topics: Mapping[str, Iterable[int]] | None = None,
+                                           ) -> list[share_group_admin.ShareOffset]:
+        """The group's start offset and lag per partition."""
+        return await share_group_admin.describe_share_group_offsets(self.cluster, group_id, topics)
+
+    async def alter_share_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set an empty share group's start offsets."""
+        await share_group_admin.alter_share_group_offsets(self.cluster, group_id, offsets)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> None:
+        """Forget an empty share group's state for `topics`."""
+        await share_group_admin.delete_share_group_offsets(self.cluster, group_id, topics)
+
+    async def delete_share_group(self, group_id: str) -> None:
+        """Delete an empty share group."""
+        await share_group_admin.delete_share_group(self.cluster, group_id)
 
 
 def _results(response: Message) -> list:

@@ -11,6 +11,8 @@ its brokers serve share groups (add "raftka" to TARGETS). The tests marked `comp
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 from collections.abc import Iterator
 from itertools import count
 
@@ -218,3 +220,59 @@ def test_implicit_mode_accepts_what_was_polled_and_an_unacknowledged_record_goes
         again = poll_until(taker, len(held))
     assert {r.offset for r in again} == {r.offset for r in held}
     assert {r.delivery_count for r in again} == {2}
+
+
+def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raftka", "share-groups", *args, "--bootstrap-server", bootstrap],
+                          capture_output=True, text=True, timeout=120)
+
+
+async def raftka_share_groups(bootstrap: str, *args: str) -> list[list[str]]:
+    """`raftka share-groups ARGS` (exit 0 expected): its output's lines, split into words."""
+    done = await trio.to_thread.run_sync(functools.partial(cli, bootstrap, *args))
+    assert done.returncode == 0, f"raftka share-groups {' '.join(args)} exited {done.returncode}: {done.stderr}"
+    return [line.split() for line in done.stdout.splitlines() if line.strip()]
+
+
+async def test_raftka_share_groups_describes_members_state_and_start_offsets(share_bootstrap: str) -> None:
+    topic, group = await share_topic(share_bootstrap, 6)
+    async with AsyncShareConsumer(share_bootstrap, group_id=group, client_id="describer") as consumer:
+        consumer.subscribe([topic])
+        assert len(await poll_some(consumer)) == 6
+        await consumer.commit_sync()
+        assert await raftka_share_groups(share_bootstrap, "describe", "--group", group, "--members") == [
+            ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            [group, consumer.member_id, "/127.0.0.1", "describer", "1", f"{topic}:0"]]
+        (header, (name, _coordinator, node, state, members)) = await raftka_share_groups(
+            share_bootstrap, "describe", "--group", group, "--state")
+        assert header == ["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"]
+        assert (name, node, state, members) == (group, "(1)", "Stable", "1")
+    # Every record is accepted: no lag. (Kafka moves the start offset it reports lazily: 0 to 6.)
+    (header, (name, in_topic, partition, start, lag)) = await raftka_share_groups(
+        share_bootstrap, "describe", "--group", group)
+    assert header == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
+    assert (name, in_topic, partition, lag) == (group, topic, "0", "0") and 0 <= int(start) <= 6
+    assert [group, "Empty"] in await raftka_share_groups(share_bootstrap, "list", "--state")
+
+
+@pytest.mark.compat_full
+async def test_raftka_share_groups_resets_offsets_and_deletes(share_bootstrap: str) -> None:
+    topic, group = await share_topic(share_bootstrap, 4)
+    async with AsyncShareConsumer(share_bootstrap, group_id=group) as consumer:
+        consumer.subscribe([topic])
+        assert len(await poll_some(consumer)) == 4
+    before = await raftka_share_groups(share_bootstrap, "describe", "--group", group)
+    dry = await raftka_share_groups(share_bootstrap, "reset-offsets", "--group", group, "--topic", topic,
+                                    "--to-earliest")
+    assert dry == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], [group, topic, "0", "0"]]
+    assert await raftka_share_groups(share_bootstrap, "describe", "--group", group) == before, \
+        "a dry run changed the offsets"
+    await raftka_share_groups(share_bootstrap, "reset-offsets", "--group", group, "--all-topics", "--to-earliest",
+                              "--execute")
+    async with AsyncShareConsumer(share_bootstrap, group_id=group) as consumer:
+        consumer.subscribe([topic])
+        again = await poll_some(consumer)
+        assert values(again) == [0, 1, 2, 3]
+    await raftka_share_groups(share_bootstrap, "delete", "--group", group)
+    done = await trio.to_thread.run_sync(functools.partial(cli, share_bootstrap, "describe", "--group", group))
+    assert done.returncode == 1 and "GROUP_ID_NOT_FOUND" in done.stderr
