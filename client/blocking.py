@@ -350,6 +350,15 @@ class Admin(_Facade):
         return self._portal.call(functools.partial(self._admin.describe_configs, topic,
                                                    broker_id=broker_id, keys=keys))
 
+    def alter_configs(self, topic: str | None = None, *, broker_id: int | None = None,
+                      broker_default: bool = False, group: str | None = None,
+                      set_configs: Mapping[str, str] | None = None, delete: Iterable[str] = (),
+                      validate_only: bool = False) -> None:
+        """See AsyncAdmin.alter_configs (a topic's, a broker's, the broker defaults' or a group's)."""
+        self._portal.call(functools.partial(
+            self._admin.alter_configs, topic, broker_id=broker_id, broker_default=broker_default, group=group,
+            set_configs=dict(set_configs or {}), delete=list(delete), validate_only=validate_only))
+
     def alter_client_quotas(self, entity: QuotaEntity, set_quotas: Mapping[str, float] | None = None,
                             remove: Iterable[str] = (), *, validate_only: bool = False) -> None:
         self._portal.call(functools.partial(self._admin.alter_client_quotas, dict(entity), dict(set_quotas or {}),

@@ -11,10 +11,12 @@ its brokers serve share groups (add "raftka" to TARGETS). The tests marked `comp
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from itertools import count
+from pathlib import Path
 
 import pytest
 import trio
@@ -276,3 +278,17 @@ async def test_raftka_share_groups_resets_offsets_and_deletes(share_bootstrap: s
     await raftka_share_groups(share_bootstrap, "delete", "--group", group)
     done = await trio.to_thread.run_sync(functools.partial(cli, share_bootstrap, "describe", "--group", group))
     assert done.returncode == 1 and "GROUP_ID_NOT_FOUND" in done.stderr
+
+
+def test_the_share_group_snippet_of_using_clients_runs_as_shown(share_bootstrap: str, tmp_path) -> None:
+    """docs/using-clients.md's share-group block, with only the address (and, the cluster being
+    shared, the topic and group names) changed."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "using-clients.md").read_text()
+    section = text[text.index("\n## Share groups"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    n = next(_names)
+    code = (code.replace("127.0.0.1:9092", share_bootstrap).replace('"jobs"', f'"jobs-{n}"')
+            .replace('"workers"', f'"workers-{n}"'))
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["done", "10"]
