@@ -49,7 +49,7 @@ from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.consumer import partitions_by_leader
 from raftka.client.errors import IllegalStateError, KafkaConnectionError, KafkaError, error_for_code
-from raftka.client.lifecycle import OwnedNursery
+from raftka.client.lifecycle import ClusterClient, OwnedNursery
 from raftka.client.protocol import ApiKey, ErrorCode, request_class
 from raftka.client.records import ShareConsumerRecord, TopicPartition
 from raftka.client.sdk_log import get_logger
@@ -103,7 +103,9 @@ class _Session:
         self.epoch, self.partitions = INITIAL_EPOCH, set()
 
 
-class AsyncShareConsumer:
+class AsyncShareConsumer(ClusterClient):
+    _what = "share consumer"
+
     def __init__(
         self,
         bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
@@ -150,18 +152,8 @@ class AsyncShareConsumer:
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> None:
-        if self._owner.open:
-            return
-        nursery = await self._owner.enter()
         # A ShareFetch may long-poll: give each request its wait on top of the timeout.
-        self._cluster = Cluster(self._bootstrap, nursery, client_id=self.client_id,
-                                request_timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms,
-                                retry_backoff_ms=self.retry_backoff_ms, security=self.security)
-        try:
-            await self._cluster.refresh_metadata()
-        except BaseException:
-            await self.close()
-            raise
+        await self._open_cluster(self.request_timeout_ms + self.fetch_max_wait_ms)
 
     async def close(self) -> None:
         """Acknowledge what is owed (implicit mode: ACCEPT the last poll's records), close every
@@ -177,23 +169,7 @@ class AsyncShareConsumer:
         finally:
             self._group = None
             self._in_flight.clear()
-            if self._cluster is not None:
-                with trio.CancelScope(shield=True):
-                    await self._cluster.aclose()
-                self._cluster = None
-            await self._owner.exit()
-
-    async def __aenter__(self) -> AsyncShareConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _require_cluster(self) -> Cluster:
-        if self._cluster is None:
-            raise IllegalStateError("the share consumer is not started or already closed")
-        return self._cluster
+            await self._close_cluster()
 
     # --- membership -------------------------------------------------------
     def subscribe(self, topics: Iterable[str]) -> None:
