@@ -194,7 +194,9 @@ class AsyncShareConsumer(ClusterClient):
         return set(self._subscription)
 
     def assignment(self) -> set[TopicPartition]:
-        """The partitions this member fetches now (other members may fetch them too)."""
+        """The partitions assigned to this member now (other members may fetch them too)."""
+        if self._group is not None:
+            self._apply_assignment(self._group)
         return set(self._assigned)
 
     @property

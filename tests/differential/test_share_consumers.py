@@ -292,3 +292,42 @@ def test_the_share_group_snippet_of_using_clients_runs_as_shown(share_bootstrap:
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=180)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["done", "10"]
+
+
+@pytest.mark.compat_full
+async def test_a_member_joining_takes_over_a_partition_and_nothing_is_lost_or_given_twice(
+        share_bootstrap: str) -> None:
+    """Two partitions, one member holding records (unacknowledged) while a second one joins and
+    the partitions are split between them: the held records stay the first member's, and every
+    record is delivered once."""
+    topic, group = await share_topic(share_bootstrap, 0, partitions=2)
+    async with AsyncProducer(share_bootstrap, acks="all") as producer:
+        for i in range(40):
+            await producer.send(topic, str(i).encode(), partition=i % 2)
+    seen: list[ShareConsumerRecord] = []
+    async with AsyncShareConsumer(share_bootstrap, group_id=group, acknowledgement_mode="explicit") as a:
+        a.subscribe([topic])
+        with trio.fail_after(WAIT_S):
+            while {r.partition for r in seen} != {0, 1}:
+                held = await poll_some(a)  # records of both partitions, held while b joins
+                seen += held
+                if {r.partition for r in seen} != {0, 1}:
+                    for r in held:
+                        a.acknowledge(r)
+        async with AsyncShareConsumer(share_bootstrap, group_id=group, acknowledgement_mode="explicit") as b:
+            b.subscribe([topic])
+            with trio.fail_after(WAIT_S):
+                while len(a.assignment()) != 1 or not b.assignment():
+                    for r in await b.poll(timeout_ms=200):
+                        seen.append(r)
+                        b.acknowledge(r)
+            for r in held:
+                a.acknowledge(r)
+            with trio.fail_after(WAIT_S):
+                while len(seen) < 40:
+                    for consumer in (a, b):
+                        for r in await consumer.poll(timeout_ms=200):
+                            seen.append(r)
+                            consumer.acknowledge(r)
+    assert sorted(int(r.value) for r in seen) == list(range(40))
+    assert {r.delivery_count for r in seen} == {1}
