@@ -2,6 +2,7 @@
 
     from raftka.client import AsyncProducer, AsyncConsumer, AsyncAdmin, TopicPartition   # trio
     from raftka.client import Producer, Consumer, Admin                                  # blocking
+    from raftka.client import AsyncShareConsumer, ShareConsumer, AcknowledgeType         # share groups
 
 The same names are importable from `raftka` itself. They are resolved on first
 use, so importing a sub-package (`raftka.client.protocol`) pulls in no trio,
@@ -15,8 +16,12 @@ from typing import Any
 
 # The SDK's public names (also importable from `raftka`) -> the module that defines each.
 PUBLIC: dict[str, str] = {
-    **dict.fromkeys(("Producer", "Consumer", "Admin"), "raftka.client.blocking"),
+    **dict.fromkeys(("Producer", "Consumer", "Admin", "ShareConsumer"), "raftka.client.blocking"),
     "AsyncProducer": "raftka.client.producer",
+    # Share groups (KIP-932): a work queue's consumers
+    "AsyncShareConsumer": "raftka.client.share_consumer",
+    "AcknowledgeType": "raftka.client.share_records",
+    "ShareConsumerRecord": "raftka.client.records",
     "DeliveryFuture": "raftka.client.producer",
     "AsyncConsumer": "raftka.client.consumer",
     "NoOffsetForPartitionError": "raftka.client.consumer",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from raftka.client import share_group_admin
 from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.errors import KafkaError, NotControllerError, error_for_code
@@ -30,10 +31,12 @@ from raftka.client.protocol import (
     Message,
 )
 from raftka.client.protocol.messages import request_class
+from raftka.client.records import TopicPartition
 from raftka.client.security import ClientSecurity
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # a group's dynamic configs (share.auto.offset.reset, ...)
 
 
 # A client quota entity: {"user": name, "client-id": name} (or {"ip": address}); a None name
@@ -238,15 +241,19 @@ class AsyncAdmin:
         return out
 
     async def alter_configs(self, topic: str | None = None, *, broker_id: int | None = None,
-                            broker_default: bool = False, set_configs: Mapping[str, str] | None = None,
+                            broker_default: bool = False, group: str | None = None,
+                            set_configs: Mapping[str, str] | None = None,
                             delete: Iterable[str] = (), validate_only: bool = False) -> None:
-        """Set and delete dynamic configs of one topic, one broker or (`broker_default`) the
-        cluster-wide broker defaults, with IncrementalAlterConfigs (other keys keep their
-        values). Raises the broker's error (InvalidConfigError, ...) naming the resource."""
-        if sum((topic is not None, broker_id is not None, broker_default)) != 1:
-            raise ValueError("alter_configs needs exactly one of topic=, broker_id= or broker_default=True")
-        resource_type = TOPIC_RESOURCE if topic is not None else BROKER_RESOURCE
-        name = topic if topic is not None else "" if broker_default else str(broker_id)
+        """Set and delete dynamic configs of one topic, one broker, (`broker_default`) the
+        cluster-wide broker defaults or one group (e.g. a share group's `share.auto.offset.reset`),
+        with IncrementalAlterConfigs (other keys keep their values). Raises the broker's error
+        (InvalidConfigError, ...) naming the resource."""
+        if sum((topic is not None, broker_id is not None, broker_default, group is not None)) != 1:
+            raise ValueError("alter_configs needs exactly one of topic=, broker_id=, broker_default=True or group=")
+        resource_type = TOPIC_RESOURCE if topic is not None else GROUP_RESOURCE if group is not None \
+            else BROKER_RESOURCE
+        name = topic if topic is not None else group if group is not None else "" if broker_default \
+            else str(broker_id)
         ops = [{"name": k, "value": v, "config_operation": 0} for k, v in (set_configs or {}).items()]
         ops += [{"name": k, "value": None, "config_operation": 1} for k in delete]
         request = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)(
@@ -255,8 +262,8 @@ class AsyncAdmin:
         response = await self.cluster.send_any(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
         for result in response.responses:
             if result.error_code:
-                what = f"topic {name!r}" if topic is not None else "the broker defaults" if broker_default \
-                    else f"broker {name}"
+                what = f"topic {name!r}" if topic is not None else f"group {name!r}" if group is not None \
+                    else "the broker defaults" if broker_default else f"broker {name}"
                 raise error_for_code(result.error_code, f"altering configs of {what}: "
                                      f"{result.error_message or ''}".rstrip(": "))
 
@@ -290,6 +297,32 @@ class AsyncAdmin:
                                  f"{response.error_message or ''}".rstrip(": "))
         return [({e.entity_type: e.entity_name for e in entry.entity},
                  {v.key: v.value for v in entry.values}) for entry in response.entries or []]
+
+    # --- share groups (KIP-932): client/share_group_admin.py -------------------
+    async def list_share_groups(self) -> list[tuple[str, str]]:
+        """(group id, state) of every share group."""
+        return await share_group_admin.list_share_groups(self.cluster)
+
+    async def describe_share_group(self, group_id: str) -> share_group_admin.ShareGroupView:
+        """State, epochs and members with their assignments (GroupIdNotFoundError if none)."""
+        return await share_group_admin.describe_share_group(self.cluster, group_id)
+
+    async def describe_share_group_offsets(self, group_id: str, topics: Mapping[str, Iterable[int]] | None = None,
+                                           ) -> list[share_group_admin.ShareOffset]:
+        """The group's start offset and lag per partition."""
+        return await share_group_admin.describe_share_group_offsets(self.cluster, group_id, topics)
+
+    async def alter_share_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set an empty share group's start offsets."""
+        await share_group_admin.alter_share_group_offsets(self.cluster, group_id, offsets)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> None:
+        """Forget an empty share group's state for `topics`."""
+        await share_group_admin.delete_share_group_offsets(self.cluster, group_id, topics)
+
+    async def delete_share_group(self, group_id: str) -> None:
+        """Delete an empty share group."""
+        await share_group_admin.delete_share_group(self.cluster, group_id)
 
 
 def _results(response: Message) -> list:

@@ -33,7 +33,14 @@ from raftka.client.admin import (
 from raftka.client.consumer import AsyncConsumer
 from raftka.client.errors import IllegalStateError, KafkaTimeoutError
 from raftka.client.producer import AsyncProducer
-from raftka.client.records import ConsumerRecord, RecordMetadata, TopicPartition
+from raftka.client.records import (
+    ConsumerRecord,
+    RecordMetadata,
+    ShareConsumerRecord,
+    TopicPartition,
+)
+from raftka.client.share_consumer import AckResults, AsyncShareConsumer
+from raftka.client.share_records import AcknowledgeType
 
 T = TypeVar("T")
 
@@ -270,6 +277,45 @@ class Consumer(_Facade):
         return self._portal.call_sync(self._consumer.paused)
 
 
+class ShareConsumer(_Facade):
+    """Blocking AsyncShareConsumer (a share group member); takes the same keyword options.
+
+        with ShareConsumer(bootstrap, group_id="jobs", acknowledgement_mode="explicit") as c:
+            c.subscribe(["jobs"])
+            for record in c.poll(1000):
+                c.acknowledge(record, AcknowledgeType.ACCEPT)
+    """
+
+    def __init__(self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092", **options: Any) -> None:
+        self._portal = _Portal(lambda: AsyncShareConsumer(bootstrap_servers, **options), "raftka-share-consumer")
+        self._consumer: AsyncShareConsumer = self._portal.target
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._portal.call_sync(self._consumer.subscribe, list(topics))
+
+    def subscription(self) -> set[str]:
+        return self._portal.call_sync(self._consumer.subscription)
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._portal.call_sync(self._consumer.assignment)
+
+    def unsubscribe(self) -> None:
+        self._portal.call(self._consumer.unsubscribe)
+
+    def poll(self, timeout_ms: float = 0) -> list[ShareConsumerRecord]:
+        return self._portal.call(self._consumer.poll, timeout_ms)
+
+    def acknowledge(self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+        self._portal.call_sync(self._consumer.acknowledge, record, type)
+
+    def commit_sync(self) -> AckResults:
+        return self._portal.call(self._consumer.commit_sync)
+
+    def commit_async(self, callback: Callable[[AckResults, BaseException | None], Any] | None = None) -> None:
+        """See AsyncShareConsumer.commit_async; the callback runs on the consumer's own thread."""
+        self._portal.call_sync(self._consumer.commit_async, callback)
+
+
 class Admin(_Facade):
     """Blocking AsyncAdmin; takes the same keyword options."""
 
@@ -303,6 +349,15 @@ class Admin(_Facade):
                          keys: Iterable[str] | None = None) -> dict[str, ConfigEntry]:
         return self._portal.call(functools.partial(self._admin.describe_configs, topic,
                                                    broker_id=broker_id, keys=keys))
+
+    def alter_configs(self, topic: str | None = None, *, broker_id: int | None = None,
+                      broker_default: bool = False, group: str | None = None,
+                      set_configs: Mapping[str, str] | None = None, delete: Iterable[str] = (),
+                      validate_only: bool = False) -> None:
+        """See AsyncAdmin.alter_configs (a topic's, a broker's, the broker defaults' or a group's)."""
+        self._portal.call(functools.partial(
+            self._admin.alter_configs, topic, broker_id=broker_id, broker_default=broker_default, group=group,
+            set_configs=dict(set_configs or {}), delete=list(delete), validate_only=validate_only))
 
     def alter_client_quotas(self, entity: QuotaEntity, set_quotas: Mapping[str, float] | None = None,
                             remove: Iterable[str] = (), *, validate_only: bool = False) -> None:

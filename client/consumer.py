@@ -66,7 +66,7 @@ from raftka.client.errors import (
 )
 from raftka.client.fetched_records import decode_fetched
 from raftka.client.group_membership import CommitFailedError, GroupMembership, OffsetAndMetadata
-from raftka.client.lifecycle import OwnedNursery
+from raftka.client.lifecycle import ClusterClient, OwnedNursery
 from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
 from raftka.client.protocol import ApiKey, ErrorCode, FetchRequest
 from raftka.client.records import ConsumerGroupMetadata, ConsumerRecord, TopicPartition
@@ -80,6 +80,23 @@ _RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 # Kafka's group.protocol values.
 GROUP_PROTOCOLS = ("classic", "consumer")
+
+
+async def partitions_by_leader(cluster: Cluster, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+    """Partitions by their leader's node id; partitions without a known leader trigger one
+    metadata refresh and are left out if still unknown."""
+    tps = list(tps)
+    if any(cluster.metadata.leader_for(tp) is None for tp in tps):
+        try:
+            await cluster.refresh_metadata([tp.topic for tp in tps])
+        except KafkaConnectionError as exc:
+            log.info("consumer.metadata_refresh_failed", error=str(exc))
+    out: dict[int, list[TopicPartition]] = {}
+    for tp in tps:
+        leader = cluster.metadata.leader_for(tp)
+        if leader is not None:
+            out.setdefault(leader, []).append(tp)
+    return out
 
 
 class NoOffsetForPartitionError(KafkaError):
@@ -97,7 +114,9 @@ class _PartitionState:
     last_stable_offset: int = -1  # read_committed only
 
 
-class AsyncConsumer:
+class AsyncConsumer(ClusterClient):
+    _what = "consumer"
+
     def __init__(
         self,
         bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
@@ -181,19 +200,8 @@ class AsyncConsumer:
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> None:
-        if self._owner.open:
-            return
-        nursery = await self._owner.enter()
         # Fetches may long-poll: give each request its wait on top of the timeout.
-        self._cluster = Cluster(self._bootstrap, nursery, client_id=self.client_id,
-                                request_timeout_ms=self.request_timeout_ms
-                                + self.fetch_max_wait_ms,
-                                retry_backoff_ms=self.retry_backoff_ms, security=self.security)
-        try:
-            await self._cluster.refresh_metadata()
-        except BaseException:
-            await self.close()
-            raise
+        await self._open_cluster(self.request_timeout_ms + self.fetch_max_wait_ms)
 
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, close every connection."""
@@ -207,23 +215,7 @@ class AsyncConsumer:
         finally:
             # Runs even when the caller is being cancelled: the nursery must be exited here.
             self._group = None
-            if self._cluster is not None:
-                with trio.CancelScope(shield=True):
-                    await self._cluster.aclose()
-                self._cluster = None
-            await self._owner.exit()
-
-    async def __aenter__(self) -> AsyncConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _require_cluster(self) -> Cluster:
-        if self._cluster is None:
-            raise IllegalStateError("the consumer is not started or already closed")
-        return self._cluster
+            await self._close_cluster()
 
     # --- assignment & positions ------------------------------------------
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -311,21 +303,7 @@ class AsyncConsumer:
 
     async def _group_by_leader(self, tps: Iterable[TopicPartition]
                                ) -> dict[int, list[TopicPartition]]:
-        """Partitions by their leader's node id; partitions without a known
-        leader trigger one metadata refresh and are left out if still unknown."""
-        cluster = self._require_cluster()
-        tps = list(tps)
-        if any(cluster.metadata.leader_for(tp) is None for tp in tps):
-            try:
-                await cluster.refresh_metadata([tp.topic for tp in tps])
-            except KafkaConnectionError as exc:
-                log.info("consumer.metadata_refresh_failed", error=str(exc))
-        out: dict[int, list[TopicPartition]] = {}
-        for tp in tps:
-            leader = cluster.metadata.leader_for(tp)
-            if leader is not None:
-                out.setdefault(leader, []).append(tp)
-        return out
+        return await partitions_by_leader(self._require_cluster(), tps)
 
     # --- polling ---------------------------------------------------------
     async def poll(self, timeout_ms: float = 0, max_records: int | None = None,

@@ -72,6 +72,9 @@ def reconciliation(owned: Iterable[TopicPartition], target: Iterable[TopicPartit
 class ConsumerMembership(GroupMembership):
     """A KIP-848 member: the same surface AsyncConsumer uses for GroupMembership."""
 
+    # The heartbeat's API; a share group member (client/share_membership.py) sends its own.
+    heartbeat_api = ApiKey.CONSUMER_GROUP_HEARTBEAT
+
     def __init__(self, cluster: Cluster, group_id: str, *, remote_assignor: str | None = None,
                  rebalance_timeout_ms: int = 300000, retry_backoff_ms: int = 100,
                  request_timeout_ms: int = 30000, group_instance_id: str | None = None) -> None:
@@ -166,7 +169,7 @@ class ConsumerMembership(GroupMembership):
             try:
                 node = await self.coordinator()
                 request = await self._request(epoch)
-                response = await self.cluster.send_to(node, ApiKey.CONSUMER_GROUP_HEARTBEAT, request)
+                response = await self.cluster.send_to(node, self.heartbeat_api, request)
             except KafkaConnectionError as exc:
                 self.coordinator_dead(str(exc))
                 return
@@ -244,16 +247,19 @@ class ConsumerMembership(GroupMembership):
         async with self._lock:
             try:
                 node = await self.coordinator()
-                response = await self.cluster.send_to(node, ApiKey.CONSUMER_GROUP_HEARTBEAT, ConsumerGroupHeartbeatRequest(
-                    group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
-                    instance_id=self.group_instance_id, rack_id=None, rebalance_timeout_ms=-1,
-                    subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
-                    topic_partitions=None))
+                response = await self.cluster.send_to(node, self.heartbeat_api, self._leave_request(epoch))
                 log.info("group.left", group=self.group_id, member=self.member_id, epoch=epoch,
                          error=ErrorCode(response.error_code).name)
             except KafkaError as exc:
                 log.info("group.leave_failed", group=self.group_id, error=str(exc))
         self.generation_id = -1
+
+    def _leave_request(self, epoch: int):
+        return ConsumerGroupHeartbeatRequest(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
+            instance_id=self.group_instance_id, rack_id=None, rebalance_timeout_ms=-1,
+            subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+            topic_partitions=None)
 
     # --- offsets --------------------------------------------------------------------
     async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], *, as_member: bool = True) -> None:

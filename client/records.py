@@ -36,6 +36,21 @@ class ConsumerRecord(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...]
 
 
+class ShareConsumerRecord(NamedTuple):
+    """A record a share consumer was given: a ConsumerRecord's fields plus how many times it has
+    been delivered (1 the first time; it rises each time it comes back)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    delivery_count: int
+
+
 class ConsumerGroupMetadata(NamedTuple):
     """A consumer's group membership, for `send_offsets_to_transaction` (KIP-447): the
     group coordinator fences a TxnOffsetCommit from an older generation or another member.

@@ -2,7 +2,8 @@
 
 The SDK can speak what the broker serves, except ApiVersions v3-4 (the SDK
 has no use for their feature levels), Fetch v12+, FindCoordinator v4+ and the versions of
-transaction version 2 (KIP-890 part 2). After ApiVersions, each API
+transaction version 2 (KIP-890 part 2), and also Kafka 4.4's share-group APIs (the share
+consumer, `raftka share-groups`) wherever a broker serves them. After ApiVersions, each API
 gets the highest version inside both ranges; an API with no overlap is
 simply absent, and using it raises UnsupportedVersionError.
 """
@@ -12,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from raftka.client.errors import UnsupportedVersionError
-from raftka.client.protocol import SERVED_VERSIONS, ApiKey
+from raftka.client.protocol import DECLARED_VERSIONS, SERVED_VERSIONS, ApiKey
+
+# Share groups (KIP-932): what AsyncShareConsumer and the share-group admin calls send, at Kafka
+# 4.4's versions, to any broker that advertises them (raftka's brokers do not yet).
+SHARE_GROUP_APIS = frozenset({
+    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+})
 
 # What this SDK can encode and decode, per API.
 CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
@@ -32,6 +40,7 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    **{key: DECLARED_VERSIONS[key] for key in SHARE_GROUP_APIS},
 }
 
 # The first ApiVersions request; a broker that cannot parse it answers with

@@ -4,6 +4,7 @@ The public SDK, importable from here::
 
     from raftka import Producer, Consumer, Admin, NewTopic, TopicPartition   # blocking
     from raftka import AsyncProducer, AsyncConsumer, AsyncAdmin              # trio
+    from raftka import ShareConsumer, AsyncShareConsumer, AcknowledgeType    # share groups (queues)
 
 Every other layer lives under this one namespace (`raftka.log`, `raftka.client`,
 `raftka.broker`, `raftka.raft_meta`, `raftka.spark_source`, `raftka.chaos`; see
@@ -45,7 +46,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
         NewTopic,
         TopicDescription,
     )
-    from raftka.client.blocking import Admin, Consumer, Producer
+    from raftka.client.blocking import Admin, Consumer, Producer, ShareConsumer
     from raftka.client.consumer import AsyncConsumer, NoOffsetForPartitionError
     from raftka.client.errors import (
         CorruptMessageError,
@@ -62,5 +63,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     )
     from raftka.client.metadata import BrokerInfo, PartitionInfo
     from raftka.client.producer import AsyncProducer, DeliveryFuture
-    from raftka.client.records import ConsumerRecord, RecordMetadata, TopicPartition
+    from raftka.client.records import (
+        ConsumerRecord,
+        RecordMetadata,
+        ShareConsumerRecord,
+        TopicPartition,
+    )
     from raftka.client.security import ClientSecurity, read_properties_file
+    from raftka.client.share_consumer import AsyncShareConsumer
+    from raftka.client.share_records import AcknowledgeType

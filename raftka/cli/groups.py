@@ -101,6 +101,37 @@ def _dash(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
+async def plan_offsets(cluster: Cluster, topics: tuple[str, ...], all_topics: bool, scenario: ResetScenario,
+                       current: dict[TopicPartition, int], none_yet: str) -> dict[TopicPartition, int]:
+    """--reset-offsets' new offset for each partition of `topics` (TOPIC or TOPIC:P,P) or, with
+    `all_topics`, of every topic in `current` (Refused with `none_yet` when it is empty)."""
+    if all_topics:
+        names = sorted({tp.topic for tp in current})
+        if not names:
+            raise Refused(none_yet)
+    else:
+        names = [spec.partition(":")[0] for spec in topics]
+    known = {}
+    for name in dict.fromkeys(names):
+        try:
+            known[name] = await cluster.wait_for_partitions(name, TIMEOUT_MS / 1000)
+        except UnknownTopicOrPartitionError:
+            raise Refused(f"topic {name!r} does not exist") from None
+    tps: list[TopicPartition] = []
+    for spec in (names if all_topics else topics):
+        try:
+            found = parse_topic_partitions(spec, known)
+        except ValueError as exc:  # a partition the topic does not have: the cluster's answer
+            raise Refused(str(exc)) from None
+        tps.extend(tp for tp in found if tp not in tps)
+    earliest = await list_offsets(cluster, dict.fromkeys(tps, EARLIEST), timeout=TIMEOUT_MS / 1000)
+    latest = await list_offsets(cluster, dict.fromkeys(tps, LATEST), timeout=TIMEOUT_MS / 1000)
+    by_time = None
+    if scenario.kind == "datetime":
+        by_time = await list_offsets(cluster, dict.fromkeys(tps, scenario.value), timeout=TIMEOUT_MS / 1000)
+    return plan_reset(scenario, tps, current, earliest, latest, by_time)
+
+
 def reset_offsets_cmd(bootstrap: str, group_id: str, topics: tuple[str, ...], all_topics: bool,
                       scenario: ResetScenario, execute: bool) -> int:
     """kafka-consumer-groups --reset-offsets: print the plan (GROUP TOPIC PARTITION NEW-OFFSET)
@@ -112,33 +143,8 @@ def reset_offsets_cmd(bootstrap: str, group_id: str, topics: tuple[str, ...], al
             raise Refused(f"assignments can only be reset if the group {group_id!r} is inactive, "
                            f"but the current state is {view.state}")
         committed = {p.tp: p.committed for p in view.partitions if p.committed is not None}
-        if all_topics:
-            names = sorted({tp.topic for tp in committed})
-            if not names:
-                raise Refused(f"group {group_id!r} has no committed offsets; name the topics "
-                               "with --topic")
-        else:
-            names = [spec.partition(":")[0] for spec in topics]
-        known = {}
-        for name in dict.fromkeys(names):
-            try:
-                known[name] = await cluster.wait_for_partitions(name, TIMEOUT_MS / 1000)
-            except UnknownTopicOrPartitionError:
-                raise Refused(f"topic {name!r} does not exist") from None
-        tps: list[TopicPartition] = []
-        for spec in (names if all_topics else topics):
-            try:
-                found = parse_topic_partitions(spec, known)
-            except ValueError as exc:  # a partition the topic does not have: the cluster's answer
-                raise Refused(str(exc)) from None
-            tps.extend(tp for tp in found if tp not in tps)
-        earliest = await list_offsets(cluster, dict.fromkeys(tps, EARLIEST), timeout=TIMEOUT_MS / 1000)
-        latest = await list_offsets(cluster, dict.fromkeys(tps, LATEST), timeout=TIMEOUT_MS / 1000)
-        by_time = None
-        if scenario.kind == "datetime":
-            by_time = await list_offsets(cluster, dict.fromkeys(tps, scenario.value),
-                                         timeout=TIMEOUT_MS / 1000)
-        plan = plan_reset(scenario, tps, committed, earliest, latest, by_time)
+        plan = await plan_offsets(cluster, topics, all_topics, scenario, committed,
+                                  f"group {group_id!r} has no committed offsets; name the topics with --topic")
         if execute:
             membership = GroupMembership(cluster, group_id, request_timeout_ms=TIMEOUT_MS)
             await membership.commit({tp: OffsetAndMetadata(o) for tp, o in plan.items()},

@@ -394,6 +394,60 @@ def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: 
                      isolation_level=isolation_level))
 
 
+def _reset_offsets_options(offsets: str, apply: str):
+    """The scope, target and mode options both reset-offsets commands take (--shift-by aside)."""
+    options = (
+        click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P...]",
+                     help="A topic, or some of its partitions (topic:0,2); repeatable."),
+        click.option("--all-topics", is_flag=True, help=f"Every topic the group has {offsets} for."),
+        click.option("--to-earliest", is_flag=True, help="To each partition's earliest offset."),
+        click.option("--to-latest", is_flag=True, help="To each partition's end (the high watermark)."),
+        click.option("--to-datetime", metavar="ISO-8601", default=None,
+                     help="To the first offset at or after this time, e.g. 2026-11-24T08:00:00.000 (UTC unless "
+                          "it says), or epoch ms."),
+        click.option("--to-offset", type=int, default=None, metavar="N", help="To offset N."),
+        click.option("--dry-run", is_flag=True, help="Only print the new offsets (the default)."),
+        click.option("--execute", is_flag=True, help=f"{apply} the new offsets."),
+    )
+
+    def decorate(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+RESET_OPTIONS = ("--to-earliest", "--to-latest", "--to-datetime", "--shift-by", "--to-offset")
+
+
+def _reset_scenario(topics: tuple[str, ...], all_topics: bool, to_earliest: bool, to_latest: bool,
+                    to_datetime: str | None, shift_by: int | None, to_offset: int | None, dry_run: bool,
+                    execute: bool, offered: tuple[str, ...] = RESET_OPTIONS):
+    """The one --to-* (of `offered`) a reset-offsets command was given, as a ResetScenario."""
+    from raftka.cli.console import parse_start_timestamp
+    from raftka.client.offset_reset import ResetScenario
+
+    given = {"--to-earliest": to_earliest, "--to-latest": to_latest, "--to-datetime": to_datetime is not None,
+             "--shift-by": shift_by is not None, "--to-offset": to_offset is not None}
+    if sum(given.values()) != 1:
+        raise click.UsageError("give exactly one of " + ", ".join(n for n in given if n in offered))
+    if dry_run and execute:
+        raise click.UsageError("give --dry-run or --execute, not both")
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    try:
+        if to_datetime is not None:
+            return ResetScenario("datetime", parse_start_timestamp(to_datetime))
+        if shift_by is not None:
+            return ResetScenario("shift", shift_by)
+        if to_offset is not None:
+            return ResetScenario("offset", to_offset)
+        return ResetScenario("earliest" if to_earliest else "latest")
+    except ValueError as exc:
+        raise click.UsageError(str(exc).replace("--from-timestamp", "--to-datetime")) from None
+
+
 # --- groups ------------------------------------------------------------------
 @main.group()
 def groups() -> None:
@@ -432,18 +486,8 @@ def groups_delete(bootstrap: str, group_id: str) -> None:
 @groups.command(name="reset-offsets")
 @_BOOTSTRAP
 @click.option("--group", "group_id", required=True, help="The (inactive) group whose offsets to reset.")
-@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P...]",
-              help="A topic, or some of its partitions (topic:0,2); repeatable.")
-@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
-@click.option("--to-earliest", is_flag=True, help="To each partition's earliest offset.")
-@click.option("--to-latest", is_flag=True, help="To each partition's end (the high watermark).")
-@click.option("--to-datetime", metavar="ISO-8601", default=None,
-              help="To the first offset at or after this time, e.g. 2026-11-24T08:00:00.000 (UTC unless "
-                   "it says), or epoch ms.")
 @click.option("--shift-by", type=int, default=None, metavar="N", help="Move the committed offsets by N (may be negative).")
-@click.option("--to-offset", type=int, default=None, metavar="N", help="To offset N.")
-@click.option("--dry-run", is_flag=True, help="Only print the new offsets (the default).")
-@click.option("--execute", is_flag=True, help="Commit the new offsets.")
+@_reset_offsets_options("committed offsets", "Commit")
 def groups_reset_offsets(bootstrap: str, group_id: str, topics: tuple[str, ...], all_topics: bool,
                          to_earliest: bool, to_latest: bool, to_datetime: str | None, shift_by: int | None,
                          to_offset: int | None, dry_run: bool, execute: bool) -> None:
@@ -454,30 +498,96 @@ def groups_reset_offsets(bootstrap: str, group_id: str, topics: tuple[str, ...],
     range are clamped to its earliest or latest offset, as Kafka does. Prints
     GROUP TOPIC PARTITION NEW-OFFSET; nothing changes without --execute.
     """
-    from raftka.cli.console import parse_start_timestamp
     from raftka.cli.groups import reset_offsets_cmd
-    from raftka.client.offset_reset import ResetScenario
 
-    chosen = [name for name, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
-                                    ("--to-datetime", to_datetime is not None), ("--shift-by", shift_by is not None),
-                                    ("--to-offset", to_offset is not None)) if on]
-    if len(chosen) != 1:
-        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-datetime, --shift-by, --to-offset")
-    if dry_run and execute:
-        raise click.UsageError("give --dry-run or --execute, not both")
-    if bool(topics) == all_topics:
-        raise click.UsageError("give --topic (repeatable) or --all-topics")
-    try:
-        if to_datetime is not None:
-            scenario = ResetScenario("datetime", parse_start_timestamp(to_datetime))
-        elif shift_by is not None:
-            scenario = ResetScenario("shift", shift_by)
-        elif to_offset is not None:
-            scenario = ResetScenario("offset", to_offset)
-        else:
-            scenario = ResetScenario("earliest" if to_earliest else "latest")
-    except ValueError as exc:
-        raise click.UsageError(str(exc).replace("--from-timestamp", "--to-datetime")) from None
+    scenario = _reset_scenario(topics, all_topics, to_earliest, to_latest, to_datetime, shift_by, to_offset,
+                               dry_run, execute)
+    sys.exit(reset_offsets_cmd(bootstrap, group_id, topics, all_topics, scenario, execute))
+
+
+# --- share-groups --------------------------------------------------------------
+@main.group(name="share-groups")
+def share_groups() -> None:
+    """List, describe, delete and reset share groups (Kafka's queues), like kafka-share-groups.
+
+    \b
+    The members of a share group take records from the same partitions
+    together, each record acquired by one member at a time and acknowledged
+    one by one (the SDK's ShareConsumer). A share group's offset in a
+    partition is its start offset: every record before it is settled.
+    """
+
+
+@share_groups.command(name="list")
+@_BOOTSTRAP
+@click.option("--state", "with_state", is_flag=True, help="Show each group's state (Empty, Stable, Dead).")
+def share_groups_list(bootstrap: str, with_state: bool) -> None:
+    """List share groups."""
+    from raftka.cli.share_groups import list_cmd
+
+    sys.exit(list_cmd(bootstrap, with_state))
+
+
+@share_groups.command(name="describe")
+@_BOOTSTRAP
+@click.option("--group", "group_id", required=True, help="The share group to describe.")
+@click.option("--offsets", "what", flag_value="offsets", default=True,
+              help="Each partition's START-OFFSET (records before it are settled) and LAG (the default).")
+@click.option("--members", "what", flag_value="members", help="The members: client, host and assigned partitions.")
+@click.option("--state", "what", flag_value="state", help="The coordinator, the state and the number of members.")
+@click.option("--verbose", is_flag=True, help="Add the leader epochs (--offsets), member epochs (--members) or "
+                                              "group and assignment epochs (--state).")
+def share_groups_describe(bootstrap: str, group_id: str, what: str, verbose: bool) -> None:
+    """Describe a share group, as kafka-share-groups --describe.
+
+    \b
+    Exits 1 when the group does not exist (GROUP_ID_NOT_FOUND).
+    """
+    from raftka.cli.share_groups import describe_cmd
+
+    sys.exit(describe_cmd(bootstrap, group_id, what, verbose))
+
+
+@share_groups.command(name="delete")
+@_BOOTSTRAP
+@click.option("--group", "group_id", required=True, help="The share group to delete (it must have no members).")
+def share_groups_delete(bootstrap: str, group_id: str) -> None:
+    """Delete a share group and its state."""
+    from raftka.cli.share_groups import delete_cmd
+
+    sys.exit(delete_cmd(bootstrap, group_id))
+
+
+@share_groups.command(name="delete-offsets")
+@_BOOTSTRAP
+@click.option("--group", "group_id", required=True, help="The share group (it must have no members).")
+@click.option("--topic", "topics", multiple=True, required=True, help="A topic whose state to forget; repeatable.")
+def share_groups_delete_offsets(bootstrap: str, group_id: str, topics: tuple[str, ...]) -> None:
+    """Forget a share group's offsets and record states for some topics."""
+    from raftka.cli.share_groups import delete_offsets_cmd
+
+    sys.exit(delete_offsets_cmd(bootstrap, group_id, topics))
+
+
+@share_groups.command(name="reset-offsets")
+@_BOOTSTRAP
+@click.option("--group", "group_id", required=True, help="The (inactive) share group whose offsets to reset.")
+@_reset_offsets_options("offsets", "Apply")
+def share_groups_reset_offsets(bootstrap: str, group_id: str, topics: tuple[str, ...], all_topics: bool,
+                               to_earliest: bool, to_latest: bool, to_datetime: str | None, to_offset: int | None,
+                               dry_run: bool, execute: bool) -> None:
+    """Reset a share group's start offsets, like kafka-share-groups --reset-offsets.
+
+    \b
+    The group must have no members. Offsets beyond a partition's range are
+    clamped to its earliest or latest offset. Prints GROUP TOPIC PARTITION
+    NEW-OFFSET; nothing changes without --execute (Kafka's tool insists on
+    --dry-run or --execute; raftka's dry run is the default).
+    """
+    from raftka.cli.share_groups import reset_offsets_cmd
+
+    scenario = _reset_scenario(topics, all_topics, to_earliest, to_latest, to_datetime, None, to_offset,
+                               dry_run, execute, offered=tuple(o for o in RESET_OPTIONS if o != "--shift-by"))
     sys.exit(reset_offsets_cmd(bootstrap, group_id, topics, all_topics, scenario, execute))
 
 

@@ -16,14 +16,30 @@ from raftka.client.errors import (
     raise_for_code,
 )
 from raftka.client.protocol import ADVERTISED_VERSIONS, ApiKey
-from raftka.client.versions import CLIENT_VERSIONS, choose_versions, min_version_check, version_for
+from raftka.client.versions import (
+    CLIENT_VERSIONS,
+    SHARE_GROUP_APIS,
+    choose_versions,
+    min_version_check,
+    version_for,
+)
 
 
 def test_against_raftka_every_api_gets_its_highest_served_version() -> None:
     chosen = choose_versions({int(k): v for k, v in ADVERTISED_VERSIONS.items()})
     assert chosen[ApiKey.PRODUCE] == 9 and chosen[ApiKey.FETCH] == 11 and chosen[ApiKey.FIND_COORDINATOR] == 3
     assert chosen[ApiKey.METADATA] == 13 and chosen[ApiKey.API_VERSIONS] == 2
-    assert set(chosen) == set(CLIENT_VERSIONS)
+    assert set(chosen) == set(CLIENT_VERSIONS) & set(ADVERTISED_VERSIONS)
+    # Only the share-group APIs may be missing: the SDK speaks them before raftka advertises them.
+    assert set(CLIENT_VERSIONS) - set(chosen) <= SHARE_GROUP_APIS
+
+
+def test_against_kafka_4_4_the_share_group_apis_get_kafkas_versions() -> None:
+    kafka = {int(ApiKey.SHARE_GROUP_HEARTBEAT): (1, 1), int(ApiKey.SHARE_FETCH): (1, 2),
+             int(ApiKey.SHARE_ACKNOWLEDGE): (1, 2), int(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS): (0, 1)}
+    chosen = choose_versions(kafka)
+    assert chosen == {ApiKey.SHARE_GROUP_HEARTBEAT: 1, ApiKey.SHARE_FETCH: 2, ApiKey.SHARE_ACKNOWLEDGE: 2,
+                      ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 1}
 
 
 def test_an_older_broker_lowers_the_choice_and_gaps_drop_the_api() -> None:
