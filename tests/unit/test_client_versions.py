@@ -28,7 +28,7 @@ from raftka.client.versions import (
 def test_against_raftka_every_api_gets_its_highest_served_version() -> None:
     chosen = choose_versions({int(k): v for k, v in ADVERTISED_VERSIONS.items()})
     assert chosen[ApiKey.PRODUCE] == 9 and chosen[ApiKey.FETCH] == 11 and chosen[ApiKey.FIND_COORDINATOR] == 3
-    assert chosen[ApiKey.METADATA] == 13 and chosen[ApiKey.API_VERSIONS] == 2
+    assert chosen[ApiKey.METADATA] == ADVERTISED_VERSIONS[ApiKey.METADATA][1] and chosen[ApiKey.API_VERSIONS] == 2
     assert set(chosen) == set(CLIENT_VERSIONS) & set(ADVERTISED_VERSIONS)
     # Only the share-group APIs may be missing: the SDK speaks them before raftka advertises them.
     assert set(CLIENT_VERSIONS) - set(chosen) <= SHARE_GROUP_APIS
@@ -43,10 +43,11 @@ def test_against_kafka_4_4_the_share_group_apis_get_kafkas_versions() -> None:
 
 
 def test_an_older_broker_lowers_the_choice_and_gaps_drop_the_api() -> None:
-    broker = {ApiKey.PRODUCE: (0, 5), ApiKey.FETCH: (0, 3), ApiKey.METADATA: (0, 13),
+    newest_metadata = CLIENT_VERSIONS[ApiKey.METADATA][1]
+    broker = {ApiKey.PRODUCE: (0, 5), ApiKey.FETCH: (0, 3), ApiKey.METADATA: (0, newest_metadata + 1),
               999: (0, 1)}
     chosen = choose_versions(broker)
-    assert chosen == {ApiKey.PRODUCE: 5, ApiKey.METADATA: 13}
+    assert chosen == {ApiKey.PRODUCE: 5, ApiKey.METADATA: newest_metadata}
     with pytest.raises(UnsupportedVersionError, match="no version of FETCH"):
         version_for(chosen, ApiKey.FETCH)
     with pytest.raises(UnsupportedVersionError, match="zstd needs PRODUCE v7"):
