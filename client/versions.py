@@ -1,7 +1,8 @@
 """Which version of each API the SDK speaks to a given broker (pure).
 
 The SDK can speak what the broker serves, except ApiVersions v3-4 (the SDK
-has no use for their feature levels), Fetch v12+ and FindCoordinator v4+. After ApiVersions, each API
+has no use for their feature levels), Fetch v12+, FindCoordinator v4+, OffsetCommit v10
+and OffsetFetch v8+. After ApiVersions, each API
 gets the highest version inside both ranges; an API with no overlap is
 simply absent, and using it raises UnsupportedVersionError.
 """
@@ -22,6 +23,10 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (4, 11),
     # The SDK looks up one coordinator at a time: v4+ batch the keys (KIP-699).
     ApiKey.FIND_COORDINATOR: (0, 3),
+    # By topic name and one group at a time: OffsetCommit v10 and OffsetFetch v10 name topics
+    # by id, OffsetFetch v8+ batch groups. v9 is what consumer-protocol members must commit with.
+    ApiKey.OFFSET_COMMIT: (0, 9),
+    ApiKey.OFFSET_FETCH: (1, 7),
 }
 
 # The first ApiVersions request; a broker that cannot parse it answers with

@@ -9,7 +9,15 @@ bootstrap address as argv[1] and prints what it found in a fixed order, and an e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.differential.steps import B, Scenario, Step, produce, topics
+
+# Wire-level cases written once for both brokers (tests/compat holds raftka to Kafka's answers).
+_WIRE = f"""\
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+"""
 
 _CK = """\
 import sys
@@ -107,5 +115,9 @@ with admin:
     print(entry.name, entry.value, "source", entry.source, "default", entry.is_default)
 """),
     Step("clients.get-offsets-after-produce", "kafka-get-offsets", (*B, "--topic", "dl-t")),
+    python("clients.wire-offset-commit-fetch-versions", _WIRE, """\
+from tests.compat.offset_api_cases import lines
+print("\\n".join(lines(sys.argv[1])))
+"""),
 ))
 
