@@ -168,6 +168,35 @@ def lines(bootstrap: str) -> list[str]:
         return out
 
 
+def join_and_acknowledge(bootstrap: str, group: str, topic: str, member: str) -> str:
+    """A consumer-protocol member (ConsumerGroupHeartbeat v1, its own id) joins `group` on
+    `topic` and heartbeats until it owns its whole assignment; it then stops heartbeating and
+    stays a member for its session. What it owns, without epochs."""
+    with WireConnection(bootstrap, timeout=30, client_id="dm-client") as conn:
+        c = Cases(conn)
+        c._retry(lambda: conn.find_coordinator(group), lambda r: r.error_code in LOADING)
+        owned: list[dict] | None = []
+        epoch, answer = 0, None
+        for _ in range(100):  # each heartbeat answers at once; a few settle the assignment
+            body = {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None,
+                    "rack_id": None, "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
+                    "subscribed_topic_names": [topic] if epoch == 0 else None, "subscribed_topic_regex": None,
+                    "server_assignor": "uniform" if epoch == 0 else None, "topic_partitions": owned}
+            response = c._retry(lambda body=body: conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body),
+                                lambda r: r.error_code in LOADING)
+            if response.error_code:
+                return f"error: {_name(response.error_code)}"
+            epoch = response.member_epoch
+            if response.assignment is None and owned:
+                return f"owns {answer}"
+            if response.assignment is not None:
+                owned = [{"topic_id": t.topic_id, "partitions": sorted(t.partitions)}
+                         for t in response.assignment.topic_partitions]
+                answer = sorted(p for t in owned for p in t["partitions"])
+            time.sleep(0.1)  # the coordinator computes the assignment between heartbeats
+        return f"no stable assignment: {answer}"
+
+
 # What Kafka 4.4 answered (tests/differential runs the cases against it again).
 KAFKA_44 = """\
 commit v8 member, unknown group: dv-t:0=ILLEGAL_GENERATION

@@ -1,7 +1,7 @@
 """Every scenario of the differential suite, in the order they run: Kafka's CLI tools
 (steps.py), then the client libraries (client_steps.py)."""
 
-from tests.differential.client_steps import CLIENTS
+from tests.differential.client_steps import CLIENTS, KIP848_GROUPS
 from tests.differential.steps import (
     BROKER_CONFIGS,
     CLUSTER_BASICS,
@@ -15,4 +15,4 @@ from tests.differential.steps import (
 )
 
 SCENARIOS = (TOPICS, CLUSTER_BASICS, MORE_TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, GROUPS, OFFSETS,
-             OPERATIONS, CONFIG_RESOURCES, CLIENTS)
+             OPERATIONS, CONFIG_RESOURCES, CLIENTS, KIP848_GROUPS)

@@ -126,7 +126,7 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
                                 "GROUP-EPOCH", "2", "ASSIGNMENT-EPOCH", "2"], ran.stdout
     member_b = next(line.split() for line in lines if line.startswith("member-b"))
     b_partitions = ",".join(map(str, sorted({0, 1, 2, 3} - kept)))
-    assert member_b[3:] == ["2", "2", f"{TOPIC}:{b_partitions}", "2", f"{TOPIC}:{b_partitions}"], ran.stdout
+    assert member_b[3:] == ["2", "2", f"{TOPIC}:{b_partitions}", "2", f"{TOPIC}:{b_partitions}", TOPIC], ran.stdout
 
     server.stop()
     server.start()
