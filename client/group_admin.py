@@ -31,6 +31,8 @@ class GroupMemberView:
     # KIP-848 (group.protocol=consumer) members: their epoch and target assignment
     member_epoch: int | None = None
     target_assignment: tuple[TopicPartition, ...] = ()
+    subscribed_topics: tuple[str, ...] = ()  # the names it subscribes to
+    subscribed_regex: str | None = None  # or its pattern (KIP-848: resolved by the coordinator)
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,8 @@ async def _describe_consumer_group(cluster: Cluster, membership: GroupMembership
     if g.error_code:
         raise error_for_code(g.error_code, f"ConsumerGroupDescribe {group_id!r}")
     members = tuple(GroupMemberView(m.member_id, m.client_id, m.client_host, _tps(m.assignment), m.instance_id,
-                                    m.member_epoch, _tps(m.target_assignment)) for m in g.members)
+                                    m.member_epoch, _tps(m.target_assignment), tuple(m.subscribed_topic_names or ()),
+                                    m.subscribed_topic_regex or None) for m in g.members)
     owner = {tp: m.member_id for m in members for tp in m.assignment}
     committed = await _all_committed(membership)
     tps = sorted(set(committed) | set(owner))

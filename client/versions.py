@@ -1,9 +1,10 @@
 """Which version of each API the SDK speaks to a given broker (pure).
 
 The SDK can speak what the broker serves, except ApiVersions v3-4 (the SDK
-has no use for their feature levels), Fetch v12+, FindCoordinator v4+ and the versions of
-transaction version 2 (KIP-890 part 2), and also Kafka 4.4's share-group APIs (the share
-consumer, `raftka share-groups`) wherever a broker serves them. After ApiVersions, each API
+has no use for their feature levels), Fetch v12+, FindCoordinator v4+, OffsetCommit v10,
+OffsetFetch v8+ and the versions of transaction version 2 (KIP-890 part 2), and also Kafka
+4.4's share-group APIs (the share consumer, `raftka share-groups`) wherever a broker serves
+them. After ApiVersions, each API
 gets the highest version inside both ranges; an API with no overlap is
 simply absent, and using it raises UnsupportedVersionError.
 """
@@ -31,6 +32,10 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (4, 11),
     # The SDK looks up one coordinator at a time: v4+ batch the keys (KIP-699).
     ApiKey.FIND_COORDINATOR: (0, 3),
+    # By topic name and one group at a time: OffsetCommit v10 and OffsetFetch v10 name topics
+    # by id, OffsetFetch v8+ batch groups. v9 is what consumer-protocol members must commit with.
+    ApiKey.OFFSET_COMMIT: (0, 9),
+    ApiKey.OFFSET_FETCH: (1, 7),
     # The SDK's transactions are the classic protocol (client/transactions.py): Produce v10+
     # and the KIP-890 versions (TRANSACTION_ABORTABLE, transaction version 2's implicit adds
     # and epoch bump per EndTxn) are for clients that implement them.

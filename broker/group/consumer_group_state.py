@@ -82,7 +82,6 @@ UNSUPPORTED_ASSIGNOR = int(ErrorCode.UNSUPPORTED_ASSIGNOR)
 GROUP_MAX_SIZE_REACHED = int(ErrorCode.GROUP_MAX_SIZE_REACHED)
 STALE_MEMBER_EPOCH = int(ErrorCode.STALE_MEMBER_EPOCH)
 UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
-ILLEGAL_GENERATION = int(ErrorCode.ILLEGAL_GENERATION)
 INVALID_REGULAR_EXPRESSION = int(ErrorCode.INVALID_REGULAR_EXPRESSION)
 
 JOIN_EPOCH = 0
@@ -94,6 +93,8 @@ STATIC_LEAVE_EPOCH = -2
 GROUP_VERSION = 1
 
 DEFAULT_ASSIGNORS = ("uniform", "range")  # group.consumer.assignors
+# Members of this protocol commit with OffsetCommit v9+ (Kafka answers older ones UNSUPPORTED_VERSION).
+FIRST_MEMBER_EPOCH_COMMIT_VERSION = 9
 SESSION_TIMEOUT_MS = 45_000  # group.consumer.session.timeout.ms
 HEARTBEAT_INTERVAL_MS = 5_000  # group.consumer.heartbeat.interval.ms
 # Kafka's REGEX_BATCH_REFRESH_INTERVAL_MS: a group's regexes are re-resolved against new
@@ -308,7 +309,6 @@ class ConsumerGroupState:
     session_timeout_ms: int = SESSION_TIMEOUT_MS
     heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS
     max_size: int = 2**31 - 1  # group.consumer.max.size
-    min_commit_version: int = 9  # the OffsetCommit version members must use (Kafka: 9)
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
@@ -720,27 +720,29 @@ class ConsumerGroupState:
     def validate_commit(self, member_id: str, member_epoch: int, api_version: int,
                         transactional: bool = False) -> int:
         """Kafka's `ConsumerGroup.validateOffsetCommit`: epoch -1 (admin, assign()) only while
-        the group is empty; members of this protocol commit with OffsetCommit v9+ and their
-        current member epoch as the generation id (`min_commit_version`: the shell may accept
-        older versions while it serves no v9)."""
+        the group is empty; otherwise the member must be known (an empty id too is an unknown
+        member), commit with OffsetCommit v9+ and its current member epoch as the generation id."""
         if member_epoch < 0 and not self.members:
             return NONE
         if transactional and member_epoch < 0 and not member_id:
             return NONE
         member = self.members.get(member_id)
         if member is None:
-            return UNKNOWN_MEMBER_ID if member_id else ILLEGAL_GENERATION
-        if not transactional and api_version < self.min_commit_version:
+            return UNKNOWN_MEMBER_ID
+        if not transactional and api_version < FIRST_MEMBER_EPOCH_COMMIT_VERSION:
             return UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
             return STALE_MEMBER_EPOCH
         return NONE
 
     def validate_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        """OffsetFetch v9+ from a member (a member id given): known member, current epoch."""
-        if member_id is None or member_epoch < 0:
+        """OffsetFetch v9+ (Kafka's `ConsumerGroup.validateOffsetFetch`): no member id and epoch
+        -1 is an admin's or a classic consumer's fetch; anything else must be a known member at
+        its current epoch (an empty id or epoch -1 included). Kafka 4.4 answers a null id with
+        an epoch UNKNOWN_SERVER_ERROR (a NullPointerException); raftka, UNKNOWN_MEMBER_ID."""
+        if member_id is None and member_epoch < 0:
             return NONE
-        member = self.members.get(member_id)
+        member = self.members.get(member_id) if member_id is not None else None
         if member is None:
             return UNKNOWN_MEMBER_ID
         return STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else NONE

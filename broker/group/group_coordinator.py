@@ -92,6 +92,11 @@ NON_EMPTY_GROUP = int(ErrorCode.NON_EMPTY_GROUP)
 INVALID_GROUP_ID = int(ErrorCode.INVALID_GROUP_ID)
 
 
+# OffsetCommit v9+ answers a member's commit to an unknown group GROUP_ID_NOT_FOUND (older
+# versions ILLEGAL_GENERATION), for both protocols (Kafka's OffsetMetadataManager).
+FIRST_GROUP_NOT_FOUND_COMMIT_VERSION = 9
+
+
 class CoordinatorError(Exception):
     """A group request this broker cannot serve now; `code` is the Kafka error to answer."""
 
@@ -243,10 +248,7 @@ class GroupCoordinator:
         return ConsumerGroupState(
             group_id, assignors=tuple(assignors),
             session_timeout_ms=getattr(config, "group_consumer_session_timeout_ms", SESSION_TIMEOUT_MS),
-            heartbeat_interval_ms=getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS),
-            # raftka serves OffsetCommit up to v8 (v9's KIP-848 answers are not checked yet):
-            # members commit with their member epoch as the generation id (Kafka wants v9).
-            min_commit_version=0)
+            heartbeat_interval_ms=getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS))
 
     def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
         """The group's session timeout and heartbeat interval: its dynamic group configs
@@ -649,8 +651,9 @@ class GroupCoordinator:
             partition = self._partition(group_id)
         except CoordinatorError as exc:
             return everyone(exc.code)
-        if group is None:
-            return everyone(int(ErrorCode.UNKNOWN_MEMBER_ID) if member_id else int(ErrorCode.ILLEGAL_GENERATION))
+        if group is None:  # a member's commit (generation >= 0) to a group this coordinator lacks
+            return everyone(int(ErrorCode.GROUP_ID_NOT_FOUND) if api_version >= FIRST_GROUP_NOT_FOUND_COMMIT_VERSION
+                            else int(ErrorCode.ILLEGAL_GENERATION))
         code = group.validate_commit(member_id, generation_id, _now_ms(), group_instance_id)
         self._reschedule(group)
         if code or not offsets:
@@ -746,13 +749,19 @@ class GroupCoordinator:
                  committed=commit)
 
     def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None,
+                      member_id: str | None = None, member_epoch: int = -1,
                       ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:
         """(error, committed offset per partition — None where nothing is committed).
-        `tps` None means every partition the group has committed."""
+        `tps` None means every partition the group has committed. OffsetFetch v9+ names the
+        member (`member_id`, `member_epoch`), checked in a consumer-protocol group."""
         try:
-            group = self.consumer_groups.get(group_id) or self._group(group_id, create=False)
+            cg = self.consumer_groups.get(group_id)
+            group = cg or self._group(group_id, create=False)
         except CoordinatorError as exc:
             return exc.code, dict.fromkeys(tps or [])
+        code = cg.validate_fetch(member_id, member_epoch) if cg is not None else 0
+        if code:
+            return code, {}
         stored = group.offsets if group is not None else {}
         if tps is None:
             return 0, dict(stored)

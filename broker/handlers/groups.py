@@ -15,6 +15,7 @@ from raftka.broker.errors import error_code_for
 from raftka.broker.group.group_coordinator import OFFSETS_TOPIC, CoordinatorError
 from raftka.broker.group.group_state import CommittedOffset, GroupPhase
 from raftka.broker.group.share_persister import SHARE_STATE_TOPIC, ShareStateKey
+from raftka.broker.handlers.metadata import ZERO_UUID, topic_uuid
 from raftka.broker.txn.txn_records import TRANSACTION_STATE_TOPIC
 from raftka.client.protocol import (
     DeleteGroupsResponse,
@@ -44,6 +45,10 @@ FIRST_SKIP_ASSIGNMENT_VERSION = 9
 FIRST_SYNC_PROTOCOL_VERSION = 5
 
 FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
+# OffsetFetch v8 batches groups; OffsetCommit and OffsetFetch v10 name topics by id.
+FIRST_BATCHED_OFFSET_FETCH_VERSION = 8
+FIRST_TOPIC_ID_OFFSET_COMMIT_VERSION = 10
+FIRST_TOPIC_ID_OFFSET_FETCH_VERSION = 10
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -245,81 +250,156 @@ async def handle_leave_group(ctx: BrokerContext, header, request, conn=None) -> 
         {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes, strict=True)])
 
 
+def _resolve_topics(image, version: int, first_id_version: int, topics) -> list[tuple[object, str | None]]:
+    """(response key, topic name) per request topic: from `first_id_version` topics are named
+    by id (the key; the name is None for an id the metadata does not know), before by name."""
+    if version < first_id_version:
+        return [(t.name, t.name) for t in topics]
+    resolved = []
+    for t in topics:
+        topic = image.topics.get(str(t.topic_id)) if t.topic_id != ZERO_UUID else None
+        resolved.append((t.topic_id, topic.name if topic is not None else None))
+    return resolved
+
+
+def _topic_key(version: int, first_id_version: int, image, name: str) -> object:
+    """How a response names `name`: by topic id from `first_id_version` (None when the topic
+    has none any more), by name before."""
+    if version < first_id_version:
+        return name
+    topic = image.topic_by_name(name)
+    return topic_uuid(topic) if topic is not None else None
+
+
 async def handle_offset_commit(ctx: BrokerContext, header, request, conn=None) -> OffsetCommitResponse:
+    """v9 is v8 for a classic group, with GROUP_ID_NOT_FOUND for a member's commit to an unknown
+    group; consumer-protocol members must use it (KIP-848). v10 names topics by id: an unknown
+    id answers UNKNOWN_TOPIC_ID (Kafka's KafkaApis.handleOffsetCommitRequest)."""
+    version = header.api_version
     now = int(time.time() * 1000)
     offsets = {}
-    unknown: dict[tuple[str, int], int] = {}
+    errors: dict[tuple[object, int], int] = {}  # answered here, before the coordinator's
     image = ctx.image
-    for t in request.topics:
-        topic = image.topic_by_name(t.name)
-        for p in t.partitions:
-            if topic is None or p.partition_index not in topic.partitions:
-                # Kafka's rule: a partition the metadata does not know is answered, not stored.
-                unknown[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            # v1 carries the commit's timestamp; -1 (and every other version) means now.
-            stamp = p.commit_timestamp if header.api_version == 1 and p.commit_timestamp >= 0 else now
-            offsets[(t.name, p.partition_index)] = CommittedOffset(
-                p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", stamp)
-    # READ on the group (else every partition fails with 30), then READ on each topic (29).
+    keys: dict[str, object] = {}  # topic name -> how the response names it
+    resolved = _resolve_topics(image, version, FIRST_TOPIC_ID_OFFSET_COMMIT_VERSION, request.topics)
     group_denied = acl_checks.group_error(ctx, conn, AclOperation.READ, request.group_id)
-    denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ, (t.name for t in request.topics))
-    if group_denied:  # nothing about the topics is revealed to a caller not allowed the group
-        refused = dict.fromkeys([*offsets, *unknown], group_denied)
-        unknown = {}
-    else:  # a topic the caller may not READ is refused whether it exists or not
-        refused = {key: ErrorCode.TOPIC_AUTHORIZATION_FAILED for key in [*offsets, *unknown] if key[0] in denied}
-        unknown = {key: code for key, code in unknown.items() if key not in refused}
-    remaining = {k: v for k, v in offsets.items() if k not in refused}
-    codes = {}
-    if remaining or not (refused or unknown):
-        codes = await ctx.groups.commit(request.group_id, request.member_id,
-                                        request.generation_id_or_member_epoch, remaining, request.group_instance_id,
-                                        api_version=header.api_version)
-    codes = {**codes, **refused, **unknown}
-    topics: dict[str, list[dict]] = {}
-    for (name, index), code in codes.items():
-        topics.setdefault(name, []).append({"partition_index": index, "error_code": code})
+    # READ on the group (else every partition fails with 30), then READ on each topic (29).
+    denied = acl_checks.topics_denied(ctx, conn, AclOperation.READ,
+                                      (name for _, name in resolved if name is not None))
+    for t, (key, name) in zip(request.topics, resolved, strict=True):
+        topic = image.topic_by_name(name) if name is not None else None
+        for p in t.partitions:
+            if group_denied:  # nothing about the topics is revealed to a caller not allowed the group
+                errors[(key, p.partition_index)] = group_denied
+            elif name is None:
+                errors[(key, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_ID
+            elif name in denied:  # refused whether it exists or not
+                errors[(key, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or p.partition_index not in topic.partitions:
+                # Kafka's rule: a partition the metadata does not know is answered, not stored.
+                errors[(key, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                keys[name] = key
+                # v1 carries the commit's timestamp; -1 (and every other version) means now.
+                stamp = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now
+                offsets[(name, p.partition_index)] = CommittedOffset(
+                    p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", stamp)
+    codes: dict[tuple[object, int], int] = dict(errors)
+    if offsets or not errors:
+        committed = await ctx.groups.commit(request.group_id, request.member_id,
+                                            request.generation_id_or_member_epoch, offsets,
+                                            request.group_instance_id, api_version=version)
+        codes.update(((keys[name], index), code) for (name, index), code in committed.items())
+    topics: dict[object, list[dict]] = {}
+    for (key, index), code in codes.items():
+        topics.setdefault(key, []).append({"partition_index": index, "error_code": code})
+    name_field = "topic_id" if version >= FIRST_TOPIC_ID_OFFSET_COMMIT_VERSION else "name"
     return OffsetCommitResponse(throttle_time_ms=0, topics=[
-        {"name": name, "partitions": parts} for name, parts in topics.items()])
+        {name_field: key, "partitions": parts} for key, parts in topics.items()])
 
 
-async def handle_offset_fetch(ctx: BrokerContext, header, request, conn=None) -> OffsetFetchResponse:
-    wanted = None if request.topics is None else [
-        (t.name, i) for t in request.topics for i in t.partition_indexes]
-    # DESCRIBE on the group, then on each topic: a named partition of a topic the caller may
-    # not DESCRIBE answers 29 with offset -1; the all-partitions form leaves it out.
-    code = acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, request.group_id)
-    if code:
-        offsets = dict.fromkeys(wanted or (), None)
-    else:
-        code, offsets = ctx.groups.fetch_offsets(request.group_id, wanted)
-    hidden = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, {name for name, _ in offsets},
-                                      log_denied=wanted is not None)
-    # v7+ `require_stable` (read_committed consumers): a partition with a transactional commit
-    # still pending answers UNSTABLE_OFFSET_COMMIT (88), which the client retries (KIP-447).
-    unstable = frozenset()
-    if header.api_version >= 7 and request.require_stable and not code:
-        unstable = frozenset(tp for tp in offsets if ctx.groups.txn_offset_pending(request.group_id, tp))
-    topics: dict[str, list[dict]] = {}
-    for (name, index), committed in offsets.items():
-        if name in hidden:
-            if wanted is None:
-                continue
-            committed = None
-        elif (name, index) in unstable:
-            committed = None
-        topics.setdefault(name, []).append({
-            "partition_index": index,
+def _offset_partition(index: int, committed: CommittedOffset | None, code: int = 0) -> dict:
+    return {"partition_index": index,
             "committed_offset": committed.offset if committed else -1,
             "committed_leader_epoch": committed.leader_epoch if committed else -1,
             "metadata": committed.metadata if committed else "",
-            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in hidden and not code
-            else ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, index) in unstable
-            else code if header.api_version < 2 else 0,
-        })
+            "error_code": code}
+
+
+def _fetch_group(ctx: BrokerContext, conn, version: int, group_id: str, topics,
+                 member_id: str | None, member_epoch: int, require_stable: bool,
+                 ) -> tuple[int, list[tuple[object, list[dict]]]]:
+    """One group of OffsetFetch (v8+ batch several): (group error, [(topic key, partitions)]).
+    As Kafka's KafkaApis: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED and nothing
+    more; then the coordinator (v9+: the member and its epoch, in a consumer-protocol group),
+    whose error answers the group with no topics. A named topic the caller may not DESCRIBE
+    answers TOPIC_AUTHORIZATION_FAILED per partition, an unknown topic id (v10+)
+    UNKNOWN_TOPIC_ID, both after the coordinator's topics; the all-topics form (`topics` None)
+    leaves unreadable topics out."""
+    code = acl_checks.group_error(ctx, conn, AclOperation.DESCRIBE, group_id)
+    if code:
+        return code, []
+    image = ctx.image
+    resolved = None if topics is None else _resolve_topics(image, version, FIRST_TOPIC_ID_OFFSET_FETCH_VERSION, topics)
+    named = {name for _, name in resolved or () if name is not None}
+    hidden = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, named) if resolved is not None else set()
+    wanted = None if resolved is None else [
+        (name, i) for t, (_, name) in zip(topics, resolved, strict=True)
+        if name is not None and name not in hidden for i in t.partition_indexes]
+    code, offsets = ctx.groups.fetch_offsets(group_id, wanted, member_id, member_epoch)
+    if code:
+        return code, []
+    if wanted is None:  # every topic the group committed, less those the caller may not see
+        hidden = acl_checks.topics_denied(ctx, conn, AclOperation.DESCRIBE, {name for name, _ in offsets},
+                                          log_denied=False)
+        offsets = {tp: c for tp, c in offsets.items() if tp[0] not in hidden}
+    # v7+ `require_stable` (read_committed consumers): a partition with a transactional commit
+    # still pending answers UNSTABLE_OFFSET_COMMIT (88), which the client retries (KIP-447).
+    unstable = frozenset()
+    if version >= 7 and require_stable:
+        unstable = frozenset(tp for tp in offsets if ctx.groups.txn_offset_pending(group_id, tp))
+    answered: dict[object, list[dict]] = {}
+    for (name, index), committed in offsets.items():
+        key = _topic_key(version, FIRST_TOPIC_ID_OFFSET_FETCH_VERSION, image, name)
+        if key is None:  # v10: a topic that has no id any more cannot be named
+            continue
+        answered.setdefault(key, []).append(
+            _offset_partition(index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if (name, index) in unstable
+            else _offset_partition(index, committed))
+    result = list(answered.items())
+    for t, (key, requested) in zip(topics or (), resolved or (), strict=True):
+        error = (ErrorCode.UNKNOWN_TOPIC_ID if requested is None
+                 else ErrorCode.TOPIC_AUTHORIZATION_FAILED if requested in hidden else 0)
+        if error:
+            result.append((key, [_offset_partition(i, None, error) for i in t.partition_indexes]))
+    return 0, result
+
+
+async def handle_offset_fetch(ctx: BrokerContext, header, request, conn=None) -> OffsetFetchResponse:
+    """v8+ fetch a batch of groups, each answered on its own (Kafka's KafkaApis); v9 names
+    the member and its epoch (checked in a consumer-protocol group), v10 topics by id."""
+    version = header.api_version
+    if version >= FIRST_BATCHED_OFFSET_FETCH_VERSION:
+        name_field = "topic_id" if version >= FIRST_TOPIC_ID_OFFSET_FETCH_VERSION else "name"
+        groups = []
+        for g in request.groups:
+            code, topics = _fetch_group(ctx, conn, version, g.group_id, g.topics, g.member_id,
+                                        g.member_epoch, request.require_stable)
+            groups.append({"group_id": g.group_id, "error_code": code, "topics": [
+                {name_field: key, "partitions": parts} for key, parts in topics]})
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    # v1-7: one group. A group-level error leaves the named partitions at -1 (v0-1 carry it
+    # on each partition: no top-level code).
+    code, topics = _fetch_group(ctx, conn, version, request.group_id, request.topics, None, -1,
+                                version >= 7 and request.require_stable)
+    if code and request.topics is not None:
+        topics = [(t.name, [_offset_partition(i, None) for i in t.partition_indexes]) for t in request.topics]
+    if version < 2:
+        for _, parts in topics:
+            for part in parts:
+                part["error_code"] = part["error_code"] or code
     return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[
-        {"name": name, "partitions": parts} for name, parts in topics.items()])
+        {"name": key, "partitions": parts} for key, parts in topics])
 
 
 # DescribeGroups' first version that answers GROUP_ID_NOT_FOUND for an unknown group (KIP-1043).

@@ -102,9 +102,12 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # kafka-python 3 reads v11 as a Kafka 4.2 broker, which changes no request it sends.
     ApiKey.LIST_OFFSETS: (0, 11),
     ApiKey.METADATA: (0, 13),  # v13: a top-level error code, which Kafka 4.4's brokers never set
-    # v0-1: pre-KIP-896; v8: flexible only (v9+ answer KIP-848 member epochs, not checked yet).
-    ApiKey.OFFSET_COMMIT: (0, 8),
-    ApiKey.OFFSET_FETCH: (1, 7),  # v7: require_stable (KIP-447); not read by kafka-python's guess
+    # v0-1: pre-KIP-896; v8: flexible only; v9: KIP-848 member epochs and GROUP_ID_NOT_FOUND;
+    # v10: topic ids instead of names. Not read by kafka-python's broker-version guess.
+    ApiKey.OFFSET_COMMIT: (0, 10),
+    # v7: require_stable (KIP-447); v8: a batch of groups; v9: member id and epoch (KIP-848);
+    # v10: topic ids instead of names.
+    ApiKey.OFFSET_FETCH: (1, 10),
     # v4: batched keys (KIP-699); v5: may answer TRANSACTION_ABORTABLE (never does); v6: key
     # type 2, the share coordinator (KIP-932; broker/group/share_coordinator.py).
     ApiKey.FIND_COORDINATOR: (0, 6),

@@ -219,7 +219,7 @@ METADATA_RESPONSE = MessageSchema(
 )
 
 OFFSET_COMMIT_REQUEST = MessageSchema(
-    'OffsetCommitRequest', 8, 'request', '0-8', flexible='8+',
+    'OffsetCommitRequest', 8, 'request', '0-10', flexible='8+',
     fields=(
         F('group_id', 'string', '0+'),
         F('generation_id_or_member_epoch', 'int32', '1+', default=-1),
@@ -227,7 +227,8 @@ OFFSET_COMMIT_REQUEST = MessageSchema(
         F('group_instance_id', 'string', '7+', nullable='7+', default=None),
         F('retention_time_ms', 'int64', '2-4', default=-1),
         F('topics', '[]OffsetCommitRequestTopic', '0+', fields=(
-            F('name', 'string', '0+'),
+            F('name', 'string', '0-9'),
+            F('topic_id', 'uuid', '10+'),
             F('partitions', '[]OffsetCommitRequestPartition', '0+', fields=(
                 F('partition_index', 'int32', '0+'),
                 F('committed_offset', 'int64', '0+'),
@@ -240,11 +241,12 @@ OFFSET_COMMIT_REQUEST = MessageSchema(
 )
 
 OFFSET_COMMIT_RESPONSE = MessageSchema(
-    'OffsetCommitResponse', 8, 'response', '0-8', flexible='8+',
+    'OffsetCommitResponse', 8, 'response', '0-10', flexible='8+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('topics', '[]OffsetCommitResponseTopic', '0+', fields=(
-            F('name', 'string', '0+'),
+            F('name', 'string', '0-9'),
+            F('topic_id', 'uuid', '10+'),
             F('partitions', '[]OffsetCommitResponsePartition', '0+', fields=(
                 F('partition_index', 'int32', '0+'),
                 F('error_code', 'int16', '0+'),
@@ -254,32 +256,57 @@ OFFSET_COMMIT_RESPONSE = MessageSchema(
 )
 
 OFFSET_FETCH_REQUEST = MessageSchema(
-    'OffsetFetchRequest', 9, 'request', '1-7', flexible='6+',
+    'OffsetFetchRequest', 9, 'request', '1-10', flexible='6+',
     fields=(
-        F('group_id', 'string', '1+'),
-        F('topics', '[]OffsetFetchRequestTopic', '1+', nullable='2+', fields=(
-            F('name', 'string', '1+'),
-            F('partition_indexes', '[]int32', '1+'),
+        F('group_id', 'string', '1-7'),
+        F('topics', '[]OffsetFetchRequestTopic', '1-7', nullable='2-7', fields=(
+            F('name', 'string', '1-7'),
+            F('partition_indexes', '[]int32', '1-7'),
+        )),
+        F('groups', '[]OffsetFetchRequestGroup', '8+', fields=(
+            F('group_id', 'string', '8+'),
+            F('member_id', 'string', '9+', nullable='9+', default=None),
+            F('member_epoch', 'int32', '9+', default=-1),
+            F('topics', '[]OffsetFetchRequestTopics', '8+', nullable='8+', fields=(
+                F('name', 'string', '8-9'),
+                F('topic_id', 'uuid', '10+'),
+                F('partition_indexes', '[]int32', '8+'),
+            )),
         )),
         F('require_stable', 'bool', '7+', default=False),
     ),
 )
 
 OFFSET_FETCH_RESPONSE = MessageSchema(
-    'OffsetFetchResponse', 9, 'response', '1-7', flexible='6+',
+    'OffsetFetchResponse', 9, 'response', '1-10', flexible='6+',
     fields=(
         F('throttle_time_ms', 'int32', '3+'),
-        F('topics', '[]OffsetFetchResponseTopic', '1+', fields=(
-            F('name', 'string', '1+'),
-            F('partitions', '[]OffsetFetchResponsePartition', '1+', fields=(
-                F('partition_index', 'int32', '1+'),
-                F('committed_offset', 'int64', '1+'),
-                F('committed_leader_epoch', 'int32', '5+', default=-1),
-                F('metadata', 'string', '1+', nullable='1+'),
-                F('error_code', 'int16', '1+'),
+        F('topics', '[]OffsetFetchResponseTopic', '1-7', fields=(
+            F('name', 'string', '1-7'),
+            F('partitions', '[]OffsetFetchResponsePartition', '1-7', fields=(
+                F('partition_index', 'int32', '1-7'),
+                F('committed_offset', 'int64', '1-7'),
+                F('committed_leader_epoch', 'int32', '5-7', default=-1),
+                F('metadata', 'string', '1-7', nullable='1-7'),
+                F('error_code', 'int16', '1-7'),
             )),
         )),
-        F('error_code', 'int16', '2+', default=0),
+        F('error_code', 'int16', '2-7', default=0),
+        F('groups', '[]OffsetFetchResponseGroup', '8+', fields=(
+            F('group_id', 'string', '8+'),
+            F('topics', '[]OffsetFetchResponseTopics', '8+', fields=(
+                F('name', 'string', '8-9'),
+                F('topic_id', 'uuid', '10+'),
+                F('partitions', '[]OffsetFetchResponsePartitions', '8+', fields=(
+                    F('partition_index', 'int32', '8+'),
+                    F('committed_offset', 'int64', '8+'),
+                    F('committed_leader_epoch', 'int32', '8+', default=-1),
+                    F('metadata', 'string', '8+', nullable='8+'),
+                    F('error_code', 'int16', '8+'),
+                )),
+            )),
+            F('error_code', 'int16', '8+', default=0),
+        )),
     ),
 )
 

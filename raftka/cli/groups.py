@@ -66,12 +66,16 @@ def describe_cmd(bootstrap: str, group_id: str) -> int:
     _table(rows)
     if view.group_epoch is not None:  # KIP-848: kafka-consumer-groups --members --verbose's columns
         click.echo("")
+        # ... and what each member subscribes to: topic names, or its pattern (regex subscriptions
+        # are resolved by the coordinator).
         members_rows = [("CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT",
-                         "TARGET-EPOCH", "TARGET-ASSIGNMENT")]
+                         "TARGET-EPOCH", "TARGET-ASSIGNMENT", "SUBSCRIPTION")]
         for m in view.members:
+            subscription = (f"regex:{m.subscribed_regex}" if m.subscribed_regex
+                            else ",".join(sorted(m.subscribed_topics)) or "-")
             members_rows.append((m.member_id, m.host, m.client_id, str(len(m.assignment)), str(m.member_epoch),
                                  _partitions(m.assignment), str(view.assignment_epoch),
-                                 _partitions(m.target_assignment)))
+                                 _partitions(m.target_assignment), subscription))
         _table(members_rows)
     return status
 

@@ -37,10 +37,11 @@ class SteadyProducer:
     """Produces values 0, 1, 2, ... round-robin over the partitions, a few at a time with
     acks=all, until stopped: records keep arriving while members join and leave."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, topic: str = TOPIC, partitions: int = PARTITIONS) -> None:
         # Idempotent: a retry across a leader change must not write a record twice.
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
                                   "enable.idempotence": True})
+        self.topic, self.partitions = topic, partitions
         self.count = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="producer", daemon=True)
@@ -48,10 +49,10 @@ class SteadyProducer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for i in range(self.count, self.count + PARTITIONS):
-                self.producer.produce(TOPIC, str(i).encode(), partition=i % PARTITIONS)
+            for i in range(self.count, self.count + self.partitions):
+                self.producer.produce(self.topic, str(i).encode(), partition=i % self.partitions)
             assert self.producer.flush(30) == 0
-            self.count += PARTITIONS
+            self.count += self.partitions
 
     def stop(self) -> int:
         self._stop.set()

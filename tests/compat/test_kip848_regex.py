@@ -2,11 +2,13 @@
 `group.protocol=consumer`, `subscribe(["^regex-.*"])`) against a real raftka server: the
 coordinator resolves the regex (SubscribedTopicRegex) against the cluster's topics; a
 matching topic created later is assigned without a restart, a deleted one is revoked;
-ConsumerGroupDescribe shows the member's regex; a regex RE2/J refuses is
+ConsumerGroupDescribe and `raftka groups describe` show the member's regex; a regex RE2/J refuses is
 INVALID_REGULAR_EXPRESSION (128)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +58,13 @@ def test_regex_subscription_follows_topics_created_and_deleted(server: ServerPro
             [member] = group.members
             assert member.subscribed_topic_regex and "regex-" in member.subscribed_topic_regex, member
             assert {t.topic_name for t in member.assignment.topic_partitions} == {"regex-a", "regex-b"}
+        # `raftka groups describe` shows the member's pattern as its subscription.
+        ran = subprocess.run([sys.executable, "-m", "raftka", "groups", "describe", "--group", GROUP,
+                              "--bootstrap-server", server.bootstrap], capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        row = next(line.split() for line in ran.stdout.splitlines() if line.startswith(member.member_id)
+                   and "TARGET" not in line and len(line.split()) == 9)
+        assert row[-1] == f"regex:{member.subscribed_topic_regex}", ran.stdout
 
         [created] = admin.create_topics([confluent_kafka.admin.NewTopic("regex-c", 3, 1)]).values()
         created.result(30)

@@ -12,7 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.differential.kafka_jars import TOOLS_LOG4J, cache_dir, java_binary
-from tests.differential.steps import B, Scenario, Step, produce, topics
+from tests.differential.steps import B, Scenario, Step, groups, produce, topics
+
+# Wire-level cases written once for both brokers (tests/compat holds raftka to Kafka's answers).
+_WIRE = f"""\
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+"""
 
 _CK = """\
 import sys
@@ -155,5 +161,25 @@ with admin:
     Step("clients.get-offsets-after-produce", "kafka-get-offsets", (*B, "--topic", "dl-t")),
     topics("clients.create-txn-topic", "--create", "--topic", "dl-txn", "--partitions", "2"),
     Step("clients.java-transactions", "python", (_JAVA_TXN, "{bootstrap}")),
+    python("clients.wire-offset-commit-fetch-versions", _WIRE, """\
+from tests.compat.offset_api_cases import lines
+print("\\n".join(lines(sys.argv[1])))
+"""),
+))
+
+# A consumer-protocol (KIP-848) group as Kafka's kafka-consumer-groups shows it: one member joins
+# over the wire (ConsumerGroupHeartbeat v1, its own member id) and acknowledges its assignment,
+# then stays in the group for its session (45 s) while the tool describes it.
+KIP848_GROUPS = Scenario("kip848-groups", steps=(
+    topics("kip848.create-topic", "--create", "--topic", "dm-t", "--partitions", "2"),
+    python("kip848.member-joins", _WIRE, """\
+from tests.compat.offset_api_cases import join_and_acknowledge
+print(join_and_acknowledge(sys.argv[1], "dm-group", "dm-t", "dm-member-0000000000000"))
+"""),
+    groups("kip848.describe", "--describe", "--group", "dm-group"),
+    groups("kip848.describe-members", "--describe", "--group", "dm-group", "--members"),
+    groups("kip848.describe-members-verbose", "--describe", "--group", "dm-group", "--members", "--verbose"),
+    groups("kip848.describe-state", "--describe", "--group", "dm-group", "--state"),
+    groups("kip848.list", "--list", "--type"),
 ))
 

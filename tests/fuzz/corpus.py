@@ -80,14 +80,23 @@ def _offset_commit(rng: random.Random) -> dict:
     topic, partition = _topic(rng)
     return {"group_id": FUZZ_GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
             "group_instance_id": None, "retention_time_ms": -1,
-            "topics": [{"name": topic, "partitions": [
+            "topics": [{"name": topic, "topic_id": _topic_id(rng), "partitions": [
                 {"partition_index": partition, "committed_offset": rng.randrange(10),
                  "committed_leader_epoch": -1, "committed_metadata": "fuzz"}]}]}
 
 
+def _topic_id(rng: random.Random) -> uuid.UUID:
+    """v10+ name topics by id: the fuzzer knows none of its topics' ids (an unknown one, or zero)."""
+    return uuid.UUID(int=rng.choice((0, rng.getrandbits(128))))
+
+
 def _offset_fetch(rng: random.Random) -> dict:
     topic, partition = _topic(rng)
-    return {"group_id": FUZZ_GROUP, "topics": [{"name": topic, "partition_indexes": [partition]}]}
+    topics = [{"name": topic, "partition_indexes": [partition]}]
+    # v8+: a batch of groups, v9+ with a member (an unknown one) or none, v10+ by topic id.
+    return {"group_id": FUZZ_GROUP, "topics": topics, "require_stable": rng.random() < 0.5, "groups": [
+        {"group_id": FUZZ_GROUP, "member_id": rng.choice((None, _member(rng))), "member_epoch": rng.choice((-1, 1)),
+         "topics": rng.choice((None, [{**topics[0], "topic_id": _topic_id(rng)}]))}]}
 
 
 def _join(rng: random.Random) -> dict:

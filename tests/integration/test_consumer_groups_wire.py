@@ -66,8 +66,9 @@ def describe(conn: WireConnection, group: str = GROUP):
 
 
 def commit(conn: WireConnection, member: str, epoch: int, offsets: dict[int, int], group: str = GROUP,
-           topic: str = TOPIC):
-    response = conn.request(ApiKey.OFFSET_COMMIT, 7, {
+           topic: str = TOPIC, version: int = 9):
+    # v9: what consumer-protocol members must commit with (v8 and older: UNSUPPORTED_VERSION).
+    response = conn.request(ApiKey.OFFSET_COMMIT, version, {
         "group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member,
         "group_instance_id": None, "topics": [{"name": topic, "partitions": [
             {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
@@ -101,6 +102,7 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
         assert set(commit(conn, "member-b", 2, {p: 7 for p in partitions(b)[topic_id]}).values()) == {0}
         assert set(commit(conn, "member-b", 1, {0: 9}).values()) == {ErrorCode.STALE_MEMBER_EPOCH}
         assert set(commit(conn, "nobody", 2, {0: 9}).values()) == {ErrorCode.UNKNOWN_MEMBER_ID}
+        assert set(commit(conn, "member-b", 2, {0: 9}, version=8).values()) == {ErrorCode.UNSUPPORTED_VERSION}
 
         group = describe(conn)
         assert (group.error_code, group.group_state, group.group_epoch, group.assignment_epoch,
@@ -124,7 +126,7 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
                                 "GROUP-EPOCH", "2", "ASSIGNMENT-EPOCH", "2"], ran.stdout
     member_b = next(line.split() for line in lines if line.startswith("member-b"))
     b_partitions = ",".join(map(str, sorted({0, 1, 2, 3} - kept)))
-    assert member_b[3:] == ["2", "2", f"{TOPIC}:{b_partitions}", "2", f"{TOPIC}:{b_partitions}"], ran.stdout
+    assert member_b[3:] == ["2", "2", f"{TOPIC}:{b_partitions}", "2", f"{TOPIC}:{b_partitions}", TOPIC], ran.stdout
 
     server.stop()
     server.start()

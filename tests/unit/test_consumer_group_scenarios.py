@@ -198,6 +198,10 @@ class Harness:
         code = self.group.validate_commit(kv["member"], int(kv["epoch"]), int(kv.get("version", 9)))
         return [ErrorCode(code).name]
 
+    def cmd_fetch(self, kv) -> list[str]:
+        member = None if kv["member"] == "None" else kv["member"]
+        return [ErrorCode(self.group.validate_fetch(member, int(kv["epoch"]))).name]
+
 
 FILES = sorted(TESTDATA.glob("*.txt"))
 
