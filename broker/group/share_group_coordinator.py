@@ -21,13 +21,17 @@ Sessions expire on the coordinator's group timer (`group.share.session.timeout.m
 the group's `share.session.timeout.ms`); expired members' records are written then.
 DeleteGroups of an empty share group deletes the share state of its partitions
 (`Persister.delete`) before its tombstones.
+
+A `ShareGroupListener` (the broker's SharePartitionManager) hears of members that left
+or expired, whose acquired records it releases, and of deleted groups, whose share
+partitions it forgets.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import trio
@@ -61,11 +65,25 @@ NON_EMPTY_GROUP = int(ErrorCode.NON_EMPTY_GROUP)
 COMMIT_TIMEOUT_S = 5.0
 
 
+class ShareGroupListener(Protocol):
+    """Told when a share member is gone (left or expired) and when a share group is deleted
+    (Kafka's ShareGroupListener, implemented by the SharePartitionManager)."""
+
+    def member_left(self, group_id: str, member_id: str) -> None: ...
+
+    def group_deleted(self, group_id: str) -> None: ...
+
+
 class ShareGroupCoordinator:
     def __init__(self, coordinator: GroupCoordinator) -> None:
         self.coordinator = coordinator
         self.groups: dict[str, ShareGroupState] = {}
         self._locks: dict[str, trio.Lock] = {}
+        self.listeners: list[ShareGroupListener] = []
+
+    def _member_left(self, group_id: str, member_id: str) -> None:
+        for listener in self.listeners:
+            listener.member_left(group_id, member_id)
 
     # --- the metadata image -----------------------------------------------------------
     def _topics(self) -> dict[str, tuple[str, int]]:
@@ -160,6 +178,7 @@ class ShareGroupCoordinator:
                      epoch=response.member_epoch, client_id=hb.client_id)
         elif not response.error and hb.member_epoch < 0:
             log.info("group.member_left", group=group_id, member=hb.member_id, protocol="share")
+            self._member_left(group_id, hb.member_id)
         return response
 
     async def _initialize(self, group: ShareGroupState, hb: Heartbeat, topics: Mapping[str, tuple[str, int]],
@@ -216,6 +235,7 @@ class ShareGroupCoordinator:
         before = group.records()
         for member in group.expire_sessions(group.assignable(counts), int(now_ms)):
             log.info("group.member_expired", group=group_id, member=member, protocol="share")
+            self._member_left(group_id, member)
         records = changes(before, group.records())
         nursery = self.coordinator._nursery
         if records and nursery is not None:
@@ -280,6 +300,8 @@ class ShareGroupCoordinator:
                 return code
             if self.groups.get(group_id) is group:
                 self.drop([group_id])
+        for listener in self.listeners:
+            listener.group_deleted(group_id)
         log.info("group.deleted", group=group_id, protocol="share")
         return 0
 

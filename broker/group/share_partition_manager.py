@@ -336,6 +336,12 @@ class SharePartitionManager:
         self.sessions.remove(ShareSessionKey(group_id, member_id))
         self._leaving_send.send_nowait((group_id, member_id, None))
 
+    def group_deleted(self, group_id: str) -> None:
+        """The share group was deleted (its share state with it): forget its partitions here."""
+        for g, topic, index in list(self._partitions):
+            if g == group_id:
+                self._drop(g, topic, index)
+
     def session_partitions(self, partitions: Iterable[tuple[uuid.UUID, int]]) -> list[tuple[str, int]]:
         """A share session's (topic id, partition)s by name, those of topics still known."""
         image = self.replicas.image
