@@ -177,6 +177,23 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # As Kafka 4.4 (broker/handlers/list_config_resources.py); flexible-only, not read by
     # kafka-python 3's broker-version guess. `kafka-client-metrics --list` needs it.
     ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
+    # Share groups (KIP-932), Kafka 4.4's versions (v0 was 4.0's early access, removed in 4.1);
+    # flexible-only, none read by kafka-python 3's broker-version guess. Kafka's share consumer,
+    # kafka-share-groups and kafka-console-share-consumer need them.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    # The share coordinator's state APIs: broker to broker, but on Kafka's broker listener, so
+    # Kafka 4.4 advertises them to clients too.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
 }
 
 # Exactly what is advertised (tests/compat/test_advertised_versions.py walks it against a
@@ -191,45 +208,11 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 9),
     # v4 (verify_only): the partition leaders' KIP-890 check, served unadvertised.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
-    # Share groups (KIP-932), Kafka 4.4's versions (v0 was 4.0's early access, removed in 4.1):
-    # decodable only; neither served nor advertised until share groups work end to end.
-    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
-    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
-    ApiKey.SHARE_FETCH: (1, 2),
-    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
-    # The share coordinator's state APIs (broker to broker; Kafka 4.4's versions): served, not
-    # advertised until share groups work end to end.
-    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
-    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
-    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
-    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
-    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
-    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
-    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
 SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
     (ApiKey.ADD_PARTITIONS_TO_TXN, 4),
-    (ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0),
-    (ApiKey.READ_SHARE_GROUP_STATE, 0),
-    (ApiKey.WRITE_SHARE_GROUP_STATE, 0),
-    (ApiKey.WRITE_SHARE_GROUP_STATE, 1),
-    (ApiKey.DELETE_SHARE_GROUP_STATE, 0),
-    (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0),
-    (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1),
-    # Share groups' coordinator side (broker/group/share_group_coordinator.py), unadvertised
-    # until share groups work end to end.
-    (ApiKey.SHARE_GROUP_HEARTBEAT, 1),
-    (ApiKey.SHARE_GROUP_DESCRIBE, 1),
-    (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0),
-    (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1),
-    (ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0),
-    (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0),
-    # Share groups (KIP-932): served, advertised once their four parts meet end to end.
-    (ApiKey.SHARE_FETCH, 1), (ApiKey.SHARE_FETCH, 2),
-    (ApiKey.SHARE_ACKNOWLEDGE, 1), (ApiKey.SHARE_ACKNOWLEDGE, 2),
 })
 
 # The first version of each API that uses compact strings/arrays and tagged

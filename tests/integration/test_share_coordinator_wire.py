@@ -13,7 +13,7 @@ import pytest
 from raftka.broker.group.share_coordinator_state import READ_UNINITIALIZED
 from raftka.broker.group.share_persister import ShareStateKey
 from raftka.client.protocol import ApiKey, ErrorCode, encode_request
-from raftka.client.protocol.api_keys import ADVERTISED_VERSIONS, SERVED_UNADVERTISED_VERSIONS
+from raftka.client.protocol.api_keys import ADVERTISED_VERSIONS
 from tests.compat.server_process import running_server
 from tests.compat.wire_client import WireConnection
 from tests.support import wait_until
@@ -89,12 +89,14 @@ def batches(*rows: tuple[int, int, int, int]) -> list[dict]:
     return [{"first_offset": f, "last_offset": last, "delivery_state": s, "delivery_count": c} for f, last, s, c in rows]
 
 
-def test_the_state_apis_are_served_and_not_advertised(conn):
-    served = {(k, v) for k, v in SERVED_UNADVERTISED_VERSIONS if k in STATE_APIS}
-    assert {k for k, _ in served} == set(STATE_APIS)
+def test_the_state_apis_are_advertised_as_kafka_4_4_does(conn):
+    # On Kafka's broker listener, so Kafka 4.4 lists them in ApiVersions to clients too.
     versions = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-    assert not set(STATE_APIS) & set(advertised)
+    assert {k: advertised.get(k) for k in STATE_APIS} == {
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0), ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1), ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1)}
     assert advertised[ApiKey.FIND_COORDINATOR] == ADVERTISED_VERSIONS[ApiKey.FIND_COORDINATOR]
     assert ADVERTISED_VERSIONS[ApiKey.FIND_COORDINATOR][1] >= 6
 

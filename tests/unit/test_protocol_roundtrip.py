@@ -46,14 +46,9 @@ def _codec(kind, key):
 def test_every_api_in_protocol_md_is_declared():
     assert set(REQUEST_CODECS) == set(DECLARED_VERSIONS) == set(RESPONSE_CODECS)
     # Everything declared is advertised (DescribeQuorum and the SCRAM credential APIs too, which
-    # Kafka's tools and librdkafka refuse to call otherwise), except the share-group APIs
-    # (KIP-932), declared ahead of their handlers, and the share coordinator's state APIs, served
-    # to brokers unadvertised.
-    assert set(DECLARED_VERSIONS) - set(ADVERTISED_VERSIONS) == {
-        ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
-        ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
-        ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
-        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS}
+    # Kafka's tools and librdkafka refuse to call otherwise; the share groups' APIs and the share
+    # coordinator's state APIs, as Kafka 4.4 does).
+    assert set(DECLARED_VERSIONS) == set(ADVERTISED_VERSIONS)
     assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 4)
     for key, codec in REQUEST_CODECS.items():
         low, high = DECLARED_VERSIONS[key]
