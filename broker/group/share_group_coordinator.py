@@ -23,8 +23,9 @@ DeleteGroups of an empty share group deletes the share state of its partitions
 (`Persister.delete`) before its tombstones.
 
 A `ShareGroupListener` (the broker's SharePartitionManager) hears of members that left
-or expired, whose acquired records it releases, and of deleted groups, whose share
-partitions it forgets.
+or expired, whose acquired records it releases, and of groups whose share state was
+deleted or rewritten (DeleteGroups, Alter/DeleteShareGroupOffsets), whose cached share
+partitions it forgets (the next use reads the new state).
 """
 
 from __future__ import annotations
@@ -66,12 +67,12 @@ COMMIT_TIMEOUT_S = 5.0
 
 
 class ShareGroupListener(Protocol):
-    """Told when a share member is gone (left or expired) and when a share group is deleted
-    (Kafka's ShareGroupListener, implemented by the SharePartitionManager)."""
+    """Told when a share member is gone (left or expired) and when a share group's state was
+    deleted or rewritten (Kafka's ShareGroupListener, implemented by the SharePartitionManager)."""
 
     def member_left(self, group_id: str, member_id: str) -> None: ...
 
-    def group_deleted(self, group_id: str) -> None: ...
+    def forget_group(self, group_id: str) -> None: ...
 
 
 class ShareGroupCoordinator:
@@ -84,6 +85,10 @@ class ShareGroupCoordinator:
     def _member_left(self, group_id: str, member_id: str) -> None:
         for listener in self.listeners:
             listener.member_left(group_id, member_id)
+
+    def _forget(self, group_id: str) -> None:
+        for listener in self.listeners:
+            listener.forget_group(group_id)
 
     # --- the metadata image -----------------------------------------------------------
     def _topics(self) -> dict[str, tuple[str, int]]:
@@ -300,8 +305,7 @@ class ShareGroupCoordinator:
                 return code
             if self.groups.get(group_id) is group:
                 self.drop([group_id])
-        for listener in self.listeners:
-            listener.group_deleted(group_id)
+        self._forget(group_id)
         log.info("group.deleted", group=group_id, protocol="share")
         return 0
 
@@ -396,6 +400,7 @@ class ShareGroupCoordinator:
                 out.setdefault(topic, {})[index] = (0, None)
                 done.append((topic, index))
             if done:
+                self._forget(group_id)
                 group.offsets_reset(initialized=done)
                 self.groups[group_id] = group
                 code = await self._append_for(group_id, changes(before, group.records()))
@@ -432,6 +437,7 @@ class ShareGroupCoordinator:
                         break
                     gone.append(tp)
             if gone:
+                self._forget(group_id)
                 group.offsets_reset(deleted=gone)
                 code = await self._append_for(group_id, changes(before, group.records()))
                 if code:

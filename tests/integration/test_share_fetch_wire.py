@@ -32,7 +32,7 @@ COORDINATOR_LOADING = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDIN
                        ErrorCode.NOT_COORDINATOR}
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1, "sf-txn": 1,
-          "sf-retention": 1, "sf-gone": 1, "sf-load": 1, "sf-leave": 1, "sf-expire": 1}
+          "sf-retention": 1, "sf-gone": 1, "sf-load": 1, "sf-leave": 1, "sf-expire": 1, "sf-reset": 1}
 
 
 # Kafka bounds a group's share.record.lock.duration.ms by these broker configs (15 s at least by
@@ -296,6 +296,29 @@ def test_a_member_whose_session_expired_has_its_records_released(server: ServerP
         assert a.member_id in {e["member"] for e in server.log_events("group.member_expired")}
     finally:
         a.close()
+        b.close()
+
+
+def test_reset_offsets_are_what_the_next_member_reads(server: ServerProcess) -> None:
+    """AlterShareGroupOffsets on the emptied group: the partition leader forgets the share
+    partition it had cached, so the next member reads from the new start offset."""
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-reset", [b"r0", b"r1", b"r2"])
+    (a,) = members(server, "g-reset", "sf-reset", 1)
+    try:
+        assert sorted(a.take()) == [0, 1, 2]
+        assert a.acknowledge([(0, 2, [ACCEPT])]).responses[0].partitions[0].error_code == 0
+        assert heartbeat(server, a, -1).error_code == 0
+    finally:
+        a.close()
+    with WireConnection(server.bootstrap) as conn:
+        altered = conn.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g-reset", "topics": [
+            {"topic_name": "sf-reset", "partitions": [{"partition_index": 0, "start_offset": 1}]}]})
+        assert altered.error_code == 0 and altered.responses[0].partitions[0].error_code == 0, altered
+    (b,) = members(server, "g-reset", "sf-reset", 1)
+    try:
+        assert b.take() == {1: (b"r1", 1), 2: (b"r2", 1)}
+    finally:
         b.close()
 
 
