@@ -159,6 +159,7 @@ class BrokerNode:
                                     share_coordinator=share_coordinator, share_persister=share_persister)
                 ctx.shares = SharePartitionManager(config, replicas, lambda: ctx.share_persister)
                 replicas.add_leadership_listener(ctx.shares.on_leadership)
+                groups.share.listeners.append(ctx.shares)  # members gone release their records
                 self.ctx = ctx
                 async with trio.open_nursery() as nursery:
                     await nursery.start(groups.run)

@@ -21,13 +21,18 @@ Sessions expire on the coordinator's group timer (`group.share.session.timeout.m
 the group's `share.session.timeout.ms`); expired members' records are written then.
 DeleteGroups of an empty share group deletes the share state of its partitions
 (`Persister.delete`) before its tombstones.
+
+A `ShareGroupListener` (the broker's SharePartitionManager) hears of members that left
+or expired, whose acquired records it releases, and of groups whose share state was
+deleted or rewritten (DeleteGroups, Alter/DeleteShareGroupOffsets), whose cached share
+partitions it forgets (the next use reads the new state).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import trio
@@ -61,11 +66,29 @@ NON_EMPTY_GROUP = int(ErrorCode.NON_EMPTY_GROUP)
 COMMIT_TIMEOUT_S = 5.0
 
 
+class ShareGroupListener(Protocol):
+    """Told when a share member is gone (left or expired) and when a share group's state was
+    deleted or rewritten (Kafka's ShareGroupListener, implemented by the SharePartitionManager)."""
+
+    def member_left(self, group_id: str, member_id: str) -> None: ...
+
+    def forget_group(self, group_id: str) -> None: ...
+
+
 class ShareGroupCoordinator:
     def __init__(self, coordinator: GroupCoordinator) -> None:
         self.coordinator = coordinator
         self.groups: dict[str, ShareGroupState] = {}
         self._locks: dict[str, trio.Lock] = {}
+        self.listeners: list[ShareGroupListener] = []
+
+    def _member_left(self, group_id: str, member_id: str) -> None:
+        for listener in self.listeners:
+            listener.member_left(group_id, member_id)
+
+    def _forget(self, group_id: str) -> None:
+        for listener in self.listeners:
+            listener.forget_group(group_id)
 
     # --- the metadata image -----------------------------------------------------------
     def _topics(self) -> dict[str, tuple[str, int]]:
@@ -160,6 +183,7 @@ class ShareGroupCoordinator:
                      epoch=response.member_epoch, client_id=hb.client_id)
         elif not response.error and hb.member_epoch < 0:
             log.info("group.member_left", group=group_id, member=hb.member_id, protocol="share")
+            self._member_left(group_id, hb.member_id)
         return response
 
     async def _initialize(self, group: ShareGroupState, hb: Heartbeat, topics: Mapping[str, tuple[str, int]],
@@ -216,6 +240,7 @@ class ShareGroupCoordinator:
         before = group.records()
         for member in group.expire_sessions(group.assignable(counts), int(now_ms)):
             log.info("group.member_expired", group=group_id, member=member, protocol="share")
+            self._member_left(group_id, member)
         records = changes(before, group.records())
         nursery = self.coordinator._nursery
         if records and nursery is not None:
@@ -280,6 +305,7 @@ class ShareGroupCoordinator:
                 return code
             if self.groups.get(group_id) is group:
                 self.drop([group_id])
+        self._forget(group_id)
         log.info("group.deleted", group=group_id, protocol="share")
         return 0
 
@@ -374,6 +400,7 @@ class ShareGroupCoordinator:
                 out.setdefault(topic, {})[index] = (0, None)
                 done.append((topic, index))
             if done:
+                self._forget(group_id)
                 group.offsets_reset(initialized=done)
                 self.groups[group_id] = group
                 code = await self._append_for(group_id, changes(before, group.records()))
@@ -410,6 +437,7 @@ class ShareGroupCoordinator:
                         break
                     gone.append(tp)
             if gone:
+                self._forget(group_id)
                 group.offsets_reset(deleted=gone)
                 code = await self._append_for(group_id, changes(before, group.records()))
                 if code:

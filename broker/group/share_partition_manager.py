@@ -336,6 +336,13 @@ class SharePartitionManager:
         self.sessions.remove(ShareSessionKey(group_id, member_id))
         self._leaving_send.send_nowait((group_id, member_id, None))
 
+    def forget_group(self, group_id: str) -> None:
+        """The share group's state was deleted or rewritten (the group deleted, its offsets
+        altered or deleted): forget its partitions here; the next use reads the persister."""
+        for g, topic, index in list(self._partitions):
+            if g == group_id:
+                self._drop(g, topic, index)
+
     def session_partitions(self, partitions: Iterable[tuple[uuid.UUID, int]]) -> list[tuple[str, int]]:
         """A share session's (topic id, partition)s by name, those of topics still known."""
         image = self.replicas.image

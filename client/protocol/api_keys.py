@@ -4,7 +4,7 @@ ADVERTISED_VERSIONS is what the broker puts in its ApiVersions response (the
 versions raftka implements; tests/unit/test_protocol_roundtrip.py checks the codec
 against it). DECLARED_VERSIONS is what the codec can parse; it equals the advertised
 range except Produce, declared from v0 so that v0-2 (never advertised) are refused per
-partition, and the share-group APIs (served, advertised once they work end to end). An ApiVersions
+partition. An ApiVersions
 request above v5 gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511).
 """
 
@@ -189,8 +189,18 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # As Kafka 4.4 (broker/handlers/list_config_resources.py); flexible-only, not read by
     # kafka-python 3's broker-version guess. `kafka-client-metrics --list` needs it.
     ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
-    # The share coordinator's state APIs (broker to broker, CLUSTER_ACTION), advertised as Kafka
-    # 4.4 advertises them; flexible-only, and not read by kafka-python 3's broker-version guess.
+    # Share groups (KIP-932), Kafka 4.4's versions (v0 was 4.0's early access, removed in 4.1);
+    # flexible-only, none read by kafka-python 3's broker-version guess. Kafka's share consumer,
+    # kafka-share-groups and kafka-console-share-consumer need them.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    # The share coordinator's state APIs: broker to broker, but on Kafka's broker listener, so
+    # Kafka 4.4 advertises them to clients too.
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
@@ -208,31 +218,10 @@ DECLARED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Produce v0-2 are decoded (never advertised) so an old client gets UNSUPPORTED_VERSION
     # per partition instead of a closed connection.
     ApiKey.PRODUCE: (0, 12),
-    # Share groups (KIP-932), Kafka 4.4's versions (v0 was 4.0's early access, removed in 4.1):
-    # decodable only; neither served nor advertised until share groups work end to end.
-    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
-    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
-    ApiKey.SHARE_FETCH: (1, 2),
-    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
-    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
-    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 # (api, version) served although not advertised (see DECLARED_VERSIONS).
-SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset({
-    # Share groups' coordinator side (broker/group/share_group_coordinator.py), unadvertised
-    # until share groups work end to end.
-    (ApiKey.SHARE_GROUP_HEARTBEAT, 1),
-    (ApiKey.SHARE_GROUP_DESCRIBE, 1),
-    (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0),
-    (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1),
-    (ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0),
-    (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0),
-    # Share groups (KIP-932): served, advertised once their four parts meet end to end.
-    (ApiKey.SHARE_FETCH, 1), (ApiKey.SHARE_FETCH, 2),
-    (ApiKey.SHARE_ACKNOWLEDGE, 1), (ApiKey.SHARE_ACKNOWLEDGE, 2),
-})
+SERVED_UNADVERTISED_VERSIONS: frozenset[tuple[ApiKey, int]] = frozenset()
 
 # The first version of each API that uses compact strings/arrays and tagged
 # fields (Kafka's "flexibleVersions"). Never advertise one by accident.

@@ -1714,167 +1714,6 @@ LIST_CONFIG_RESOURCES_RESPONSE = MessageSchema(
     ),
 )
 
-INITIALIZE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
-    'InitializeShareGroupStateRequest', 83, 'request', '0-0', flexible='0+',
-    fields=(
-        F('group_id', 'string', '0+'),
-        F('topics', '[]InitializeStateData', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionData', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('state_epoch', 'int32', '0+'),
-                F('start_offset', 'int64', '0+'),
-            )),
-        )),
-    ),
-)
-
-INITIALIZE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
-    'InitializeShareGroupStateResponse', 83, 'response', '0-0', flexible='0+',
-    fields=(
-        F('results', '[]InitializeStateResult', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionResult', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('error_code', 'int16', '0+'),
-                F('error_message', 'string', '0+', nullable='0+', default=None),
-            )),
-        )),
-    ),
-)
-
-READ_SHARE_GROUP_STATE_REQUEST = MessageSchema(
-    'ReadShareGroupStateRequest', 84, 'request', '0-0', flexible='0+',
-    fields=(
-        F('group_id', 'string', '0+'),
-        F('topics', '[]ReadStateData', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionData', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('leader_epoch', 'int32', '0+'),
-            )),
-        )),
-    ),
-)
-
-READ_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
-    'ReadShareGroupStateResponse', 84, 'response', '0-0', flexible='0+',
-    fields=(
-        F('results', '[]ReadStateResult', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionResult', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('error_code', 'int16', '0+'),
-                F('error_message', 'string', '0+', nullable='0+', default=None),
-                F('state_epoch', 'int32', '0+'),
-                F('start_offset', 'int64', '0+'),
-                F('state_batches', '[]StateBatch', '0+', fields=(
-                    F('first_offset', 'int64', '0+'),
-                    F('last_offset', 'int64', '0+'),
-                    F('delivery_state', 'int8', '0+'),
-                    F('delivery_count', 'int16', '0+'),
-                )),
-            )),
-        )),
-    ),
-)
-
-WRITE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
-    'WriteShareGroupStateRequest', 85, 'request', '0-1', flexible='0+',
-    fields=(
-        F('group_id', 'string', '0+'),
-        F('topics', '[]WriteStateData', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionData', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('state_epoch', 'int32', '0+'),
-                F('leader_epoch', 'int32', '0+'),
-                F('start_offset', 'int64', '0+'),
-                F('delivery_complete_count', 'int32', '1+', default=-1),
-                F('state_batches', '[]StateBatch', '0+', fields=(
-                    F('first_offset', 'int64', '0+'),
-                    F('last_offset', 'int64', '0+'),
-                    F('delivery_state', 'int8', '0+'),
-                    F('delivery_count', 'int16', '0+'),
-                )),
-            )),
-        )),
-    ),
-)
-
-WRITE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
-    'WriteShareGroupStateResponse', 85, 'response', '0-1', flexible='0+',
-    fields=(
-        F('results', '[]WriteStateResult', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionResult', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('error_code', 'int16', '0+'),
-                F('error_message', 'string', '0+', nullable='0+', default=None),
-            )),
-        )),
-    ),
-)
-
-DELETE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
-    'DeleteShareGroupStateRequest', 86, 'request', '0-0', flexible='0+',
-    fields=(
-        F('group_id', 'string', '0+'),
-        F('topics', '[]DeleteStateData', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionData', '0+', fields=(
-                F('partition', 'int32', '0+'),
-            )),
-        )),
-    ),
-)
-
-DELETE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
-    'DeleteShareGroupStateResponse', 86, 'response', '0-0', flexible='0+',
-    fields=(
-        F('results', '[]DeleteStateResult', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionResult', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('error_code', 'int16', '0+'),
-                F('error_message', 'string', '0+', nullable='0+', default=None),
-            )),
-        )),
-    ),
-)
-
-READ_SHARE_GROUP_STATE_SUMMARY_REQUEST = MessageSchema(
-    'ReadShareGroupStateSummaryRequest', 87, 'request', '0-1', flexible='0+',
-    fields=(
-        F('group_id', 'string', '0+'),
-        F('topics', '[]ReadStateSummaryData', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionData', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('leader_epoch', 'int32', '0+'),
-            )),
-        )),
-    ),
-)
-
-READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE = MessageSchema(
-    'ReadShareGroupStateSummaryResponse', 87, 'response', '0-1', flexible='0+',
-    fields=(
-        F('results', '[]ReadStateSummaryResult', '0+', fields=(
-            F('topic_id', 'uuid', '0+'),
-            F('partitions', '[]PartitionResult', '0+', fields=(
-                F('partition', 'int32', '0+'),
-                F('error_code', 'int16', '0+'),
-                F('error_message', 'string', '0+', nullable='0+', default=None),
-                F('state_epoch', 'int32', '0+'),
-                F('leader_epoch', 'int32', '0+'),
-                F('start_offset', 'int64', '0+'),
-                F('delivery_complete_count', 'int32', '1+', default=-1),
-            )),
-        )),
-    ),
-)
-
 SHARE_GROUP_HEARTBEAT_REQUEST = MessageSchema(
     'ShareGroupHeartbeatRequest', 76, 'request', '1-1', flexible='0+',
     fields=(
@@ -2154,6 +1993,167 @@ DELETE_SHARE_GROUP_OFFSETS_RESPONSE = MessageSchema(
     ),
 )
 
+INITIALIZE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
+    'InitializeShareGroupStateRequest', 83, 'request', '0-0', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]InitializeStateData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('state_epoch', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+            )),
+        )),
+    ),
+)
+
+INITIALIZE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
+    'InitializeShareGroupStateResponse', 83, 'response', '0-0', flexible='0+',
+    fields=(
+        F('results', '[]InitializeStateResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+            )),
+        )),
+    ),
+)
+
+READ_SHARE_GROUP_STATE_REQUEST = MessageSchema(
+    'ReadShareGroupStateRequest', 84, 'request', '0-0', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]ReadStateData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+READ_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
+    'ReadShareGroupStateResponse', 84, 'response', '0-0', flexible='0+',
+    fields=(
+        F('results', '[]ReadStateResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+                F('state_epoch', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+                F('state_batches', '[]StateBatch', '0+', fields=(
+                    F('first_offset', 'int64', '0+'),
+                    F('last_offset', 'int64', '0+'),
+                    F('delivery_state', 'int8', '0+'),
+                    F('delivery_count', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+)
+
+WRITE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
+    'WriteShareGroupStateRequest', 85, 'request', '0-1', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]WriteStateData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('state_epoch', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+                F('delivery_complete_count', 'int32', '1+', default=-1),
+                F('state_batches', '[]StateBatch', '0+', fields=(
+                    F('first_offset', 'int64', '0+'),
+                    F('last_offset', 'int64', '0+'),
+                    F('delivery_state', 'int8', '0+'),
+                    F('delivery_count', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+)
+
+WRITE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
+    'WriteShareGroupStateResponse', 85, 'response', '0-1', flexible='0+',
+    fields=(
+        F('results', '[]WriteStateResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+            )),
+        )),
+    ),
+)
+
+DELETE_SHARE_GROUP_STATE_REQUEST = MessageSchema(
+    'DeleteShareGroupStateRequest', 86, 'request', '0-0', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]DeleteStateData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+DELETE_SHARE_GROUP_STATE_RESPONSE = MessageSchema(
+    'DeleteShareGroupStateResponse', 86, 'response', '0-0', flexible='0+',
+    fields=(
+        F('results', '[]DeleteStateResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+            )),
+        )),
+    ),
+)
+
+READ_SHARE_GROUP_STATE_SUMMARY_REQUEST = MessageSchema(
+    'ReadShareGroupStateSummaryRequest', 87, 'request', '0-1', flexible='0+',
+    fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]ReadStateSummaryData', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionData', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+
+READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE = MessageSchema(
+    'ReadShareGroupStateSummaryResponse', 87, 'response', '0-1', flexible='0+',
+    fields=(
+        F('results', '[]ReadStateSummaryResult', '0+', fields=(
+            F('topic_id', 'uuid', '0+'),
+            F('partitions', '[]PartitionResult', '0+', fields=(
+                F('partition', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default=None),
+                F('state_epoch', 'int32', '0+'),
+                F('leader_epoch', 'int32', '0+'),
+                F('start_offset', 'int64', '0+'),
+                F('delivery_complete_count', 'int32', '1+', default=-1),
+            )),
+        )),
+    ),
+)
+
 ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
@@ -2261,16 +2261,6 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     DESCRIBE_TOPIC_PARTITIONS_RESPONSE,
     LIST_CONFIG_RESOURCES_REQUEST,
     LIST_CONFIG_RESOURCES_RESPONSE,
-    INITIALIZE_SHARE_GROUP_STATE_REQUEST,
-    INITIALIZE_SHARE_GROUP_STATE_RESPONSE,
-    READ_SHARE_GROUP_STATE_REQUEST,
-    READ_SHARE_GROUP_STATE_RESPONSE,
-    WRITE_SHARE_GROUP_STATE_REQUEST,
-    WRITE_SHARE_GROUP_STATE_RESPONSE,
-    DELETE_SHARE_GROUP_STATE_REQUEST,
-    DELETE_SHARE_GROUP_STATE_RESPONSE,
-    READ_SHARE_GROUP_STATE_SUMMARY_REQUEST,
-    READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE,
     SHARE_GROUP_HEARTBEAT_REQUEST,
     SHARE_GROUP_HEARTBEAT_RESPONSE,
     SHARE_GROUP_DESCRIBE_REQUEST,
@@ -2285,4 +2275,14 @@ ALL_SCHEMAS: tuple[MessageSchema, ...] = (
     ALTER_SHARE_GROUP_OFFSETS_RESPONSE,
     DELETE_SHARE_GROUP_OFFSETS_REQUEST,
     DELETE_SHARE_GROUP_OFFSETS_RESPONSE,
+    INITIALIZE_SHARE_GROUP_STATE_REQUEST,
+    INITIALIZE_SHARE_GROUP_STATE_RESPONSE,
+    READ_SHARE_GROUP_STATE_REQUEST,
+    READ_SHARE_GROUP_STATE_RESPONSE,
+    WRITE_SHARE_GROUP_STATE_REQUEST,
+    WRITE_SHARE_GROUP_STATE_RESPONSE,
+    DELETE_SHARE_GROUP_STATE_REQUEST,
+    DELETE_SHARE_GROUP_STATE_RESPONSE,
+    READ_SHARE_GROUP_STATE_SUMMARY_REQUEST,
+    READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE,
 )

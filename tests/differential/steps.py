@@ -186,6 +186,37 @@ GROUPS = Scenario("groups", steps=(
     Step("groups.kafka-groups-list", "kafka-groups", (*B, "--list")),
 ))
 
+def share_groups(step_id: str, *args: str, kafka_exit: int = 0) -> Step:
+    return Step(step_id, "kafka-share-groups", (*B, *args), kafka_exit)
+
+
+# Share groups (KIP-932): kafka-console-share-consumer reads from the start (the group's
+# share.auto.offset.reset), then kafka-share-groups lists, describes, resets and deletes.
+SHARE_GROUPS = Scenario("share-groups", steps=(
+    topics("share.create-topic", "--create", "--topic", "ds-t", "--partitions", "1"),
+    produce("share.produce", "ds-t", RECORDS[:5]),
+    configs("share.configs.earliest", "--alter", "--entity-type", "groups", "--entity-name", "ds-group",
+            "--add-config", "share.auto.offset.reset=earliest"),
+    Step("share.consume", "kafka-console-share-consumer",
+         (*B, "--topic", "ds-t", "--group", "ds-group", "--max-messages", "5", "--timeout-ms", "30000",
+          "--formatter-property", "print.key=true", "--formatter-property", "print.offset=true")),
+    share_groups("share.list", "--list"),
+    share_groups("share.list-state", "--list", "--state"),
+    share_groups("share.describe", "--describe", "--group", "ds-group"),
+    share_groups("share.describe-members", "--describe", "--group", "ds-group", "--members"),
+    share_groups("share.describe-state", "--describe", "--group", "ds-group", "--state"),
+    share_groups("share.describe-offsets", "--describe", "--group", "ds-group", "--offsets"),
+    share_groups("share.describe-missing", "--describe", "--group", "ds-missing"),
+    share_groups("share.reset-dry-run", "--reset-offsets", "--group", "ds-group", "--topic", "ds-t",
+                 "--to-earliest", "--dry-run"),
+    share_groups("share.reset-execute", "--reset-offsets", "--group", "ds-group", "--topic", "ds-t",
+                 "--to-earliest", "--execute"),
+    share_groups("share.describe-after-reset", "--describe", "--group", "ds-group", "--offsets"),
+    share_groups("share.delete", "--delete", "--group", "ds-group"),
+    share_groups("share.delete-missing", "--delete", "--group", "ds-missing"),
+    share_groups("share.list-after-delete", "--list"),
+))
+
 OFFSETS = Scenario("offsets-and-records", steps=(
     topics("offsets.create-topic", "--create", "--topic", "do-t", "--partitions", "1"),
     topics("offsets.create-empty-topic", "--create", "--topic", "do-empty", "--partitions", "1"),

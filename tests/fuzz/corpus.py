@@ -19,6 +19,7 @@ from tests.fuzz.batches import valid_batch
 
 FUZZ_TOPICS = {"fuzz-a": 3, "fuzz-b": 1}  # name -> partitions (created by the runner)
 FUZZ_GROUP = "fuzz-group"
+FUZZ_SHARE_GROUP = "fuzz-share-group"
 CLIENT_ID = "fuzzer"
 
 
@@ -40,6 +41,40 @@ class Entry:
 def _topic(rng: random.Random) -> tuple[str, int]:
     name = rng.choice(sorted(FUZZ_TOPICS))
     return name, rng.randrange(FUZZ_TOPICS[name])
+
+
+def _uuid(rng: random.Random) -> uuid.UUID:
+    """A topic id: mostly one no topic has (the fuzzer's topics' ids are not known here)."""
+    return rng.choice((uuid.UUID(int=rng.getrandbits(128)), uuid.UUID(int=0)))
+
+
+def _acks(rng: random.Random) -> list[dict]:
+    first = rng.choice((0, 1, 5))
+    return rng.choice(([], [{"first_offset": first, "last_offset": first + rng.choice((0, 2, -1)),
+                             "acknowledge_types": rng.choice(([1], [0], [2, 3], [9]))}]))
+
+
+def _share_fetch(rng: random.Random) -> dict:
+    return {"group_id": FUZZ_SHARE_GROUP, "member_id": rng.choice(("fuzz-share-member", "", None)),
+            "share_session_epoch": rng.choice((0, 1, -1, 7)), "max_wait_ms": rng.choice((0, 10)), "min_bytes": 1,
+            "max_bytes": 1 << 16, "max_records": rng.choice((1, 500)), "batch_size": rng.choice((1, 500)),
+            "share_acquire_mode": rng.choice((0, 1, 5)), "is_renew_ack": rng.random() < 0.2,
+            "topics": [{"topic_id": _uuid(rng), "partitions": [
+                {"partition_index": rng.choice((0, 1, 7)), "acknowledgement_batches": _acks(rng)}]}],
+            "forgotten_topics_data": rng.choice(([], [{"topic_id": _uuid(rng), "partitions": [0]}]))}
+
+
+def _share_acknowledge(rng: random.Random) -> dict:
+    return {"group_id": FUZZ_SHARE_GROUP, "member_id": rng.choice(("fuzz-share-member", "", None)),
+            "share_session_epoch": rng.choice((0, 1, -1, 7)), "is_renew_ack": rng.random() < 0.2,
+            "topics": [{"topic_id": _uuid(rng), "partitions": [
+                {"partition_index": rng.choice((0, 1, 7)), "acknowledgement_batches": _acks(rng)}]}]}
+
+
+def _share_state(rng: random.Random, **partition: object) -> dict:
+    """A share coordinator state request for the fuzzer's own share group, on a topic no one has."""
+    return {"group_id": rng.choice((FUZZ_SHARE_GROUP, "")), "topics": [
+        {"topic_id": _uuid(rng), "partitions": [{"partition": rng.choice((0, 1, -1)), **partition}]}]}
 
 
 def _produce(rng: random.Random) -> dict:
@@ -284,24 +319,35 @@ BODIES: dict[ApiKey, Callable[[random.Random], dict]] = {
                      "ops": [{"key": rng.choice(("producer_byte_rate", "bogus")), "value": rng.choice((1024.0, -1.0)),
                               "remove": rng.random() < 0.3}]}],
         "validate_only": True},
-    # The share coordinator's state APIs: a random topic id (UNKNOWN_TOPIC_OR_PARTITION, or
-    # COORDINATOR_NOT_AVAILABLE before __share_group_state exists), never a real share group.
-    ApiKey.INITIALIZE_SHARE_GROUP_STATE: lambda rng: _share_state(rng, {"state_epoch": rng.choice((0, -1, 7)),
-                                                                        "start_offset": rng.choice((-1, 0, 10))}),
-    ApiKey.READ_SHARE_GROUP_STATE: lambda rng: _share_state(rng, {"leader_epoch": rng.choice((0, -1, 3))}),
-    ApiKey.WRITE_SHARE_GROUP_STATE: lambda rng: _share_state(rng, {
-        "state_epoch": 0, "leader_epoch": rng.choice((0, -1)), "start_offset": 0, "delivery_complete_count": -1,
-        "state_batches": [{"first_offset": 0, "last_offset": rng.choice((0, 9, -1)), "delivery_state": 2,
-                           "delivery_count": 1}]}),
-    ApiKey.DELETE_SHARE_GROUP_STATE: lambda rng: _share_state(rng, {}),
-    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: lambda rng: _share_state(rng, {"leader_epoch": 0}),
+    # Share groups (KIP-932): the fuzzer's own share group joins, fetches and acknowledges on a
+    # topic id no topic has, and the share coordinator's state APIs on one.
+    ApiKey.SHARE_GROUP_HEARTBEAT: lambda rng: {
+        "group_id": FUZZ_SHARE_GROUP, "member_id": rng.choice(("fuzz-share-member", "")),
+        "member_epoch": rng.choice((0, 1, -1, 7)), "rack_id": None,
+        "subscribed_topic_names": rng.choice((None, ["fuzz-a"], []))},
+    ApiKey.SHARE_GROUP_DESCRIBE: lambda rng: {
+        "group_ids": [FUZZ_SHARE_GROUP, FUZZ_GROUP, ""], "include_authorized_operations": rng.random() < 0.5},
+    ApiKey.SHARE_FETCH: _share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: _share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: lambda rng: {"groups": [
+        {"group_id": rng.choice((FUZZ_SHARE_GROUP, FUZZ_GROUP, "")),
+         "topics": rng.choice((None, [{"topic_name": "fuzz-a", "partitions": [0, 7]}]))}]},
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: lambda rng: {"group_id": FUZZ_SHARE_GROUP, "topics": [
+        {"topic_name": rng.choice(("fuzz-a", "fuzz-missing")), "partitions": [
+            {"partition_index": rng.choice((0, 7)), "start_offset": rng.choice((0, -1, 1 << 40))}]}]},
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: lambda rng: {"group_id": FUZZ_SHARE_GROUP, "topics": [
+        {"topic_name": rng.choice(("fuzz-a", "fuzz-missing"))}]},
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: lambda rng: _share_state(
+        rng, state_epoch=rng.choice((0, 1, -1)), start_offset=rng.choice((0, -1, 5))),
+    ApiKey.READ_SHARE_GROUP_STATE: lambda rng: _share_state(rng, leader_epoch=rng.choice((0, -1))),
+    ApiKey.WRITE_SHARE_GROUP_STATE: lambda rng: _share_state(
+        rng, state_epoch=rng.choice((0, 1)), leader_epoch=rng.choice((0, -1)), start_offset=rng.choice((0, 5, -1)),
+        delivery_complete_count=rng.choice((0, -1, 3)),
+        state_batches=[{"first_offset": 0, "last_offset": rng.choice((0, 3, -1)),
+                        "delivery_state": rng.choice((0, 2, 4, 9)), "delivery_count": rng.choice((1, 0, -1))}]),
+    ApiKey.DELETE_SHARE_GROUP_STATE: lambda rng: _share_state(rng),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: lambda rng: _share_state(rng, leader_epoch=rng.choice((0, -1))),
 }
-
-
-def _share_state(rng: random.Random, fields: dict) -> dict:
-    topic = uuid.UUID(int=rng.getrandbits(128))
-    return {"group_id": rng.choice((FUZZ_GROUP, "")), "topics": [
-        {"topic_id": topic, "partitions": [{"partition": rng.choice((0, -1, 3)), **fields}]}]}
 
 
 def corpus() -> list[Entry]:

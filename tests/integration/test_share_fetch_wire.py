@@ -18,28 +18,29 @@ import pytest
 
 from raftka.client.blocking import Producer
 from raftka.client.protocol import ApiKey, ErrorCode
-from raftka.client.protocol.api_keys import SERVED_UNADVERTISED_VERSIONS
+from raftka.client.protocol.api_keys import DECLARED_VERSIONS
 from raftka.log.record_batch import iter_batches
 from tests.compat.server_process import ServerProcess, running_server, server_with_topics
 from tests.compat.wire_client import WireConnection, values_batch
 from tests.support import wait_until
 
-SHARE_FETCH_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_FETCH)
-SHARE_ACK_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_ACKNOWLEDGE)
-SHARE_HEARTBEAT_V = max(v for k, v in SERVED_UNADVERTISED_VERSIONS if k == ApiKey.SHARE_GROUP_HEARTBEAT)
+SHARE_FETCH_V = DECLARED_VERSIONS[ApiKey.SHARE_FETCH][1]
+SHARE_ACK_V = DECLARED_VERSIONS[ApiKey.SHARE_ACKNOWLEDGE][1]
+SHARE_HEARTBEAT_V = DECLARED_VERSIONS[ApiKey.SHARE_GROUP_HEARTBEAT][1]
 GROUP_RESOURCE = 32
 COORDINATOR_LOADING = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                        ErrorCode.NOT_COORDINATOR}
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1, "sf-txn": 1,
-          "sf-retention": 1, "sf-gone": 1, "sf-load": 1}
+          "sf-retention": 1, "sf-gone": 1, "sf-load": 1, "sf-leave": 1, "sf-expire": 1, "sf-reset": 1}
 
 
 # Kafka bounds a group's share.record.lock.duration.ms by these broker configs (15 s at least by
-# default); the lock timeout test wants 1 s.
+# default); the lock timeout test wants 1 s, the session expiry test a 2 s session.
 PROPERTIES = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",
               "transaction.state.log.num.partitions": "1", "transaction.state.log.replication.factor": "1",
-              "transaction.state.log.min.isr": "1", "group.share.min.record.lock.duration.ms": "1000"}
+              "transaction.state.log.min.isr": "1", "group.share.min.record.lock.duration.ms": "1000",
+              "group.share.min.session.timeout.ms": "1000", "group.share.min.heartbeat.interval.ms": "500"}
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +150,7 @@ def members(server: ServerProcess, group: str, topic: str, n: int, **configs: st
         box: dict = {}
         for member in joined:
 
-            def answered(member: ShareMember = member) -> bool:
+            def answered(member: ShareMember = member, box: dict = box) -> bool:
                 box["r"] = conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, SHARE_HEARTBEAT_V, {
                     "group_id": group, "member_id": member.member_id, "member_epoch": 0, "rack_id": None,
                     "subscribed_topic_names": [topic]})
@@ -253,6 +254,70 @@ def test_a_closed_connection_releases_its_sessions_records(server: ServerProcess
         assert b.take() == {}  # opens B's session; everything is locked to A
         a.close()  # A's process died: no ShareAcknowledge, its locks (30 s) have not run out
         assert b.take(max_wait_ms=20_000) == {0: (b"g0", 2), 1: (b"g1", 2)}
+    finally:
+        b.close()
+
+
+def heartbeat(server: ServerProcess, member: ShareMember, epoch: int):
+    with WireConnection(server.bootstrap) as conn:
+        return conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, SHARE_HEARTBEAT_V, {
+            "group_id": member.group, "member_id": member.member_id, "member_epoch": epoch, "rack_id": None,
+            "subscribed_topic_names": [member.topic] if epoch == 0 else None})
+
+
+def test_a_member_leaving_its_group_releases_its_records(server: ServerProcess) -> None:
+    """The group coordinator tells the share partitions that a member left (a heartbeat with
+    epoch -1), though its fetch connection stays open and its locks (30 s) have not run out."""
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-leave", [b"l0", b"l1"])
+    a, b = members(server, "g-leave", "sf-leave", 2)
+    try:
+        assert sorted(a.take()) == [0, 1]
+        assert b.take() == {}
+        left = heartbeat(server, a, -1)
+        assert left.error_code == 0, left
+        assert b.take(max_wait_ms=20_000) == {0: (b"l0", 2), 1: (b"l1", 2)}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_member_whose_session_expired_has_its_records_released(server: ServerProcess) -> None:
+    """No heartbeat within share.session.timeout.ms (2 s): the coordinator expires the members
+    and A's records come back to B's open session before their 30 s locks run out."""
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-expire", [b"e0"])
+    a, b = members(server, "g-expire", "sf-expire", 2, share_session_timeout_ms="2000",
+                   share_heartbeat_interval_ms="1000")
+    try:
+        assert a.take() == {0: (b"e0", 1)}
+        assert b.take() == {}
+        assert b.take(max_wait_ms=20_000) == {0: (b"e0", 2)}
+        assert a.member_id in {e["member"] for e in server.log_events("group.member_expired")}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_reset_offsets_are_what_the_next_member_reads(server: ServerProcess) -> None:
+    """AlterShareGroupOffsets on the emptied group: the partition leader forgets the share
+    partition it had cached, so the next member reads from the new start offset."""
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-reset", [b"r0", b"r1", b"r2"])
+    (a,) = members(server, "g-reset", "sf-reset", 1)
+    try:
+        assert sorted(a.take()) == [0, 1, 2]
+        assert a.acknowledge([(0, 2, [ACCEPT])]).responses[0].partitions[0].error_code == 0
+        assert heartbeat(server, a, -1).error_code == 0
+    finally:
+        a.close()
+    with WireConnection(server.bootstrap) as conn:
+        altered = conn.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g-reset", "topics": [
+            {"topic_name": "sf-reset", "partitions": [{"partition_index": 0, "start_offset": 1}]}]})
+        assert altered.error_code == 0 and altered.responses[0].partitions[0].error_code == 0, altered
+    (b,) = members(server, "g-reset", "sf-reset", 1)
+    try:
+        assert b.take() == {1: (b"r1", 1), 2: (b"r2", 1)}
     finally:
         b.close()
 

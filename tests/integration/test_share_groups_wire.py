@@ -1,5 +1,5 @@
 """Share groups (KIP-932) on the wire against a real `raftka server start` process:
-ShareGroupHeartbeat (76) and ShareGroupDescribe (77) served unadvertised, assignments
+ShareGroupHeartbeat (76) and ShareGroupDescribe (77) served and advertised, assignments
 spread over the members, leave, session expiry, the group's records in `__consumer_offsets`
 (Kafka's ShareGroup* records, the share-state initialization among them) surviving a restart
 of its coordinator, share groups in ListGroups, the group id refused to other group types,
@@ -88,7 +88,7 @@ def test_share_group_membership_survives_a_restart_and_is_deleted(server: Server
     with WireConnection(server.bootstrap) as conn:
         advertised = {k.api_key for k in conn.request(ApiKey.API_VERSIONS, 3, {
             "client_software_name": "t", "client_software_version": "1"}).api_keys}
-        assert ApiKey.SHARE_GROUP_HEARTBEAT not in advertised and ApiKey.SHARE_GROUP_HEARTBEAT not in ADVERTISED_VERSIONS
+        assert ApiKey.SHARE_GROUP_HEARTBEAT in advertised and ApiKey.SHARE_GROUP_HEARTBEAT in ADVERTISED_VERSIONS
 
         a = join(conn, "member-a")
         assert (a.member_epoch, a.heartbeat_interval_ms) == (1, 5000)

@@ -29,7 +29,6 @@ from raftka.client.protocol import (
     response_header_version,
 )
 from raftka.client.protocol.messages import REQUEST_CODECS, RESPONSE_CODECS
-from raftka.client.versions import SHARE_GROUP_APIS
 from tests.unit.test_protocol_support import sample, strategy
 
 PAIRS = [
@@ -47,9 +46,9 @@ def _codec(kind, key):
 def test_every_api_in_protocol_md_is_declared():
     assert set(REQUEST_CODECS) == set(DECLARED_VERSIONS) == set(RESPONSE_CODECS)
     # Everything declared is advertised (DescribeQuorum and the SCRAM credential APIs too, which
-    # Kafka's tools and librdkafka refuse to call otherwise), except the share-group APIs
-    # (KIP-932), declared ahead of their handlers (the SDK's share consumer speaks them to Kafka).
-    assert set(DECLARED_VERSIONS) - set(ADVERTISED_VERSIONS) <= SHARE_GROUP_APIS
+    # Kafka's tools and librdkafka refuse to call otherwise; the share groups' APIs and the share
+    # coordinator's state APIs, as Kafka 4.4 does).
+    assert set(DECLARED_VERSIONS) == set(ADVERTISED_VERSIONS)
     assert ADVERTISED_VERSIONS[ApiKey.API_VERSIONS] == DECLARED_VERSIONS[ApiKey.API_VERSIONS] == (0, 5)
     for key, codec in REQUEST_CODECS.items():
         low, high = DECLARED_VERSIONS[key]

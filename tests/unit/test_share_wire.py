@@ -44,13 +44,13 @@ def test_golden_covers_every_declared_version() -> None:
     assert got == want
 
 
-def test_kafka_4_4_versions_declared_not_advertised() -> None:
+def test_kafka_4_4_versions_advertised() -> None:
     # Kafka 4.4: ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch v1-2, ShareAcknowledge v1-2
-    # (v0 was 4.0's early access). Not advertised until share groups are served end to end.
-    assert {key: DECLARED_VERSIONS[key] for key in SHARE_APIS} == {
-        ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1), ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
-        ApiKey.SHARE_FETCH: (1, 2), ApiKey.SHARE_ACKNOWLEDGE: (1, 2)}
-    assert not set(SHARE_APIS) & set(ADVERTISED_VERSIONS)
+    # (v0 was 4.0's early access), advertised as Kafka 4.4 does.
+    want = {ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1), ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+            ApiKey.SHARE_FETCH: (1, 2), ApiKey.SHARE_ACKNOWLEDGE: (1, 2)}
+    assert {key: DECLARED_VERSIONS[key] for key in SHARE_APIS} == want
+    assert {key: ADVERTISED_VERSIONS[key] for key in SHARE_APIS} == want
 
 
 @pytest.mark.parametrize("case", GOLDEN["cases"], ids=_id)
