@@ -14,6 +14,7 @@ from bench import (
     metrics_bench,
     peer_bench,
     security_bench,
+    share_group_bench,
     spark_bench,
     startup_bench,
     txn_bench,
@@ -53,6 +54,9 @@ def main() -> None:
     print("\n## Transactions: librdkafka, 100 records of 100 bytes per transaction on 3 partitions, RF=3, "
           "next to an idempotent producer flushing every 100 records\n")
     print(txn_bench.format_table(txn_bench.run()))
+    print("\n## Share groups: 100 000 records of 100 bytes (3 partitions, RF=3) read by a share group of 3 "
+          "next to a consumer group of 3 (raftka SDK members)\n")
+    print(share_group_bench.format_table(share_group_bench.run(100_000)))
     print("\nMetadata quorum commit latency and controller failover: "
           ".venv/bin/python bench/quorum_bench.py (see its docstring).")
     print("Metadata apply of one entry of 10 000 records: .venv/bin/python bench/apply_bench.py.")
