@@ -328,10 +328,11 @@ class ShareGroupCoordinator:
         return 0, None, group or ShareGroupState(group_id)
 
     async def describe_offsets(self, group_id: str, topics: Mapping[str, list[int]] | None, persister: Persister,
-                               ) -> tuple[int, str | None, dict[str, dict[int, tuple[int, int, int, str | None]]]]:
+                               ) -> tuple[int, str | None, dict[str, dict[int, tuple[int, int, int, str | None, int]]]]:
         """DescribeShareGroupOffsets for one group: (error, message, topic -> partition ->
-        (start offset, leader epoch, error, message)). `topics` None: every initialized partition.
-        A partition never initialized has start offset -1; an unknown topic UNKNOWN_TOPIC_OR_PARTITION."""
+        (start offset, leader epoch, error, message, delivery complete count)). `topics` None:
+        every initialized partition. A partition never initialized has start offset -1; an
+        unknown topic UNKNOWN_TOPIC_OR_PARTITION; an unknown delivery complete count is -1."""
         code, message, group = self._offsets_group(group_id, create=False)
         if group is None:
             return code, message, {}
@@ -342,25 +343,26 @@ class ShareGroupCoordinator:
         else:
             wanted = dict(topics)
         known = self._topics()
-        out: dict[str, dict[int, tuple[int, int, int, str | None]]] = {}
+        out: dict[str, dict[int, tuple[int, int, int, str | None, int]]] = {}
         for topic, partitions in wanted.items():
             rows = out.setdefault(topic, {})
             for index in partitions:
                 if topic not in known or not 0 <= index < known[topic][1]:
                     rows[index] = (-1, -1, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                                   "This server does not host this topic-partition.")
+                                   "This server does not host this topic-partition.", -1)
                     continue
                 if (topic, index) not in group.initialized:
-                    rows[index] = (-1, -1, 0, None)
+                    rows[index] = (-1, -1, 0, None, -1)
                     continue
                 try:
                     summary = await persister.read_summary(
                         ShareStateKey(group_id, uuid.UUID(known[topic][0]), index), -1)
                 except PersisterError as exc:
-                    rows[index] = (-1, -1, exc.code, exc.message or None)
+                    rows[index] = (-1, -1, exc.code, exc.message or None, -1)
                     continue
-                rows[index] = ((-1, -1, 0, None) if summary is None
-                               else (summary.start_offset, summary.leader_epoch, 0, None))
+                rows[index] = ((-1, -1, 0, None, -1) if summary is None
+                               else (summary.start_offset, summary.leader_epoch, 0, None,
+                                     summary.delivery_complete_count))
         return 0, None, out
 
     async def alter_offsets(self, group_id: str, offsets: Mapping[str, Mapping[int, int]], persister: Persister,

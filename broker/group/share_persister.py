@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from raftka.broker.group.share_partition_state import PersistedBatch
+from raftka.broker.group.share_partition_state import PersistedBatch, RecordState
 
 SHARE_STATE_TOPIC = "__share_group_state"
 
@@ -92,6 +92,34 @@ class ShareStateSummary:
     state_epoch: int
     start_offset: int
     leader_epoch: int = -1
+    delivery_complete_count: int = -1  # -1: unknown (a coordinator that does not count)
+
+
+DELIVERY_COMPLETE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+def delivery_complete_count(start_offset: int, batches: tuple[PersistedBatch, ...]) -> int:
+    """Kafka's `deliveryCompleteCount` (KIP-1226): offsets at or past the start offset whose
+    delivery is complete (ACKNOWLEDGED or ARCHIVED), which the share partition's leader
+    writes with its state (WriteShareGroupState v1)."""
+    return sum(max(0, b.last_offset - max(b.first_offset, start_offset) + 1)
+               for b in batches if b.state in DELIVERY_COMPLETE)
+
+
+def lag_wanted(start_offset: int, complete: int) -> bool:
+    """Whether DescribeShareGroupOffsets v1 computes a partition's Lag (Kafka's
+    `shouldComputeSharePartitionLag`): an initialized start offset and a known delivery
+    complete count; the others answer Lag -1 without asking for the end offset."""
+    return start_offset >= 0 and complete >= 0
+
+
+def share_lag(start_offset: int, complete: int, end_offset: int) -> int:
+    """DescribeShareGroupOffsets v1's Lag, as Kafka 4.4 computes it: the end offset (the
+    next offset to be produced) minus the start offset minus the delivery complete count,
+    not clamped; -1 where `lag_wanted` says no."""
+    if not lag_wanted(start_offset, complete):
+        return -1
+    return end_offset - start_offset - complete
 
 
 class PersisterError(Exception):

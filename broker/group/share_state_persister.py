@@ -51,6 +51,7 @@ from raftka.broker.group.share_persister import (
     ShareState,
     ShareStateKey,
     ShareStateSummary,
+    delivery_complete_count,
 )
 from raftka.broker.net.peer_connections import PeerConnections
 from raftka.client.protocol import ApiKey, ErrorCode
@@ -163,13 +164,14 @@ class ShareStatePersister:
     async def write(self, key: ShareStateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[PersistedBatch, ...]) -> None:
         rows = tuple(StateBatch(b.first_offset, b.last_offset, int(b.state), b.delivery_count) for b in batches)
+        complete = delivery_complete_count(start_offset, batches)
         body = {"state_epoch": state_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset,
-                "delivery_complete_count": -1,
+                "delivery_complete_count": complete,
                 "state_batches": [{"first_offset": b.first_offset, "last_offset": b.last_offset,
                                    "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
                                   for b in rows]}
         await self._call(key, ApiKey.WRITE_SHARE_GROUP_STATE, body,
-                         lambda c: c.write(key, state_epoch, leader_epoch, start_offset, rows))
+                         lambda c: c.write(key, state_epoch, leader_epoch, start_offset, rows, complete))
 
     async def read_summary(self, key: ShareStateKey, leader_epoch: int) -> ShareStateSummary | None:
         answer = await self._call(key, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, {"leader_epoch": leader_epoch},
@@ -178,7 +180,8 @@ class ShareStatePersister:
         assert state is not None
         if (state.start_offset, state.state_epoch, state.leader_epoch) == (UNINITIALIZED_START_OFFSET, 0, 0):
             return None
-        return ShareStateSummary(state.state_epoch, state.start_offset, state.leader_epoch)
+        return ShareStateSummary(state.state_epoch, state.start_offset, state.leader_epoch,
+                                 state.delivery_complete_count)
 
     async def delete(self, key: ShareStateKey) -> None:
         await self._call(key, ApiKey.DELETE_SHARE_GROUP_STATE, {},

@@ -43,12 +43,6 @@ SHARE_SETTINGS = {
     "group.share.min.heartbeat.interval.ms": "1000",
     "group.share.heartbeat.interval.ms": "1000",
 }
-_TARGET_OF: dict[str, str] = {}  # bootstrap -> "raftka" for the raftka clusters
-
-
-def share_bootstrap_target(bootstrap: str) -> str:
-    return _TARGET_OF.get(bootstrap, "kafka")
-
 
 WAIT_S = 60.0  # an upper bound for a step that normally takes a second or two
 _names = count()
@@ -62,7 +56,6 @@ def share_bootstrap(request, jars: KafkaJars, tmp_path_factory: pytest.TempPathF
                                extra_config=SHARE_SETTINGS)
         try:
             cluster.start_and_wait(60)
-            _TARGET_OF[cluster.bootstrap] = "raftka"
             yield cluster.bootstrap
         finally:
             cluster.stop(timeout=15)
@@ -269,10 +262,7 @@ async def test_raftka_share_groups_describes_members_state_and_start_offsets(sha
     (header, (name, in_topic, partition, start, lag)) = await raftka_share_groups(
         share_bootstrap, "describe", "--group", group)
     assert header == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
-    # raftka answers DescribeShareGroupOffsets v1's Lag as -1, printed '-' (a known difference:
-    # docs/compatibility.md, share.describe).
-    no_lag = "-" if "raftka" in share_bootstrap_target(share_bootstrap) else "0"
-    assert (name, in_topic, partition, lag) == (group, topic, "0", no_lag) and 0 <= int(start) <= 6
+    assert (name, in_topic, partition, lag) == (group, topic, "0", "0") and 0 <= int(start) <= 6
     assert [group, "Empty"] in await raftka_share_groups(share_bootstrap, "list", "--state")
 
 

@@ -32,7 +32,8 @@ COORDINATOR_LOADING = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDIN
                        ErrorCode.NOT_COORDINATOR}
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 TOPICS = {"sf-two": 1, "sf-acks": 1, "sf-lock": 1, "sf-close": 1, "sf-poll": 1, "sf-errors": 1, "sf-txn": 1,
-          "sf-retention": 1, "sf-gone": 1, "sf-load": 1, "sf-leave": 1, "sf-expire": 1, "sf-reset": 1}
+          "sf-retention": 1, "sf-gone": 1, "sf-load": 1, "sf-leave": 1, "sf-expire": 1, "sf-reset": 1,
+          "sf-lag": 1}
 
 
 # Kafka bounds a group's share.record.lock.duration.ms by these broker configs (15 s at least by
@@ -206,6 +207,34 @@ def test_accept_release_reject(server: ServerProcess) -> None:
     finally:
         a.close()
         b.close()
+
+
+def lag_of(conn: WireConnection, group: str, topic: str) -> tuple[int, int, int]:
+    """(start offset, lag, error) of `topic`-0 in DescribeShareGroupOffsets v1."""
+    described = conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [
+        {"group_id": group, "topics": [{"topic_name": topic, "partitions": [0]}]}]}).groups[0]
+    (p,) = described.topics[0].partitions
+    return p.start_offset, p.lag, p.error_code
+
+
+def test_describe_offsets_lag_counts_records_not_yet_delivered_completely(server: ServerProcess) -> None:
+    # Kafka 4.4's Lag: end offset - start offset - records in a terminal state past the start.
+    with WireConnection(server.bootstrap) as conn:
+        produce(conn, "sf-lag", [b"%d" % i for i in range(6)])
+        (member,) = members(server, "g-lag", "sf-lag", 1)
+        try:
+            assert sorted(member.take()) == list(range(6))
+            # Nothing written yet (an acquisition is persisted once it completes): unknown.
+            assert lag_of(conn, "g-lag", "sf-lag") == (-1, -1, 0)
+            done = member.acknowledge([(1, 3, [ACCEPT, REJECT, ACCEPT])])
+            assert done.responses[0].partitions[0].error_code == 0
+            # Offset 0, still acquired, holds the start offset; 1-3 are complete, 0 and 4-5 are not.
+            assert lag_of(conn, "g-lag", "sf-lag") == (0, 3, 0)
+            member.acknowledge([(0, 0, [ACCEPT]), (4, 5, [RELEASE])])
+            produce(conn, "sf-lag", [b"6", b"7"])
+            assert lag_of(conn, "g-lag", "sf-lag") == (4, 4, 0)
+        finally:
+            member.close()
 
 
 def test_lock_timeout_redelivers_then_archives_at_the_delivery_limit(server: ServerProcess) -> None:
