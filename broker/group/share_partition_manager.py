@@ -26,7 +26,6 @@ The share sessions (broker/group/share_session_state.py) live here too, one cach
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 import time
@@ -285,7 +284,7 @@ class SharePartitionManager:
         """Apply a change under the partition's lock; write the new state with the persister
         before returning; undo the change when the write fails (Kafka's rollback)."""
         async with shared.lock:
-            before = copy.deepcopy(shared.state)
+            before = shared.state.copy()
             shared.state.config = self.share_config(shared.key.group_id)
             outcome = apply(shared.state)
             if outcome.error:

@@ -236,6 +236,15 @@ class SharePartitionState:
         state._advance_start()
         return state
 
+    def copy(self) -> SharePartitionState:
+        """An independent copy: the shell's undo when persisting a change fails. (A
+        `copy.deepcopy` of a full 2000-record window costs tens of milliseconds.)"""
+        other = SharePartitionState(self.start_offset, self.config)
+        other._next_new = self._next_new
+        other.records = {offset: InFlightRecord(r.state, r.delivery_count, r.member_id, r.lock_deadline_ms)
+                         for offset, r in self.records.items()}
+        return other
+
     def persisted_batches(self) -> tuple[PersistedBatch, ...]:
         """What the share coordinator keeps (from the SPSO; `load` reads it back): runs of
         in-flight offsets by state and delivery count, gaps (no record) as ARCHIVED. A record

@@ -193,3 +193,21 @@ def test_timeouts_and_restarts_do_happen_in_the_schedules() -> None:
         timed_out |= run.timed_out
         restarts += run.restarts
     assert len(timed_out) > 10 and restarts > 10
+
+
+def _observed(state: SharePartitionState) -> tuple:
+    records = {o: (r.state, r.delivery_count, r.member_id, r.lock_deadline_ms) for o, r in state.records.items()}
+    return state.start_offset, state.end_offset, state.next_fetch_offset(), state.persisted_batches(), records
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_copy_is_the_state_and_independent_of_it(seed: int) -> None:
+    """`copy()` (the shell's undo when a persist fails) equals the state at every step of a
+    random schedule, and the schedule's next steps do not change it."""
+    run = Run(seed)
+    for _ in range(60):
+        taken = run.state.copy()
+        seen = _observed(run.state)
+        assert _observed(taken) == seen and taken.config is run.state.config
+        run.run(5)
+        assert _observed(taken) == seen
