@@ -60,7 +60,7 @@ def kgo_test_binary() -> Path:
     tree = cache / "src"
     shutil.rmtree(tree, ignore_errors=True)
     shutil.copytree(source, tree)
-    for path in tree.rglob("*"):  # the module cache is read-only
+    for path in [tree, *tree.rglob("*")]:  # the module cache is read-only
         path.chmod(path.stat().st_mode | 0o200)
     built = subprocess.run([go, "test", "-c", "-o", str(binary), "./pkg/kgo"], cwd=tree,
                            capture_output=True, text=True, timeout=1200)
