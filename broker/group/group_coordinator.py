@@ -699,14 +699,19 @@ class GroupCoordinator:
                          offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit: validate (KIP-447), write the offsets as one transactional batch of the
         producer to the group's partition, hold them pending until the producer's marker lands
-        there (`complete_transaction`). Unknown groups are created Empty, as in Kafka."""
+        there (`complete_transaction`). Unknown groups are created Empty, as in Kafka; a
+        consumer-protocol group checks the member and its epoch (`validate_commit`)."""
+        cg = self.consumer_groups.get(group_id)
         try:
-            group = self._group(group_id, create=True)
+            group = None if cg is not None else self._group(group_id, create=True)
             partition = self._partition(group_id)
         except CoordinatorError as exc:
             return dict.fromkeys(offsets, exc.code)
-        assert group is not None
-        code = validate_txn_commit(group, member_id, generation_id, group_instance_id)
+        if cg is not None:
+            code = cg.validate_commit(member_id, generation_id, 0, transactional=True)
+        else:
+            assert group is not None
+            code = validate_txn_commit(group, member_id, generation_id, group_instance_id)
         if code or not offsets:
             return dict.fromkeys(offsets, code)
         records = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
@@ -742,7 +747,7 @@ class GroupCoordinator:
                 load.completions.append((producer_id, commit))
             return
         for group_id, offsets in self.pending_txn.complete(partition_index, producer_id, commit).items():
-            group = self.groups.get(group_id)
+            group = self.consumer_groups.get(group_id) or self.groups.get(group_id)
             if group is not None:
                 group.offsets.update(offsets)
         log.info("group.txn_offsets_completed", partition=partition_index, producer_id=producer_id,

@@ -36,6 +36,17 @@ from raftka.raft_meta.metadata.image import PartitionImage
 log = structlog.get_logger("broker.partition")
 
 
+class VerificationGuard:
+    """A KIP-890 verification in flight for one producer: the highest epoch asked about, and
+    whether it is a transaction version 2 add (whose own epoch the previous markers carry)."""
+
+    __slots__ = ("epoch", "supports_epoch_bump")
+
+    def __init__(self, epoch: int, supports_epoch_bump: bool) -> None:
+        self.epoch = epoch
+        self.supports_epoch_bump = supports_epoch_bump
+
+
 class PartitionError(Exception):
     """A request this replica cannot serve; `code` is the Kafka error code to answer."""
 
@@ -100,7 +111,7 @@ class Partition:
         self.follower_log_starts: dict[int, int] = {}
         self.log_start_changed = trio.Event()  # replaced whenever one of them moves
         # KIP-890: producer id -> the guard of its verification in flight (a marker voids it).
-        self._verification_guards: dict[int, object] = {}
+        self._verification_guards: dict[int, VerificationGuard] = {}
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -215,6 +226,9 @@ class Partition:
         if refusal is not None:
             raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
         info = self.log.append(records, self.leader_epoch, origin=origin, first_header=first_header)
+        if first_header is not None and first_header.is_transactional:
+            # Its transaction is open here now: the verification is done (Kafka's UnifiedLog).
+            self._verification_guards.pop(first_header.producer_id, None)
         if not info.duplicate:
             self._on_append()  # wake follower fetches waiting for new data
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
@@ -227,14 +241,21 @@ class Partition:
         return (entry is not None and entry.in_transaction
                 and (producer_epoch is None or entry.epoch == producer_epoch))
 
-    def verification_guard(self, producer_id: int) -> object:
-        """Start a KIP-890 verification for the producer (Kafka's VerificationGuard)."""
-        if len(self._verification_guards) >= MAX_VERIFICATION_GUARDS:
-            self._verification_guards.clear()  # stale ones only cost a retried verification
-        guard = self._verification_guards[producer_id] = object()
+    def verification_guard(self, producer_id: int, producer_epoch: int = -1,
+                           supports_epoch_bump: bool = False) -> VerificationGuard:
+        """Start a KIP-890 verification for the producer (Kafka's VerificationStateEntry).
+        Concurrent verifications of one producer share the guard until a marker voids it
+        (Kafka's maybeCreateVerificationStateEntry): a second produce in flight must not void
+        the first. `supports_epoch_bump`: a transaction version 2 add."""
+        guard = self._verification_guards.get(producer_id)
+        if guard is None:
+            if len(self._verification_guards) >= MAX_VERIFICATION_GUARDS:
+                self._verification_guards.clear()  # stale ones only cost a retried verification
+            guard = self._verification_guards[producer_id] = VerificationGuard(producer_epoch, supports_epoch_bump)
+        guard.epoch = max(guard.epoch, producer_epoch)
         return guard
 
-    def guard_holds(self, producer_id: int, guard: object) -> bool:
+    def guard_holds(self, producer_id: int, guard: VerificationGuard) -> bool:
         """True if no marker for the producer landed since `guard` was taken."""
         return self._verification_guards.get(producer_id) is guard
 
@@ -249,7 +270,12 @@ class Partition:
             raise NotEnoughReplicas(f"{self.topic}-{self.index}: {refusal}")
         info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch,
                                       transaction_version=transaction_version)
-        self._verification_guards.pop(producer_id, None)
+        guard = self._verification_guards.get(producer_id)
+        # Transaction version 2 writes the previous transaction's markers at the bumped epoch
+        # the next transaction runs at: such a marker leaves that transaction's verification
+        # standing (Kafka's UnifiedLog, isV2NextTransactionStarted).
+        if not (guard is not None and guard.supports_epoch_bump and guard.epoch == producer_epoch):
+            self._verification_guards.pop(producer_id, None)
         self._on_append()
         self._act(self.state.on_append(self.log.log_end_offset, _now_ms()))
         return info

@@ -175,13 +175,17 @@ async def verify_partition(verifier: TxnVerifier | None, partition, transactiona
     while True:
         # A guard per question: the previous transaction's marker may land while an add waits
         # for it (CONCURRENT_TRANSACTIONS), which voids only the answers asked before it.
-        guard = partition.verification_guard(producer_id)
+        guard = partition.verification_guard(producer_id, producer_epoch,
+                                             supports_epoch_bump=operation is TxnOperation.ADD_PARTITION)
         code = await verifier.verify(transactional_id, producer_id, producer_epoch, partition.topic, partition.index,
                                      operation)
         if (code != ErrorCode.CONCURRENT_TRANSACTIONS or operation is not TxnOperation.ADD_PARTITION
                 or trio.current_time() + ADD_RETRY_BACKOFF_S > deadline):
             break
         await trio.sleep(ADD_RETRY_BACKOFF_S)  # Kafka's backoff before asking again
-    if code == 0 and not partition.guard_holds(producer_id, guard):
-        code = int(ErrorCode.INVALID_TXN_STATE)  # a marker landed meanwhile: that answer is void
+    if code == 0 and not partition.in_transaction(producer_id, producer_epoch) and not partition.guard_holds(
+            producer_id, guard):
+        # A marker landed meanwhile (and no batch of a concurrent request opened the
+        # transaction here, Kafka's hasOngoingTransaction): that answer is void.
+        code = int(ErrorCode.INVALID_TXN_STATE)
     return code

@@ -16,6 +16,7 @@ from tests.compat.wire_client import WireConnection, values_batch
 TIMEOUT = 60.0
 SOURCE = "txo-source"
 SINK = "txo-sink"
+SINK_848 = "txo-sink-848"
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +28,14 @@ def bootstrap(tmp_path_factory):
         with WireConnection(server.bootstrap, timeout=TIMEOUT) as conn:
             assert conn.create_topic(SOURCE) == 0
             assert conn.create_topic(SINK) == 0
+            assert conn.create_topic(SINK_848) == 0
             assert conn.produce(SOURCE, 0, values_batch([b"in-%d" % i for i in range(6)])).error_code == 0
         yield server.bootstrap
 
 
-def _consumer(bootstrap: str, group: str) -> Consumer:
+def _consumer(bootstrap: str, group: str, protocol: str = "classic") -> Consumer:
     return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, "group.protocol": protocol})
 
 
 def _poll(consumer: Consumer, count: int) -> list:
@@ -47,9 +49,10 @@ def _poll(consumer: Consumer, count: int) -> list:
     return messages
 
 
-def _transform(bootstrap: str, group: str, tid: str, count: int, commit: bool) -> list[bytes]:
+def _transform(bootstrap: str, group: str, tid: str, count: int, commit: bool,
+               protocol: str = "classic", sink: str = SINK) -> list[bytes]:
     """Consume `count` inputs, produce them transformed and send the offsets in one transaction."""
-    consumer = _consumer(bootstrap, group)
+    consumer = _consumer(bootstrap, group, protocol)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
     try:
         consumer.subscribe([SOURCE])
@@ -57,7 +60,7 @@ def _transform(bootstrap: str, group: str, tid: str, count: int, commit: bool) -
         messages = _poll(consumer, count)
         producer.begin_transaction()
         for message in messages:
-            producer.produce(SINK, b"out-" + message.value(), partition=0)
+            producer.produce(sink, b"out-" + message.value(), partition=0)
         producer.send_offsets_to_transaction([TopicPartition(SOURCE, 0, messages[-1].offset() + 1)],
                                              consumer.consumer_group_metadata(), TIMEOUT)
         # Delivered before the outcome, so an aborted run leaves its outputs in the log too
@@ -93,3 +96,18 @@ def test_offsets_sent_to_a_transaction_count_only_once_it_commits(bootstrap: str
             (0, b"out-in-0"), (1, b"out-in-1"), (6, b"out-in-2"), (7, b"out-in-3")]
     finally:
         reader.close()
+
+
+def test_a_consumer_protocol_member_sends_offsets_to_a_transaction(bootstrap: str) -> None:
+    """KIP-848 (group.protocol=consumer): the member's TxnOffsetCommit is checked against the
+    consumer group (member id, member epoch) and becomes that group's offset on commit."""
+    group = "txo-group-848"
+    kw = {"protocol": "consumer", "sink": SINK_848}
+    assert _transform(bootstrap, group, "txo-848", 2, commit=True, **kw) == [b"in-0", b"in-1"]
+    assert _transform(bootstrap, group, "txo-848", 2, commit=False, **kw) == [b"in-2", b"in-3"]
+    assert _transform(bootstrap, group, "txo-848", 2, commit=True, **kw) == [b"in-2", b"in-3"]
+    check = _consumer(bootstrap, group, "consumer")
+    try:
+        assert check.committed([TopicPartition(SOURCE, 0)], timeout=TIMEOUT)[0].offset == 4
+    finally:
+        check.close()

@@ -268,3 +268,37 @@ async def test_transaction_version_2_retries_an_add_behind_the_previous_markers(
                                   txn_operation=TxnOperation.ADD_PARTITION)
     assert result.responses[("t", 0)].error_code == ErrorCode.CONCURRENT_TRANSACTIONS
     assert len(always_busy.asked) > 1 and p.log_end_offset == 2
+
+
+async def test_transaction_version_2_the_previous_marker_at_the_new_epoch_leaves_the_add_standing(
+        hosted, autojump_clock) -> None:
+    """Transaction version 2 writes the previous transaction's markers at the epoch the next one
+    runs at: such a marker landing while the next transaction's add is in flight does not void
+    it (Kafka's isV2NextTransactionStarted); one at another epoch still does."""
+    p = hosted("t", 0)
+    opened = await append_records(hosted.leader_for, [(("t", 0), TXN)], required_acks=1, timeout_ms=1000,
+                                  transactional_id="tid", verifier=Coordinator(0))
+    assert opened.responses[("t", 0)].error_code == 0
+    marker_lands = Coordinator(0, lambda: p.append_marker_as_leader(7, 1, 0, True, transaction_version=2))
+    batch = encode_batch([Record(None, b"v")], producer_id=7, producer_epoch=1, base_sequence=0, transactional=True)
+    result = await append_records(hosted.leader_for, [(("t", 0), batch)], required_acks=1, timeout_ms=1000,
+                                  transactional_id="tid", verifier=marker_lands,
+                                  txn_operation=TxnOperation.ADD_PARTITION)
+    assert result.responses[("t", 0)].error_code == 0
+    assert p.log_end_offset == 3  # the first batch, the marker, the next transaction's batch
+    other_epoch = Coordinator(0, lambda: p.append_marker_as_leader(7, 2, 0, False, transaction_version=2))
+    batch = encode_batch([Record(None, b"w")], producer_id=7, producer_epoch=3, base_sequence=0, transactional=True)
+    result = await append_records(hosted.leader_for, [(("t", 0), batch)], required_acks=1, timeout_ms=1000,
+                                  transactional_id="tid", verifier=other_epoch,
+                                  txn_operation=TxnOperation.ADD_PARTITION)
+    assert result.responses[("t", 0)].error_code == ErrorCode.INVALID_TXN_STATE
+
+
+async def test_verifications_of_one_producer_in_flight_share_the_guard(hosted, autojump_clock) -> None:
+    """A second produce of the producer asking meanwhile does not void the first one's answer
+    (Kafka's maybeCreateVerificationStateEntry reuses the entry); a marker voids both."""
+    p = hosted("t", 0)
+    first = p.verification_guard(7, 0)
+    second = p.verification_guard(7, 0)
+    assert p.guard_holds(7, first) and p.guard_holds(7, second)
+    assert p.verification_guard(8, 0) is not first
