@@ -47,8 +47,12 @@ test: $(DEV_STAMP)
 # java 17 and mvn. `make test` runs its bounded part. Prints the same/wording/differs figures;
 # REPORT=compat.json also writes every step's outcomes on both clusters.
 REPORT ?=
+# Also the heavy third-party-client runs marked compat_full elsewhere (franz-go's own tests,
+# Kafka's Java consumer and share consumer on 3-node clusters).
+COMPAT_FULL_ELSEWHERE = tests/compat/test_franz_go_kip848.py tests/compat/test_kip848_java.py \
+	tests/integration/test_share_java_consumer.py
 compat: $(DEV_STAMP)
-	$(PY) -m pytest tests/differential --compat-full -n 0 $(if $(REPORT),--compat-report $(REPORT))
+	$(PY) -m pytest tests/differential $(COMPAT_FULL_ELSEWHERE) --compat-full -n 0 $(if $(REPORT),--compat-report $(REPORT))
 
 bench: $(DEV_STAMP)
 	$(PY) -m bench

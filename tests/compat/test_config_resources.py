@@ -11,6 +11,7 @@ import pytest
 from raftka.client.protocol import ApiKey
 from tests.compat.server_process import ServerProcess
 from tests.compat.wire_client import WireConnection
+from tests.support import wait_until
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND = 0, 1, 2
@@ -104,8 +105,11 @@ def test_broker_logger_levels_change_at_run_time(wire: WireConnection, server: S
     assert _alter(wire, CLIENT_METRICS, "cm-log-silenced", [("interval.ms", "1000", SET)]) == (0, None)
     assert _alter(wire, BROKER_LOGGER, NODE, [("raftka.broker", None, DELETE)]) == (0, None)
     assert _alter(wire, CLIENT_METRICS, "cm-log-heard", [("interval.ms", "1000", SET)]) == (0, None)
+    # The broker's log reaches its file after the answer: wait for the line logged last.
+    wait_until(lambda: "cm-log-heard" in {e.get("resource_name") for e in server.log_events("configs.altered")},
+               30, what="configs.altered for cm-log-heard in the broker's log")
     names = {e.get("resource_name") for e in server.log_events("configs.altered")}
-    assert "cm-log-heard" in names and "cm-log-silenced" not in names
+    assert "cm-log-silenced" not in names
     assert _describe(wire, BROKER_LOGGER, NODE)[1].get("raftka.broker", ("INFO", 6)) == ("INFO", 6)
 
 

@@ -28,6 +28,10 @@ import pytest
 
 from tests.compat.server_process import ServerProcess
 
+# Heavy (franz-go's test binary (a Go build, then 20000-record ETL runs)): run by `make compat`, not `make test`, which keeps its bounded part
+# (the confluent-kafka and SDK tests of the same features) under its time budget.
+pytestmark = pytest.mark.compat_full
+
 FRANZ_GO = "github.com/twmb/franz-go"
 VERSION = "v1.22.3"
 KIP848_SUBTESTS = ("TestGroupETL/range/848", "TestGroupETL/sticky/848", "TestGroupETL/sticky/848/static",

@@ -34,6 +34,10 @@ from tests.differential.kafka_jars import (  # noqa: E402
 )
 from tests.support import wait_until  # noqa: E402
 
+# Heavy (a JVM and a 3-node cluster under load): run by `make compat`, not `make test`, which keeps its bounded part
+# (the confluent-kafka and SDK tests of the same features) under its time budget.
+pytestmark = pytest.mark.compat_full
+
 TOPIC = "kip848-java"
 GROUP = "kip848-java-members"
 PARTITIONS = 6

@@ -162,8 +162,11 @@ class WireConnection:
         return response.responses[0].partitions[0]
 
     def list_offset(self, topic: str, partition: int, timestamp: int = LATEST) -> Any:
-        """One partition's ListOffsets v5 result (`error_code`, `offset`, `timestamp`)."""
-        response = self.request(ApiKey.LIST_OFFSETS, 5, {
+        """One partition's ListOffsets result (`error_code`, `offset`, `timestamp`): v5, or the
+        version that introduced a special timestamp (-3 max timestamp v7, -4 earliest local v8,
+        -5 latest tiered v9, -6 earliest pending upload v11), as Kafka's clients pick it."""
+        version = {-3: 7, -4: 8, -5: 9, -6: 11}.get(timestamp, 5)
+        response = self.request(ApiKey.LIST_OFFSETS, version, {
             "replica_id": -1, "isolation_level": 0,
             "topics": [{"name": topic, "partitions": [
                 {"partition_index": partition, "current_leader_epoch": -1,

@@ -33,6 +33,10 @@ from tests.integration.cluster_support import bootstrap_of, partition_info, runn
 from tests.integration.test_share_fetch_wire import set_group_configs
 from tests.support import wait_until
 
+# Heavy (a JVM and a 3-node cluster through two kills): run by `make compat`, not `make test`, which keeps its bounded part
+# (the confluent-kafka and SDK tests of the same features) under its time budget.
+pytestmark = pytest.mark.compat_full
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 HERE = Path(__file__).resolve().parent
