@@ -1,4 +1,9 @@
-"""broker/group/share_group_records.py: Kafka 4.4's ShareGroup* records in `__consumer_offsets`."""
+"""broker/group/share_group_records.py: Kafka 4.4's ShareGroup* records in `__consumer_offsets`.
+
+The value bytes in RECORDS are what Apache Kafka 4.4's own serializer writes for the same
+records (the group coordinator jar's generated `ShareGroup*ValueJsonConverter.read`, then
+`MessageUtil.toVersionPrefixedByteBuffer(0, ...)`), checked once by hand with the cached
+Kafka 4.4 libs; the test itself never runs Java."""
 
 from __future__ import annotations
 
