@@ -189,13 +189,12 @@ class ShareGroupCoordinator:
     async def _initialize(self, group: ShareGroupState, hb: Heartbeat, topics: Mapping[str, tuple[str, int]],
                           persister: Persister, partition) -> None:
         """Initialize the share state of the subscribed partitions that are not yet (step 2)."""
-        subscribed = set(group.subscribed_topics())
+        # What the group subscribes to once this heartbeat is applied.
         member = group.members.get(hb.member_id)
-        if hb.subscribed_topic_names is not None:
-            if member is not None:
-                subscribed -= set(member.subscribed_topic_names) - {
-                    t for m in group.members.values() if m is not member for t in m.subscribed_topic_names}
-            subscribed |= set(hb.subscribed_topic_names)
+        own = (hb.subscribed_topic_names if hb.subscribed_topic_names is not None
+               else member.subscribed_topic_names if member is not None else ())
+        subscribed = set(own) | {t for m in group.members.values() if m is not member
+                                 for t in m.subscribed_topic_names}
         counts = {name: count for name, (_, count) in topics.items()}
         wanted = group.to_initialize(subscribed, counts)
         if not wanted:

@@ -120,6 +120,10 @@ def test_share_group_membership_survives_a_restart_and_is_deleted(server: Server
             "server_assignor": None, "topic_partitions": []})
         assert (refused.error_code, refused.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
                                                                f"Group {GROUP} is not a consumer group.")
+        consumer = conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+            "group_ids": [GROUP], "include_authorized_operations": False}).groups[0]
+        assert (consumer.error_code, consumer.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                                 f"Group {GROUP} is not a consumer group.")
         classic = conn.request(ApiKey.DESCRIBE_GROUPS, 6, {"groups": [GROUP],
                                                            "include_authorized_operations": False}).groups[0]
         assert (classic.error_code, classic.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
