@@ -165,6 +165,9 @@ class ShareGroupCoordinator:
             group.config = self._config(group_id)
             topics = self._topics()
             counts = {name: count for name, (_, count) in topics.items()}
+            before = group.records()
+            group.forget_topics(counts)  # a deleted topic is initialized again if it comes back
+            await self._append(partition, group_id, changes(before, group.records()))
             if not group.request_error(hb) and hb.member_epoch >= 0:
                 await self._initialize(group, hb, topics, persister, partition)
             before_hb = group.records()

@@ -19,6 +19,7 @@ Commands (times in ms; partitions print as topic-partition):
 - `reload now=...`: a new group replayed from every record written so far; its records
   must equal the live group's, and it becomes the group (sessions restarted at `now`).
 - `delete`: the tombstones of DeleteGroups.
+- `forget`: the initialization state of partitions that no longer exist is dropped.
 """
 
 from __future__ import annotations
@@ -145,6 +146,12 @@ class Harness(CommandHarness):
         g.mark_initialized(tp for tp in wanted if tp not in failed)
         self._write(before)
         return "initialize: " + (" ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(wanted.items())) or "-")
+
+    def cmd_forget(self, kv) -> str:
+        before = self._group().records()
+        self._group().forget_topics(self.partitions)
+        self._write(before)
+        return "ok"
 
     def cmd_records(self, kv) -> str:
         out, self.unshown = [_record(r) for r in self.unshown], []
