@@ -168,7 +168,7 @@ def test_share_group_membership_survives_a_restart_and_is_deleted(server: Server
 
 def test_a_silent_member_is_expired_after_its_session(tmp_path: Path) -> None:
     properties = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",
-                  "group.share.min.session.timeout.ms": "500", "group.share.session.timeout.ms": "1500",
+                  "group.share.min.session.timeout.ms": "500", "group.share.session.timeout.ms": "5000",
                   "group.share.min.heartbeat.interval.ms": "100", "group.share.heartbeat.interval.ms": "200"}
     with running_server(tmp_path, properties=properties) as server, WireConnection(server.bootstrap) as conn:
         assert conn.create_topic(TOPIC, 2) == 0
@@ -180,7 +180,8 @@ def test_a_silent_member_is_expired_after_its_session(tmp_path: Path) -> None:
         epoch = {"b": b.member_epoch}
 
         def only_b_left():
-            # b keeps its session alive; a says nothing and is expired by the coordinator.
+            # b keeps its session alive; a says nothing and is expired by the coordinator. The
+            # session (5 s) is 50 of b's heartbeats long, so a stalled machine cannot expire b too.
             answer = heartbeat(conn, "member-b", epoch["b"])
             assert answer.error_code == 0, answer
             epoch["b"] = answer.member_epoch
