@@ -38,6 +38,7 @@ that receives the request (docs/operations.md, "Quotas").
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 
 import structlog
 import trio
@@ -124,7 +125,12 @@ async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -
     created: dict[int, tuple[decide.NewTopic, str | None]] = {}  # position -> (topic, its id)
     denied = acl_checks.create_topic_denied(ctx, conn, (t.name for t in request.topics))
     quota = _mutation_quota(ctx, header, conn, "CreateTopics")
+    # A name given twice is refused, once, and none of its occurrences is created (Kafka's
+    # ControllerApis.createTopics).
+    counts = Counter(t.name for t in request.topics)
     for position, topic in enumerate(request.topics):
+        if counts[topic.name] > 1:
+            continue
         if topic.name in denied:
             answers[position] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             continue
@@ -157,14 +163,18 @@ async def handle_create_topics(ctx: BrokerContext, header, request, conn=None) -
                              replication_factor=topic.replication_factor, topic_id=result.topic_id)
             else:
                 answers[position] = (error_code_for(result.error), _message(result.error))
-    answered = [{"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
-                for i, topic in enumerate(request.topics)]
+    first = {topic.name: i for i, topic in reversed(list(enumerate(request.topics)))}
+    for name, position in first.items():
+        if counts[name] > 1:
+            answers[position] = (ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+    answered = {i: {"name": topic.name, "error_code": answers[i][0], "error_message": answers[i][1]}
+                for i, topic in enumerate(request.topics) if i in answers}
     if header.api_version >= FIRST_CONFIGS_VERSION and created:
         describable = {t.name for t, _ in created.values()} - acl_checks.topics_denied(
             ctx, conn, AclOperation.DESCRIBE_CONFIGS, {t.name for t, _ in created.values()})
         for position, (topic, topic_id) in created.items():
             answered[position].update(_created(ctx, topic, topic_id, topic.name in describable))
-    return CreateTopicsResponse(throttle_time_ms=_throttled(quota, conn), topics=answered)
+    return CreateTopicsResponse(throttle_time_ms=_throttled(quota, conn), topics=list(answered.values()))
 
 
 def _created(ctx: BrokerContext, topic: decide.NewTopic, topic_id: str | None, describable: bool) -> dict:

@@ -72,6 +72,19 @@ while True:  # the broker's metadata may be a moment behind the create
     time.sleep(0.1)  # polling under the deadline above
 print("the id is Metadata's", md.topic_id == answer.topics[0].topic_id)
 """),
+    python("wire.create-topics-duplicate-name", _WIRE, """\
+def topic(name):
+    return {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+for version in (2, 7):
+    answer = conn.request(ApiKey.CREATE_TOPICS, version, {"timeout_ms": 15000, "validate_only": False, "topics": [
+        topic(f"dw-dup-{version}"), topic(f"dw-dup-ok-{version}"), topic(f"dw-dup-{version}")]})
+    print("v%d" % version, len(answer.topics), "results")
+    for t in sorted(answer.topics, key=lambda t: t.name):
+        print(" ", t.name, name(t.error_code), t.error_message)
+    md = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": f"dw-dup-{version}"}],
+                                            "allow_auto_topic_creation": False})
+    print("  the duplicated name exists:", name(md.topics[0].error_code))
+"""),
     python("wire.delete-topics-v5-v6", _WIRE, """\
 import uuid
 zero = uuid.UUID(int=0)

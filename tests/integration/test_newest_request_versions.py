@@ -124,6 +124,20 @@ def test_create_topics_v7_validate_only_answers_a_fresh_id_and_creates_nothing(c
     assert metadata.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+@pytest.mark.parametrize("version", [2, 7])
+def test_create_topics_refuses_a_repeated_name_once_and_creates_neither(conn: WireConnection, version: int) -> None:
+    """As Kafka 4.4 (ControllerApis.createTopics; wire_steps.py runs the same against Kafka): a
+    name given twice gets one INVALID_REQUEST answer and is not created; the others are."""
+    answers = _create_topics(conn, version, [{"name": f"nv-dup{version}", "num_partitions": 1},
+                                             {"name": f"nv-dup-ok{version}", "num_partitions": 1},
+                                             {"name": f"nv-dup{version}", "num_partitions": 1}])
+    assert [(t.name, t.error_code, t.error_message) for t in answers] == [
+        (f"nv-dup{version}", ErrorCode.INVALID_REQUEST, "Duplicate topic name."), (f"nv-dup-ok{version}", 0, None)]
+    [metadata] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": f"nv-dup{version}"}],
+                                                    "allow_auto_topic_creation": False}).topics
+    assert metadata.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def _topic_id(conn: WireConnection, name: str) -> uuid.UUID:
     [topic] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": name}], "allow_auto_topic_creation": False}).topics
     return topic.topic_id
