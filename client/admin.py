@@ -89,12 +89,13 @@ class ConfigEntry:
     is_default: bool
     is_sensitive: bool
     # Kafka's ConfigSource: 1 DYNAMIC_TOPIC_CONFIG, 2 DYNAMIC_BROKER_CONFIG,
-    # 3 DYNAMIC_DEFAULT_BROKER_CONFIG, 4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG (-1: unknown)
+    # 3 DYNAMIC_DEFAULT_BROKER_CONFIG, 4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG,
+    # 8 GROUP_CONFIG (-1: unknown)
     source: int = -1
 
     @property
     def is_dynamic(self) -> bool:
-        return self.source in (1, 2, 3)
+        return self.source in (1, 2, 3, 8)
 
 
 class AsyncAdmin:
@@ -215,13 +216,17 @@ class AsyncAdmin:
 
     async def describe_configs(self, topic: str | None = None, *, broker_id: int | None = None,
                                keys: Iterable[str] | None = None, broker_default: bool = False,
-                               ) -> dict[str, ConfigEntry]:
-        """The configs of one topic, one broker, or (`broker_default`) the cluster-wide dynamic
-        broker defaults, by name."""
-        if sum((topic is not None, broker_id is not None, broker_default)) != 1:
-            raise ValueError("describe_configs needs exactly one of topic=, broker_id= or broker_default=True")
-        resource_type = TOPIC_RESOURCE if topic is not None else BROKER_RESOURCE
-        name = topic if topic is not None else "" if broker_default else str(broker_id)
+                               group: str | None = None) -> dict[str, ConfigEntry]:
+        """The configs of one topic, one broker, (`broker_default`) the cluster-wide dynamic
+        broker defaults, or one group (its dynamic group configs and the broker defaults they
+        override), by name."""
+        if sum((topic is not None, broker_id is not None, broker_default, group is not None)) != 1:
+            raise ValueError("describe_configs needs exactly one of topic=, broker_id=, broker_default=True "
+                             "or group=")
+        resource_type = TOPIC_RESOURCE if topic is not None else GROUP_RESOURCE if group is not None \
+            else BROKER_RESOURCE
+        name = topic if topic is not None else group if group is not None else "" if broker_default \
+            else str(broker_id)
         request = DescribeConfigsRequest(resources=[{
             "resource_type": resource_type, "resource_name": name,
             "configuration_keys": None if keys is None else list(keys)}])

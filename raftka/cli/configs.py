@@ -4,6 +4,7 @@
     raftka configs alter --entity-type topics --entity-name orders --add-config retention.ms=60000,cleanup.policy=[compact,delete]
     raftka configs alter --entity-type brokers --entity-default --add-config log.retention.ms=86400000
     raftka configs alter --entity-type brokers --entity-name 1 --delete-config unclean.leader.election.enable
+    raftka configs alter --entity-type groups --entity-name jobs --add-config share.auto.offset.reset=earliest
 
 Exit status: 0 done, 1 the cluster said no (or could not be reached), 2 bad arguments.
 """
@@ -15,7 +16,7 @@ import click
 from raftka.cli.runner import USAGE, fail, run_with_admin
 from raftka.client.admin import AsyncAdmin
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "groups")
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -63,6 +64,10 @@ def _target(entity_type: str, name: str | None, default: bool) -> dict:
         if default or not name:
             raise ValueError("--entity-type topics needs --entity-name TOPIC")
         return {"topic": name}
+    if entity_type == "groups":
+        if default or not name:
+            raise ValueError("--entity-type groups needs --entity-name GROUP")
+        return {"group": name}
     if default == bool(name):
         raise ValueError("--entity-type brokers needs exactly one of --entity-name BROKER_ID or --entity-default")
     if default:
@@ -73,8 +78,8 @@ def _target(entity_type: str, name: str | None, default: bool) -> dict:
 
 
 def _what(entity_type: str, name: str | None, default: bool) -> str:
-    if entity_type == "topics":
-        return f"topic {name}"
+    if entity_type in ("topics", "groups"):
+        return f"{entity_type[:-1]} {name}"
     return "the brokers' cluster-wide default" if default else f"broker {name}"
 
 
@@ -100,7 +105,7 @@ def describe(bootstrap: str, entity_type: str, name: str | None, default: bool, 
 
 
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 8: "GROUP_CONFIG"}
 
 
 def alter(bootstrap: str, entity_type: str, name: str | None, default: bool, add: str | None,

@@ -19,7 +19,7 @@ import datetime
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import IO
+from typing import IO, TypeVar
 
 import click
 import trio
@@ -40,13 +40,16 @@ from raftka.client.admin import AsyncAdmin
 from raftka.client.consumer import AsyncConsumer
 from raftka.client.list_offsets import list_offsets
 from raftka.client.producer import AsyncProducer
-from raftka.client.records import TopicPartition
+from raftka.client.records import ConsumerRecord, ShareConsumerRecord, TopicPartition
+from raftka.client.share_consumer import AsyncShareConsumer
+from raftka.client.share_records import AcknowledgeType
 
 METADATA_TIMEOUT_MS = 10000
 READ_CHUNK = 1 << 16
 # The producer has no buffer.memory bound of its own: past this many undelivered records the
 # console producer stops reading stdin until they are delivered.
 MAX_UNDELIVERED = 100_000
+R = TypeVar("R", ConsumerRecord, ShareConsumerRecord)
 
 
 def _run(command: str, main: Callable[[], Awaitable[int]]) -> int:
@@ -178,7 +181,8 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
             partition: int | None, offset: str | None, properties: Sequence[str],
             timeout_ms: int | None, out: IO[bytes] | None = None, *, group: str | None = None,
             from_timestamp: str | None = None, as_json: bool = False,
-            isolation_level: str = "read_uncommitted") -> int:
+            isolation_level: str = "read_uncommitted", group_protocol: str = "classic",
+            share_group: str | None = None, acknowledge: str = "accept") -> int:
     try:
         formatter = RecordFormatter.from_properties(parse_properties(properties,
                                                                      CONSUMER_PROPERTIES))
@@ -190,6 +194,15 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
     if offset is not None and offset not in ("earliest", "latest") and not offset.isdigit():
         return fail("consume", f"--offset {offset!r} must be a number, 'earliest' or 'latest'",
                     USAGE)
+    if share_group is not None and (group is not None or partition is not None or offset is not None
+                                    or start_ms is not None or from_beginning):
+        return fail("consume", "--share-group cannot be combined with --group, --partition, --offset, "
+                               "--from-timestamp or --from-beginning (the share group assigns the records; "
+                               "where it starts is its share.auto.offset.reset config)", USAGE)
+    if share_group is None and acknowledge != "accept":
+        return fail("consume", "--reject and --release need --share-group", USAGE)
+    if group is None and group_protocol != "classic":
+        return fail("consume", "--group-protocol needs --group", USAGE)
     if group is not None and (partition is not None or offset is not None):
         return fail("consume", "--group cannot be combined with --partition or --offset "
                                "(the group assigns partitions and keeps the offsets)", USAGE)
@@ -202,12 +215,19 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
                     USAGE)
     sink = out if out is not None else sys.stdout.buffer
     render = record_json if as_json else formatter.format
-    seen = 0
+
+    if share_group is not None:
+        if isolation_level != "read_uncommitted":
+            return fail("consume", "a share group's isolation level is its group config share.isolation.level "
+                                   "(raftka configs alter --entity-type groups), not --isolation-level", USAGE)
+        return _consume_shared(bootstrap, topic, share_group, AcknowledgeType[acknowledge.upper()], max_messages,
+                               timeout_ms, sink, render)
+
+    printed = _Printed()
 
     async def main() -> int:
-        nonlocal seen
         reset = "earliest" if from_beginning or offset == "earliest" else "latest"
-        async with AsyncConsumer(bootstrap, auto_offset_reset=reset, group_id=group,
+        async with AsyncConsumer(bootstrap, auto_offset_reset=reset, group_id=group, group_protocol=group_protocol,
                                  request_timeout_ms=10000, isolation_level=isolation_level,
                                  client_id="raftka-console-consumer", security=command_security()) as consumer:
             cluster = consumer._require_cluster()
@@ -231,31 +251,76 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
                             consumer.seek(tp, found[tp])
                         else:  # no record that recent: start at the end, as Kafka answers
                             consumer.seek_to_end(tp)
-            async with trio.open_nursery() as nursery:
-                reading = trio.CancelScope()
-                await nursery.start(stop_on_signal, reading, nursery.cancel_scope)
-                with reading:
-                    while max_messages is None or seen < max_messages:
-                        wait = 1000 if timeout_ms is None else timeout_ms
-                        batch = await consumer.poll(wait, None if max_messages is None
-                                                    else max_messages - seen)
-                        if not batch:
-                            if timeout_ms is not None:
-                                break
-                            continue
-                        try:
-                            for records in batch.values():
-                                for record in records:
-                                    sink.write(render(record))
-                                    seen += 1
-                            sink.flush()
-                        except BrokenPipeError:  # `raftka consume ... | head`: the reader left
-                            _silence_stdout()
-                            break
-                nursery.cancel_scope.cancel()
+            async def fetch(wait_ms: int, room: int | None) -> list[ConsumerRecord]:
+                return [r for records in (await consumer.poll(wait_ms, room)).values() for r in records]
+
+            await _print_records(fetch, lambda record: sink.write(render(record)), sink, printed, max_messages,
+                                 timeout_ms)
         return 0
 
     try:
         return _run("consume", main)
     finally:
-        click.echo(f"Processed a total of {seen} messages", err=True)
+        click.echo(f"Processed a total of {printed.count} messages", err=True)
+
+
+class _Printed:
+    count = 0
+
+
+async def _print_records(fetch: Callable[[int, int | None], Awaitable[Sequence[R]]], emit: Callable[[R], object],
+                         sink: IO[bytes], printed: _Printed, max_messages: int | None,
+                         timeout_ms: int | None) -> None:
+    """The console consumers' loop: `emit` each record `fetch(wait_ms, room)` brings until
+    --max-messages, --timeout-ms without a record, Ctrl-C / SIGTERM, or a closed stdout."""
+    async with trio.open_nursery() as nursery:
+        reading = trio.CancelScope()
+        await nursery.start(stop_on_signal, reading, nursery.cancel_scope)
+        with reading:
+            while max_messages is None or printed.count < max_messages:
+                room = None if max_messages is None else max_messages - printed.count
+                batch = await fetch(1000 if timeout_ms is None else timeout_ms, room)
+                if not batch:
+                    if timeout_ms is not None:
+                        break
+                    continue
+                try:
+                    for record in batch if room is None else batch[:room]:
+                        emit(record)
+                        printed.count += 1
+                    sink.flush()
+                except BrokenPipeError:  # `raftka consume ... | head`: the reader left
+                    _silence_stdout()
+                    break
+        nursery.cancel_scope.cancel()
+
+
+def _consume_shared(bootstrap: str, topic: str, group: str, kind: AcknowledgeType, max_messages: int | None,
+                    timeout_ms: int | None, sink: IO[bytes],
+                    render: Callable[[ShareConsumerRecord], bytes]) -> int:
+    """`raftka consume --share-group`, as kafka-console-share-consumer: each record printed is
+    acknowledged (ACCEPT, or RELEASE / REJECT), one by one in explicit mode; the records a
+    fetch brought beyond --max-messages are not printed and go back to the group at the close."""
+    printed = _Printed()
+
+    async def main() -> int:
+        async with AsyncShareConsumer(bootstrap, group_id=group, acknowledgement_mode="explicit",
+                                      request_timeout_ms=10000, client_id="raftka-console-share-consumer",
+                                      security=command_security()) as consumer:
+            await consumer._require_cluster().wait_for_partitions(topic, METADATA_TIMEOUT_MS / 1000)
+            consumer.subscribe([topic])
+
+            async def fetch(wait_ms: int, room: int | None) -> list[ShareConsumerRecord]:
+                return await consumer.poll(wait_ms)
+
+            def emit(record: ShareConsumerRecord) -> None:
+                sink.write(render(record))
+                consumer.acknowledge(record, kind)
+
+            await _print_records(fetch, emit, sink, printed, max_messages, timeout_ms)
+        return 0
+
+    try:
+        return _run("consume", main)
+    finally:
+        click.echo(f"Processed a total of {printed.count} messages", err=True)

@@ -8,10 +8,11 @@ Producer (`--property`, Kafka's LineMessageReader): `parse.key` (false),
 `k1:v1,k2:v2` (a header without `:` has a null value).
 
 Consumer (`--property`, Kafka's DefaultMessageFormatter): `print.timestamp`,
-`print.partition`, `print.offset`, `print.headers`, `print.key` (false),
+`print.partition`, `print.offset`, `print.delivery` (a share consumer's delivery
+count), `print.headers`, `print.key` (false),
 `print.value` (true), `key.separator` (TAB), `line.separator` (newline),
 `headers.separator` (`,`), `null.literal` (`null`). Fields come in Kafka's
-order: timestamp, partition, offset, headers, key, value.
+order: timestamp, partition, offset, delivery, headers, key, value.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raftka.client.records import ConsumerRecord
+from raftka.client.records import ConsumerRecord, ShareConsumerRecord
 
 PRODUCER_PROPERTIES = ("parse.key", "key.separator", "parse.headers", "headers.delimiter",
                        "headers.separator", "headers.key.separator", "null.marker", "ignore.error")
-CONSUMER_PROPERTIES = ("print.timestamp", "print.partition", "print.offset", "print.headers",
+CONSUMER_PROPERTIES = ("print.timestamp", "print.partition", "print.offset", "print.delivery", "print.headers",
                        "print.key", "print.value", "key.separator", "line.separator",
                        "headers.separator", "null.literal")
 
@@ -132,6 +133,7 @@ class RecordFormatter:
     print_timestamp: bool = False
     print_partition: bool = False
     print_offset: bool = False
+    print_delivery: bool = False  # a share consumer's delivery count ("Delivery:N")
     print_headers: bool = False
     print_key: bool = False
     print_value: bool = True
@@ -146,6 +148,7 @@ class RecordFormatter:
             print_timestamp=_flag(props, "print.timestamp", False),
             print_partition=_flag(props, "print.partition", False),
             print_offset=_flag(props, "print.offset", False),
+            print_delivery=_flag(props, "print.delivery", False),
             print_headers=_flag(props, "print.headers", False),
             print_key=_flag(props, "print.key", False),
             print_value=_flag(props, "print.value", True),
@@ -154,7 +157,7 @@ class RecordFormatter:
             headers_separator=props.get("headers.separator", ",").encode(),
             null_literal=props.get("null.literal", "null").encode())
 
-    def format(self, record: ConsumerRecord) -> bytes:
+    def format(self, record: ConsumerRecord | ShareConsumerRecord) -> bytes:
         parts: list[bytes] = []
         if self.print_timestamp:
             if record.timestamp < 0:
@@ -166,6 +169,9 @@ class RecordFormatter:
             parts.append(f"Partition:{record.partition}".encode())
         if self.print_offset:
             parts.append(f"Offset:{record.offset}".encode())
+        if self.print_delivery:  # NOT_PRESENT outside a share group, as Kafka's formatter prints
+            count = getattr(record, "delivery_count", None)
+            parts.append(b"Delivery:NOT_PRESENT" if count is None else f"Delivery:{count}".encode())
         if self.print_headers:
             parts.append(self.headers_separator.join(
                 k.encode() + b":" + (self.null_literal if v is None else v)
@@ -186,13 +192,17 @@ def _text(data: bytes | None) -> str | None:
         return "base64:" + base64.b64encode(data).decode()
 
 
-def record_json(record: ConsumerRecord) -> bytes:
+def record_json(record: ConsumerRecord | ShareConsumerRecord) -> bytes:
     """One record as a JSON line, with rpk's field names. Keys, values and header values are
-    UTF-8 text, or `base64:...` when they are not valid UTF-8."""
-    return json.dumps({
+    UTF-8 text, or `base64:...` when they are not valid UTF-8. A share consumer's record also
+    has its `delivery_count`."""
+    fields = {
         "topic": record.topic, "partition": record.partition, "offset": record.offset,
         "timestamp": record.timestamp,
         "timestamp_type": "CreateTime" if record.timestamp_type == 0 else "LogAppendTime",
         "key": _text(record.key), "value": _text(record.value),
         "headers": [{"key": k, "value": _text(v)} for k, v in record.headers],
-    }, ensure_ascii=False).encode() + b"\n"
+    }
+    if isinstance(record, ShareConsumerRecord):
+        fields["delivery_count"] = record.delivery_count
+    return json.dumps(fields, ensure_ascii=False).encode() + b"\n"

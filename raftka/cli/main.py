@@ -368,7 +368,8 @@ def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str
 @click.option("--partition", type=int, default=None, help="Read only this partition.")
 @click.option("--offset", default=None, help="With --partition: a number, 'earliest' or 'latest'.")
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
-              help="kafka-console-consumer's: print.timestamp, print.partition, print.offset, print.headers, "
+              help="kafka-console-consumer's: print.timestamp, print.partition, print.offset, print.delivery "
+                   "(--share-group), print.headers, "
                    "print.key, print.value, key.separator, line.separator, headers.separator, null.literal.")
 @click.option("--timeout-ms", type=int, default=None, help="Exit when no record arrives for this long.")
 @click.option("--group", default=None, help="Consume as a member of this consumer group (committed offsets; "
@@ -380,18 +381,34 @@ def produce_cmd(bootstrap: str, topic: str, key_separator: str | None, acks: str
 @click.option("--isolation-level", default="read_uncommitted", show_default=True,
               type=click.Choice(["read_uncommitted", "read_committed"]),
               help="read_committed: only committed transactions' records, up to the last stable offset.")
-def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None, group: str | None, from_timestamp: str | None, as_json: bool, isolation_level: str) -> None:
+@click.option("--group-protocol", default="classic", show_default=True, type=click.Choice(["classic", "consumer"]),
+              help="With --group: Kafka's group.protocol; 'consumer' is the next-generation protocol, the "
+                   "broker assigning the partitions.")
+@click.option("--share-group", default=None,
+              help="Consume as a member of this share group (Kafka's queues, like kafka-console-share-consumer): "
+                   "each record printed is acknowledged, accepted unless --release or --reject.")
+@click.option("--release", is_flag=True,
+              help="With --share-group: release each record printed (it is delivered again).")
+@click.option("--reject", is_flag=True,
+              help="With --share-group: reject each record printed (it is never delivered again).")
+def consume_cmd(bootstrap: str, topic: str, from_beginning: bool, max_messages: int | None, partition: int | None, offset: str | None, properties: tuple[str, ...], timeout_ms: int | None, group: str | None, from_timestamp: str | None, as_json: bool, isolation_level: str, group_protocol: str, share_group: str | None, release: bool, reject: bool) -> None:
     """Consume a topic to stdout.
 
     \b
     Ctrl-C stops at once (committing the group's offsets with --group) and
     prints "Processed a total of N messages".
+    \b
+    raftka consume --topic jobs --share-group workers --property print.delivery=true
     """
     from raftka.cli.console import consume
 
+    if release and reject:
+        click.echo("raftka consume: at most one of --reject and --release may be given", err=True)
+        sys.exit(2)
     sys.exit(consume(bootstrap, topic, from_beginning, max_messages, partition, offset, properties, timeout_ms,
                      group=group, from_timestamp=from_timestamp, as_json=as_json,
-                     isolation_level=isolation_level))
+                     isolation_level=isolation_level, group_protocol=group_protocol, share_group=share_group,
+                     acknowledge="release" if release else "reject" if reject else "accept"))
 
 
 def _reset_offsets_options(offsets: str, apply: str):
@@ -800,14 +817,14 @@ def acls_remove(bootstrap: str, **kwargs) -> None:
 # --- configs ------------------------------------------------------------------
 @main.group()
 def configs() -> None:
-    """Describe and alter topic and broker configs and client quotas (like kafka-configs)."""
+    """Describe and alter topic, broker and group configs and client quotas (like kafka-configs)."""
 
 
 _ENTITY_TYPE = click.option("--entity-type", required=True,
-                            type=click.Choice(["topics", "brokers", "users", "clients", "ips"]),
+                            type=click.Choice(["topics", "brokers", "groups", "users", "clients", "ips"]),
                             help="What to configure (users, clients, ips: client quotas).")
 _ENTITY_NAME = click.option("--entity-name", default=None,
-                            help="The topic name, the broker id, or the user / client id / ip.")
+                            help="The topic name, the broker id, the group id, or the user / client id / ip.")
 _ENTITY_DEFAULT = click.option("--entity-default", is_flag=True,
                                help="The cluster-wide default every broker inherits, or the default user / "
                                     "client id / ip of a quota.")
@@ -826,7 +843,7 @@ _QUOTA_CLIENT_DEFAULTS = click.option("--client-defaults", "client_defaults", is
 @_QUOTA_CLIENT_DEFAULTS
 def configs_describe(bootstrap: str, entity_type: str, entity_name: str | None, entity_default: bool,
                      show_all: bool, client: str | None, client_defaults: bool) -> None:
-    """Show a topic's or a broker's dynamic configs (--all: every config and its source), or
+    """Show a topic's, a broker's or a group's dynamic configs (--all: every config and its source), or
     client quotas (users, clients, ips; without a name: every entity of that type)."""
     from raftka.cli.configs import describe
     from raftka.cli.quotas import QUOTA_ENTITY_TYPES, describe_quotas
@@ -848,12 +865,14 @@ def configs_describe(bootstrap: str, entity_type: str, entity_name: str | None, 
 @_QUOTA_CLIENT_DEFAULTS
 def configs_alter(bootstrap: str, entity_type: str, entity_name: str | None, entity_default: bool,
                   add: str | None, delete: tuple[str, ...], client: str | None, client_defaults: bool) -> None:
-    """Set or remove dynamic configs of a topic, a broker or the brokers' default, or the
-    client quotas of a user, client id or ip.
+    """Set or remove dynamic configs of a topic, a broker or the brokers' default, a group
+    (e.g. a share group's share.auto.offset.reset), or the client quotas of a user, client id
+    or ip.
 
     \b
     raftka configs alter --entity-type topics --entity-name orders --add-config retention.ms=60000
     raftka configs alter --entity-type brokers --entity-default --add-config log.retention.ms=86400000
+    raftka configs alter --entity-type groups --entity-name jobs --add-config share.auto.offset.reset=earliest
     raftka configs alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576
     """
     from raftka.cli.configs import alter, parse_add_config, parse_delete_config

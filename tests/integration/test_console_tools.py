@@ -163,3 +163,62 @@ def test_produce_to_a_new_topic_says_it_was_auto_created(bootstrap: str) -> None
     assert end_offset(bootstrap, "demmo") == 3
     again = raftka("produce", "--topic", "demmo", *b, stdin="4\n")
     assert again.returncode == 0 and "did not exist" not in again.stderr
+
+
+def test_consume_with_a_share_group_releases_rejects_and_accepts(bootstrap: str) -> None:
+    """`raftka consume --share-group` as kafka-console-share-consumer: each record printed is
+    acknowledged one by one: --release gives it back (delivered again, its delivery count
+    higher), --reject and the default accept settle it. The group config comes from
+    `raftka configs alter --entity-type groups`."""
+    assert raftka("topics", "create", "--topic", "queued", "--bootstrap-server", bootstrap).returncode == 0
+    assert raftka("produce", "--topic", "queued", "--bootstrap-server", bootstrap,
+                  stdin="a\nb\nc\nd\n").returncode == 0
+    altered = raftka("configs", "alter", "--entity-type", "groups", "--entity-name", "workers",
+                     "--add-config", "share.auto.offset.reset=earliest", "--bootstrap-server", bootstrap)
+    assert altered.returncode == 0, altered.stderr
+    assert "Completed updating config for group workers." in altered.stdout
+    described = raftka("configs", "describe", "--entity-type", "groups", "--entity-name", "workers",
+                       "--bootstrap-server", bootstrap)
+    assert "share.auto.offset.reset=earliest sensitive=false source=GROUP_CONFIG" in described.stdout, described
+
+    def share(*extra: str, count: int) -> list[str]:
+        done = raftka("consume", "--topic", "queued", "--share-group", "workers", "--max-messages", str(count),
+                      "--timeout-ms", "20000", "--property", "print.delivery=true", "--property", "print.offset=true",
+                      "--bootstrap-server", bootstrap, *extra)
+        assert done.returncode == 0, done.stderr
+        assert f"Processed a total of {count} messages" in done.stderr
+        return done.stdout.splitlines()
+
+    assert share("--release", count=4) == ["Offset:0\tDelivery:1\ta", "Offset:1\tDelivery:1\tb",
+                                           "Offset:2\tDelivery:1\tc", "Offset:3\tDelivery:1\td"]
+    assert share(count=4) == ["Offset:0\tDelivery:2\ta", "Offset:1\tDelivery:2\tb",
+                              "Offset:2\tDelivery:2\tc", "Offset:3\tDelivery:2\td"]
+    assert raftka("produce", "--topic", "queued", "--bootstrap-server", bootstrap, stdin="e\nf\n").returncode == 0
+    assert share("--reject", count=2) == ["Offset:4\tDelivery:1\te", "Offset:5\tDelivery:1\tf"]
+    nothing = raftka("consume", "--topic", "queued", "--share-group", "workers", "--timeout-ms", "1500",
+                     "--bootstrap-server", bootstrap)
+    assert (nothing.returncode, nothing.stdout) == (0, ""), nothing.stderr
+    assert "Processed a total of 0 messages" in nothing.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("--share-group", "g", "--group", "h"), ("--share-group", "g", "--from-beginning"),
+    ("--share-group", "g", "--partition", "0"), ("--release",), ("--share-group", "g", "--release", "--reject"),
+    ("--group-protocol", "consumer"), ("--share-group", "g", "--isolation-level", "read_committed")])
+def test_consume_refuses_share_group_options_that_do_not_fit(bootstrap: str, args: tuple[str, ...]) -> None:
+    done = raftka("consume", "--topic", "queued", "--bootstrap-server", bootstrap, *args)
+    assert done.returncode == 2, done
+    assert "Traceback" not in done.stderr
+
+
+def test_consume_with_a_consumer_protocol_group_commits_its_offsets(bootstrap: str) -> None:
+    """`--group-protocol consumer`: the next-generation protocol; the second run starts where
+    the first one's commit left the group."""
+    assert raftka("topics", "create", "--topic", "kip848", "--bootstrap-server", bootstrap).returncode == 0
+    assert raftka("produce", "--topic", "kip848", "--bootstrap-server", bootstrap, stdin="1\n2\n3\n").returncode == 0
+    runs = [raftka("consume", "--topic", "kip848", "--group", "g848", "--group-protocol", "consumer",
+                   "--from-beginning", "--max-messages", str(n), "--timeout-ms", "20000",
+                   "--bootstrap-server", bootstrap) for n in (2, 1)]
+    assert [r.stdout.splitlines() for r in runs] == [["1", "2"], ["3"]], [r.stderr for r in runs]
+    described = raftka("groups", "describe", "--group", "g848", "--bootstrap-server", bootstrap)
+    assert described.returncode == 0 and "consumer" in described.stdout.lower(), described
