@@ -30,6 +30,16 @@ by its epoch (the current one minus one) and answered as the first, and an abort
 transaction that added nothing (Empty, CompleteX) is a real PrepareAbort (Kafka's
 table in TransactionCoordinator.endTransaction).
 
+A PrepareCommit/PrepareAbort is *in transition* for as long as its markers are being
+written (`in_transition`): Kafka holds the completion as the metadata's pending state from
+the moment the markers are queued (prepareComplete, also on a load) until the CompleteX
+record is written. So every request that checks Kafka's pendingTransitionInProgress gets
+CONCURRENT_TRANSACTIONS then, and the client retries: at transaction version 2 an EndTxn at
+the epoch the previous EndTxn answered (the client's next transaction, sent while the
+previous markers are still out) is told to retry, not fenced, and AddPartitionsToTxn /
+AddOffsetsToTxn / InitProducerId / EndTxn v5 check it before the producer id and epoch, as
+Kafka 4.4 orders them.
+
 Fencing an Ongoing transaction (a second producer's InitProducerId, or the
 transaction timeout) bumps the epoch and aborts at the new epoch, so the ABORT
 markers fence the old producer on every partition; the new producer is told
@@ -182,6 +192,12 @@ def validate_timeout(timeout_ms: int, max_timeout_ms: int) -> int:
     return NONE if 0 < timeout_ms <= max_timeout_ms else INVALID_TRANSACTION_TIMEOUT
 
 
+def in_transition(meta: TxnMetadata) -> bool:
+    """Kafka's pendingTransitionInProgress: a write in flight, or a PrepareCommit/PrepareAbort
+    whose markers are being written (Kafka's pending CompleteX until that record is written)."""
+    return meta.pending is not None or meta.state in PREPARED
+
+
 def init_producer_id(meta: TxnMetadata | None, transactional_id: str, timeout_ms: int, *,
                      expected_pid: int = NO_PRODUCER_ID, expected_epoch: int = NO_PRODUCER_EPOCH,
                      max_timeout_ms: int, now_ms: int, new_producer_id: int | None = None) -> Decision:
@@ -200,12 +216,10 @@ def init_producer_id(meta: TxnMetadata | None, transactional_id: str, timeout_ms
             raise NeedProducerId
         meta = TxnMetadata(transactional_id, new_producer_id, NO_PRODUCER_EPOCH, timeout_ms,
                            TxnState.EMPTY, update_ms=now_ms)
-    if meta.pending is not None:
+    if in_transition(meta):
         return Decision(CONCURRENT_TRANSACTIONS)
     if expected is not None and not _valid_expected_pid(meta, *expected):
         return Decision(PRODUCER_FENCED)
-    if meta.state in PREPARED:
-        return Decision(CONCURRENT_TRANSACTIONS)
     if meta.state is TxnState.ONGOING:
         return Decision(write=_fence_and_abort(meta, now_ms), send_markers=True,
                         retry_error=CONCURRENT_TRANSACTIONS)
@@ -246,14 +260,18 @@ def _fence_and_abort(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
 
 
 def _check_producer(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: int) -> int:
+    """Kafka 4.4's handleAddPartitionsToTransaction: a transition in progress first, then
+    the producer id, then the epoch."""
     if not transactional_id:
         return INVALID_REQUEST
-    if meta is None or meta.producer_id != pid:
+    if meta is None:
+        return INVALID_PRODUCER_ID_MAPPING
+    if in_transition(meta):
+        return CONCURRENT_TRANSACTIONS
+    if meta.producer_id != pid:
         return INVALID_PRODUCER_ID_MAPPING
     if meta.producer_epoch != epoch:
         return PRODUCER_FENCED
-    if meta.pending is not None or meta.state in PREPARED:
-        return CONCURRENT_TRANSACTIONS
     return NONE
 
 
@@ -303,18 +321,14 @@ def end_txn(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch: in
         return Decision(INVALID_PRODUCER_ID_MAPPING)
     if meta.producer_epoch != epoch:
         return Decision(PRODUCER_FENCED)
-    if meta.pending is not None:
+    if in_transition(meta):
         return Decision(CONCURRENT_TRANSACTIONS)
     state = meta.state
     if state is TxnState.ONGOING:
         return Decision(write=meta.to(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms),
                         send_markers=True)
-    same = (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit else (
-        TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
-    if state is same[0]:
+    if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
         return Decision(NONE)
-    if state is same[1]:
-        return Decision(CONCURRENT_TRANSACTIONS)
     return Decision(INVALID_TXN_STATE)
 
 
@@ -323,6 +337,10 @@ def end_txn_v2(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch:
     """EndTxn v5+ (Kafka's endTransaction at transaction version 2). Every decision bumps the
     epoch; a retry is the request one epoch behind (or, across an overflow, the old id at
     Short.MaxValue - 1 while the new id is at 0), answered NONE with the current id/epoch.
+    While a transition is in progress (a write, or the markers of a PrepareCommit/PrepareAbort)
+    every EndTxn is told CONCURRENT_TRANSACTIONS before its id and epoch are looked at (Kafka
+    4.4's order), so the next transaction's abort or commit, at the epoch the last EndTxn
+    answered, waits for the markers instead of being fenced. Then:
 
     | state          | abort: retry | abort: current | commit: retry | commit: current |
     | Empty          | fenced       | PrepareAbort   | fenced        | INVALID_TXN_STATE |
@@ -333,27 +351,23 @@ def end_txn_v2(meta: TxnMetadata | None, transactional_id: str, pid: int, epoch:
         return Decision(INVALID_REQUEST)
     if meta is None:
         return Decision(INVALID_PRODUCER_ID_MAPPING)
+    if in_transition(meta):
+        return Decision(CONCURRENT_TRANSACTIONS)
     retry_on_overflow = (meta.last_producer_id == pid and epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0)
     retry_on_bump = meta.producer_epoch == epoch + 1
     state = meta.state
     if state in (TxnState.ONGOING, TxnState.EMPTY):
         valid_epoch = epoch == meta.producer_epoch
-    elif state in PREPARED:
-        valid_epoch = retry_on_bump
-    else:  # CompleteCommit, CompleteAbort
+    else:  # CompleteCommit, CompleteAbort (PrepareX is in transition)
         valid_epoch = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
     if meta.producer_id != pid and not retry_on_overflow:
         return Decision(INVALID_PRODUCER_ID_MAPPING)
     if not valid_epoch:
         return Decision(PRODUCER_FENCED)
-    if meta.pending is not None:
-        return Decision(CONCURRENT_TRANSACTIONS)
     is_retry = retry_on_bump or retry_on_overflow
     target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
     if state is TxnState.ONGOING:
         return _prepare_v2(meta, target, now_ms, new_producer_id, no_partition_added=False)
-    if state in PREPARED:
-        return Decision(CONCURRENT_TRANSACTIONS if state is target else INVALID_TXN_STATE)
     if state is TxnState.EMPTY:
         return (Decision(INVALID_TXN_STATE) if commit
                 else _prepare_v2(meta, target, now_ms, new_producer_id, no_partition_added=True))

@@ -1,12 +1,14 @@
 """franz-go's own KIP-848 and share-group tests (github.com/twmb/franz-go, pkg/kgo) against a real raftka server.
 
 franz-go runs its KIP-848 sub-tests only against a broker that serves ConsumerGroupHeartbeat v1;
-against raftka they used to skip. There are seven: TestGroupETL/{range,sticky,sticky/static}
-with `/848`, TestTxnEtl/{range,sticky}/848, TestGroupSimple/848 and Test848RegexBrokerResolves.
-The ETL tests hold a semaphore per sub-test, so a `-run` pattern that leaves a sibling out
-deadlocks: the whole tests run, with their classic sub-tests, and this test holds the KIP-848
-ones to PASS. TestTxnEtl is left out: against raftka some of its sub-tests, classic ones too,
-still end a transaction with PRODUCER_FENCED (Kafka 4.4 passes all six).
+against raftka they used to skip. There are eight: TestGroupETL/{range,sticky,sticky/static}
+with `/848`, TestTxnEtl/{range,sticky,sticky/static}/848, TestGroupSimple/848 and
+Test848RegexBrokerResolves. The ETL tests hold a semaphore per sub-test, so a `-run` pattern
+that leaves a sibling out deadlocks: the whole tests run, with their classic sub-tests. This
+test holds the KIP-848 ones of TestGroupETL to PASS, and all six of TestTxnEtl (transactional
+consume-transform-produce at transaction version 2, classic and KIP-848 groups, static
+members too), which also checks that a transaction ended while the previous one's markers
+are still out is retried (CONCURRENT_TRANSACTIONS), not fenced.
 
 franz-go runs its five share-group tests (TestShareGroup, TestShareGroupETL,
 TestShareGroupAckOnClose, TestShareGroupOffsetsAdmin, TestConsumeRegexShareSkipsInternal) only
@@ -37,6 +39,8 @@ VERSION = "v1.22.3"
 KIP848_SUBTESTS = ("TestGroupETL/range/848", "TestGroupETL/sticky/848", "TestGroupETL/sticky/848/static",
                    "TestGroupSimple/848", "Test848RegexBrokerResolves")
 TESTS = "^(TestGroupETL|TestGroupSimple|Test848RegexBrokerResolves)$"
+TXN_ETL_SUBTESTS = tuple(f"TestTxnEtl/{name}" for name in (
+    "range", "cooperative-sticky", "range/848", "sticky/848", "cooperative-sticky/static", "sticky/848/static"))
 SHARE_TESTS = ("TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin",
                "TestConsumeRegexShareSkipsInternal")
 RUN_TIMEOUT_S = 600
@@ -105,6 +109,10 @@ def run_kgo_tests(server: ServerProcess, tmp_path: Path, pattern: str, expected:
 
 def test_franz_go_kip848_tests_run_and_pass(server: ServerProcess, tmp_path: Path) -> None:
     run_kgo_tests(server, tmp_path, TESTS, KIP848_SUBTESTS)
+
+
+def test_franz_go_txn_etl_runs_and_passes(server: ServerProcess, tmp_path: Path) -> None:
+    run_kgo_tests(server, tmp_path, "^TestTxnEtl$", ("TestTxnEtl", *TXN_ETL_SUBTESTS))
 
 
 def test_franz_go_share_group_tests_run_and_pass(server: ServerProcess, tmp_path: Path) -> None:

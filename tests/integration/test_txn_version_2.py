@@ -18,7 +18,7 @@ from tests.compat.server_process import running_server
 from tests.compat.wire_client import WireConnection, values_batch
 from tests.differential.kafka_jars import TOOLS_LOG4J, java_binary, kafka_jars
 from tests.integration.cluster_support import create_topic, partition_info, running_cluster
-from tests.integration.test_txn_coordinator import add, describe, end, init, ready
+from tests.integration.test_txn_coordinator import add, describe, end, find, init, ready
 from tests.integration.test_txn_partition import committed, ready_coordinator, txn_offset_commit
 from tests.support import wait_until
 
@@ -29,6 +29,7 @@ INVALID_TXN_STATE = 48
 PRODUCER_FENCED = 90
 INVALID_PRODUCER_EPOCH = 47
 TRANSACTION_ABORTABLE = 120
+CONCURRENT_TRANSACTIONS = 51
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +187,48 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(server) -> None:
         assert end_v5(conn, tid, pid, epoch, True) == (0, pid, epoch + 1)
         wait_until(lambda: committed(conn, group, TOPIC) == 7, timeout=TIMEOUT,
                    what="the COMMIT marker materialising the offset")
+
+
+def test_the_next_transaction_ended_while_the_markers_are_out_retries(tmp_path) -> None:
+    """franz-go's TestTxnEtl sequence: EndTxn v5 commits (epoch e, answered e + 1), and the
+    client ends its next transaction (an abort: its produces failed) at e + 1 while the
+    commit's markers are still being written. Kafka 4.4 answers CONCURRENT_TRANSACTIONS
+    there (the completion is pending, checked before the epoch) and the client retries;
+    PRODUCER_FENCED failed franz-go's session. The markers are held deterministically: the
+    transaction's one partition has its only replica on a stopped node."""
+    tid = "tv2-next-while-markers"
+    with running_cluster(tmp_path, 3, extra={"transaction.state.log.num.partitions": "1",
+                                             "transaction.state.log.replication.factor": "1"}) as cluster:
+        with WireConnection(cluster.nodes[1].bootstrap, timeout=TIMEOUT) as conn:
+            coordinator = wait_until(lambda: (lambda f: f.node_id if f.error_code == 0 else None)(find(conn, tid)),
+                                     timeout=TIMEOUT, what="a transaction coordinator")
+        holder = next(i for i in cluster.nodes if i != coordinator)
+        with WireConnection(cluster.nodes[coordinator].bootstrap, timeout=TIMEOUT) as conn:
+            created = conn.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
+                "name": "held", "num_partitions": -1, "replication_factor": -1,
+                "assignments": [{"partition_index": 0, "broker_ids": [holder]}],
+                "configs": [{"name": "min.insync.replicas", "value": "1"}]}],
+                "timeout_ms": 15000, "validate_only": False})
+            assert created.topics[0].error_code == 0
+            ready(conn, tid)
+            response = init(conn, tid, version=5)
+            assert response.error_code == 0
+            pid, epoch = response.producer_id, response.producer_epoch
+            wait_until(lambda: add(conn, tid, pid, epoch, [("held", 0)]) == {("held", 0): 0}, timeout=TIMEOUT,
+                       what="held in the coordinator's metadata")
+            cluster.stop_node(holder)
+            assert end_v5(conn, tid, pid, epoch, True) == (0, pid, epoch + 1)
+            assert describe(conn, tid).transaction_state == "PrepareCommit"
+            # The next transaction's abort, at the epoch the commit answered: retry, not fenced.
+            assert end_v5(conn, tid, pid, epoch + 1, False)[0] == CONCURRENT_TRANSACTIONS
+            # So is its first add, and a TV1 EndTxn of the opposite outcome (not INVALID_TXN_STATE).
+            assert add(conn, tid, pid, epoch + 1, [("held", 0)]) == {("held", 0): CONCURRENT_TRANSACTIONS}
+            assert end(conn, tid, pid, epoch + 1, False, version=4) == CONCURRENT_TRANSACTIONS
+            assert describe(conn, tid).transaction_state == "PrepareCommit"
+            cluster.start_node(holder, wait=True)
+            wait_until(lambda: describe(conn, tid).transaction_state == "CompleteCommit", timeout=TIMEOUT,
+                       what="the commit's markers once the partition is back")
+            assert end_v5(conn, tid, pid, epoch + 1, False) == (0, pid, epoch + 2)
 
 
 def test_produce_v10_tells_where_the_leader_is(tmp_path) -> None:
