@@ -81,3 +81,12 @@ def test_regex_record_bytes_are_kafkas() -> None:
     assert decode_record(kind, regex, bytes.fromhex(KAFKA_44_REGEX[1])) == record
     # Kafka's tombstone of that regex: the same key, no value.
     assert encode_record("rx-group", RegexResolutionRecord("rx-.*", None)) == (bytes.fromhex(KAFKA_44_REGEX[0]), None)
+
+
+def test_regex_record_topics_are_sorted() -> None:
+    """Kafka sorts the topics (`Collections.sort`) before it writes them."""
+    names = [f"t-{i:02d}" for i in range(12)]
+    _, value = encode_record("g", RegexResolutionRecord("t-.*", RegexResolution(frozenset(names), 1, 2)))
+    assert value is not None
+    positions = [value.index(name.encode()) for name in names]
+    assert positions == sorted(positions)
