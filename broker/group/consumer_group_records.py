@@ -13,6 +13,8 @@ Kafka's group-coordinator `ConsumerGroup*Key/Value.json`:
     7 ConsumerGroupTargetAssignmentMember group, member    -> TopicPartitions[TopicId, Partitions]
     8 ConsumerGroupCurrentMemberAssignment group, member   -> MemberEpoch, PreviousMemberEpoch, State,
                                                               AssignedPartitions, PartitionsPendingRevocation
+   16 ConsumerGroupRegularExpression     group, regex     -> Topics (sorted), Version (the metadata
+                                                              image's offset), Timestamp (wall-clock ms)
 
 A null value is a tombstone. The core's records (broker/group/consumer_group_state.py) map
 one to one; topic ids are UUID strings there.
@@ -33,6 +35,8 @@ from raftka.broker.group.consumer_group_state import (
     MemberMetadataRecord,
     MemberState,
     Partitions,
+    RegexResolution,
+    RegexResolutionRecord,
     SubscriptionMetadataRecord,
     TargetAssignmentEpochRecord,
     TargetAssignmentMemberRecord,
@@ -43,7 +47,8 @@ from raftka.client.protocol.schema import MessageSchema
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
-KEY_VERSIONS = frozenset(range(3, 9))
+REGULAR_EXPRESSION = 16
+KEY_VERSIONS = frozenset((*range(3, 9), REGULAR_EXPRESSION))
 
 
 def _value(name: str, *fields: F) -> MessageCodec:
@@ -74,6 +79,8 @@ _CODECS: dict[int, MessageCodec] = {
         F("member_epoch", "int32", "0+"), F("previous_member_epoch", "int32", "0+"), F("state", "int8", "0+"),
         F("assigned_partitions", "[]TopicPartitions", "0+", fields=_TOPIC_PARTITIONS),
         F("partitions_pending_revocation", "[]TopicPartitions", "0+", fields=_TOPIC_PARTITIONS)),
+    REGULAR_EXPRESSION: _value("ConsumerGroupRegularExpressionValue", F("topics", "[]string", "0+"),
+                               F("version", "int64", "0+"), F("timestamp", "int64", "0+")),
 }
 _VALUE_VERSION = struct.pack(">h", 0)
 
@@ -127,6 +134,11 @@ def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | No
                 state=int(a.state), assigned_partitions=_partitions(a.assigned),
                 partitions_pending_revocation=_partitions(a.pending_revocation))
             return _key(CURRENT_ASSIGNMENT, group_id, member_id), value
+        case RegexResolutionRecord(regex, resolution):
+            value = None if resolution is None else _encode(
+                REGULAR_EXPRESSION, topics=sorted(resolution.topics), version=resolution.version,
+                timestamp=resolution.timestamp_ms)
+            return _key(REGULAR_EXPRESSION, group_id, regex), value
     raise TypeError(f"not a consumer group record: {record!r}")
 
 
@@ -140,13 +152,14 @@ def _read_string(data: bytes, pos: int, what: str) -> tuple[str, int]:
 
 
 def decode_key(data: bytes) -> tuple[int, str, str | None]:
-    """(record type, group id, member id or None) of a consumer group record key."""
+    """(record type, group id, member id or None) of a consumer group record key; for a
+    ConsumerGroupRegularExpression key, the regex in the member id's place."""
     kind = struct.unpack_from(">h", data, 0)[0]
     if kind not in KEY_VERSIONS:
-        raise ValueError(f"consumer group key version {kind}; expected 3..8")
+        raise ValueError(f"consumer group key version {kind}; expected 3..8 or 16")
     group_id, pos = _read_string(data, 2, "consumer group key")
     member_id = None
-    if kind in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT):
+    if kind in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGULAR_EXPRESSION):
         member_id, pos = _read_string(data, pos, "consumer group key")
     return kind, group_id, member_id
 
@@ -170,6 +183,9 @@ def decode_record(kind: int, member_id: str | None, value: bytes | None) -> Grou
     if kind == TARGET_METADATA:
         return TargetAssignmentEpochRecord(None if value is None else v.assignment_epoch)
     assert member_id is not None
+    if kind == REGULAR_EXPRESSION:
+        return RegexResolutionRecord(member_id, None if value is None else RegexResolution(
+            frozenset(v.topics), v.version, v.timestamp))
     if kind == MEMBER_METADATA:
         return MemberMetadataRecord(member_id, None if value is None else MemberMetadata(
             v.instance_id, v.rack_id, v.client_id, v.client_host, tuple(v.subscribed_topic_names),

@@ -50,9 +50,19 @@ FENCED_INSTANCE_ID.
 Regex subscriptions (SubscribedTopicRegex, KIP-848): a member's subscription is its topic
 names and the topics its regex matches (broker/group/topic_regex.py: RE2/J's syntax, a
 whole-name match; INVALID_REGULAR_EXPRESSION for what RE2 refuses). The group's regexes are
-resolved against the `topics` a heartbeat brings: at once for a new regex, for new topics
-at most every `regex_refresh_interval_ms` (Kafka's 10 s); a changed resolution bumps the
-group epoch. A deleted topic leaves the subscription metadata at the next heartbeat.
+resolved against the `topics` a heartbeat brings, as Kafka 4.4 does (`maybeUpdateRegularExpressions`,
+`handleRegularExpressionsResult`): after the heartbeat that needs it (a regex no member used
+before; topics created since the last resolution; `group.consumer.regex.refresh.interval.ms`
+elapsed), never sooner than 10 s after the last one. Its records come after the heartbeat's,
+as Kafka's asynchronous resolution writes them: one ConsumerGroupRegularExpression record per
+regex (its topics, the metadata image version and wall-clock time of the resolution), then a
+group epoch bump if a regex's topics changed. A new coordinator replays them, so it assigns
+what the old one did. A member joining with a regex the group already resolved bumps the group
+epoch at once; a regex no member uses any more is tombstoned. A deleted topic leaves the
+subscription metadata at the next heartbeat.
+
+A new group starts at group epoch 1 and target assignment epoch 1 (Kafka 4.4's `ModernGroup`),
+in memory only: its first member's bump writes epoch 2.
 """
 
 from __future__ import annotations
@@ -97,9 +107,12 @@ DEFAULT_ASSIGNORS = ("uniform", "range")  # group.consumer.assignors
 FIRST_MEMBER_EPOCH_COMMIT_VERSION = 9
 SESSION_TIMEOUT_MS = 45_000  # group.consumer.session.timeout.ms
 HEARTBEAT_INTERVAL_MS = 5_000  # group.consumer.heartbeat.interval.ms
-# Kafka's REGEX_BATCH_REFRESH_INTERVAL_MS: a group's regexes are re-resolved against new
-# topics at most this often.
-REGEX_REFRESH_INTERVAL_MS = 10_000
+# Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: a group's regexes are resolved at most this often.
+REGEX_MIN_REFRESH_INTERVAL_MS = 10_000
+# group.consumer.regex.refresh.interval.ms: they are resolved again after this even without new topics.
+REGEX_REFRESH_INTERVAL_MS = 600_000
+# Kafka's ModernGroup: a new group's epoch and target assignment epoch (in memory, not written).
+INITIAL_GROUP_EPOCH = 1
 
 # topic id -> partitions
 Partitions = Mapping[str, frozenset[int]]
@@ -183,8 +196,37 @@ class CurrentAssignmentRecord:
     assignment: MemberAssignment | None
 
 
+@dataclass(frozen=True)
+class RegexResolution:
+    """ConsumerGroupRegularExpressionValue: the topics a regex matched, the version (offset) of
+    the metadata image it was resolved against and when (wall-clock ms)."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class RegexResolutionRecord:
+    """ConsumerGroupRegularExpressionKey/Value (record type 16); `resolution` None is a tombstone."""
+
+    regex: str
+    resolution: RegexResolution | None
+
+
+@dataclass(frozen=True)
+class MetadataVersion:
+    """The metadata image a heartbeat runs against: its offset (a resolution's version) and the
+    offset at which the coordinator last saw topics created (Kafka's `lastMetadataImageWithNewTopics`;
+    -1: none seen)."""
+
+    offset: int = 0
+    new_topics_offset: int = -1
+
+
 GroupRecord = (GroupEpochRecord | SubscriptionMetadataRecord | MemberMetadataRecord
-               | TargetAssignmentEpochRecord | TargetAssignmentMemberRecord | CurrentAssignmentRecord)
+               | TargetAssignmentEpochRecord | TargetAssignmentMemberRecord | CurrentAssignmentRecord
+               | RegexResolutionRecord)
 
 
 # --- requests and answers -------------------------------------------------------------------
@@ -309,20 +351,19 @@ class ConsumerGroupState:
     session_timeout_ms: int = SESSION_TIMEOUT_MS
     heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS
     max_size: int = 2**31 - 1  # group.consumer.max.size
-    group_epoch: int = 0
-    assignment_epoch: int = 0
+    group_epoch: int = INITIAL_GROUP_EPOCH
+    assignment_epoch: int = INITIAL_GROUP_EPOCH
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)
     subscription_metadata: dict[str, TopicMeta] = field(default_factory=dict)
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     deleted: bool = False
-    regex_refresh_interval_ms: int = REGEX_REFRESH_INTERVAL_MS
-    # The members' regexes resolved against the metadata image (regex -> matching topic
-    # names), when, and the topic names they were resolved against. Derived state: rebuilt
-    # by the first heartbeat after a load (Kafka persists it as ConsumerGroupRegularExpression).
-    resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
-    regex_refreshed_ms: float = -math.inf
-    regex_resolved_names: frozenset[str] = frozenset()
+    regex_refresh_interval_ms: int = REGEX_REFRESH_INTERVAL_MS  # group.consumer.regex.refresh.interval.ms
+    # What the current heartbeat resolves regexes against: (image version, wall-clock ms).
+    _regex_clock: tuple[MetadataVersion, float] = field(default=(MetadataVersion(), 0.0), repr=False, compare=False)
+    # The members' regexes resolved against the metadata image (ConsumerGroupRegularExpression
+    # records, replayed).
+    resolved_regexes: dict[str, RegexResolution] = field(default_factory=dict)
 
     # --- queries ------------------------------------------------------------------------
     @property
@@ -360,7 +401,8 @@ class ConsumerGroupState:
     def member_topics(self, member: ConsumerMember) -> tuple[str, ...]:
         """The member's subscription: its topic names and its regex's resolved matches."""
         regex = member.metadata.subscribed_topic_regex
-        matched = self.resolved_regexes.get(regex, frozenset()) if regex else frozenset()
+        resolution = self.resolved_regexes.get(regex) if regex else None
+        matched = resolution.topics if resolution is not None else frozenset()
         if not matched:
             return member.metadata.subscribed_topic_names
         return tuple(sorted(set(member.metadata.subscribed_topic_names) | matched))
@@ -413,6 +455,11 @@ class ConsumerGroupState:
                     self.members[member_id] = ConsumerMember(member_id, assignment=assignment)
                 else:
                     member.assignment = assignment
+            case RegexResolutionRecord(regex, resolution):
+                if resolution is None:
+                    self.resolved_regexes.pop(regex, None)
+                else:
+                    self.resolved_regexes[regex] = resolution
 
     def _write(self, out: list[GroupRecord], record: GroupRecord) -> None:
         out.append(record)
@@ -455,10 +502,14 @@ class ConsumerGroupState:
                                      invalid_regex_message(hb.subscribed_topic_regex, exc)) from None
 
     def heartbeat(self, hb: Heartbeat, topics: Mapping[str, TopicMeta], now_ms: float,
-                  new_member_id: Callable[[], str] | None = None) -> tuple[HeartbeatResult, list[GroupRecord]]:
+                  new_member_id: Callable[[], str] | None = None, *,
+                  image: MetadataVersion = MetadataVersion(),
+                  wall_ms: float | None = None) -> tuple[HeartbeatResult, list[GroupRecord]]:
         """Handle a ConsumerGroupHeartbeat. `topics`: the metadata image's topics by name;
-        `new_member_id`: for a v0 join without a member id. Returns the answer and the
-        records to persist before sending it (already applied here)."""
+        `new_member_id`: for a v0 join without a member id; `image` and `wall_ms` (the wall
+        clock; default `now_ms`): for regex resolutions. Returns the answer and the records to
+        persist before sending it (already applied here)."""
+        self._regex_clock = (image, now_ms if wall_ms is None else wall_ms)
         out: list[GroupRecord] = []
         try:
             self._validate(hb)
@@ -562,19 +613,21 @@ class ConsumerGroupState:
             else old.subscribed_topic_regex,
             client_id=hb.client_id, client_host=hb.client_host)
         bump = False
+        assignor = self.preferred_assignor()
         if is_new or metadata != old:
             self._write(out, MemberMetadataRecord(member.member_id, metadata))
-            # "" and null both mean no regex (librdkafka sends "" when it has none).
-            bump = is_new or (metadata.subscribed_topic_names, metadata.subscribed_topic_regex or None) != (
-                old.subscribed_topic_names, old.subscribed_topic_regex or None)
+            bump = metadata.subscribed_topic_names != old.subscribed_topic_names
         member = self.members[member.member_id]
-        bump |= self._refresh_regexes(topics, now_ms, hb.may_describe)
+        regex_bump, resolve = self._update_regex(old.subscribed_topic_regex, metadata.subscribed_topic_regex, out)
+        # Kafka's hasPreferredServerAssignorChanged: the group's assignor moved.
+        bump |= regex_bump or self.preferred_assignor() != assignor
         bump |= self._refresh_metadata(topics, out)
         if bump:
             self._write(out, GroupEpochRecord(self.group_epoch + 1))
         if self.group_epoch > self.assignment_epoch:
             self._compute_target(out)
         self._reconcile(member, hb.owned if hb.member_epoch != JOIN_EPOCH else {}, now_ms, out)
+        self._resolve_regexes(topics, resolve, hb.may_describe, out)
         member.session_deadline_ms = now_ms + self.session_timeout_ms
         full = hb.member_epoch == JOIN_EPOCH or (
             hb.rebalance_timeout_ms != -1 and hb.owned is not None
@@ -591,31 +644,61 @@ class ConsumerGroupState:
         self._write(out, SubscriptionMetadataRecord(tuple(current.values())))
         return True
 
-    def _refresh_regexes(self, topics: Mapping[str, TopicMeta], now_ms: float,
-                         may_describe: Callable[[str], bool] | None = None) -> bool:
-        """Resolve the members' regexes against the topics (Kafka's `maybeUpdateRegularExpressions`):
-        at once for a regex not resolved yet; for topics created since the last resolution, at
-        most every `regex_refresh_interval_ms`. A deleted topic needs none: it leaves the
-        subscription metadata. True if a regex's matches changed (an epoch bump)."""
-        regexes = self.subscribed_regexes()  # validated by _validate before they were stored
-        for regex in set(self.resolved_regexes) - regexes:
-            del self.resolved_regexes[regex]
+    def _update_regex(self, old: str | None, new: str | None, out: list[GroupRecord]) -> tuple[bool, bool]:
+        """A member's regex changed from `old` to `new` (its metadata already written); Kafka's
+        `maybeUpdateRegularExpressions`. Tombstones `old` if no member uses it any more.
+        (bump, resolve): bump the group epoch (a regex dropped, or one the group has resolved
+        already taken up); resolve the group's regexes after this heartbeat (a regex new to the group).
+        "" and null both mean no regex (librdkafka sends "" when it has none)."""
+        old, new = old or None, new or None
+        if old == new:
+            return False, False
+        if old is not None and old not in self.subscribed_regexes():
+            self._write(out, RegexResolutionRecord(old, None))
+        if new is None:
+            return True, False
+        if sum(m.metadata.subscribed_topic_regex == new for m in self.members.values()) == 1:
+            return False, True
+        return new in self.resolved_regexes, False
+
+    def _resolve_regexes(self, topics: Mapping[str, TopicMeta], required: bool,
+                         may_describe: Callable[[str], bool] | None, out: list[GroupRecord]) -> None:
+        """Resolve the group's regexes if due (Kafka's refresh conditions: never within 10 s of the
+        last resolution; then when a regex is new to the group, topics were created since, or
+        `regex_refresh_interval_ms` elapsed) and write what Kafka's `handleRegularExpressionsResult`
+        writes: every regex's resolution, then a group epoch bump if a regex's topics changed.
+        With an authorizer, the matches are the topics the member that triggered it may describe."""
+        regexes = self.subscribed_regexes()
         if not regexes:
-            return False
-        unresolved = bool(regexes - set(self.resolved_regexes))
-        due = now_ms > self.regex_refreshed_ms + self.regex_refresh_interval_ms
-        if not unresolved and not (due and not topics.keys() <= self.regex_resolved_names):
-            return False
-        resolved = {regex: matching_topics(regex, topics) for regex in sorted(regexes)}
-        if may_describe is not None:
-            resolved = {regex: frozenset(filter(may_describe, names)) for regex, names in resolved.items()}
-        # A regex resolved for the first time (a member's new regex: its metadata bumps the
-        # epoch; after a load: the subscription metadata says whether anything moved) is no change.
-        changed = any(resolved[r] != self.resolved_regexes[r] for r in resolved if r in self.resolved_regexes)
-        self.resolved_regexes = resolved
-        self.regex_refreshed_ms = now_ms
-        self.regex_resolved_names = frozenset(topics)
-        return changed
+            return
+        image, wall_ms = self._regex_clock
+        previous = next(iter(self.resolved_regexes.values()), None)
+        last_ms = previous.timestamp_ms if previous is not None else -math.inf
+        if wall_ms <= last_ms + REGEX_MIN_REFRESH_INTERVAL_MS:
+            return
+        required |= len(regexes) != len(self.resolved_regexes)
+        required |= (previous.version if previous is not None else 0) < image.new_topics_offset
+        required |= wall_ms > last_ms + self.regex_refresh_interval_ms
+        if not required:
+            return
+        bump = False
+        for regex in sorted(regexes):
+            names = matching_topics(regex, topics)
+            if may_describe is not None:
+                names = frozenset(filter(may_describe, names))
+            before = self.resolved_regexes.get(regex)
+            bump |= names != (before.topics if before is not None else frozenset())
+            self._write(out, RegexResolutionRecord(regex, RegexResolution(names, image.offset, int(wall_ms))))
+        bump |= self._refresh_metadata(topics, out)
+        if bump:
+            self._write(out, GroupEpochRecord(self.group_epoch + 1))
+
+    def _drop_unused_regexes(self, regexes: Iterable[str | None], out: list[GroupRecord]) -> None:
+        """Tombstone the resolutions of these regexes that no member uses any more (Kafka's
+        `maybeDeleteResolvedRegularExpressions`)."""
+        used = self.subscribed_regexes()
+        for regex in sorted({r for r in regexes if r} - used):
+            self._write(out, RegexResolutionRecord(regex, None))
 
     def _compute_target(self, out: list[GroupRecord]) -> None:
         assign = ASSIGNORS[self.preferred_assignor()]
@@ -670,7 +753,9 @@ class ConsumerGroupState:
     def fence(self, member_id: str, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> None:
         """Remove a member (left, session expired, missed its rebalance timeout) and bump the
         group epoch; the next heartbeat recomputes the target without it."""
+        member = self.members.get(member_id)
         self._remove_records(member_id, out)
+        self._drop_unused_regexes([member.metadata.subscribed_topic_regex] if member else [], out)
         self._refresh_metadata(topics, out)
         self._write(out, GroupEpochRecord(self.group_epoch + 1))
 
@@ -681,6 +766,7 @@ class ConsumerGroupState:
         for member_id in sorted(self.members):
             self._remove_records(member_id, out)
         self._write(out, TargetAssignmentEpochRecord(None))
+        self._drop_unused_regexes(list(self.resolved_regexes), out)
         self._write(out, SubscriptionMetadataRecord(None))
         self._write(out, GroupEpochRecord(None))
         return out

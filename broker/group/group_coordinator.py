@@ -38,11 +38,13 @@ from raftka.broker.group.consumer_group_records import encode_record
 from raftka.broker.group.consumer_group_state import (
     DEFAULT_ASSIGNORS,
     HEARTBEAT_INTERVAL_MS,
+    REGEX_REFRESH_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
     ConsumerGroupState,
     GroupRecord,
     Heartbeat,
     HeartbeatResult,
+    MetadataVersion,
 )
 from raftka.broker.group.group_metadata_manager import (
     OFFSETS_TOPIC,
@@ -158,6 +160,10 @@ class GroupCoordinator:
         self.timers = DeadlineTimers()
         self.pending_txn = PendingTxnOffsets()  # TxnOffsetCommit offsets awaiting their marker
         self.share = ShareGroupCoordinator(self)  # KIP-932 share groups
+        # The metadata image's topic ids when last looked at, and the image offset at which new
+        # ones showed up (regex resolutions: Kafka's lastMetadataImageWithNewTopics).
+        self._seen_topic_ids: frozenset[str] | None = None
+        self._new_topics_offset = -1
 
     # --- leadership of __consumer_offsets partitions ------------------------
     def on_leadership(self, partition: Partition, is_leader: bool) -> None:
@@ -248,7 +254,9 @@ class GroupCoordinator:
         return ConsumerGroupState(
             group_id, assignors=tuple(assignors),
             session_timeout_ms=getattr(config, "group_consumer_session_timeout_ms", SESSION_TIMEOUT_MS),
-            heartbeat_interval_ms=getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS))
+            heartbeat_interval_ms=getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS),
+            regex_refresh_interval_ms=getattr(config, "group_consumer_regex_refresh_interval_ms",
+                                              REGEX_REFRESH_INTERVAL_MS))
 
     def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
         """The group's session timeout and heartbeat interval: its dynamic group configs
@@ -377,6 +385,16 @@ class GroupCoordinator:
         return {t.name: TopicMeta(t.topic_id, t.name, len(t.partitions))
                 for t in self.replicas.image.topics.values()}
 
+    def _metadata_version(self) -> MetadataVersion:
+        """The image's offset, and the one at which this coordinator last saw topics created (the
+        first image it looks at counts, as Kafka's first metadata update does)."""
+        image = self.replicas.image
+        ids = frozenset(image.topics)
+        if self._seen_topic_ids is None or not ids <= self._seen_topic_ids:
+            self._new_topics_offset = image.offset
+        self._seen_topic_ids = ids
+        return MetadataVersion(image.offset, self._new_topics_offset)
+
     async def consumer_heartbeat(self, group_id: str, hb: Heartbeat, *, server_member_ids: bool) -> HeartbeatResult:
         """ConsumerGroupHeartbeat. `server_member_ids`: v0, where a joining member may come
         without a member id and the coordinator names it (v1: the client names itself)."""
@@ -399,7 +417,8 @@ class GroupCoordinator:
             group = self._new_consumer_group(group_id)
         group.session_timeout_ms, group.heartbeat_interval_ms = self._consumer_timeouts(group_id)
         result, records = group.heartbeat(hb, self.topic_metas(), _now_ms(),
-                                          kafka_uuid if server_member_ids else None)
+                                          kafka_uuid if server_member_ids else None,
+                                          image=self._metadata_version(), wall_ms=wall_clock_ms())
         if result.error_code and group_id not in self.consumer_groups:
             return result  # a refused join does not create the group
         if group_id not in self.consumer_groups:

@@ -11,7 +11,7 @@ Kafka's layout, so its tools (and ours) can read the topic:
   [member_id string, group_instance_id string?, client_id string, client_host string,
   rebalance_timeout i32, session_timeout i32, subscription bytes, assignment bytes]
 
-KIP-848 consumer groups' records (key versions 3-8) are in
+KIP-848 consumer groups' records (key versions 3-8 and 16) are in
 broker/group/consumer_group_records.py; `decode_key` names them `ConsumerGroupKey`. Share
 groups' (key versions 10-15) are in broker/group/share_group_records.py (`ShareGroupKey`).
 
@@ -51,7 +51,8 @@ class GroupKey:
 
 @dataclass(frozen=True)
 class ConsumerGroupKey:
-    """A KIP-848 consumer group record's key (versions 3-8: broker/group/consumer_group_records.py)."""
+    """A KIP-848 consumer group record's key (versions 3-8 and 16: broker/group/consumer_group_records.py;
+    16's regex is in `member_id`)."""
 
     kind: int
     group_id: str
@@ -151,7 +152,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey | ShareGr
         return OffsetKey(group or "", topic or "", reader.unpack(">i"))
     if version == 2:
         return GroupKey(reader.string() or "")
-    raise ValueError(f"__consumer_offsets key version {version}; expected 0 to 8 or 10 to 15")
+    raise ValueError(f"__consumer_offsets key version {version}; expected 0 to 8 or 10 to 16")
 
 
 def decode_offset_value(data: bytes) -> CommittedOffset:

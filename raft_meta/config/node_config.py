@@ -345,6 +345,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _positive_int, "45000"),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _positive_int, "5000"),
     "group.consumer.assignors": ("group_consumer_assignors", _consumer_assignors, "uniform,range"),
+    "group.consumer.regex.refresh.interval.ms": ("group_consumer_regex_refresh_interval_ms", _positive_int,
+                                                 "600000"),
     # KIP-932 share groups (broker/group/share_group_coordinator.py), Kafka 4.4's defaults and bounds.
     "group.share.session.timeout.ms": ("group_share_session_timeout_ms", _positive_int, "45000"),
     "group.share.min.session.timeout.ms": ("group_share_min_session_timeout_ms", _positive_int, "45000"),
@@ -508,6 +510,7 @@ class NodeConfig:
     group_share_min_session_timeout_ms: int = 45000
     group_share_max_session_timeout_ms: int = 60000
     group_share_heartbeat_interval_ms: int = 5000
+    group_consumer_regex_refresh_interval_ms: int = 600000
     group_share_min_heartbeat_interval_ms: int = 5000
     group_share_max_heartbeat_interval_ms: int = 15000
     group_share_max_size: int = 200

@@ -83,32 +83,32 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
         assert versions[68] == (0, 1) and versions[69] == (0, 1)
 
         a = join(conn, "member-a")
-        assert (a.member_epoch, a.heartbeat_interval_ms) == (1, 5000)
+        assert (a.member_epoch, a.heartbeat_interval_ms) == (2, 5000)
         (topic_id, owned_a), = partitions(a).items()
         assert owned_a == {0, 1, 2, 3}
 
         b = join(conn, "member-b")  # b waits for a to release its share
-        assert b.member_epoch == 2 and partitions(b) == {}
+        assert b.member_epoch == 3 and partitions(b) == {}
 
-        a = heartbeat(conn, "member-a", 1)
-        assert a.error_code == 0 and a.member_epoch == 1  # revoke first, at the old epoch
+        a = heartbeat(conn, "member-a", 2)
+        assert a.error_code == 0 and a.member_epoch == 2  # revoke first, at the old epoch
         kept = partitions(a)[topic_id]
         assert len(kept) == 2
-        a = heartbeat(conn, "member-a", 1, owned={topic_id: kept})
-        assert (a.error_code, a.member_epoch) == (0, 2)
-        b = heartbeat(conn, "member-b", 2)
+        a = heartbeat(conn, "member-a", 2, owned={topic_id: kept})
+        assert (a.error_code, a.member_epoch) == (0, 3)
+        b = heartbeat(conn, "member-b", 3)
         assert partitions(b) == {topic_id: {0, 1, 2, 3} - kept}
 
-        assert set(commit(conn, "member-b", 2, {p: 7 for p in partitions(b)[topic_id]}).values()) == {0}
-        assert set(commit(conn, "member-b", 1, {0: 9}).values()) == {ErrorCode.STALE_MEMBER_EPOCH}
-        assert set(commit(conn, "nobody", 2, {0: 9}).values()) == {ErrorCode.UNKNOWN_MEMBER_ID}
-        assert set(commit(conn, "member-b", 2, {0: 9}, version=8).values()) == {ErrorCode.UNSUPPORTED_VERSION}
+        assert set(commit(conn, "member-b", 3, {p: 7 for p in partitions(b)[topic_id]}).values()) == {0}
+        assert set(commit(conn, "member-b", 2, {0: 9}).values()) == {ErrorCode.STALE_MEMBER_EPOCH}
+        assert set(commit(conn, "nobody", 3, {0: 9}).values()) == {ErrorCode.UNKNOWN_MEMBER_ID}
+        assert set(commit(conn, "member-b", 3, {0: 9}, version=8).values()) == {ErrorCode.UNSUPPORTED_VERSION}
 
         group = describe(conn)
         assert (group.error_code, group.group_state, group.group_epoch, group.assignment_epoch,
-                group.assignor_name) == (0, "Stable", 2, 2, "uniform")
+                group.assignor_name) == (0, "Stable", 3, 3, "uniform")
         members = {m.member_id: m for m in group.members}
-        assert {m.member_epoch for m in members.values()} == {2}
+        assert {m.member_epoch for m in members.values()} == {3}
         assert {p for t in members["member-b"].assignment.topic_partitions for p in t.partitions} == (
             {0, 1, 2, 3} - kept)
         assert members["member-b"].assignment.topic_partitions[0].topic_name == TOPIC
@@ -123,10 +123,10 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.splitlines()
     assert lines[0].split() == ["GROUP", GROUP, "STATE", "Stable", "PROTOCOL", "uniform", "MEMBERS", "2",
-                                "GROUP-EPOCH", "2", "ASSIGNMENT-EPOCH", "2"], ran.stdout
+                                "GROUP-EPOCH", "3", "ASSIGNMENT-EPOCH", "3"], ran.stdout
     member_b = next(line.split() for line in lines if line.startswith("member-b"))
     b_partitions = ",".join(map(str, sorted({0, 1, 2, 3} - kept)))
-    assert member_b[3:] == ["2", "2", f"{TOPIC}:{b_partitions}", "2", f"{TOPIC}:{b_partitions}", TOPIC], ran.stdout
+    assert member_b[3:] == ["2", "3", f"{TOPIC}:{b_partitions}", "3", f"{TOPIC}:{b_partitions}", TOPIC], ran.stdout
 
     server.stop()
     server.start()
@@ -136,20 +136,20 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
             return group if group.error_code not in RETRIABLE else None
 
         group = wait_until(loaded, TIMEOUT, what="the group loaded after the restart")
-        assert (group.error_code, group.group_epoch, group.assignment_epoch) == (0, 2, 2)
-        assert {m.member_id: m.member_epoch for m in group.members} == {"member-a": 2, "member-b": 2}
-        b = heartbeat(conn, "member-b", 2)
-        assert (b.error_code, b.member_epoch) == (0, 2)
+        assert (group.error_code, group.group_epoch, group.assignment_epoch) == (0, 3, 3)
+        assert {m.member_id: m.member_epoch for m in group.members} == {"member-a": 3, "member-b": 3}
+        b = heartbeat(conn, "member-b", 3)
+        assert (b.error_code, b.member_epoch) == (0, 3)
         # A stale epoch is still fenced after the restart.
-        assert heartbeat(conn, "member-b", 5).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+        assert heartbeat(conn, "member-b", 6).error_code == ErrorCode.FENCED_MEMBER_EPOCH
         offsets = conn.fetch_offsets(GROUP, TOPIC, sorted(partitions_of(group, "member-b")))
         assert {p.committed_offset for p in offsets.topics[0].partitions} == {7}
         # Leaving: the group epoch moves on.
         assert heartbeat(conn, "member-a", -1).member_epoch == -1
-        assert describe(conn).group_epoch == 3
+        assert describe(conn).group_epoch == 4
         # OffsetDelete: a topic a member subscribes to keeps its offsets, another's go.
         assert conn.create_topic("other", 1) == 0
-        wait_until(lambda: set(commit(conn, "member-b", 2, {0: 3}, topic="other").values()) == {0}, TIMEOUT,
+        wait_until(lambda: set(commit(conn, "member-b", 3, {0: 3}, topic="other").values()) == {0}, TIMEOUT,
                    what="a commit to another topic")
         deleted = conn.request(ApiKey.OFFSET_DELETE, 0, {"group_id": GROUP, "topics": [
             {"name": TOPIC, "partitions": [{"partition_index": 0}]},
@@ -190,7 +190,7 @@ def test_protocol_takeovers(server: ServerProcess) -> None:
         wait_until(lambda: set(conn.commit_offsets("classic-then-new", TOPIC, {0: 5}).values()) == {0},
                    TIMEOUT, what="a classic commit")
         joined = join(conn, "new-member", group="classic-then-new")
-        assert joined.member_epoch == 1
+        assert joined.member_epoch == 2
         fetched = conn.fetch_offsets("classic-then-new", TOPIC, [0])
         assert fetched.topics[0].partitions[0].committed_offset == 5
         # A classic JoinGroup into that (non-empty) consumer group is refused.
@@ -235,31 +235,36 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced_by_the_timer(server: Se
         slow = joined("slow-member", 1500)
         (topic_id, everything), = partitions(slow).items()
         joined("waiting-member", 30000)
-        asked = heartbeat(conn, "slow-member", 1, group="slow")
-        assert asked.member_epoch == 1 and len(partitions(asked)[topic_id]) == 2  # asked to revoke two
+        asked = heartbeat(conn, "slow-member", 2, group="slow")
+        assert asked.member_epoch == 2 and len(partitions(asked)[topic_id]) == 2  # asked to revoke two
         # It keeps reporting all four as owned: no progress; the timer removes it.
-        still = heartbeat(conn, "slow-member", 1, owned={topic_id: everything}, group="slow")
-        assert (still.error_code, still.member_epoch) == (0, 1)
+        still = heartbeat(conn, "slow-member", 2, owned={topic_id: everything}, group="slow")
+        assert (still.error_code, still.member_epoch) == (0, 2)
 
         def fenced() -> bool:
-            return heartbeat(conn, "slow-member", 1, owned={topic_id: everything},
+            return heartbeat(conn, "slow-member", 2, owned={topic_id: everything},
                              group="slow").error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
         wait_until(fenced, TIMEOUT, what="the slow member fenced")
-        waiting = heartbeat(conn, "waiting-member", 2, group="slow")
+        waiting = heartbeat(conn, "waiting-member", 3, group="slow")
         assert waiting.error_code == 0 and partitions(waiting) == {topic_id: everything}
-        assert describe(conn, "slow").group_epoch == 3
+        assert describe(conn, "slow").group_epoch == 4
 
 
 def test_the_group_moves_with_its_coordinator(tmp_path: Path) -> None:
     """kill -9 of the coordinator in a 3-node cluster: the new leader of the group's
     `__consumer_offsets` partition loads the replicated records and serves the group at the
-    same epochs; its members go on heartbeating without rejoining."""
+    same epochs; its members go on heartbeating without rejoining. A member subscribed by regex
+    keeps its partitions: the group's resolution of the regex (a ConsumerGroupRegularExpression
+    record, read back here from the log) is loaded with the rest, so nothing is reassigned."""
+    from raftka.broker.group.consumer_group_records import REGULAR_EXPRESSION, decode_record
+    from raftka.broker.group.group_records import ConsumerGroupKey, decode_key
     from tests.integration.cluster_support import bootstrap_of, create_topic, running_cluster
 
     extra = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "3"}
     with running_cluster(tmp_path, 3, extra) as cluster:
         create_topic(cluster, TOPIC, partitions=4, rf=3)
+        create_topic(cluster, "orders-eu", partitions=2, rf=3)
 
         def coordinator(exclude: set[int] = frozenset()) -> tuple[int, str]:
             with WireConnection(bootstrap_of(cluster, exclude).split(",")[0]) as conn:
@@ -272,10 +277,18 @@ def test_the_group_moves_with_its_coordinator(tmp_path: Path) -> None:
             a = join(conn, "member-a")
             (topic_id, _), = partitions(a).items()
             join(conn, "member-b")
-            kept = partitions(heartbeat(conn, "member-a", 1))[topic_id]
-            assert heartbeat(conn, "member-a", 1, owned={topic_id: kept}).member_epoch == 2
-            assert partitions(heartbeat(conn, "member-b", 2)) == {topic_id: {0, 1, 2, 3} - kept}
+            kept = partitions(heartbeat(conn, "member-a", 2))[topic_id]
+            assert heartbeat(conn, "member-a", 2, owned={topic_id: kept}).member_epoch == 3
+            assert partitions(heartbeat(conn, "member-b", 3)) == {topic_id: {0, 1, 2, 3} - kept}
+            # A regex new to the group: admitted at epoch 3 with nothing, then resolved (epoch 4).
+            r = heartbeat(conn, "member-r", 0, topics=[], regex="orders-.*", owned={}, rebalance=30000)
+            assert (r.error_code, r.member_epoch, partitions(r)) == (0, 3, {})
+            r = heartbeat(conn, "member-r", 3, owned={})
+            assert r.member_epoch == 4 and [len(ps) for ps in partitions(r).values()] == [2]
+            for member in ("member-a", "member-b"):
+                assert heartbeat(conn, member, 3).member_epoch == 4
             before = describe(conn)
+            assert (before.group_state, before.group_epoch) == ("Stable", 4)
         cluster.kill(node)
         new_node, new_address = coordinator(exclude={node})
         assert new_node != node
@@ -289,9 +302,19 @@ def test_the_group_moves_with_its_coordinator(tmp_path: Path) -> None:
                 0, "Stable", before.group_epoch, before.assignment_epoch)
             assert {m.member_id: (m.member_epoch, partitions_of(after, m.member_id)) for m in after.members} == {
                 m.member_id: (m.member_epoch, partitions_of(before, m.member_id)) for m in before.members}
-            for member in ("member-a", "member-b"):
-                answer = heartbeat(conn, member, 2)
-                assert (answer.error_code, answer.member_epoch) == (0, 2)
+            for member in ("member-a", "member-b", "member-r"):
+                answer = heartbeat(conn, member, 4)
+                assert (answer.error_code, answer.member_epoch) == (0, 4), member
+            again = describe(conn)
+            assert (again.group_epoch, again.assignment_epoch) == (4, 4)
+            assert partitions_of(again, "member-r") == partitions_of(before, "member-r") == {0, 1}
+            # The resolution as the new coordinator's log holds it.
+            resolutions = [decode_record(key.kind, key.member_id, record.value)
+                           for batch in conn.read_all("__consumer_offsets", 0) for record in batch.records
+                           if isinstance(key := decode_key(record.key), ConsumerGroupKey)
+                           and key.kind == REGULAR_EXPRESSION and key.group_id == GROUP]
+            assert resolutions and resolutions[0].regex == "orders-.*"
+            assert {r.resolution.topics for r in resolutions if r.resolution} == {frozenset({"orders-eu"})}
 
 
 def test_acls_on_the_group_and_the_subscribed_topics(tmp_path: Path) -> None:
@@ -332,6 +355,8 @@ def test_acls_on_the_group_and_the_subscribed_topics(tmp_path: Path) -> None:
             joined = heartbeat(conn, "member-r", 0, topics=[], regex="orders|secret", owned={}, rebalance=30000,
                                group="regex-acl")
             assert joined.error_code == 0, joined
+            # The resolution follows that heartbeat; the next one computes the target.
+            assert heartbeat(conn, "member-r", joined.member_epoch, group="regex-acl").error_code == 0
             [member] = describe(conn, "regex-acl").members
             assert member.subscribed_topic_regex == "orders|secret"
             assert [t.topic_name for t in member.target_assignment.topic_partitions] == [TOPIC]

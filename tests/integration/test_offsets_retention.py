@@ -115,8 +115,8 @@ def test_offsets_and_empty_groups_expire(server: ServerProcess) -> None:
     member(bootstrap, "idle").close()
     with WireConnection(bootstrap) as conn:
         assert conn.commit_offsets("standalone", TOPIC, {0: 31}) == {0: 0}
-        assert kip848.join(conn, "m1", group="modern").member_epoch == 1
-        assert kip848.commit(conn, "m1", 1, {0: 41}, group="modern", topic=kip848.TOPIC) == {0: 0}
+        assert kip848.join(conn, "m1", group="modern").member_epoch == 2
+        assert kip848.commit(conn, "m1", 2, {0: 41}, group="modern", topic=kip848.TOPIC) == {0: 0}
         assert kip848.heartbeat(conn, "m1", -1, group="modern").error_code == 0
         assert committed(conn, "modern", kip848.TOPIC) == 41 and listed(conn).get("modern") == "Empty"
         assert (committed(conn, "emptied"), committed(conn, "standalone")) == (21, 31)

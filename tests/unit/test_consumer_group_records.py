@@ -1,5 +1,9 @@
 """KIP-848 records in `__consumer_offsets` (broker/group/consumer_group_records.py): each of
-Kafka's six record types round-trips, tombstones included, with Kafka's key versions."""
+Kafka's seven record types round-trips, tombstones included, with Kafka's key versions.
+
+KAFKA_44_REGEX holds a ConsumerGroupRegularExpression record (type 16) exactly as a Kafka 4.4
+broker wrote it to `__consumer_offsets` (read back from the log of tests/differential's Kafka
+server after a member subscribed to `rx-.*` in group rx-group): raftka writes the same bytes."""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from raftka.broker.group.consumer_group_state import (
     MemberMetadata,
     MemberMetadataRecord,
     MemberState,
+    RegexResolution,
+    RegexResolutionRecord,
     SubscriptionMetadataRecord,
     TargetAssignmentEpochRecord,
     TargetAssignmentMemberRecord,
@@ -40,7 +46,15 @@ RECORDS = [
     (8, CurrentAssignmentRecord("m-1", MemberAssignment(5, 4, MemberState.UNREVOKED_PARTITIONS,
                                                         {T1: frozenset({0})}, {T1: frozenset({1, 3})}))),
     (8, CurrentAssignmentRecord("m-1", None)),
+    (16, RegexResolutionRecord("orders-.*", RegexResolution(frozenset({"orders-us", "orders-eu"}), 42, 1_700_000))),
+    (16, RegexResolutionRecord("orders-.*", RegexResolution(frozenset(), 0, 0))),
+    (16, RegexResolutionRecord("orders-.*", None)),
 ]
+
+# (key, value) hex of Kafka 4.4's own record: group rx-group, regex rx-.*, topics rx-a and rx-b,
+# version 90 (the metadata image's offset), timestamp 1795802096628 (wall-clock ms).
+KAFKA_44_REGEX = ("0010000872782d67726f7570000572782d2e2a",
+                  "0000030572782d610572782d62000000000000005a000001a21e2563f400")
 
 
 @pytest.mark.parametrize(("kind", "record"), RECORDS, ids=[f"{k}-{type(r).__name__}" for k, r in RECORDS])
@@ -56,3 +70,23 @@ def test_bad_value_version_is_refused() -> None:
     key, value = encode_record("g", GroupEpochRecord(1))
     with pytest.raises(ValueError, match="value version 1"):
         decode_record(3, None, b"\x00\x01" + value[2:])
+
+
+def test_regex_record_bytes_are_kafkas() -> None:
+    record = RegexResolutionRecord("rx-.*", RegexResolution(frozenset({"rx-b", "rx-a"}), 90, 1795802096628))
+    key, value = encode_record("rx-group", record)
+    assert (key.hex(), value.hex() if value else None) == KAFKA_44_REGEX
+    kind, group, regex = decode_key(bytes.fromhex(KAFKA_44_REGEX[0]))
+    assert (kind, group) == (16, "rx-group")
+    assert decode_record(kind, regex, bytes.fromhex(KAFKA_44_REGEX[1])) == record
+    # Kafka's tombstone of that regex: the same key, no value.
+    assert encode_record("rx-group", RegexResolutionRecord("rx-.*", None)) == (bytes.fromhex(KAFKA_44_REGEX[0]), None)
+
+
+def test_regex_record_topics_are_sorted() -> None:
+    """Kafka sorts the topics (`Collections.sort`) before it writes them."""
+    names = [f"t-{i:02d}" for i in range(12)]
+    _, value = encode_record("g", RegexResolutionRecord("t-.*", RegexResolution(frozenset(names), 1, 2)))
+    assert value is not None
+    positions = [value.index(name.encode()) for name in names]
+    assert positions == sorted(positions)

@@ -25,6 +25,8 @@ Commands (times in ms; partition sets as `foo:0,1;bar:2`, `-` for empty):
   `member=` (empty) joins without a member id (v0): the group names it `m1`, `m2`...
   `regex=` (empty) clears the member's regex (what librdkafka sends when it has none).
   `deny=foo,bar`: with an authorizer that denies the member DESCRIBE on those topics.
+  `image=7` (default 0), `new_topics=7` (default -1): the metadata image's offset and the one at
+  which the coordinator last saw topics created (regex resolutions; their time is `now`).
 - `tick now=...`: the timers.
 - `load now=...`: a new coordinator loads the group from its records (timers from `now`).
 - `commit member=a epoch=1 [version=9]`: OffsetCommit validation.
@@ -43,6 +45,8 @@ from raftka.broker.group.consumer_group_state import (
     GroupEpochRecord,
     Heartbeat,
     MemberMetadataRecord,
+    MetadataVersion,
+    RegexResolutionRecord,
     SubscriptionMetadataRecord,
     TargetAssignmentEpochRecord,
     TargetAssignmentMemberRecord,
@@ -96,6 +100,10 @@ class Harness:
                 return f"TargetEpoch({epoch})"
             case CurrentAssignmentRecord(member, assignment):
                 return f"Current({member}, {assignment.member_epoch if assignment else 'tombstone'})"
+            case RegexResolutionRecord(regex, resolution):
+                if resolution is None:
+                    return f"Regex({regex}, tombstone)"
+                return f"Regex({regex}, {','.join(sorted(resolution.topics)) or '-'} v={resolution.version})"
         raise AssertionError(record)
 
     def state_lines(self) -> list[str]:
@@ -111,8 +119,8 @@ class Harness:
                          f"{a.state.name} assigned={self.fmt(a.assigned)} revoking={self.fmt(a.pending_revocation)} "
                          f"target={self.fmt(g.target.get(m.member_id, {}))} "
                          f"session={m.session_deadline_ms:g}{deadline}")
-        for regex, names in sorted(g.resolved_regexes.items()):
-            lines.append(f"  regex {regex} -> {','.join(sorted(names)) or '-'}")
+        for regex, r in sorted(g.resolved_regexes.items()):
+            lines.append(f"  regex {regex} -> {','.join(sorted(r.topics)) or '-'} v={r.version} at={r.timestamp_ms}")
         return lines
 
     def emitted(self, records) -> list[str]:
@@ -125,8 +133,9 @@ class Harness:
         for record in self.records:
             fresh.replay(record)
         g = self.group
-        assert (fresh.group_epoch, fresh.assignment_epoch, fresh.target, fresh.subscription_metadata) == (
-            g.group_epoch, g.assignment_epoch, g.target, g.subscription_metadata), "replay differs"
+        assert (fresh.group_epoch, fresh.assignment_epoch, fresh.target, fresh.subscription_metadata,
+                fresh.resolved_regexes) == (g.group_epoch, g.assignment_epoch, g.target,
+                                            g.subscription_metadata, g.resolved_regexes), "replay differs"
         assert {k: (m.metadata, m.assignment) for k, m in fresh.members.items()} == {
             k: (m.metadata, m.assignment) for k, m in g.members.items()}, "replayed members differ"
 
@@ -166,7 +175,8 @@ class Harness:
             may_describe=(lambda name: name not in kv["deny"].split(",")) if "deny" in kv else None,
             server_assignor=kv.get("assignor"),
             owned=self.parse_partitions(owned) if owned is not None else None)
-        result, records = self.group.heartbeat(hb, self.topics, float(kv["now"]), self._new_id)
+        image = MetadataVersion(int(kv.get("image", 0)), int(kv.get("new_topics", -1)))
+        result, records = self.group.heartbeat(hb, self.topics, float(kv["now"]), self._new_id, image=image)
         if result.error_code:
             assert not records, records
             return [f"error {ErrorCode(result.error_code).name}: {result.error_message}"]
