@@ -223,9 +223,10 @@ class DlqWriter:
         return ""
 
     async def _produce(self, leader: int, name: str, index: int, records: list[Record]) -> tuple[int, str]:
+        batch = await trio.to_thread.run_sync(encode_batch, records)  # up to max.message.bytes of it
         body: dict[str, Any] = {"transactional_id": None, "acks": -1, "timeout_ms": int(REQUEST_TIMEOUT_S * 1000),
                                 "topic_data": [{"name": name, "partition_data": [
-                                    {"index": index, "records": encode_batch(records)}]}]}
+                                    {"index": index, "records": batch}]}]}
         try:
             conn = await self._peers.get(leader)
             if conn is None:

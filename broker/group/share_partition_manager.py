@@ -452,10 +452,10 @@ class SharePartitionManager:
                                      shared.key.partition, run, originals)
                 log.info("share_dlq.written", group=group_id, topic=shared.topic, partition=shared.key.partition,
                          first_offset=run.first_offset, last_offset=run.last_offset, reason=run.reason.name)
-            except DlqError as exc:
+            except Exception as exc:  # DlqError, or anything else: never the broker's end (Kafka logs it)
                 log.error("share_dlq.write_failed_archiving_anyway", group=group_id, topic=shared.topic,
                           partition=shared.key.partition, first_offset=run.first_offset,
-                          last_offset=run.last_offset, reason=str(exc))
+                          last_offset=run.last_offset, reason=str(exc) if isinstance(exc, DlqError) else repr(exc))
             await self._archive_dead_lettered(shared, run)
 
     async def _originals(self, shared: SharedPartition, run: DlqRun) -> dict[int, tuple[bytes | None, bytes | None]]:
