@@ -395,6 +395,33 @@ def test_the_share_group_snippet_of_using_clients_runs_as_shown(share_bootstrap:
     assert ran.stdout.split() == ["done", "10"]
 
 
+async def test_the_dead_letter_queue_snippet_of_using_clients_runs_as_shown(share_bootstrap: str, tmp_path) -> None:
+    """docs/using-clients.md's dead-letter queue block (names made unique): then a rejected
+    record of the group lands in the DLQ topic with its key and value."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "using-clients.md").read_text()
+    section = text[text.index("\n### A dead-letter queue"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    n = next(_names)
+    topic, group, dlq = f"jobs-{n}", f"workers-{n}", f"dlq.jobs-{n}"
+    code = code.replace("127.0.0.1:9092", share_bootstrap).replace('"dlq.jobs"', f'"{dlq}"').replace(
+        '"workers"', f'"{group}"')
+    ran = await trio.run_process([sys.executable, "-c", code], capture_stderr=True, cwd=tmp_path, check=False)
+    assert ran.returncode == 0, ran.stderr
+    async with AsyncAdmin(share_bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+        await admin.alter_configs(group=group, set_configs={"share.auto.offset.reset": "earliest"})
+    async with AsyncProducer(share_bootstrap, acks="all") as producer:
+        await producer.send(topic, b"job-0", key=b"id-0", partition=0)
+    async with AsyncShareConsumer(share_bootstrap, group_id=group, acknowledgement_mode="explicit") as consumer:
+        consumer.subscribe([topic])
+        for r in await poll_some(consumer):
+            consumer.acknowledge(r, AcknowledgeType.REJECT)
+        await consumer.commit_sync()
+    [record] = await read_topic(share_bootstrap, dlq, 1)
+    assert (record.key, record.value) == (b"id-0", b"job-0")
+    assert list(record.headers) == dlq_headers(topic, 0, group, 1, REJECTED)
+
+
 @pytest.mark.compat_full
 async def test_a_member_joining_takes_over_a_partition_and_nothing_is_lost_or_given_twice(
         share_bootstrap: str) -> None:
