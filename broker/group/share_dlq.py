@@ -58,9 +58,10 @@ HEADERS = ("__dlq.errors.topic", "__dlq.errors.partition", "__dlq.errors.offset"
 
 PRODUCE_VERSION = 9  # by topic name; Kafka 4.4 serves 3-13
 REQUEST_TIMEOUT_S = 30.0
-MAX_ATTEMPTS = 12
-RETRY_BACKOFF_S = 0.1
-RETRY_BACKOFF_MAX_S = 2.0
+# About 26 s of retries (Kafka's: 5 attempts, 1 s doubling, about 31 s).
+MAX_ATTEMPTS = 10
+RETRY_BACKOFF_S = 0.2
+RETRY_BACKOFF_MAX_S = 5.0
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
 BATCH_OVERHEAD = 512  # a batch header and the records' varints, generously
 RETRIABLE = frozenset(int(c) for c in (
@@ -185,7 +186,7 @@ class DlqWriter:
             if problem:
                 raise DlqError(problem)
             if found is None:
-                why = await self._create(name)
+                why = await self._create(name)  # then wait for it in the metadata
                 continue
             if not found.partitions:
                 why = f"DLQ topic partition count could not be found for share group {group_id} with DLQ topic {name}."
@@ -210,17 +211,22 @@ class DlqWriter:
         raise DlqError(f"Exhausted max retries to produce to DLQ topic without success: {why}")
 
     async def _create(self, name: str) -> str:
-        """Ask the controller for the DLQ topic; '' or why not (retried either way: the topic may
-        be being created by another broker, TOPIC_ALREADY_EXISTS)."""
+        """Ask the controller for the DLQ topic: '' (created, or being created by another
+        broker: TOPIC_ALREADY_EXISTS) or why not, for a retry (the controller unreachable,
+        THROTTLING_QUOTA_EXCEEDED); DlqError for Kafka's other errors (not retried)."""
         try:
             [result] = await self.controller.create_topics([NewTopic(
                 name, None, None, {GROUP_ENABLE: "true", "message.timestamp.type": "CreateTime"})])
         except Exception as exc:  # the controller unreachable, a timeout
             return f"Unable to create DLQ topic {name}: {exc}"
-        if result.error is not None and result.error.name != "TOPIC_ALREADY_EXISTS":
-            return f"Unable to create DLQ topic {name}: {result.error.name} {result.error.message}"
-        log.info("share_dlq.topic_created", topic=name)
-        return ""
+        error = result.error
+        if error is None or error.name == "TOPIC_ALREADY_EXISTS":
+            log.info("share_dlq.topic_created", topic=name)
+            return ""
+        why = f"Unable to create DLQ topic {name}: {error.name} {error.message}"
+        if error.name == "THROTTLING_QUOTA_EXCEEDED":
+            return why
+        raise DlqError(why)
 
     async def _produce(self, leader: int, name: str, index: int, records: list[Record]) -> tuple[int, str]:
         batch = await trio.to_thread.run_sync(encode_batch, records)  # up to max.message.bytes of it

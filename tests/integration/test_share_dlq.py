@@ -1,8 +1,10 @@
 """The share groups' dead-letter queue (KIP-1191) on a real 3-node cluster: the DLQ partition is
 led by another broker than the share partition (the record goes there as a Produce over the
-inter-broker listener), and a DLQ topic that is not fit for it (no
+inter-broker listener); a DLQ topic that is not fit for it (no
 `errors.deadletterqueue.group.enable`) gets nothing while the rejected records are archived
-anyway: the group's start offset moves past them."""
+anyway (the group's start offset moves past them); and a record whose DLQ write was under way
+when its share partition's leader died is written by the next leader, which reads it back
+ARCHIVING from the share coordinator."""
 
 from __future__ import annotations
 
@@ -86,3 +88,48 @@ def test_a_dlq_partition_led_elsewhere_and_an_unfit_dlq_topic(tmp_path) -> None:
         elsewhere = [p for p, leader in leaders.items() if leader != dlq_leader]
         assert elsewhere, f"every partition of dlq-src is led by {dlq_leader}, as dlq.remote's only one"
         trio.run(functools.partial(scenario, cluster.bootstrap, elsewhere[0]))
+
+
+async def resumed(cluster, partition: int, dlq_leader: int, source_leader: int) -> None:
+    bootstrap = cluster.bootstrap
+    async with AsyncAdmin(bootstrap) as admin:
+        await admin.alter_configs(group="dlq-resume", set_configs={"share.auto.offset.reset": "earliest",
+                                                                   "errors.deadletterqueue.topic.name": "dlq.resume"})
+    async with AsyncProducer(bootstrap, acks="all") as producer:
+        await producer.send("dlq-res", b"bad", key=b"k", partition=partition)
+    cluster.kill(dlq_leader)  # the DLQ partition (one replica) is offline: its writes retry
+    alive = ",".join(n.bootstrap for i, n in cluster.nodes.items() if i != dlq_leader)
+    # Acknowledged, so ARCHIVING is persisted; the leader's DLQ write is retrying.
+    assert await reject_all(alive, "dlq-resume", "dlq-res", 1) == [(partition, 0)]
+    cluster.kill(source_leader)  # its DLQ write dies with it, unwritten
+    await trio.to_thread.run_sync(functools.partial(cluster.start_node, dlq_leader, wait=True))
+    alive = ",".join(n.bootstrap for i, n in cluster.nodes.items() if i != source_leader)
+    # A member's share fetch makes the partition's next leader load its state: the record is
+    # ARCHIVING there and goes to the DLQ (once: the dead leader never wrote it).
+    async with AsyncShareConsumer(alive, group_id="dlq-resume", acknowledgement_mode="explicit") as member, \
+            AsyncConsumer(alive, auto_offset_reset="earliest") as consumer:
+        member.subscribe(["dlq-res"])
+        consumer.assign([TopicPartition("dlq.resume", 0)])
+        got: list = []
+        with trio.fail_after(WAIT_S):
+            while not got:
+                assert await member.poll(timeout_ms=200) == []  # the record is never delivered again
+                got = sum((await consumer.poll(timeout_ms=300)).values(), [])
+        assert [(r.offset, dict(r.headers)["__dlq.errors.offset"]) for r in got] == [(0, b"0")]
+        assert await consumer.end_offsets([TopicPartition("dlq.resume", 0)]) == {TopicPartition("dlq.resume", 0): 1}
+
+
+def test_a_dlq_write_cut_short_by_the_leaders_death_is_done_by_the_next_leader(tmp_path) -> None:
+    """5 nodes: two of them die and the metadata quorum stays."""
+    # Two of three replicas of the internal topics may be down: min.insync.replicas 1.
+    extra = {**EXTRA, "min.insync.replicas": "1", "share.coordinator.state.topic.min.isr": "1"}
+    with running_cluster(tmp_path, 5, extra=extra) as cluster:
+        create_topic(cluster, "dlq.resume", 1, rf=1, configs={"min.insync.replicas": "1",
+                                                              "errors.deadletterqueue.group.enable": "true"})
+        create_topic(cluster, "dlq-res", 5, rf=3, configs={"min.insync.replicas": "1"})
+        dlq_leader = wait_partition(cluster, "dlq.resume", lambda p: p.leader >= 0).leader
+        leaders = {p: wait_partition(cluster, "dlq-res", lambda i: i.leader >= 0, partition=p)
+                   for p in range(5)}
+        partition, info = next((p, i) for p, i in leaders.items()
+                               if i.leader != dlq_leader and dlq_leader not in i.replicas)
+        trio.run(resumed, cluster, partition, dlq_leader, info.leader)
