@@ -21,8 +21,11 @@ level is fixed, the highest level raftka implements.
   Kafka gates it by `transaction.partition.verification.enable`, as raftka does.
 - group.version 1: the KIP-848 consumer protocol (ConsumerGroupHeartbeat,
   broker/group/consumer_group_state.py), as Kafka 4.4 finalizes it.
-- share.version 1: KIP-932 share groups (ShareGroupHeartbeat, broker/group/share_group_state.py),
-  as Kafka 4.4 finalizes it (0 turns share groups off there).
+- share.version 2, as Kafka 4.4 finalizes it: level 1 is KIP-932's share groups
+  (ShareGroupHeartbeat, broker/group/share_group_state.py; 0 turns them off in Kafka), level 2
+  KIP-1191's dead-letter queue (broker/group/share_dlq.py: a group's
+  `errors.deadletterqueue.topic.name` takes the records it rejects or releases at the delivery
+  limit). Level 2 depends on no other feature.
 
 Kafka's rules for the answer (ApiVersionsResponse.Builder): a finalized level of 0 is not
 listed, and before ApiVersions v4 a supported feature whose minimum is 0 is left out
@@ -46,7 +49,7 @@ class Feature:
 
 METADATA_VERSION_3_8_IV0 = 20
 METADATA_VERSION_MINIMUM = 7  # 3.3-IV3, the oldest level Kafka 4 runs
-SHARE_VERSION = 1  # Kafka's ShareVersion.SV_1: share groups generally available
+SHARE_VERSION = 2  # Kafka's ShareVersion.SV_2: share groups with their dead-letter queue
 TRANSACTION_VERSION = 2  # KIP-890 part 2 (Kafka's TV_2)
 
 FEATURES: tuple[Feature, ...] = (

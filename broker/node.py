@@ -28,6 +28,7 @@ from raftka.broker.client_quotas import ClientQuotas
 from raftka.broker.context import BrokerContext
 from raftka.broker.group.group_coordinator import GroupCoordinator
 from raftka.broker.group.share_coordinator import ShareCoordinator
+from raftka.broker.group.share_dlq import DlqWriter
 from raftka.broker.group.share_partition_manager import SharePartitionManager
 from raftka.broker.group.share_state_persister import ShareStatePersister
 from raftka.broker.kafka_apis import KafkaApis
@@ -158,6 +159,7 @@ class BrokerNode:
                                     client_quotas=ClientQuotas.from_config(config),
                                     share_coordinator=share_coordinator, share_persister=share_persister)
                 ctx.shares = SharePartitionManager(config, replicas, lambda: ctx.share_persister)
+                ctx.shares.dlq = DlqWriter(replicas, channel, config.node_id, config.raw)
                 replicas.add_leadership_listener(ctx.shares.on_leadership)
                 groups.share.listeners.append(ctx.shares)  # members gone release their records
                 self.ctx = ctx
@@ -168,6 +170,7 @@ class BrokerNode:
                     await nursery.start(share_persister.run)
                     await nursery.start(ctx.txn_verifier.run)
                     await nursery.start(ctx.shares.run)
+                    await nursery.start(ctx.shares.dlq.run)
                     await nursery.start(loader.run)
                     if config.is_controller:
                         # A broker-only node (an observer of the quorum) is never the controller.

@@ -20,6 +20,11 @@ around broker/group/share_partition_state.py that ShareFetch and ShareAcknowledg
   batch headers, in a worker thread) are archived at once (`archive_aborted`).
 - Records made AVAILABLE again (released, timed out) and new records (the high watermark)
   wake parked share fetches (`wait_for_records`).
+- Dead-letter queue (KIP-1191, broker/group/share_dlq.py): once a change that made records
+  ARCHIVING is persisted (and after a load that found some), the core's `take_dlq_runs` are
+  written to the group's DLQ topic by background tasks (in order per share partition, never
+  holding the partition's lock while writing); when a write ends, written or not, the records
+  are ARCHIVED and that is persisted (Kafka's order: ARCHIVING persisted, DLQ, ARCHIVED).
 
 The share sessions (broker/group/share_session_state.py) live here too, one cache per broker.
 """
@@ -36,9 +41,19 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
+from raftka.broker.features import SHARE_VERSION
+from raftka.broker.group.share_dlq import (
+    COPY_RECORD,
+    TOPIC_NAME,
+    DlqError,
+    DlqWriter,
+    dlq_enabled,
+    originals_from,
+)
 from raftka.broker.group.share_partition_state import (
     AcknowledgementBatch,
     AcquiredRecords,
+    DlqRun,
     Outcome,
     ShareConfig,
     SharePartitionState,
@@ -112,6 +127,9 @@ class SharePartitionManager:
         self._leaving_send, self._leaving = trio.open_memory_channel[
             tuple[str, str, list[tuple[str, int]] | None]](math.inf)
         self._watched: set[int] = set()
+        self.dlq: DlqWriter | None = None  # set by the node: the dead-letter queue writer
+        self._dlq_send, self._dlq_jobs = trio.open_memory_channel[tuple[SharedPartition, DlqRun]](math.inf)
+        self._dlq_order: dict[tuple[str, str, int], trio.Lock] = {}
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -124,7 +142,8 @@ class SharePartitionManager:
             record_lock_duration_ms=int(self.group_config(group_id, "share.record.lock.duration.ms")),
             max_record_locks=int(self.group_config(group_id, "share.partition.max.record.locks")),
             delivery_count_limit=int(self.group_config(group_id, "share.delivery.count.limit")),
-            renew_acknowledge_enabled=self.group_config(group_id, "share.renew.acknowledge.enable").lower() == "true")
+            renew_acknowledge_enabled=self.group_config(group_id, "share.renew.acknowledge.enable").lower() == "true",
+            dlq_enabled=dlq_enabled(SHARE_VERSION, self.group_config(group_id, TOPIC_NAME)))
 
     def read_committed(self, group_id: str) -> bool:
         return self.group_config(group_id, "share.isolation.level") == READ_COMMITTED
@@ -178,6 +197,7 @@ class SharePartitionManager:
             state.advance_log_start(partition.log.log_start_offset)
             shared = SharedPartition(key, topic, partition, epoch, state_epoch, state)
             self._partitions[name] = shared
+            self._start_dlq(shared)  # ARCHIVING records read back: written to the DLQ again
             log.info("share_partition.loaded", group=key.group_id, topic=topic, partition=key.partition,
                      leader_epoch=epoch, start_offset=state.start_offset, state_epoch=state_epoch,
                      persisted=stored is not None)
@@ -295,6 +315,7 @@ class SharePartitionManager:
             if outcome.released or outcome.start_offset_moved:  # records to acquire, or room in the window
                 self._wake()
             self._deadlines_changed.set()
+            self._start_dlq(shared)
             return 0, ""
 
     async def _persist(self, shared: SharedPartition, before: SharePartitionState) -> tuple[int, str]:
@@ -379,6 +400,7 @@ class SharePartitionManager:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._expire_locks)
             nursery.start_soon(self._release_leaving)
+            nursery.start_soon(self._dead_letters)
             task_status.started()
 
     async def _expire_locks(self) -> None:
@@ -401,6 +423,83 @@ class SharePartitionManager:
                     if error:
                         log.warning("share_partition.expiry_not_persisted", group=shared.key.group_id,
                                     topic=shared.topic, partition=shared.key.partition, error=error, reason=why)
+
+
+    # -- the dead-letter queue ---------------------------------------------------------------------
+
+    def _start_dlq(self, shared: SharedPartition) -> None:
+        """Hand the partition's new ARCHIVING records (persisted by now) to the DLQ writers."""
+        for run in shared.state.take_dlq_runs():
+            self._dlq_send.send_nowait((shared, run))
+
+    async def _dead_letters(self) -> None:
+        async with trio.open_nursery() as nursery:
+            async for shared, run in self._dlq_jobs:
+                nursery.start_soon(self._dead_letter, shared, run)
+
+    async def _dead_letter(self, shared: SharedPartition, run: DlqRun) -> None:
+        """Write one run to the group's DLQ topic, then archive it (Kafka's
+        `initiateDLQAndArchive`); the runs of one share partition in the order handed out."""
+        key = (shared.key.group_id, shared.topic, shared.key.partition)
+        group_id = shared.key.group_id
+        async with self._dlq_order.setdefault(key, trio.Lock()):
+            try:
+                if self.dlq is None:
+                    raise DlqError("no dead-letter queue writer on this broker")
+                copy = self.group_config(group_id, COPY_RECORD).lower() == "true"
+                originals = await self._originals(shared, run) if copy else {}
+                await self.dlq.write(group_id, self.group_config(group_id, TOPIC_NAME), shared.topic,
+                                     shared.key.partition, run, originals)
+                log.info("share_dlq.written", group=group_id, topic=shared.topic, partition=shared.key.partition,
+                         first_offset=run.first_offset, last_offset=run.last_offset, reason=run.reason.name)
+            except Exception as exc:  # DlqError, or anything else: never the broker's end (Kafka logs it)
+                log.error("share_dlq.write_failed_archiving_anyway", group=group_id, topic=shared.topic,
+                          partition=shared.key.partition, first_offset=run.first_offset,
+                          last_offset=run.last_offset, reason=str(exc) if isinstance(exc, DlqError) else repr(exc))
+            await self._archive_dead_lettered(shared, run)
+
+    async def _originals(self, shared: SharedPartition, run: DlqRun) -> dict[int, tuple[bytes | None, bytes | None]]:
+        """The key and value of the run's records, read from the log (in a worker thread); those
+        not found (gone from the log) are left out and go to the DLQ with the headers only."""
+        p = shared.partition
+        found: dict[int, tuple[bytes | None, bytes | None]] = {}
+        offset = run.first_offset
+        try:
+            while offset <= run.last_offset:
+                info = p.read(offset, DLQ_READ_BYTES, before=run.last_offset + 1)
+                if not info.size or info.next_offset <= offset:
+                    break
+
+                def located(_log: object, read: ReadInfo = info) -> ReadInfo:
+                    return read
+
+                found.update(await self.replicas.read_log(
+                    p, located, lambda got: originals_from(got, run.first_offset, run.last_offset)) or {})
+                offset = info.next_offset
+        except Exception as exc:  # the partition gone, a log error: headers only (Kafka's)
+            log.warning("share_dlq.original_records_unreadable", group=shared.key.group_id, topic=shared.topic,
+                        partition=shared.key.partition, first_offset=run.first_offset, error=str(exc))
+        return found
+
+    async def _archive_dead_lettered(self, shared: SharedPartition, run: DlqRun) -> None:
+        """ARCHIVING -> ARCHIVED, persisted; kept ARCHIVED here when that write fails (Kafka logs
+        it, the next write carries it). A partition no longer served here is left alone: its
+        next leader reads the records ARCHIVING and writes them again."""
+        async with shared.lock:
+            if self.cached(shared.key.group_id, shared.topic, shared.key.partition) is not shared:
+                return
+            before = shared.state.copy()
+            outcome = shared.state.finish_dlq(run.first_offset, run.last_offset)
+            error, why = await self._persist(shared, before)
+            if error:
+                shared.state.finish_dlq(run.first_offset, run.last_offset)
+                log.warning("share_dlq.archived_not_persisted", group=shared.key.group_id, topic=shared.topic,
+                            partition=shared.key.partition, error=error, reason=why)
+            if outcome.start_offset_moved:
+                self._wake()
+
+
+DLQ_READ_BYTES = 1 << 20  # one read of the records to copy to the DLQ
 
 
 def aborted_spans(info: ReadInfo, aborted: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -37,6 +37,9 @@ States of a record (`RecordState`, the ids `__share_group_state` stores)::
                                                       '-- RELEASE / lock timeout with delivery count
                                                           >= group.share.delivery.count.limit --> ARCHIVED
 
+    with a dead-letter queue (`ShareConfig.dlq_enabled`, KIP-1191):
+    REJECT / the delivery limit --> ARCHIVING --(written to the DLQ topic, or that failed)--> ARCHIVED
+
 - The delivery count is raised when a record is acquired, so a record is
   delivered at most `group.share.delivery.count.limit` (5) times: released or
   timed out at the limit, it is ARCHIVED instead of becoming AVAILABLE.
@@ -71,7 +74,20 @@ it back (Kafka's `maybeInitialize`): a record ACQUIRED when the leader stops com
 AVAILABLE without that attempt counted, offsets no batch covers come back AVAILABLE,
 and what was ACKNOWLEDGED or ARCHIVED stays so.
 
-Not modelled here: the persister's I/O and its state epoch, the ARCHIVING state of the dead-letter queue (KIP-1191), Kafka's
+Dead-letter queue (KIP-1191, share.version 2, the group's `errors.deadletterqueue.topic.name`
+set: `ShareConfig.dlq_enabled`): a REJECTed record, and one released or timed out at the
+delivery count limit, becomes ARCHIVING instead of ARCHIVED, as in Kafka 4.4's `SharePartition`
+(a GAP, a record below the log start, of an aborted transaction or compacted away is ARCHIVED
+as before). ARCHIVING is not terminal: it holds the SPSO, is persisted (id 3) and is never
+acquired. This core decides which records go to the DLQ: `take_dlq_runs()` hands each ARCHIVING
+record out once (the shell calls it after the ARCHIVING state is persisted, and writes the runs
+to the DLQ topic), and `finish_dlq(first, last)` then archives them, whether the write succeeded
+or not (Kafka: "proceeding to ARCHIVED regardless"). An ARCHIVING record read back by `load`
+(the leader stopped between the two writes) is handed out again: the DLQ is at least once. The
+reason goes in the DLQ record's `__dlq.errors.message` header: REJECT's, or the delivery limit's
+(for a record loaded back: the limit's when its delivery count reached it, as Kafka decides).
+
+Not modelled here: the persister's I/O and its state epoch, Kafka's
 whole-log-batch acquisition: records are acquired one offset at a time and
 returned as ranges, which is Kafka with in-flight batches of one offset (its
 budget and throttling then count records, not cached batches). Which batches belong
@@ -101,11 +117,12 @@ AUTO_OFFSET_RESET_DEFAULT = "latest"        # share.auto.offset.reset (group con
 
 
 class RecordState(enum.IntEnum):
-    """Kafka's `RecordState`, with the ids `__share_group_state` stores (3 is DLQ's ARCHIVING)."""
+    """Kafka's `RecordState`, with the ids `__share_group_state` stores."""
 
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3  # KIP-1191: on its way to the dead-letter queue topic
     ARCHIVED = 4
 
     @property
@@ -131,6 +148,27 @@ class ShareConfig:
     max_record_locks: int = PARTITION_MAX_RECORD_LOCKS_DEFAULT
     delivery_count_limit: int = DELIVERY_COUNT_LIMIT_DEFAULT
     renew_acknowledge_enabled: bool = True  # share.renew.acknowledge.enable (group config, KIP-1222)
+    # share.version >= 2 and the group's errors.deadletterqueue.topic.name set (KIP-1191)
+    dlq_enabled: bool = False
+
+
+class DlqReason(enum.Enum):
+    """Why a record goes to the dead-letter queue: Kafka's `ShareGroupDLQManager` causes, whose
+    messages are the `__dlq.errors.message` header."""
+
+    REJECTED = "Offset rejected by client."
+    DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
+
+
+@dataclass(frozen=True, slots=True)
+class DlqRun:
+    """Consecutive ARCHIVING offsets with one delivery count and reason, for the shell to write
+    to the DLQ topic (one DLQ record per offset), then to pass to `finish_dlq`."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    reason: DlqReason
 
 
 @dataclass(slots=True)
@@ -207,6 +245,8 @@ class SharePartitionState:
         # offset -> record, in offset order (new offsets are only ever appended past SPEO).
         # Offsets inside the window missing here are gaps (no record in the log).
         self.records: dict[int, InFlightRecord] = {}
+        # The ARCHIVING offsets: why each goes to the DLQ, and whether `take_dlq_runs` handed it out.
+        self.dlq: dict[int, tuple[DlqReason, bool]] = {}
 
     @classmethod
     def load(cls, start_offset: int, batches: list[PersistedBatch], config: ShareConfig | None = None,
@@ -233,6 +273,11 @@ class SharePartitionState:
                 state.records[offset] = InFlightRecord(loaded, batch.delivery_count)
             expected = batch.last_offset + 1
         state._next_new = expected
+        for offset, record in state.records.items():
+            if record.state is RecordState.ARCHIVING:  # Kafka's maybeResumeDlqArchiving
+                limit = state.config.delivery_count_limit
+                state.dlq[offset] = (DlqReason.DELIVERY_COUNT_EXCEEDED if record.delivery_count >= limit
+                                     else DlqReason.REJECTED, False)
         state._advance_start()
         return state
 
@@ -243,6 +288,7 @@ class SharePartitionState:
         other._next_new = self._next_new
         other.records = {offset: InFlightRecord(r.state, r.delivery_count, r.member_id, r.lock_deadline_ms)
                          for offset, r in self.records.items()}
+        other.dlq = dict(self.dlq)
         return other
 
     def persisted_batches(self) -> tuple[PersistedBatch, ...]:
@@ -412,7 +458,9 @@ class SharePartitionState:
             elif ack == AcknowledgeType.ACCEPT:
                 self._finish(record, RecordState.ACKNOWLEDGED)
             elif ack == AcknowledgeType.RELEASE:
-                released |= self._release(record)
+                released |= self._release(record, offset)
+            elif ack == AcknowledgeType.REJECT:
+                self._archive(record, offset, DlqReason.REJECTED)
             else:
                 self._finish(record, RecordState.ARCHIVED)
         return Outcome(released=released, start_offset_moved=self._advance_start())
@@ -460,6 +508,33 @@ class SharePartitionState:
         self._advance_start()
         return Outcome(start_offset_moved=True)
 
+    # -- the dead-letter queue ----------------------------------------------------------------
+
+    def take_dlq_runs(self) -> tuple[DlqRun, ...]:
+        """The ARCHIVING records not handed out yet, as runs to write to the DLQ topic; each is
+        handed out once (again only after `load`). Call it once the ARCHIVING state is persisted."""
+        runs: list[DlqRun] = []
+        for offset in sorted(o for o, (_, taken) in self.dlq.items() if not taken):
+            reason, _ = self.dlq[offset]
+            self.dlq[offset] = (reason, True)
+            count = self.records[offset].delivery_count
+            last = runs[-1] if runs else None
+            if last is not None and (last.last_offset + 1, last.delivery_count, last.reason) == (offset, count, reason):
+                runs[-1] = DlqRun(last.first_offset, offset, count, reason)
+            else:
+                runs.append(DlqRun(offset, offset, count, reason))
+        return tuple(runs)
+
+    def finish_dlq(self, first_offset: int, last_offset: int) -> Outcome:
+        """The DLQ write of `first_offset`..`last_offset` ended (written, or failed): those still
+        ARCHIVING are ARCHIVED and the SPSO moves past them if it can (state to persist)."""
+        for offset in range(first_offset, last_offset + 1):
+            record = self.records.get(offset)
+            if offset in self.dlq and record is not None and record.state is RecordState.ARCHIVING:
+                del self.dlq[offset]
+                self._finish(record, RecordState.ARCHIVED)
+        return Outcome(start_offset_moved=self._advance_start())
+
     # -- internals -------------------------------------------------------------------------
 
     def _release_where(self, chosen: Callable[[InFlightRecord], bool]) -> Outcome:
@@ -469,7 +544,7 @@ class SharePartitionState:
                 if offset < self.start_offset:
                     self._finish(record, RecordState.ARCHIVED)
                 else:
-                    released |= self._release(record)
+                    released |= self._release(record, offset)
         return Outcome(released=released, start_offset_moved=self._advance_start())
 
     def _finish(self, record: InFlightRecord, state: RecordState) -> None:
@@ -477,13 +552,23 @@ class SharePartitionState:
         record.member_id = NO_MEMBER
         record.lock_deadline_ms = None
 
-    def _release(self, record: InFlightRecord) -> bool:
-        """ACQUIRED -> AVAILABLE (True), or ARCHIVED when that attempt was the last one."""
+    def _release(self, record: InFlightRecord, offset: int) -> bool:
+        """ACQUIRED -> AVAILABLE (True), or ARCHIVED (ARCHIVING with a DLQ) when that attempt
+        was the last one."""
         if record.delivery_count >= self.config.delivery_count_limit:
-            self._finish(record, RecordState.ARCHIVED)
+            self._archive(record, offset, DlqReason.DELIVERY_COUNT_EXCEEDED)
             return False
         self._finish(record, RecordState.AVAILABLE)
         return True
+
+    def _archive(self, record: InFlightRecord, offset: int, reason: DlqReason) -> None:
+        """A record that is done with (REJECT, the delivery limit): ARCHIVED, or ARCHIVING when
+        the group has a dead-letter queue (Kafka's `recordStateWithDlq`)."""
+        if self.config.dlq_enabled:
+            self._finish(record, RecordState.ARCHIVING)
+            self.dlq[offset] = (reason, False)
+        else:
+            self._finish(record, RecordState.ARCHIVED)
 
     def _advance_start(self) -> bool:
         """Move the SPSO to the first record in flight that is not terminal (past gaps), and

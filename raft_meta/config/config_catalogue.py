@@ -5,7 +5,8 @@ Broker (`STORED_BROKER_CONFIGS`): the keys of Kafka's `DynamicBrokerConfig.ALL_D
 that set no topic default (those are `config_synonyms.DYNAMIC_BROKER_CONFIGS`) and are not
 listener or security keys. AlterConfigs accepts them with Kafka's types and ranges and stores
 them; raftka does not act on a dynamic value of these (its threads, cleaner, connection limits
-and remote-storage settings are read from server.properties at start).
+and remote-storage settings are read from server.properties at start), except the share
+groups' dead-letter queue keys `errors.deadletterqueue.*` (effect "applied").
 
 Group (`GROUP_CONFIGS`): Kafka's `GroupConfig`, each key with its broker synonym (the
 `group.*` key whose value is the group's default). `validate_group` is Kafka's
@@ -53,8 +54,9 @@ def _string(default: str, choices: tuple[str, ...] = ()) -> TopicConfigDef:
 # Kafka 4.4's KafkaConfig definitions of these keys (type, default, validator).
 STORED_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
     "background.threads": _int(10, 1),
-    "errors.deadletterqueue.auto.create.topics.enable": _bool(False),
-    "errors.deadletterqueue.topic.name.prefix": _string("dlq."),
+    # Acted on: the share groups' dead-letter queue (broker/group/share_dlq.py).
+    "errors.deadletterqueue.auto.create.topics.enable": TopicConfigDef("boolean", "false", effect="applied"),
+    "errors.deadletterqueue.topic.name.prefix": TopicConfigDef("string", "dlq.", effect="applied"),
     "follower.fetch.last.tiered.offset.enable": _bool(False),
     "group.consumer.assignment.interval.ms": _int(1000),
     "group.consumer.assignor.offload.enable": _bool(True),
@@ -205,6 +207,8 @@ def validate_group(configs: Mapping[str, str | None], bounds: Mapping[str, int] 
         elif key == "streams.assignor.name" and value not in STREAMS_ASSIGNORS:
             raise TopicConfigError(f"{key} '{value}' is not a registered task assignor. Registered assignors are: "
                                    f"[{', '.join(STREAMS_ASSIGNORS)}].")
+        elif key == "errors.deadletterqueue.topic.name" and value.startswith("__"):
+            raise TopicConfigError(f"{key}: DLQ topic name must not start with '__'")
         elif key == "share.auto.offset.reset" and not _SHARE_RESETS.fullmatch(value):
             raise TopicConfigError(
                 f"Invalid value {value} for configuration {key}: Invalid value `{value}` for configuration {key}. "

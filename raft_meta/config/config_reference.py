@@ -83,6 +83,8 @@ def _in_raftka(key: str, dynamic: bool) -> str:
 
     if key in DYNAMIC_BROKER_CONFIGS:
         return f"dynamic: the default of topic config `{DYNAMIC_BROKER_CONFIGS[key]}`"
+    if key in STORED_BROKER_CONFIGS and STORED_BROKER_CONFIGS[key].effect == "applied":
+        return "dynamic: acted on"
     if key in STORED_BROKER_CONFIGS or dynamic:
         return "dynamic: stored, not acted on"
     return "not acted on"

@@ -45,8 +45,8 @@ def test_describe_features(kp_admin: KafkaAdminClient) -> None:
     assert described["transaction.version"]["finalized"] == (2, 2)
     assert described["group.version"]["supported"] == (0, 1)  # KIP-848's consumer protocol
     assert described["group.version"]["finalized"] == (1, 1)
-    assert described["share.version"]["supported"] == (0, 1)  # KIP-932's share groups
-    assert described["share.version"]["finalized"] == (1, 1)
+    assert described["share.version"]["supported"] == (0, 2)  # share groups (KIP-932), their DLQ (KIP-1191)
+    assert described["share.version"]["finalized"] == (2, 2)
 
 
 @pytest.mark.parametrize(("version", "features"), [
@@ -65,7 +65,7 @@ def test_api_versions_at_each_version(bootstrap: str, version: int, features) ->
         return
     assert [f.name for f in response.supported_features] == features
     assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
-        ("metadata.version", 20, 20), ("transaction.version", 2, 2), ("group.version", 1, 1), ("share.version", 1, 1)]
+        ("metadata.version", 20, 20), ("transaction.version", 2, 2), ("group.version", 1, 1), ("share.version", 2, 2)]
 
 
 @pytest.mark.parametrize("name", ["", "bad name", "-dash-first"])

@@ -217,6 +217,43 @@ SHARE_GROUPS = Scenario("share-groups", steps=(
     share_groups("share.list-after-delete", "--list"),
 ))
 
+# The share groups' dead-letter queue (KIP-1191, share.version 2): a group names its DLQ topic
+# (errors.deadletterqueue.topic.name, under the broker's `dlq.` prefix; the topic must allow it with
+# errors.deadletterqueue.group.enable), and a record REJECTed, or released at the group's
+# delivery count limit, is written there with the __dlq.errors.* headers (and, with
+# errors.deadletterqueue.copy.record.enable, its key and value; never its own headers).
+DLQ_READ = ("--from-beginning", "--timeout-ms", "30000", "--formatter-property", "print.key=true",
+            "--formatter-property", "print.headers=true", "--formatter-property", "print.partition=true",
+            "--formatter-property", "print.offset=true")
+SHARE_DLQ = Scenario("share-dlq", steps=(
+    topics("dlq.create-topic", "--create", "--topic", "dq-t", "--partitions", "1"),
+    topics("dlq.create-dlq-topic", "--create", "--topic", "dlq.dq-t", "--partitions", "1",
+           "--config", "errors.deadletterqueue.group.enable=true"),
+    Step("dlq.produce", "kafka-console-producer",
+         (*B, "--topic", "dq-t", "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
+          "--reader-property", "parse.headers=true"),
+         stdin="".join(f"h:v{i}\tk{i}:value-{i}\n" for i in range(3))),
+    configs("dlq.configs.bad-name", "--alter", "--entity-type", "groups", "--entity-name", "dq-group",
+            "--add-config", "errors.deadletterqueue.topic.name=__dq", kafka_exit=1),
+    configs("dlq.configs.group", "--alter", "--entity-type", "groups", "--entity-name", "dq-group",
+            "--add-config", "share.auto.offset.reset=earliest,errors.deadletterqueue.topic.name=dlq.dq-t,"
+                            "errors.deadletterqueue.copy.record.enable=true"),
+    Step("dlq.reject", "kafka-console-share-consumer",
+         (*B, "--topic", "dq-t", "--group", "dq-group", "--max-messages", "3", "--timeout-ms", "30000",
+          "--reject", "--formatter-property", "print.offset=true")),
+    Step("dlq.read-rejected", "kafka-console-consumer",
+         (*B, "--topic", "dlq.dq-t", "--max-messages", "3", *DLQ_READ)),
+    # A poison record: released at every delivery, it reaches the delivery count limit (2).
+    produce("dlq.produce-poison", "dq-t", ["k3:poison"]),
+    configs("dlq.configs.limit", "--alter", "--entity-type", "groups", "--entity-name", "dq-group",
+            "--add-config", "share.delivery.count.limit=2,errors.deadletterqueue.copy.record.enable=false"),
+    Step("dlq.release", "kafka-console-share-consumer",
+         (*B, "--topic", "dq-t", "--group", "dq-group", "--max-messages", "2", "--timeout-ms", "30000",
+          "--release", "--formatter-property", "print.offset=true")),
+    Step("dlq.read-poison", "kafka-console-consumer",
+         (*B, "--topic", "dlq.dq-t", "--max-messages", "4", *DLQ_READ)),
+))
+
 OFFSETS = Scenario("offsets-and-records", steps=(
     topics("offsets.create-topic", "--create", "--topic", "do-t", "--partitions", "1"),
     topics("offsets.create-empty-topic", "--create", "--topic", "do-empty", "--partitions", "1"),

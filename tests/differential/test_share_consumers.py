@@ -1,6 +1,6 @@
 """The SDK's share consumer (KIP-932 share groups, Kafka's queues) against a real broker: records
-split between members, RELEASE, REJECT, delivery counts, the acknowledgement modes, and
-`raftka share-groups`.
+split between members, RELEASE, REJECT, delivery counts, the acknowledgement modes, the
+dead-letter queue (KIP-1191) and `raftka share-groups`.
 
 The same test bodies run against every target `share_bootstrap` is parametrized with: Apache
 Kafka 4.4 (one node, share groups on by default: `share.version` is finalized) and a one-node
@@ -23,6 +23,7 @@ import trio
 
 from raftka.client.admin import AsyncAdmin, NewTopic
 from raftka.client.blocking import ShareConsumer
+from raftka.client.consumer import AsyncConsumer
 from raftka.client.errors import IllegalStateError
 from raftka.client.producer import AsyncProducer
 from raftka.client.records import ShareConsumerRecord, TopicPartition
@@ -187,6 +188,95 @@ async def test_a_record_released_too_often_stops_at_the_delivery_limit(share_boo
     assert counts == [1, 2], f"a poisoned record is delivered share.delivery.count.limit times: {counts}"
 
 
+async def read_topic(bootstrap: str, topic: str, n: int) -> list:
+    """The first `n` records of partition 0 of `topic` (a plain consumer, from the start)."""
+    got: list = []
+    async with AsyncConsumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        with trio.fail_after(WAIT_S):
+            while len(got) < n:
+                for records in (await consumer.poll(timeout_ms=500)).values():
+                    got += records
+    return got
+
+
+def dlq_headers(topic: str, offset: int, group: str, delivery_count: int, message: str) -> list:
+    return [("__dlq.errors.topic", topic.encode()), ("__dlq.errors.partition", b"0"),
+            ("__dlq.errors.offset", str(offset).encode()), ("__dlq.errors.group", group.encode()),
+            ("__dlq.errors.delivery.count", str(delivery_count).encode()),
+            ("__dlq.errors.message", message.encode())]
+
+
+REJECTED = "Offset rejected by client."
+LIMIT = "Offset delivery count exceeded the threshold."
+
+
+async def test_rejected_and_poisoned_records_reach_the_groups_dead_letter_queue(share_bootstrap: str) -> None:
+    """KIP-1191: a record REJECTed, and one released until the delivery count limit, are written
+    to the group's DLQ topic with the __dlq.errors.* headers (key and value copied with
+    errors.deadletterqueue.copy.record.enable; the record's own headers never are)."""
+    n = next(_names)
+    topic, group, dlq = f"dlq-src-{n}", f"dlq-group-{n}", f"dlq.src-{n}"
+    async with AsyncAdmin(share_bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, 1, 1),
+                                   NewTopic(dlq, 1, 1, {"errors.deadletterqueue.group.enable": "true"})])
+        await admin.alter_configs(group=group, set_configs={
+            "share.auto.offset.reset": "earliest", "share.delivery.count.limit": "2",
+            "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.copy.record.enable": "true"})
+    async with AsyncProducer(share_bootstrap, acks="all") as producer:
+        for i, value in enumerate((b"bad-0", b"bad-1", b"poison")):
+            await producer.send(topic, value, key=f"k{i}".encode(), headers=[("h", b"mine")], partition=0)
+    delivered: list[tuple[bytes, int]] = []
+    async with AsyncShareConsumer(share_bootstrap, group_id=group, acknowledgement_mode="explicit") as consumer:
+        consumer.subscribe([topic])
+        with trio.fail_after(WAIT_S):
+            while (b"poison", 2) not in delivered:
+                for r in await poll_some(consumer):
+                    delivered.append((r.value, r.delivery_count))
+                    consumer.acknowledge(r, AcknowledgeType.RELEASE if r.value == b"poison" else AcknowledgeType.REJECT)
+                await consumer.commit_sync()
+    assert delivered == [(b"bad-0", 1), (b"bad-1", 1), (b"poison", 1), (b"poison", 2)]
+    got = await read_topic(share_bootstrap, dlq, 3)
+    assert [(r.key, r.value) for r in got] == [(b"k0", b"bad-0"), (b"k1", b"bad-1"), (b"k2", b"poison")]
+    assert [list(r.headers) for r in got] == [dlq_headers(topic, 0, group, 1, REJECTED),
+                                              dlq_headers(topic, 1, group, 1, REJECTED),
+                                              dlq_headers(topic, 2, group, 2, LIMIT)]
+
+
+async def test_a_missing_dead_letter_queue_topic_is_created_when_the_broker_allows_it(share_bootstrap: str) -> None:
+    """errors.deadletterqueue.auto.create.topics.enable (a dynamic broker config, false by default):
+    the DLQ topic is created at the first record for it, with errors.deadletterqueue.group.enable
+    and CreateTime; without copy.record.enable the DLQ record has no key and no value."""
+    n = next(_names)
+    topic, group, dlq = f"dlq-auto-src-{n}", f"dlq-auto-group-{n}", f"dlq.auto-{n}"
+    async with AsyncAdmin(share_bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+        await admin.alter_configs(broker_default=True,
+                                  set_configs={"errors.deadletterqueue.auto.create.topics.enable": "true"})
+        try:
+            await admin.alter_configs(group=group, set_configs={"share.auto.offset.reset": "earliest",
+                                                                "errors.deadletterqueue.topic.name": dlq})
+            await produce(share_bootstrap, topic, ["0"])
+            async with AsyncShareConsumer(share_bootstrap, group_id=group,
+                                          acknowledgement_mode="explicit") as consumer:
+                consumer.subscribe([topic])
+                for r in await poll_some(consumer):
+                    consumer.acknowledge(r, AcknowledgeType.REJECT)
+                await consumer.commit_sync()
+            with trio.fail_after(WAIT_S):
+                while dlq not in await admin.list_topics():
+                    await trio.sleep(0.2)  # polling the metadata until the broker created it
+            [record] = await read_topic(share_bootstrap, dlq, 1)
+            assert (record.key, record.value) == (None, None)
+            assert list(record.headers) == dlq_headers(topic, 0, group, 1, REJECTED)
+            described = await admin.describe_configs(dlq, keys=["errors.deadletterqueue.group.enable",
+                                                                "message.timestamp.type"])
+            assert {k: e.value for k, e in described.items()} == {"errors.deadletterqueue.group.enable": "true",
+                                                                  "message.timestamp.type": "CreateTime"}
+        finally:
+            await admin.alter_configs(broker_default=True, delete=["errors.deadletterqueue.auto.create.topics.enable"])
+
+
 async def test_explicit_mode_refuses_a_poll_before_every_record_is_acknowledged(share_bootstrap: str) -> None:
     topic, group = await share_topic(share_bootstrap, 3)
     async with AsyncShareConsumer(share_bootstrap, group_id=group, acknowledgement_mode="explicit") as consumer:
@@ -303,6 +393,33 @@ def test_the_share_group_snippet_of_using_clients_runs_as_shown(share_bootstrap:
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=180)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["done", "10"]
+
+
+async def test_the_dead_letter_queue_snippet_of_using_clients_runs_as_shown(share_bootstrap: str, tmp_path) -> None:
+    """docs/using-clients.md's dead-letter queue block (names made unique): then a rejected
+    record of the group lands in the DLQ topic with its key and value."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "using-clients.md").read_text()
+    section = text[text.index("\n### A dead-letter queue"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    n = next(_names)
+    topic, group, dlq = f"jobs-{n}", f"workers-{n}", f"dlq.jobs-{n}"
+    code = code.replace("127.0.0.1:9092", share_bootstrap).replace('"dlq.jobs"', f'"{dlq}"').replace(
+        '"workers"', f'"{group}"')
+    ran = await trio.run_process([sys.executable, "-c", code], capture_stderr=True, cwd=tmp_path, check=False)
+    assert ran.returncode == 0, ran.stderr
+    async with AsyncAdmin(share_bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+        await admin.alter_configs(group=group, set_configs={"share.auto.offset.reset": "earliest"})
+    async with AsyncProducer(share_bootstrap, acks="all") as producer:
+        await producer.send(topic, b"job-0", key=b"id-0", partition=0)
+    async with AsyncShareConsumer(share_bootstrap, group_id=group, acknowledgement_mode="explicit") as consumer:
+        consumer.subscribe([topic])
+        for r in await poll_some(consumer):
+            consumer.acknowledge(r, AcknowledgeType.REJECT)
+        await consumer.commit_sync()
+    [record] = await read_topic(share_bootstrap, dlq, 1)
+    assert (record.key, record.value) == (b"id-0", b"job-0")
+    assert list(record.headers) == dlq_headers(topic, 0, group, 1, REJECTED)
 
 
 @pytest.mark.compat_full

@@ -31,12 +31,12 @@ def test_what_raftka_supports_and_runs_at():
     assert {f.name: (f.min_version, f.max_version, f.finalized) for f in FEATURES} == {
         "metadata.version": (7, 20, 20),  # 3.3-IV3 .. 3.8-IV0
         "kraft.version": (0, 0, 0), "transaction.version": (0, 2, 2), "group.version": (0, 1, 1),
-        "share.version": (0, 1, 1)}
+        "share.version": (0, 2, 2)}
 
 
 @pytest.mark.parametrize(("features", "finalized"), [
     (FEATURES, [("metadata.version", 20, 20), ("transaction.version", 2, 2),  # levels 0 are not listed
-                ("group.version", 1, 1), ("share.version", 1, 1)]),
+                ("group.version", 1, 1), ("share.version", 2, 2)]),
     (CUSTOM, [("metadata.version", 20, 20), ("kraft.version", 1, 1)]),
 ])
 def test_finalized_features_leave_out_level_0(features, finalized):
@@ -72,7 +72,7 @@ def test_features_on_the_wire_read_by_kafka_python(version):
     assert [(f.name, f.min_version, f.max_version) for f in kp.supported_features] == [
         (f["name"], f["min_version"], f["max_version"]) for f in supported_features(version)]
     assert [(f.name, f.min_version_level, f.max_version_level) for f in kp.finalized_features] == [
-        ("metadata.version", 20, 20), ("transaction.version", 2, 2), ("group.version", 1, 1), ("share.version", 1, 1)]
+        ("metadata.version", 20, 20), ("transaction.version", 2, 2), ("group.version", 1, 1), ("share.version", 2, 2)]
     _, back = decode_response(ApiKey.API_VERSIONS, version, data[4:])
     assert back == message
 

@@ -7,10 +7,10 @@ the same state, delivery count, member and lock deadline.
 
 Commands (times in ms):
 
-- `init start=10 [lock=30000] [locks=2000] [limit=5] [renew=1|0]`: a share partition whose
-  SPSO is `start` (`lock`: group.share.record.lock.duration.ms, `locks`:
+- `init start=10 [lock=30000] [locks=2000] [limit=5] [renew=1|0] [dlq=0|1]`: a share partition
+  whose SPSO is `start` (`lock`: group.share.record.lock.duration.ms, `locks`:
   group.share.partition.max.record.locks, `limit`: group.share.delivery.count.limit,
-  `renew`: share.renew.acknowledge.enable).
+  `renew`: share.renew.acknowledge.enable, `dlq`: the group has a dead-letter queue topic).
 - `init reset=latest|earliest|by_duration:P1D log_start=0 log_end=10 [at=5] ...`: the SPSO from
   share.auto.offset.reset (`at`: the offset the time index gave for the duration).
 - `acquire member=m1 to=19 now=0 [from=...] [max=500]`: the log returned offsets `from`
@@ -26,6 +26,8 @@ Commands (times in ms):
 - `aborted member=m1 acquired=10-14:1 spans=11-12`: read_committed archives the acquired
   offsets in aborted transactions' batches; prints the acquired ranges left.
 - `expire now=...`, `leave member=m1`, `log_start offset=...`, `show`.
+- `dlq_take`: the ARCHIVING runs handed to the shell for the dead-letter queue;
+  `dlq_done first=12 last=14`: their DLQ write ended (ARCHIVED now).
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ class Harness(CommandHarness):
         config = ShareConfig(record_lock_duration_ms=int(kv.get("lock", 30000)),
                              max_record_locks=int(kv.get("locks", 2000)),
                              delivery_count_limit=int(kv.get("limit", 5)),
-                             renew_acknowledge_enabled=kv.get("renew", "1") == "1")
+                             renew_acknowledge_enabled=kv.get("renew", "1") == "1",
+                             dlq_enabled=kv.get("dlq", "0") == "1")
         if "reset" in kv:
             at = int(kv["at"]) if "at" in kv else None
             try:
@@ -175,6 +178,14 @@ class Harness(CommandHarness):
         except ValueError as exc:
             return f"error: {exc}"
         return "\n".join(self._state_lines())
+
+    def cmd_dlq_take(self, kv) -> str:
+        runs = self._state().take_dlq_runs()
+        head = [f"dlq {r.first_offset}-{r.last_offset} dc={r.delivery_count} {r.reason.name}" for r in runs]
+        return "\n".join((head or ["dlq none"]) + self._state_lines())
+
+    def cmd_dlq_done(self, kv) -> str:
+        return self._outcome(self._state().finish_dlq(int(kv["first"]), int(kv["last"])))
 
     def cmd_show(self, kv) -> str:
         s = self._state()
