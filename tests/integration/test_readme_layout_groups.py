@@ -15,11 +15,11 @@ default) with, at the same time:
   aborted transactions, a consume-transform-produce pipeline, a read_committed reader);
 
 while each node is killed with SIGKILL and restarted, one at a time, and then all three are
-stopped with SIGTERM together and started again together. Before that full stop both groups'
-members leave, so that what each group is (state, epoch, committed offsets, share start offsets)
-is compared as it was before and after: the groups' records in `__consumer_offsets` and the
-share state in `__share_group_state` are all that can carry it over. New members then finish
-the topic.
+stopped with SIGTERM together and started again together, the members running throughout.
+Then the members leave and the cluster is stopped and started together once more, so that
+what each group is (state, epoch, committed offsets, share start offsets) is compared as it was
+before and after: the groups' records in `__consumer_offsets` and the share state in
+`__share_group_state` are all that can carry it over. New members then finish the topic.
 
 Checked: every acknowledged record consumed by the group, none consumed again below an
 offset whose commit was acknowledged, the final commits at the end of every partition; every
@@ -216,11 +216,13 @@ class Run:
     journal: Journal
     history: list[Op]  # the produce load's (chaos/checker.py)
     txn_history: list[Op]  # the transactions' (chaos/txn_checker.py)
-    before: GroupsSeen | None = None  # just before the full stop, every member gone
-    after: GroupsSeen | None = None  # right after the full start, before any member is back
+    # the members' confirmed commits and acceptances: before the first full stop, and a while after it
+    across: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+    before: GroupsSeen | None = None  # just before the second full stop, every member gone
+    after: GroupsSeen | None = None  # right after the second full start, before any member is back
     ends: dict[int, int] = field(default_factory=dict)
     final: GroupsSeen | None = None
-    exit_codes: dict[int, int | None] = field(default_factory=dict)  # of the SIGTERM'd nodes
+    exit_codes: list[int | None] = field(default_factory=list)  # of the nodes stopped together
     problems: list[str] = field(default_factory=list)
     critical: list[str] = field(default_factory=list)
 
@@ -248,6 +250,21 @@ class Members:
         self.stop.set()
         with trio.fail_after(timeout):
             await self.gone.wait()
+
+
+def _confirmed(journal: Journal) -> tuple[int, int]:
+    return len(journal.commits), sum(kind == "OK" for _, _, kind, _, _ in journal.share)
+
+
+async def _restart_all(cluster: ReadmeCluster, run: Run, rec: Recorder, topics: dict[str, int], when: str) -> None:
+    """SIGTERM to every node together, then start them all together."""
+    rec.record("nemesis", "info", "stop", {"phase": "start", "nodes": sorted(cluster.nodes)})
+    await trio.to_thread.run_sync(cluster.stop)
+    run.exit_codes += [n.process.returncode if n.process else None for n in cluster.nodes.values()]
+    await trio.to_thread.run_sync(cluster.start)
+    await trio.to_thread.run_sync(cluster.wait_ready, START_S)
+    rec.record("nemesis", "info", "stop", {"phase": "stop", "nodes": sorted(cluster.nodes)})
+    run.problems += await _missing_topics(cluster, topics, when)
 
 
 async def _progress(acked: list[int], journal: Journal, step: int) -> None:
@@ -289,16 +306,14 @@ async def _scenario(cluster: ReadmeCluster, run: Run, rec: Recorder, txn_rec: Re
                 await trio.to_thread.run_sync(cluster.wait_full_isr, topics, START_S)
                 run.problems += await _missing_topics(cluster, topics, f"after the kill of node {node_id}")
                 await _progress(acked, run.journal, ACKS_PER_STEP)
-            await members.leave()  # nothing changes the groups from here to the restart
+            mark = _confirmed(run.journal)
+            await _restart_all(cluster, run, rec, topics, "after the first full restart")
+            await _progress(acked, run.journal, ACKS_PER_STEP)
+            run.across = (mark, _confirmed(run.journal))
+            await members.leave()  # nothing changes the groups from here to the second restart
             run.before = await groups_seen(bootstrap)
-            rec.record("nemesis", "info", "stop", {"phase": "start", "nodes": sorted(cluster.nodes)})
-            await trio.to_thread.run_sync(cluster.stop)
-            run.exit_codes = {i: n.process.returncode if n.process else None for i, n in cluster.nodes.items()}
-            await trio.to_thread.run_sync(cluster.start)
-            await trio.to_thread.run_sync(cluster.wait_ready, START_S)
-            rec.record("nemesis", "info", "stop", {"phase": "stop", "nodes": sorted(cluster.nodes)})
+            await _restart_all(cluster, run, rec, topics, "after the second full restart")
             run.after = await groups_seen(bootstrap)
-            run.problems += await _missing_topics(cluster, topics, "after the full restart")
             members = Members(bootstrap, run.journal, 2)
             await nursery.start(members.run)
             await _progress(acked, run.journal, ACKS_PER_STEP)
@@ -386,7 +401,7 @@ def redelivered_after_acceptance(journal: Journal) -> list[tuple[int, str, int]]
 
 def test_the_cluster_went_through_every_restart(run: Run) -> None:
     assert not run.problems, run.problems
-    assert run.exit_codes and all(code == 0 for code in run.exit_codes.values()), \
+    assert len(run.exit_codes) == 6 and all(code == 0 for code in run.exit_codes), \
         f"exit codes of the nodes stopped together with SIGTERM: {run.exit_codes}"
     assert not run.critical, run.critical[:5]
     result = check(run.history, idempotent=True)
@@ -404,7 +419,8 @@ def test_a_kip848_group_consumes_everything_and_its_commits_survive(run: Run) ->
     consumed = {v for *_, v in journal.polls}
     assert not sorted(acknowledged_values(run.history) - consumed)[:20], "acknowledged records never consumed"
     assert run.final.kip848[2] == run.ends, (run.final.kip848, run.ends)
-    assert len(journal.commits) >= 10, journal.errors[-10:]
+    (commits, _), (later, _) = run.across
+    assert later > commits, ("no commit after the first full restart", journal.errors[-10:])
 
 
 def test_a_share_group_accepts_everything_once_and_its_state_survives(run: Run) -> None:
@@ -419,6 +435,8 @@ def test_a_share_group_accepts_everything_once_and_its_state_survives(run: Run) 
     accepted = {v for _, _, kind, v, _ in journal.share if kind in ("OK", "UNKNOWN")}
     assert not sorted(acknowledged_values(run.history) - accepted)[:20], "acknowledged records never accepted"
     assert run.final.share[2] == run.ends, (run.final.share, run.ends)
+    (_, accepted_before), (_, accepted_later) = run.across
+    assert accepted_later > accepted_before, ("no acceptance after the first full restart", journal.errors[-10:])
 
 
 def test_transactions_are_read_committed_once_or_not_at_all(run: Run) -> None:
