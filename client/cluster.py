@@ -172,6 +172,15 @@ class Cluster:
             self._refreshing.set()
             self._refreshing = None
 
+    async def refresh_metadata_if_reachable(self) -> None:
+        """refresh_metadata for a client that waits out a cluster no broker of which answers (a
+        consumer's poll: Kafka's consumers retry until the poll times out, they never raise
+        because the whole cluster is restarting). A connection error is logged, not raised."""
+        try:
+            await self.refresh_metadata()
+        except KafkaConnectionError as exc:
+            log.info("client.metadata_unreachable", error=str(exc))
+
     async def _fetch_metadata(self, *, all_topics: bool) -> ClusterMetadata:
         last: Exception | None = None
         for _ in range(3):

@@ -337,7 +337,7 @@ class AsyncConsumer(ClusterClient):
             except KafkaConnectionError as exc:
                 log.info("consumer.fetch_failed", error=str(exc))
                 got = False
-                await cluster.refresh_metadata()
+                await cluster.refresh_metadata_if_reachable()
                 await trio.sleep(min(self.retry_backoff_ms / 1000,
                                      max(0.0, deadline - trio.current_time())))
             if not got and trio.current_time() >= deadline:

@@ -376,7 +376,8 @@ class AsyncShareConsumer(ClusterClient):
             except KafkaConnectionError as exc:
                 log.info("share_consumer.fetch_failed", error=str(exc))
                 got = []
-                await cluster.refresh_metadata()
+                await cluster.refresh_metadata_if_reachable()
+                await trio.sleep(min(self.retry_backoff_ms / 1000, max(0.0, deadline - trio.current_time())))
             if got:
                 return got
             if trio.current_time() >= deadline:

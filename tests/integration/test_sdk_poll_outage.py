@@ -1,0 +1,71 @@
+"""The SDK's group consumers wait out a cluster that is down altogether, as Kafka's do: poll()
+returns nothing while no broker answers (it raised KafkaConnectionError, "no broker
+reachable"), and after the restart the same member goes on. An application that recreated its
+consumer on that error left the old member in the group until its session timed out (45 s by
+default), holding its partitions: tests/integration/test_readme_layout_groups.py found it
+when a whole cluster restarted under a KIP-848 group and a share group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from raftka.client.admin import AsyncAdmin
+from raftka.client.consumer import AsyncConsumer
+from raftka.client.producer import AsyncProducer
+from raftka.client.share_consumer import AsyncShareConsumer
+from raftka.client.share_records import AcknowledgeType
+from tests.compat.server_process import ServerProcess
+
+TOPIC, GROUP, SHARE_GROUP = "outage", "outage-kip848", "outage-share"
+POLLS_WHILE_DOWN = 5
+
+
+def test_group_consumers_poll_through_a_stopped_cluster(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "server", properties={
+        "offsets.topic.num.partitions": "1", "share.coordinator.state.topic.num.partitions": "1"})
+    server.start()
+
+    async def produce(value: bytes) -> None:
+        async with AsyncProducer(server.bootstrap) as producer:
+            await producer.send(TOPIC, value)
+
+    async def next_values(consumer: AsyncConsumer, share: AsyncShareConsumer) -> tuple[bytes, bytes]:
+        got, shared = None, None
+        with trio.fail_after(60):
+            while got is None or shared is None:
+                for records in (await consumer.poll(200)).values():
+                    got = records[-1].value
+                for r in await share.poll(200):
+                    shared = r.value
+                    share.acknowledge(r, AcknowledgeType.ACCEPT)
+                if shared is not None:
+                    await share.commit_sync()
+        return got, shared
+
+    async def main() -> None:
+        await produce(b"before")
+        async with AsyncAdmin(server.bootstrap) as admin:
+            await admin.alter_configs(group=SHARE_GROUP, set_configs={"share.auto.offset.reset": "earliest"})
+        async with AsyncConsumer(server.bootstrap, group_id=GROUP, group_protocol="consumer",
+                                 auto_offset_reset="earliest", request_timeout_ms=3000) as consumer, \
+                AsyncShareConsumer(server.bootstrap, group_id=SHARE_GROUP, acknowledgement_mode="explicit",
+                                   request_timeout_ms=3000) as share:
+            consumer.subscribe([TOPIC])
+            share.subscribe([TOPIC])
+            assert await next_values(consumer, share) == (b"before", b"before")
+            await trio.to_thread.run_sync(server.stop)
+            for _ in range(POLLS_WHILE_DOWN):  # each one tries the broker and gives up quietly
+                assert await consumer.poll(300) == {}
+                assert await share.poll(300) == []
+            await trio.to_thread.run_sync(server.start)
+            await produce(b"after")
+            assert await next_values(consumer, share) == (b"after", b"after")
+            async with AsyncAdmin(server.bootstrap) as admin:
+                assert len((await admin.describe_share_group(SHARE_GROUP)).members) == 1
+
+    try:
+        trio.run(main)
+    finally:
+        server.stop()
