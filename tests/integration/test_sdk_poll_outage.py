@@ -3,7 +3,9 @@ returns nothing while no broker answers (it raised KafkaConnectionError, "no bro
 reachable"), and after the restart the same member goes on. An application that recreated its
 consumer on that error left the old member in the group until its session timed out (45 s by
 default), holding its partitions: tests/integration/test_readme_layout_groups.py found it
-when a whole cluster restarted under a KIP-848 group and a share group."""
+when a whole cluster restarted under a KIP-848 group and a share group. A broker that does not
+answer in time (paused here) is the same: poll() returns nothing, and the share consumer's
+commit_sync() returns the timeout for each partition (it raised it, in an ExceptionGroup)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import trio
 
 from raftka.client.admin import AsyncAdmin
 from raftka.client.consumer import AsyncConsumer
+from raftka.client.errors import KafkaTimeoutError
 from raftka.client.producer import AsyncProducer
+from raftka.client.records import TopicPartition
 from raftka.client.share_consumer import AsyncShareConsumer
 from raftka.client.share_records import AcknowledgeType
 from tests.compat.server_process import ServerProcess
@@ -64,6 +68,45 @@ def test_group_consumers_poll_through_a_stopped_cluster(tmp_path: Path) -> None:
             assert await next_values(consumer, share) == (b"after", b"after")
             async with AsyncAdmin(server.bootstrap) as admin:
                 assert len((await admin.describe_share_group(SHARE_GROUP)).members) == 1
+
+    try:
+        trio.run(main)
+    finally:
+        server.stop()
+
+
+def test_a_broker_that_does_not_answer_is_waited_out(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "server", properties={
+        "offsets.topic.num.partitions": "1", "share.coordinator.state.topic.num.partitions": "1"})
+    server.start()
+
+    async def main() -> None:
+        async with AsyncProducer(server.bootstrap) as producer:
+            await producer.send(TOPIC, b"v")
+        async with AsyncAdmin(server.bootstrap) as admin:
+            await admin.alter_configs(group=SHARE_GROUP, set_configs={"share.auto.offset.reset": "earliest"})
+        async with AsyncConsumer(server.bootstrap, group_id=GROUP, group_protocol="consumer",
+                                 auto_offset_reset="earliest", request_timeout_ms=2000) as consumer, \
+                AsyncShareConsumer(server.bootstrap, group_id=SHARE_GROUP, acknowledgement_mode="explicit",
+                                   request_timeout_ms=2000) as share:
+            consumer.subscribe([TOPIC])
+            share.subscribe([TOPIC])
+            with trio.fail_after(60):
+                records = []
+                while not records:
+                    records = await share.poll(200)
+                while not await consumer.poll(200):
+                    pass
+            server._cluster.pause(1)
+            try:
+                for r in records:
+                    share.acknowledge(r, AcknowledgeType.ACCEPT)
+                results = await share.commit_sync()
+                assert isinstance(results[TopicPartition(TOPIC, 0)], KafkaTimeoutError), results
+                assert await consumer.poll(300) == {}
+                assert await share.poll(300) == []
+            finally:
+                server._cluster.resume(1)
 
     try:
         trio.run(main)
