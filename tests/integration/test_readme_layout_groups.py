@@ -39,7 +39,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import trio
@@ -164,8 +165,14 @@ async def share_member(name: str, bootstrap: str, journal: Journal, stop: trio.E
 
 @dataclass(frozen=True)
 class GroupsSeen:
-    kip848: tuple[str, int | None, dict[int, int | None]]  # state, group epoch, committed offsets
-    share: tuple[str, int, dict[int, int]]  # state, group epoch, start offsets
+    """Each group as described: (state, group epoch, offsets by partition), or why it could not be.
+    The offsets are the committed ones for the KIP-848 group, the start offsets for the share group."""
+
+    kip848: tuple[str, int | None, dict[int, int | None]] | str
+    share: tuple[str, int, dict[int, int]] | str
+
+    def at(self, ends: dict[int, int]) -> bool:
+        return all(not isinstance(g, str) and g[2] == ends for g in (self.kip848, self.share))
 
 
 async def retried(what: str, fn: Callable[[], Awaitable[T]], timeout: float = 30.0) -> T:
@@ -181,15 +188,24 @@ async def retried(what: str, fn: Callable[[], Awaitable[T]], timeout: float = 30
 
 
 async def groups_seen(bootstrap: str) -> GroupsSeen:
-    async def ask() -> GroupsSeen:
+    async def kip848() -> tuple[str, int | None, dict[int, int | None]]:
         async with AsyncAdmin(bootstrap, request_timeout_ms=5000) as admin:
             view = await group_admin.describe_group(admin.cluster, GROUP)
-            share = await admin.describe_share_group(SHARE_GROUP)
-            starts = await admin.describe_share_group_offsets(SHARE_GROUP, {TOPIC: range(PARTITIONS)})
-        return GroupsSeen((view.state, view.group_epoch, {p.tp.partition: p.committed for p in view.partitions}),
-                          (share.state, share.group_epoch, {o.tp.partition: o.start_offset for o in starts}))
+        return view.state, view.group_epoch, {p.tp.partition: p.committed for p in view.partitions}
 
-    return await retried("describing the groups", ask)
+    async def share() -> tuple[str, int, dict[int, int]]:
+        async with AsyncAdmin(bootstrap, request_timeout_ms=5000) as admin:
+            group = await admin.describe_share_group(SHARE_GROUP)
+            starts = await admin.describe_share_group_offsets(SHARE_GROUP, {TOPIC: range(PARTITIONS)})
+        return group.state, group.group_epoch, {o.tp.partition: o.start_offset for o in starts}
+
+    async def described(what: str, fn: Callable[[], Awaitable[T]]) -> T | str:
+        try:
+            return await retried(what, fn)
+        except (AssertionError, trio.TooSlowError) as exc:
+            return f"{what}: {type(exc).__name__}: {exc}"
+
+    return GroupsSeen(await described(f"describing {GROUP}", kip848), await described(f"describing {SHARE_GROUP}", share))
 
 
 async def settled(bootstrap: str, timeout: float) -> tuple[dict[int, int], GroupsSeen]:
@@ -203,7 +219,7 @@ async def settled(bootstrap: str, timeout: float) -> tuple[dict[int, int], Group
     ends = await retried("the end offsets", ends_now)
     seen = await groups_seen(bootstrap)
     with trio.move_on_after(timeout):
-        while seen.kip848[2] != ends or seen.share[2] != ends:
+        while not seen.at(ends):
             await trio.sleep(0.5)
             seen = await groups_seen(bootstrap)
     return ends, seen
@@ -216,6 +232,7 @@ class Run:
     journal: Journal
     history: list[Op]  # the produce load's (chaos/checker.py)
     txn_history: list[Op]  # the transactions' (chaos/txn_checker.py)
+    side_history: list[Op] = field(default_factory=list)  # a SideLoad's transactions
     # the members' confirmed commits and acceptances: before the first full stop, and a while after it
     across: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
     before: GroupsSeen | None = None  # just before the second full stop, every member gone
@@ -276,7 +293,18 @@ async def _progress(acked: list[int], journal: Journal, step: int) -> None:
             await trio.sleep(0.05)
 
 
-async def _scenario(cluster: ReadmeCluster, run: Run, rec: Recorder, txn_rec: Recorder, acked: list[int]) -> None:
+class SideLoad(Protocol):
+    """Another client's transactions in the run (tests/compat/test_readme_layout_txn_v2.py: Kafka's
+    Java producer), on TXN_TOPIC's txn topic: started with the load, stopped with it (blocking
+    calls); `stop` returns its transactions as chaos/txn_checker.py's ops."""
+
+    def start(self, bootstrap: str) -> None: ...
+
+    def stop(self) -> list[Op]: ...
+
+
+async def _scenario(cluster: ReadmeCluster, run: Run, rec: Recorder, txn_rec: Recorder, acked: list[int],
+                    side: SideLoad | None) -> None:
     bootstrap = cluster.bootstrap_servers
     topics = {TOPIC: PARTITIONS, **{f"{TXN_TOPIC}-{r}": PARTITIONS for r in ("txn", "in", "out")}}
     load = WorkloadConfig(bootstrap, TOPIC, PARTITIONS, producers=2, consumers=0, rate=RATE, idempotence=True, seed=48)
@@ -290,6 +318,8 @@ async def _scenario(cluster: ReadmeCluster, run: Run, rec: Recorder, txn_rec: Re
 
     await retried("setting share.auto.offset.reset", share_from_the_start)
     workload, txn_workload = Workload(load, rec), TxnWorkload(txns, txn_rec)
+    if side is not None:
+        await trio.to_thread.run_sync(side.start, bootstrap)
     async with trio.open_nursery() as nursery:
         await workload.run(nursery)
         await txn_workload.run(nursery)
@@ -321,6 +351,8 @@ async def _scenario(cluster: ReadmeCluster, run: Run, rec: Recorder, txn_rec: Re
             run.problems.append(f"{type(exc).__name__}: {exc}")
         workload.stop_producing.set()
         txn_workload.stop_producing.set()
+        if side is not None:
+            run.side_history = await trio.to_thread.run_sync(side.stop)
         try:
             run.ends, run.final = await settled(bootstrap, SETTLE_S)
         except (trio.TooSlowError, AssertionError) as exc:
@@ -336,10 +368,8 @@ async def _scenario(cluster: ReadmeCluster, run: Run, rec: Recorder, txn_rec: Re
         run.problems.append("the transactions' topics could not be read to their end")
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The whole scenario, once; each test checks one part of it."""
-    directory = tmp_path_factory.mktemp("readme-groups")
+def run_scenario(directory: Path, side: SideLoad | None = None) -> Run:
+    """The whole scenario on a cluster in `directory`, with `side`'s transactions too."""
     layout = readme_layouts(DOC.read_text())[0]  # the page's node block as written: Kafka's defaults
     cluster = ReadmeCluster(directory / "cluster", layout, readme_commands(DOC.read_text()))
     writer, txn_writer = HistoryWriter(directory / "history.jsonl"), HistoryWriter(directory / "txn.jsonl")
@@ -354,15 +384,21 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         cluster.start()
         cluster.wait_ready(START_S)
         cluster.create_topic(TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
-        trio.run(_scenario, cluster, result, Recorder(writer, on_op), Recorder(txn_writer), acked)
+        trio.run(_scenario, cluster, result, Recorder(writer, on_op), Recorder(txn_writer), acked, side)
     finally:
         cluster.stop()
         writer.close()
         txn_writer.close()
     result.history = list(read_history(directory / "history.jsonl"))
-    result.txn_history = list(read_history(directory / "txn.jsonl"))
+    result.txn_history = list(read_history(directory / "txn.jsonl")) + result.side_history
     result.critical = [line for node in cluster.nodes.values() for line in critical_lines(node.log_path)]
     return result
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The whole scenario, once; each test checks one part of it."""
+    return run_scenario(tmp_path_factory.mktemp("readme-groups"))
 
 
 # --- the checks ----------------------------------------------------------------------------
@@ -412,6 +448,8 @@ def test_the_cluster_went_through_every_restart(run: Run) -> None:
 def test_a_kip848_group_consumes_everything_and_its_commits_survive(run: Run) -> None:
     journal = run.journal
     assert run.before is not None and run.after is not None and run.final is not None, run.problems
+    assert not isinstance(run.before.kip848, str) and not isinstance(run.final.kip848, str), \
+        (run.before.kip848, run.final.kip848)
     state, epoch, offsets = run.before.kip848
     assert state == "Empty" and epoch and all(offsets.get(p) for p in range(PARTITIONS)), run.before
     assert run.after.kip848 == run.before.kip848, "the group (its epoch, its offsets) after the full restart"
@@ -426,6 +464,8 @@ def test_a_kip848_group_consumes_everything_and_its_commits_survive(run: Run) ->
 def test_a_share_group_accepts_everything_once_and_its_state_survives(run: Run) -> None:
     journal = run.journal
     assert run.before is not None and run.after is not None and run.final is not None, run.problems
+    assert not isinstance(run.before.share, str) and not isinstance(run.final.share, str), \
+        (run.before.share, run.final.share)
     state, epoch, starts = run.before.share
     assert state == "Empty" and epoch > 0 and all(starts.get(p, -1) > 0 for p in range(PARTITIONS)), run.before
     assert run.after.share == run.before.share, "the share group (its epoch, its start offsets) after the full restart"
