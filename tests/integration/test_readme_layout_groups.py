@@ -30,8 +30,8 @@ there (chaos/checker.py).
 
 Transaction version: the SDK's producer runs the classic protocol (client/versions.py caps
 EndTxn at v3), and so does librdkafka 2.16 (confluent-kafka: AddPartitionsToTxn v0, EndTxn v1):
-neither uses transaction.version 2 although the brokers finalize it.
-tests/integration/test_txn_version_2.py runs Kafka's Java producer at version 2.
+neither uses transaction.version 2 although the brokers finalize it. Kafka's Java producer does:
+tests/compat/test_readme_layout_txn_v2.py (make compat) runs this scenario with it as well.
 """
 
 from __future__ import annotations
