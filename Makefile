@@ -48,9 +48,10 @@ test: $(DEV_STAMP)
 # REPORT=compat.json also writes every step's outcomes on both clusters.
 REPORT ?=
 # Also the heavy third-party-client runs marked compat_full elsewhere (franz-go's own tests,
-# Kafka's Java consumer and share consumer on 3-node clusters).
+# Kafka's Java consumer and share consumer on 3-node clusters, Kafka's Java producer's
+# transaction.version 2 through the documented layout's restarts).
 COMPAT_FULL_ELSEWHERE = tests/compat/test_franz_go_kip848.py tests/compat/test_kip848_java.py \
-	tests/integration/test_share_java_consumer.py
+	tests/integration/test_share_java_consumer.py tests/compat/test_readme_layout_txn_v2.py
 compat: $(DEV_STAMP)
 	$(PY) -m pytest tests/differential $(COMPAT_FULL_ELSEWHERE) --compat-full -n 0 $(if $(REPORT),--compat-report $(REPORT))
 

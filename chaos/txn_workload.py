@@ -164,6 +164,7 @@ class TxnWorkload:
             if intent == "commit":
                 await producer.commit_transaction()
                 return "ok"
+            await producer.flush()  # the aborted records reach the log: read_committed readers must skip them
         except AbortableTransactionError:
             await producer.abort_transaction()
             return "fail"

@@ -15,7 +15,13 @@ import trio
 
 from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.connection import BrokerConnection
-from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
+from raftka.client.errors import (
+    NO_ANSWER,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
 from raftka.client.metadata import ClusterMetadata
 from raftka.client.protocol import ApiKey, Message, MetadataRequest
 from raftka.client.records import TopicPartition
@@ -171,6 +177,15 @@ class Cluster:
         finally:
             self._refreshing.set()
             self._refreshing = None
+
+    async def refresh_metadata_if_reachable(self) -> None:
+        """refresh_metadata for a client that waits out a cluster no broker of which answers (a
+        consumer's poll: Kafka's consumers retry until the poll times out, they never raise
+        because the whole cluster is restarting). No answer (errors.NO_ANSWER) is logged, not raised."""
+        try:
+            await self.refresh_metadata()
+        except NO_ANSWER as exc:
+            log.info("client.metadata_unreachable", error=str(exc))
 
     async def _fetch_metadata(self, *, all_topics: bool) -> ClusterMetadata:
         last: Exception | None = None

@@ -58,6 +58,7 @@ from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.consumer_membership import ConsumerMembership, reconciliation
 from raftka.client.errors import (
+    NO_ANSWER,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
@@ -334,10 +335,10 @@ class AsyncConsumer(ClusterClient):
             remaining_ms = max(0, int((deadline - trio.current_time()) * 1000))
             try:
                 got = await self._fetch_round(min(self.fetch_max_wait_ms, remaining_ms))
-            except KafkaConnectionError as exc:
+            except NO_ANSWER as exc:
                 log.info("consumer.fetch_failed", error=str(exc))
                 got = False
-                await cluster.refresh_metadata()
+                await cluster.refresh_metadata_if_reachable()
                 await trio.sleep(min(self.retry_backoff_ms / 1000,
                                      max(0.0, deadline - trio.current_time())))
             if not got and trio.current_time() >= deadline:
@@ -382,7 +383,7 @@ class AsyncConsumer(ClusterClient):
             for node_id, tps in by_node.items():
                 nursery.start_soon(fetch_one, node_id, tps)
         for exc in errors:
-            if not isinstance(exc, KafkaConnectionError):
+            if not isinstance(exc, NO_ANSWER):
                 raise exc
         if errors and not got:
             raise errors[0]

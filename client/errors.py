@@ -56,6 +56,11 @@ class KafkaTimeoutError(KafkaError):
     retriable = True
 
 
+# No answer from a broker (the connection failed, or the request timed out): a consumer's poll
+# and a share consumer's acknowledgements treat it as transient, as Kafka's clients do.
+NO_ANSWER: tuple[type[KafkaError], ...] = (KafkaConnectionError, KafkaTimeoutError)
+
+
 class IllegalStateError(KafkaError):
     """The SDK object was used in a state that does not allow it (e.g. after close)."""
 

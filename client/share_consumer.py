@@ -48,7 +48,12 @@ import trio
 from raftka.client.bootstrap import parse_bootstrap
 from raftka.client.cluster import Cluster
 from raftka.client.consumer import partitions_by_leader
-from raftka.client.errors import IllegalStateError, KafkaConnectionError, KafkaError, error_for_code
+from raftka.client.errors import (
+    NO_ANSWER,
+    IllegalStateError,
+    KafkaError,
+    error_for_code,
+)
 from raftka.client.lifecycle import ClusterClient, OwnedNursery
 from raftka.client.protocol import ApiKey, ErrorCode, request_class
 from raftka.client.records import ShareConsumerRecord, TopicPartition
@@ -299,7 +304,7 @@ class AsyncShareConsumer(ClusterClient):
                                           share_session_epoch=epoch, topics=self._ack_topics(acks))
         try:
             response = await self._require_cluster().send_to(session.node_id, ApiKey.SHARE_ACKNOWLEDGE, request)
-        except KafkaConnectionError as exc:
+        except NO_ANSWER as exc:  # applied or not: unknown; the session starts over
             session.reset(str(exc))
             return dict.fromkeys(acks, exc)
         code = response.error_code
@@ -373,10 +378,11 @@ class AsyncShareConsumer(ClusterClient):
             remaining_ms = max(0, int((deadline - trio.current_time()) * 1000))
             try:
                 got = await self._fetch_round(min(self.fetch_max_wait_ms, remaining_ms))
-            except KafkaConnectionError as exc:
+            except NO_ANSWER as exc:
                 log.info("share_consumer.fetch_failed", error=str(exc))
                 got = []
-                await cluster.refresh_metadata()
+                await cluster.refresh_metadata_if_reachable()
+                await trio.sleep(min(self.retry_backoff_ms / 1000, max(0.0, deadline - trio.current_time())))
             if got:
                 return got
             if trio.current_time() >= deadline:
@@ -448,7 +454,7 @@ class AsyncShareConsumer(ClusterClient):
                                        for topic_id, tps in self._by_topic_id(removed).items()])
             try:
                 response = await self._require_cluster().send_to(node_id, ApiKey.SHARE_FETCH, request)
-            except KafkaConnectionError as exc:
+            except NO_ANSWER as exc:
                 session.reset(str(exc))
                 raise
             code = response.error_code

@@ -35,7 +35,9 @@ class PeerConnections:
                 await trio.sleep_forever()
             finally:
                 self._nursery = None
-                for conn in self._conns.values():
+                # A snapshot: `drop` may run while a close waits (a full-cluster SIGTERM showed it).
+                conns, self._conns = list(self._conns.values()), {}
+                for conn in conns:
                     with trio.CancelScope(shield=True):
                         await conn.aclose()
 
