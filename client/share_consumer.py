@@ -239,8 +239,17 @@ class AsyncShareConsumer(ClusterClient):
         self._session(node).owe(tp, [(record.offset, record.offset, kind)])
 
     def _settle_in_flight(self, kind: AcknowledgeType) -> None:
+        owed: dict[tuple[int, TopicPartition], list[Ack]] = {}  # consecutive offsets as one range
         for (tp, offset), node in self._in_flight.items():
-            self._session(node).owe(tp, [(offset, offset, kind)])
+            acks = owed.get((node, tp))
+            if acks is None:
+                owed[(node, tp)] = [(offset, offset, kind)]
+            elif acks[-1][1] + 1 == offset:
+                acks[-1] = (acks[-1][0], offset, kind)
+            else:
+                acks.append((offset, offset, kind))
+        for (node, tp), acks in owed.items():
+            self._session(node).owe(tp, acks)
         self._in_flight.clear()
 
     async def commit_sync(self) -> AckResults:
@@ -410,8 +419,12 @@ class AsyncShareConsumer(ClusterClient):
                 self._session(node_id).owe(TopicPartition(r.topic, r.partition),
                                            [(r.offset, r.offset, AcknowledgeType.RELEASE)])
             raise errors[0]
+        tps: dict[tuple[str, int], TopicPartition] = {}
         for node_id, r in got:
-            self._in_flight[(TopicPartition(r.topic, r.partition), r.offset)] = node_id
+            tp = tps.get((r.topic, r.partition))
+            if tp is None:
+                tp = tps[(r.topic, r.partition)] = TopicPartition(r.topic, r.partition)
+            self._in_flight[(tp, r.offset)] = node_id
         return [r for _node, r in got]
 
     async def _fetch_from(self, node_id: int, tps: list[TopicPartition], max_wait_ms: int,
