@@ -11,7 +11,11 @@ with three raftka SDK members (blocking facade, one thread each):
 - consumer group: `Consumer` with `group_id`, each member reading the partitions it is assigned.
 
 The rate is RECORDS over the time from the first record any member got to the moment the last
-distinct record arrived (joining the group is not counted). Figures as measured, never asserted.
+distinct record arrived (joining the group is not counted). "CPU s" is what the whole read cost
+the machine: the user + system seconds of this process (the members) and the three brokers
+from the members' start to their close, joining included (from /proc: Linux). On a small
+machine shared with other work the rate moves with the load; the CPU seconds much less.
+Figures as measured, never asserted.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 
 import confluent_kafka
 
+from bench.spark_bench import tree_cpu_seconds
 from raftka.client.blocking import Admin, Consumer, ShareConsumer
 from raftka.testing.local_cluster import FAST_FAILURE_DETECTION, LocalCluster, free_port_base
 
@@ -40,6 +45,7 @@ class Result:
     seconds: float
     delivered: int  # deliveries counted, duplicates included
     busy: int  # members that got records
+    cpu_s: float  # user + system seconds of the members and the brokers during the read
 
     @property
     def records_s(self) -> float:
@@ -90,6 +96,7 @@ def _group_member(bootstrap: str, group: str, tally: _Tally, stop: threading.Eve
 
 def _read(name: str, member, bootstrap: str, group: str, records: int) -> Result:
     tally, stop = _Tally(records), threading.Event()
+    cpu = tree_cpu_seconds()
     threads = [threading.Thread(target=member, args=(bootstrap, group, tally, stop), daemon=True)
                for _ in range(MEMBERS)]
     for t in threads:
@@ -100,7 +107,8 @@ def _read(name: str, member, bootstrap: str, group: str, records: int) -> Result
         t.join(60)
     if not finished:
         raise RuntimeError(f"{name}: {len(tally.seen)} of {records} records in {TIMEOUT_S:.0f} s")
-    return Result(name, records, tally.last - tally.first, tally.delivered, len(tally.members))
+    return Result(name, records, tally.last - tally.first, tally.delivered, len(tally.members),
+                  tree_cpu_seconds() - cpu)
 
 
 def _fill(bootstrap: str, records: int) -> None:
@@ -135,10 +143,12 @@ def run(records: int = RECORDS) -> list[Result]:
 
 
 def format_table(results: list[Result]) -> str:
-    lines = ["| group (raftka SDK members) | records | seconds | records/s | deliveries | members that got records |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| group (raftka SDK members) | records | seconds | records/s | deliveries | members that got records "
+             "| CPU s |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r.group} | {r.records} | {r.seconds:.2f} | {r.records_s:.0f} | {r.delivered} | {r.busy} |")
+        lines.append(f"| {r.group} | {r.records} | {r.seconds:.2f} | {r.records_s:.0f} | {r.delivered} | {r.busy} "
+                     f"| {r.cpu_s:.2f} |")
     return "\n".join(lines)
 
 

@@ -30,15 +30,19 @@ leaving the group (heartbeat epoch -1). A session the broker no longer knows is 
 carries the acknowledgements still owed; those lost with a dropped connection are not sent
 again (their records come back to the group when their locks expire).
 
-poll() fetches in the caller's task, from every leader at once, and waits for all of them (a
-ShareFetch is never abandoned: its records are acquired the moment the broker answers). A
-poll() may return more than `max_poll_records` records: the broker acquires whole batches
-(Kafka's `batch_optimized` acquire mode). Where a share group starts reading a partition is
+poll() sends a ShareFetch to every leader that has none out, each in the background, and
+returns as soon as one brings records: a leader with nothing to give long-polls on its own, and
+what it acquires later waits in the consumer for the next poll() (a ShareFetch is never
+abandoned: its records are acquired the moment the broker answers). No ShareFetch goes to a
+leader while records it gave wait undelivered, and close() or unsubscribe() lets those out end
+and RELEASEs what no poll() returned. A poll() may return more than `max_poll_records` records:
+it returns what every leader that answered gave. Where a share group starts reading a partition is
 the group config `share.auto.offset.reset` (latest by default; see `AsyncAdmin.alter_configs`).
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -154,6 +158,12 @@ class AsyncShareConsumer(ClusterClient):
         self._sessions: dict[int, _Session] = {}
         # What the last poll() returned and is not acknowledged yet: (tp, offset) -> leader node.
         self._in_flight: dict[tuple[TopicPartition, int], int] = {}
+        # ShareFetches out in the background (by leader), and what they brought that no poll()
+        # returned yet: (leader, record), or the first error one met.
+        self._fetching: set[int] = set()
+        self._buffer: list[tuple[int, ShareConsumerRecord]] = []
+        self._fetch_error: KafkaError | None = None
+        self._arrived = trio.Event()
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> None:
@@ -169,11 +179,13 @@ class AsyncShareConsumer(ClusterClient):
                 with trio.move_on_after(self.request_timeout_ms / 1000):
                     if self.acknowledgement_mode == "implicit":
                         self._settle_in_flight(AcknowledgeType.ACCEPT)
+                    await self._end_fetches()
                     await self._acknowledge_all(final=True)
                     await self._group.leave()
         finally:
             self._group = None
             self._in_flight.clear()
+            self._buffer.clear()
             await self._close_cluster()
 
     # --- membership -------------------------------------------------------
@@ -214,9 +226,20 @@ class AsyncShareConsumer(ClusterClient):
             return
         if self.acknowledgement_mode == "implicit":
             self._settle_in_flight(AcknowledgeType.ACCEPT)
+        await self._end_fetches()
         await self._acknowledge_all(final=True)
         await self._group.leave()
         self._group, self._subscription, self._assigned = None, (), frozenset()
+
+    async def _end_fetches(self) -> None:
+        """Let the ShareFetches out in the background end (each within its wait) and give back
+        what they brought that no poll() returned: RELEASEd, to be delivered again."""
+        while self._fetching:
+            await self._arrived.wait()
+        buffered, self._buffer, self._fetch_error = self._buffer, [], None
+        for node_id, r in buffered:
+            self._session(node_id).owe(TopicPartition(r.topic, r.partition),
+                                       [(r.offset, r.offset, AcknowledgeType.RELEASE)])
 
     def _apply_assignment(self, group: ShareMembership) -> None:
         target = group.target
@@ -244,8 +267,17 @@ class AsyncShareConsumer(ClusterClient):
         self._session(node).owe(tp, [(record.offset, record.offset, kind)])
 
     def _settle_in_flight(self, kind: AcknowledgeType) -> None:
+        owed: dict[tuple[int, TopicPartition], list[Ack]] = {}  # consecutive offsets as one range
         for (tp, offset), node in self._in_flight.items():
-            self._session(node).owe(tp, [(offset, offset, kind)])
+            acks = owed.get((node, tp))
+            if acks is None:
+                owed[(node, tp)] = [(offset, offset, kind)]
+            elif acks[-1][1] + 1 == offset:
+                acks[-1] = (acks[-1][0], offset, kind)
+            else:
+                acks.append((offset, offset, kind))
+        for (node, tp), acks in owed.items():
+            self._session(node).owe(tp, acks)
         self._in_flight.clear()
 
     async def commit_sync(self) -> AckResults:
@@ -391,34 +423,53 @@ class AsyncShareConsumer(ClusterClient):
                 await trio.sleep(min(0.05, max(0.0, deadline - trio.current_time())))
 
     async def _fetch_round(self, max_wait_ms: int) -> list[ShareConsumerRecord]:
-        """One ShareFetch to every leader of an assigned partition (and every leader owed an
-        acknowledgement or holding a session to shrink), all at once; waits for every answer."""
+        """A ShareFetch, each in the background, to every leader of an assigned partition (and
+        every leader owed an acknowledgement or holding a session to shrink) that has none out
+        and none of whose records wait in the buffer; then what the answers brought: at once if
+        records wait, else as soon as one brings some, or when every fetch this round started
+        has answered (with none out, after `max_wait_ms`). A fetch still out keeps what it
+        acquires for a later poll(): one leader's long poll never holds up another's records,
+        nor the acknowledgements they carry back."""
         by_node = await partitions_by_leader(self._require_cluster(), self._assigned)
         nodes = set(by_node) | {n for n, s in self._sessions.items() if s.pending or s.partitions}
-        if not nodes:
-            return []
-        got: list[tuple[int, ShareConsumerRecord]] = []
-        errors: list[KafkaError] = []
-
-        async def fetch_one(node_id: int) -> None:
-            try:
-                got.extend((node_id, r) for r in await self._fetch_from(node_id, by_node.get(node_id, []),
-                                                                        max_wait_ms))
-            except KafkaError as exc:
-                errors.append(exc)
-
-        async with trio.open_nursery() as nursery:
-            for node_id in sorted(nodes):
-                nursery.start_soon(fetch_one, node_id)
-        if errors:
+        nodes -= self._fetching | {node_id for node_id, _r in self._buffer}
+        nursery = self._owner.nursery
+        assert nursery is not None
+        for node_id in sorted(nodes):
+            self._fetching.add(node_id)
+            nursery.start_soon(self._fetch_in_background, node_id, by_node.get(node_id, []), max_wait_ms)
+        with trio.move_on_after(math.inf if nodes else max_wait_ms / 1000):
+            while not self._buffer and self._fetch_error is None and (nodes & self._fetching if nodes
+                                                                      else self._fetching):
+                await self._arrived.wait()
+        got, self._buffer = self._buffer, []
+        if self._fetch_error is not None:
+            error, self._fetch_error = self._fetch_error, None
             # Records acquired from the other leaders go back: the application never sees them.
             for node_id, r in got:
                 self._session(node_id).owe(TopicPartition(r.topic, r.partition),
                                            [(r.offset, r.offset, AcknowledgeType.RELEASE)])
-            raise errors[0]
+            raise error
+        tps: dict[tuple[str, int], TopicPartition] = {}
         for node_id, r in got:
-            self._in_flight[(TopicPartition(r.topic, r.partition), r.offset)] = node_id
+            tp = tps.get((r.topic, r.partition))
+            if tp is None:
+                tp = tps[(r.topic, r.partition)] = TopicPartition(r.topic, r.partition)
+            self._in_flight[(tp, r.offset)] = node_id
         return [r for _node, r in got]
+
+    async def _fetch_in_background(self, node_id: int, tps: list[TopicPartition], max_wait_ms: int) -> None:
+        """One ShareFetch (`_fetch_from`); its records, or its error, for poll() to take."""
+        try:
+            records = await self._fetch_from(node_id, tps, max_wait_ms)
+            self._buffer.extend((node_id, r) for r in records)
+        except KafkaError as exc:
+            if self._fetch_error is None:
+                self._fetch_error = exc
+        finally:
+            self._fetching.discard(node_id)
+            arrived, self._arrived = self._arrived, trio.Event()
+            arrived.set()
 
     async def _fetch_from(self, node_id: int, tps: list[TopicPartition], max_wait_ms: int,
                           ) -> list[ShareConsumerRecord]:

@@ -17,6 +17,7 @@ per batch). The offsets come from the broker, so nothing here walks a range offs
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -104,12 +105,14 @@ def delivered_records(topic: str, partition: int, records: Buffer | None, acquir
     offsets = sorted(by_offset)
     out: list[ShareConsumerRecord] = []
     settled: list[tuple[int, int, int]] = []
+    new_record = tuple.__new__
     for span in spans:
         first, last = span.first_offset, span.last_offset
         if last < first:
             continue
-        mine = [o for o in offsets if first <= o <= last]
-        out.extend(ShareConsumerRecord(*by_offset[o], span.delivery_count) for o in mine)
+        mine = offsets[bisect_left(offsets, first):bisect_right(offsets, last)]
+        count = (span.delivery_count,)  # a ConsumerRecord's fields, then the delivery count
+        out.extend(new_record(ShareConsumerRecord, by_offset[o] + count) for o in mine)
         uncovered_start = first
         for low, high in covered:
             low, high = max(low, first), min(high, last)

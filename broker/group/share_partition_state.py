@@ -130,6 +130,9 @@ class RecordState(enum.IntEnum):
         return self in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
+_TERMINAL = frozenset(state for state in RecordState if state.terminal)
+
+
 class AcknowledgeType(enum.IntEnum):
     """ShareFetch/ShareAcknowledge's AcknowledgeTypes (0 marks a gap: no record at that offset)."""
 
@@ -297,29 +300,41 @@ class SharePartitionState:
         ACQUIRED now is written as it was before this attempt (AVAILABLE, one delivery fewer):
         Kafka persists a transition only once it completes, so a restart redelivers it without
         counting the lost attempt."""
+        # One pass with the current run in locals: a PersistedBatch per run, not per offset.
         out: list[PersistedBatch] = []
-
-        def add(first: int, last: int, state: RecordState, count: int) -> None:
-            prev = out[-1] if out else None
-            if prev is not None and prev.last_offset + 1 == first and (prev.state, prev.delivery_count) == (
-                    state, count):
-                out[-1] = PersistedBatch(prev.first_offset, last, state, count)
-            else:
-                out.append(PersistedBatch(first, last, state, count))
-
+        acquired, available, archived = RecordState.ACQUIRED, RecordState.AVAILABLE, RecordState.ARCHIVED
+        first = last = -2
+        run: tuple[RecordState, int] | None = None  # (state, delivery count) of first..last
         cursor = self.start_offset
         for offset, record in self.records.items():
             if offset < cursor:
                 continue
-            if offset > cursor:
-                add(cursor, offset - 1, RecordState.ARCHIVED, 0)
+            if offset > cursor:  # a gap: no record there
+                if run == (archived, 0) and last + 1 == cursor:
+                    last = offset - 1
+                else:
+                    if run is not None:
+                        out.append(PersistedBatch(first, last, run[0], run[1]))
+                    first, last, run = cursor, offset - 1, (archived, 0)
             state, count = record.state, record.delivery_count
-            if state is RecordState.ACQUIRED:
-                state, count = RecordState.AVAILABLE, count - 1
-            add(offset, offset, state, count)
+            if state is acquired:
+                state, count = available, count - 1
+            if run is not None and last + 1 == offset and run[0] is state and run[1] == count:
+                last = offset
+            else:
+                if run is not None:
+                    out.append(PersistedBatch(first, last, run[0], run[1]))
+                first, last, run = offset, offset, (state, count)
             cursor = offset + 1
-        if out and cursor < self._next_new:
-            add(cursor, self._next_new - 1, RecordState.ARCHIVED, 0)
+        if run is None:
+            return ()
+        if cursor < self._next_new:
+            if run == (archived, 0) and last + 1 == cursor:
+                last = self._next_new - 1
+            else:
+                out.append(PersistedBatch(first, last, run[0], run[1]))
+                first, last, run = cursor, self._next_new - 1, (archived, 0)
+        out.append(PersistedBatch(first, last, run[0], run[1]))
         return tuple(out)
 
     # -- reading ---------------------------------------------------------------------------
@@ -379,29 +394,40 @@ class SharePartitionState:
         throttle = throttle_delivery_count(limit)
         deadline = now_ms + self.config.record_lock_duration_ms
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
+        fresh: AcquiredRecords | None = None  # offsets past SPEO, acquired for the first time
+        records, acquired = self.records, RecordState.ACQUIRED
         offset = max(first_offset, self.start_offset)
         while offset <= last_offset and len(taken) < budget:
-            record: InFlightRecord | None = self.records.get(offset)
             if offset < self._next_new:
+                record: InFlightRecord | None = records.get(offset)
                 if record is None or record.state is not RecordState.AVAILABLE:
                     offset += 1
                     continue
                 if record.delivery_count >= throttle and taken:
                     break  # a record delivered that often leads a later fetch
-                record.state = RecordState.ACQUIRED
+                record.state = acquired
                 record.delivery_count += 1
-            else:
-                if not self.records and offset > self._next_new:
+                record.member_id = member_id
+                record.lock_deadline_ms = deadline
+                taken.append((offset, record.delivery_count))
+                if record.delivery_count > throttle or (limit > 2 and record.delivery_count == limit):
+                    break  # a throttled record, or a last attempt, goes out alone
+                offset += 1
+            else:  # the rest is new: one delivery each, never throttled
+                if not records and offset > self._next_new:
                     self.start_offset = offset  # the log has nothing before it (compacted, retention)
-                record = self.records[offset] = InFlightRecord(RecordState.ACQUIRED, 1)
-                self._next_new = offset + 1
-            record.member_id = member_id
-            record.lock_deadline_ms = deadline
-            taken.append((offset, record.delivery_count))
-            if record.delivery_count > throttle or (limit > 2 and record.delivery_count == limit):
-                break  # a throttled record, or a last attempt, goes out alone
-            offset += 1
-        return _ranges(taken)
+                last = min(last_offset, offset + budget - len(taken) - 1)
+                for new in range(offset, last + 1):
+                    records[new] = InFlightRecord(acquired, 1, member_id, deadline)
+                self._next_new = last + 1
+                fresh = AcquiredRecords(offset, last, 1)
+                break
+        ranges = _ranges(taken)
+        if fresh is None:
+            return ranges
+        if ranges and ranges[-1].last_offset + 1 == fresh.first_offset and ranges[-1].delivery_count == 1:
+            return (*ranges[:-1], AcquiredRecords(ranges[-1].first_offset, fresh.last_offset, 1))
+        return (*ranges, fresh)
 
     def archive_aborted(self, member_id: str, acquired: tuple[AcquiredRecords, ...],
                         aborted: list[tuple[int, int]]) -> tuple[AcquiredRecords, ...]:
@@ -429,35 +455,39 @@ class SharePartitionState:
         """Apply a member's acknowledgements, all or nothing (see the module docstring)."""
         plan: list[tuple[int, int]] = []  # (offset, acknowledge type)
         previous_last = -1
+        records, acquired, renew = self.records, RecordState.ACQUIRED, AcknowledgeType.RENEW
+        renew_enabled = self.config.renew_acknowledge_enabled
         for batch in batches:
             error = self._check_batch(batch, previous_last)
             if error:
                 return Outcome(INVALID_REQUEST, error)
             previous_last = batch.last_offset
             types = batch.acknowledge_types
+            one = types[0] if len(types) == 1 else None
             for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
-                ack = types[0] if len(types) == 1 else types[offset - batch.first_offset]
-                if ack == AcknowledgeType.RENEW and not self.config.renew_acknowledge_enabled:
+                ack = types[offset - batch.first_offset] if one is None else one
+                if ack == renew and not renew_enabled:
                     return Outcome(INVALID_RECORD_STATE, "RENEW acknowledgements are not enabled for this group "
                                                          "(share.renew.acknowledge.enable=false)")
-                record = self.records.get(offset)
+                record = records.get(offset)
                 if record is None:
                     return Outcome(INVALID_RECORD_STATE, f"offset {offset} is not in flight "
                                    f"(SPSO {self.start_offset}, SPEO {self.end_offset})")
-                if record.state is not RecordState.ACQUIRED:
+                if record.state is not acquired:
                     return Outcome(INVALID_RECORD_STATE, f"offset {offset} is {record.state.name}, not ACQUIRED")
                 if record.member_id != member_id:
                     return Outcome(INVALID_RECORD_STATE, f"offset {offset} is acquired by another member, "
                                                          f"not {member_id!r}")
                 plan.append((offset, ack))
         released = False
+        accept, release, acknowledged = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, RecordState.ACKNOWLEDGED
         for offset, ack in plan:
-            record = self.records[offset]
-            if ack == AcknowledgeType.RENEW:
+            record = records[offset]
+            if ack == renew:
                 record.lock_deadline_ms = now_ms + self.config.record_lock_duration_ms
-            elif ack == AcknowledgeType.ACCEPT:
-                self._finish(record, RecordState.ACKNOWLEDGED)
-            elif ack == AcknowledgeType.RELEASE:
+            elif ack == accept:
+                self._finish(record, acknowledged)
+            elif ack == release:
                 released |= self._release(record, offset)
             elif ack == AcknowledgeType.REJECT:
                 self._archive(record, offset, DlqReason.REJECTED)
@@ -575,8 +605,9 @@ class SharePartitionState:
         forget the terminal records below it."""
         old = self.start_offset
         new = max(self._next_new, old)
+        terminal = _TERMINAL
         for offset, record in self.records.items():
-            if offset >= old and not record.state.terminal:
+            if offset >= old and record.state not in terminal:
                 new = offset
                 break
         self.start_offset = new
@@ -584,7 +615,7 @@ class SharePartitionState:
         for offset, record in self.records.items():
             if offset >= new:
                 break
-            if record.state.terminal:
+            if record.state in terminal:
                 done.append(offset)
         for offset in done:
             del self.records[offset]
@@ -600,10 +631,14 @@ def throttle_delivery_count(limit: int) -> int:
 def _ranges(taken: list[tuple[int, int]]) -> tuple[AcquiredRecords, ...]:
     """Consecutive offsets with one delivery count, as AcquiredRecords ranges."""
     out: list[AcquiredRecords] = []
-    for offset, count in taken:
-        last = out[-1] if out else None
-        if last is not None and last.last_offset + 1 == offset and last.delivery_count == count:
-            out[-1] = AcquiredRecords(last.first_offset, offset, count)
+    if not taken:
+        return ()
+    first, last, count = taken[0][0], taken[0][0] - 1, taken[0][1]
+    for offset, delivery_count in taken:
+        if offset == last + 1 and delivery_count == count:
+            last = offset
         else:
-            out.append(AcquiredRecords(offset, offset, count))
+            out.append(AcquiredRecords(first, last, count))
+            first, last, count = offset, offset, delivery_count
+    out.append(AcquiredRecords(first, last, count))
     return tuple(out)
