@@ -197,3 +197,28 @@ def _partitions(assignment) -> str:
     if assignment is None:
         return "unchanged"
     return str(sorted(p for t in assignment.topic_partitions for p in t.partitions))
+
+
+# What Kafka 4.4 answered (tests/differential runs `walk` against it again).
+KAFKA_44 = """\
+classic join: MEMBER_ID_REQUIRED, then NONE generation=1 protocol=range leader=self members=1
+classic sync: NONE partitions=[0, 1]
+group: type=classic state=Stable
+consumer join: NONE epoch=2 assignment=[]
+group: type=consumer state=Reconciling
+classic heartbeat generation 1: REBALANCE_IN_PROGRESS
+classic commit generation 1: NONE
+classic rejoin: NONE generation=2 protocol=range leader='' members=0
+classic sync: NONE partitions=[0]
+classic heartbeat generation 2: NONE
+classic commit generation 2: NONE
+classic commit generation 3: ILLEGAL_GENERATION
+consumer heartbeat: NONE epoch=2 assignment=[1]
+described: NONE state=Stable epoch=2 members=classic@2:[0] consumer@2:[1]
+group: type=consumer state=Stable
+consumer leave: NONE epoch=-1
+group: type=classic state=PreparingRebalance
+classic heartbeat generation 2: REBALANCE_IN_PROGRESS
+classic rejoin: NONE generation=3 protocol=range leader=self members=1
+classic sync: NONE partitions=[0, 1]
+group: type=classic state=Stable"""

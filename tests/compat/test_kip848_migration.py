@@ -21,7 +21,10 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer  # noqa: E402
 
-from tests.compat.server_process import ServerProcess, running_server  # noqa: E402
+from raftka.client.protocol import ErrorCode  # noqa: E402
+from raftka.client.protocol.api_keys import ApiKey  # noqa: E402
+from tests.compat.migration_cases import KAFKA_44, walk  # noqa: E402
+from tests.compat.server_process import ServerProcess, running_server, server_with_topics  # noqa: E402
 from tests.compat.test_kip848_confluent import SteadyProducer  # noqa: E402
 from tests.compat.wire_client import WireConnection  # noqa: E402
 from tests.support import wait_until  # noqa: E402
@@ -194,3 +197,37 @@ def test_a_group_is_upgraded_and_downgraded_online_one_member_at_a_time(server: 
     tolerated = ("_NO_OFFSET", "STALE_MEMBER_EPOCH")
     assert not [e for m in everyone for e in m.errors if not any(t in e for t in tolerated)], [
         (m.name, m.errors) for m in everyone]
+
+
+def test_each_member_sees_what_it_sees_on_kafka(tmp_path: Path) -> None:
+    """The wire-level walk through an upgrade and a downgrade (tests/compat/migration_cases.py)
+    answers what Kafka 4.4 answered."""
+    with server_with_topics(tmp_path, {"dg-t": 2}) as process:
+        assert walk(process.bootstrap, "dg-group", "dg-t", "dg-member-0000000000000") == KAFKA_44
+
+
+@pytest.mark.parametrize("policy", ["disabled", "downgrade"])
+def test_a_policy_without_upgrade_refuses_it_as_kafka_does(tmp_path: Path, policy: str) -> None:
+    """group.consumer.migration.policy: a consumer-protocol member joining a live classic group
+    gets GROUP_ID_NOT_FOUND with Kafka's message; the classic member goes on undisturbed."""
+    with running_server(tmp_path, properties={"offsets.topic.num.partitions": "1",
+                                              "offsets.topic.replication.factor": "1",
+                                              "group.consumer.migration.policy": policy}) as process:
+        with WireConnection(process.bootstrap) as conn:
+            assert conn.create_topic(TOPIC, PARTITIONS) == 0
+        classic = Member(process.bootstrap, "classic", CLASSIC)
+        try:
+            wait_until(lambda: classic.owned() == set(range(PARTITIONS)), TIMEOUT, what="the classic member settled")
+            with WireConnection(process.bootstrap) as conn:
+                answer = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+                    "group_id": GROUP, "member_id": "refused-member-00000000", "member_epoch": 0,
+                    "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+                    "subscribed_topic_names": [TOPIC], "subscribed_topic_regex": None, "server_assignor": None,
+                    "topic_partitions": []})
+            assert (answer.error_code, answer.error_message) == (
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {GROUP} to consumer group because online upgrade is disabled.")
+            assert listed(process.bootstrap) == ("classic", "Stable")
+            assert classic.owned() == set(range(PARTITIONS))
+        finally:
+            classic.close()
