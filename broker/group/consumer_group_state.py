@@ -53,6 +53,17 @@ whole-name match; INVALID_REGULAR_EXPRESSION for what RE2 refuses). The group's 
 resolved against the `topics` a heartbeat brings: at once for a new regex, for new topics
 at most every `regex_refresh_interval_ms` (Kafka's 10 s); a changed resolution bumps the
 group epoch. A deleted topic leaves the subscription metadata at the next heartbeat.
+
+Classic members (KIP-848's online migration, `migration_policy`): `upgrade_from` takes a
+non-empty classic group's members over (each keeps its assignment, at the classic generation
+as its member epoch, its JoinGroup protocols and session timeout kept as ClassicMemberMetadata).
+Classic members then speak JoinGroup (`classic_join`: answered at once, the member epoch as
+the generation), SyncGroup (`classic_sync`: its assignment as ConsumerProtocol bytes), Heartbeat
+(`classic_heartbeat`: REBALANCE_IN_PROGRESS while the group epoch is ahead of it or it has
+partitions to revoke or to receive) and LeaveGroup (`classic_leave`); a SyncGroup is due within
+the rebalance timeout after a JoinGroup, a JoinGroup within it after a REBALANCE_IN_PROGRESS,
+else the member is removed. When the last consumer-protocol member is fenced and classic
+members remain, the group is tombstoned and `downgraded` holds the classic group's members.
 """
 
 from __future__ import annotations
