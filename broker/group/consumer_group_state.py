@@ -1075,7 +1075,9 @@ class ConsumerGroupState:
         for cm in sorted(classic.members.values(), key=lambda m: m.member_id):
             try:
                 assignment = decode_assignment(cm.assignment)
-                subscription = decode_subscription(cm.metadata_for(classic.protocol_name))
+                # A group still in its first join has no protocol yet: the member's first one.
+                metadata = cm.metadata_for(classic.protocol_name) or (cm.protocols[0][1] if cm.protocols else b"")
+                subscription = decode_subscription(metadata)
             except ValueError:
                 raise HeartbeatError(GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group "
                                      "because the embedded consumer protocol is malformed.") from None

@@ -33,8 +33,9 @@ Classic members and the migration between protocols (`init policy=upgrade` sets
 group.consumer.migration.policy):
 
 - `classic gen=3 topics=foo a=foo:0,1 b=foo:2,3 [type=consumer] [protocols=range,roundrobin]
-  [session=10000]`: a Stable classic group "g" at generation 3 whose members subscribe to
-  `topics` and hold those assignments (`b=` for none).
+  [session=10000] [userdata=x]`: a Stable classic group "g" at generation 3 whose members
+  subscribe to `topics` and hold those assignments (`b=` for none; `userdata`: a custom
+  assignor's user data in each assignment).
 - `upgrade now=...`: the consumer group takes the classic group's members over.
 - `join member=a [instance=i] [topics=foo] [owned=foo:0] [protocols=range] [session=10000]
   [rebalance=300000] [version=4] now=...`: a JoinGroup (`member=` unknown: MEMBER_ID_REQUIRED
@@ -266,10 +267,11 @@ class Harness:
 
     def cmd_classic(self, kv) -> list[str]:
         """A Stable classic group with these members and assignments."""
-        reserved = {"gen", "topics", "type", "protocols", "session", "subversion"}
+        reserved = {"gen", "topics", "type", "protocols", "session", "subversion", "userdata"}
+        user_data = kv["userdata"].encode() if "userdata" in kv else None
         members = [Member(mid, "client", "/127.0.0.1", int(kv.get("session", 10000)), 300000,
                           kv.get("type", "consumer"), self._protocols(kv, kv["topics"]),
-                          assignment=encode_assignment(Assignment(self._tps(spec or "-"))))
+                          assignment=encode_assignment(Assignment(self._tps(spec or "-"), user_data)))
                    for mid, spec in kv.items() if mid not in reserved]
         self.classic = GroupState("g")
         self.classic.restore(protocol_type=kv.get("type", "consumer"), generation_id=int(kv["gen"]),
