@@ -1076,8 +1076,8 @@ class ConsumerGroupState:
             try:
                 assignment = decode_assignment(cm.assignment)
                 # A group still in its first join has no protocol yet: the member's first one.
-                metadata = cm.metadata_for(classic.protocol_name) or (cm.protocols[0][1] if cm.protocols else b"")
-                subscription = decode_subscription(metadata)
+                raw = cm.metadata_for(classic.protocol_name) or (cm.protocols[0][1] if cm.protocols else b"")
+                subscription = decode_subscription(raw)
             except ValueError:
                 raise HeartbeatError(GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group "
                                      "because the embedded consumer protocol is malformed.") from None

@@ -1,8 +1,8 @@
 """KIP-848's online upgrade and downgrade of a consumer group, with confluent-kafka (librdkafka)
 against a real raftka server, under a produce load.
 
-Three classic members (`group.protocol=classic`, the eager `range` assignor) share a
-6-partition topic. They are rolled one at a time to `group.protocol=consumer`: the first
+Three classic members (confluent-kafka with `group.protocol=classic` and kafka-python, the
+eager `range` assignor) share a 6-partition topic. They are rolled one at a time to `group.protocol=consumer`: the first
 consumer-protocol member upgrades the classic group online (its classic members stay, keeping
 their partitions, and rejoin through REBALANCE_IN_PROGRESS), the last classic member leaves a
 consumer group. Then they are rolled back: the last consumer-protocol member to leave
@@ -107,6 +107,53 @@ class Member:
         self.consumer.close()
 
 
+class KafkaPythonMember:
+    """A kafka-python (classic protocol, eager `range`) member, as `Member`."""
+
+    def __init__(self, bootstrap: str, name: str) -> None:
+        import kafka
+
+        self.name, self.protocol = name, CLASSIC
+        self.values: list[int] = []
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.consumer = kafka.KafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=GROUP, client_id=name, auto_offset_reset="earliest",
+            enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=500)
+        # No revoke callback: kafka-python runs it on its IO thread, where a commit cannot
+        # block. Each batch is committed before the next poll, which is where it rebalances.
+        self.consumer.subscribe([TOPIC])
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _commit(self) -> None:
+        try:
+            self.consumer.commit()
+        except Exception as exc:
+            self.errors.append(f"commit: {exc!r}")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            batches = self.consumer.poll(100)
+            with self._lock:
+                self.values += [int(r.value) for records in batches.values() for r in records]
+            if batches:
+                self._commit()
+
+    def owned(self) -> set[int]:
+        # Read from the poll thread's state: kafka-python keeps its assignment in the
+        # subscription state, which `assignment()` copies.
+        return {tp.partition for tp in self.consumer.assignment()}
+
+    def close(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self.thread.join(30)
+        self.consumer.close()  # commits nothing more (no auto-commit) and leaves the group
+
+
 def listed(bootstrap: str) -> tuple[str, str]:
     """The group's (type, state) in ListGroups."""
     with WireConnection(bootstrap) as conn:
@@ -132,7 +179,9 @@ def settled(members: list[Member]) -> bool:
 def test_a_group_is_upgraded_and_downgraded_online_one_member_at_a_time(server: ServerProcess) -> None:
     bootstrap = server.bootstrap
     producer = SteadyProducer(bootstrap, TOPIC, PARTITIONS)
-    members = {n: Member(bootstrap, f"{n}-{CLASSIC}", CLASSIC) for n in "abc"}
+    # c is a kafka-python consumer whenever it is a classic one.
+    members: dict[str, Member | KafkaPythonMember] = {n: Member(bootstrap, f"{n}-{CLASSIC}", CLASSIC) for n in "ab"}
+    members["c"] = KafkaPythonMember(bootstrap, f"c-{CLASSIC}")
     everyone = list(members.values())
     views: list[tuple[str, dict[str, int]]] = []
     marks: list[tuple[str, int]] = []
@@ -141,7 +190,8 @@ def test_a_group_is_upgraded_and_downgraded_online_one_member_at_a_time(server: 
         consumed_before = sum(len(m.values) for m in everyone)
         members[name].close()
         marks.append((f"{name}->{protocol}", producer.count))
-        members[name] = Member(bootstrap, f"{name}-{protocol}", protocol)
+        members[name] = (KafkaPythonMember(bootstrap, f"{name}-{protocol}") if (name, protocol) == ("c", CLASSIC)
+                         else Member(bootstrap, f"{name}-{protocol}", protocol))
         everyone.append(members[name])
         group = list(members.values())
         wait_until(lambda: settled(group), TIMEOUT, what=f"the group settled after {name} moved to {protocol}")
