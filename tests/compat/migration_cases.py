@@ -135,6 +135,11 @@ def walk(bootstrap: str, group: str, topic: str, consumer_member: str) -> str:
                          f":{sorted(p for t in m.assignment.topic_partitions for p in t.partitions)}"
                          for m in described.members)))
         lines.append(f"group: {listed()}")
+        for version in (5, 6):
+            old = conn.request(ApiKey.DESCRIBE_GROUPS, version, {
+                "groups": [group], "include_authorized_operations": False}).groups[0]
+            lines.append(f"describe groups v{version}: {_name(old.error_code)} {old.error_message or ''} "
+                         f"state={old.group_state} members={len(old.members)}")
 
         # The downgrade: the last consumer-protocol member leaves.
         left = consumer_heartbeat(-1, None)
@@ -216,6 +221,8 @@ classic commit generation 3: ILLEGAL_GENERATION
 consumer heartbeat: NONE epoch=2 assignment=[1]
 described: NONE state=Stable epoch=2 members=classic@2:[0] consumer@2:[1]
 group: type=consumer state=Stable
+describe groups v5: NONE  state=Dead members=0
+describe groups v6: GROUP_ID_NOT_FOUND Group dg-group is not a classic group. state=Dead members=0
 consumer leave: NONE epoch=-1
 group: type=classic state=PreparingRebalance
 classic heartbeat generation 2: REBALANCE_IN_PROGRESS
