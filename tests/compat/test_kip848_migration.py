@@ -23,7 +23,7 @@ from confluent_kafka import Consumer  # noqa: E402
 
 from raftka.client.protocol import ErrorCode  # noqa: E402
 from raftka.client.protocol.api_keys import ApiKey  # noqa: E402
-from tests.compat.migration_cases import KAFKA_44, walk  # noqa: E402
+from tests.compat.migration_cases import KAFKA_44, mixed, walk  # noqa: E402
 from tests.compat.server_process import ServerProcess, running_server, server_with_topics  # noqa: E402
 from tests.compat.test_kip848_confluent import SteadyProducer  # noqa: E402
 from tests.compat.wire_client import WireConnection  # noqa: E402
@@ -281,3 +281,31 @@ def test_a_policy_without_upgrade_refuses_it_as_kafka_does(tmp_path: Path, polic
             assert classic.owned() == set(range(PARTITIONS))
         finally:
             classic.close()
+
+
+def test_a_mixed_group_survives_a_coordinator_restart(tmp_path: Path) -> None:
+    """The classic members' metadata is stored (ClassicMemberMetadata in Kafka's
+    ConsumerGroupMemberMetadataValue): after a restart the loaded group still knows which
+    member is which, at the same epochs, and answers the classic member's Heartbeat."""
+    with server_with_topics(tmp_path, {"dg-t": 2}) as process:
+        assert mixed(process.bootstrap, "dg-mixed", "dg-t", "dg-mixed-member-0000000") == (
+            "joined: " + " ".join(["NONE"] * 6))
+
+        def members() -> dict[int, tuple[str, int]] | None:
+            with WireConnection(process.bootstrap) as conn:
+                group = conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+                    "group_ids": ["dg-mixed"], "include_authorized_operations": False}).groups[0]
+            if group.error_code:
+                return None
+            return {m.member_type: (m.member_id, m.member_epoch) for m in group.members}
+
+        before = members()
+        assert before is not None and set(before) == {0, 1}
+        process.stop()
+        process.start()
+        assert wait_until(members, TIMEOUT, what="the group loaded after the restart") == before
+        classic_id, epoch = before[0]
+        with WireConnection(process.bootstrap) as conn:
+            answer = conn.request(ApiKey.HEARTBEAT, 4, {"group_id": "dg-mixed", "generation_id": epoch,
+                                                        "member_id": classic_id, "group_instance_id": None})
+        assert answer.error_code == ErrorCode.NONE
