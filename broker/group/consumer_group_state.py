@@ -62,8 +62,9 @@ the generation), SyncGroup (`classic_sync`: its assignment as ConsumerProtocol b
 (`classic_heartbeat`: REBALANCE_IN_PROGRESS while the group epoch is ahead of it or it has
 partitions to revoke or to receive) and LeaveGroup (`classic_leave`); a SyncGroup is due within
 the rebalance timeout after a JoinGroup, a JoinGroup within it after a REBALANCE_IN_PROGRESS,
-else the member is removed. When the last consumer-protocol member is fenced and classic
-members remain, the group is tombstoned and `downgraded` holds the classic group's members.
+else the member is removed. When the last consumer-protocol member is fenced (or a classic
+process takes its static place) and only classic members remain, the group is tombstoned and
+`downgraded` holds the classic group's members.
 """
 
 from __future__ import annotations
@@ -904,8 +905,14 @@ class ConsumerGroupState:
             except ValueError as exc:
                 raise HeartbeatError(INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s subscription is "
                                      f"malformed: {exc}.") from None
+            replaced = self.static_member(join.instance_id) if not join.member_id else None
             member = self._classic_join_member(join, member_id, out)
             result = self._classic_update(member, join, subscription, topics, now_ms, out)
+            if replaced is not None and not replaced.uses_classic and self._all_classic_downgradable():
+                # A classic process took the place of the last static member on the consumer
+                # protocol (Kafka's validateOnlineDowngradeWithReplacedMember): a classic group again.
+                self.downgraded = self._classic_members(None)
+                out += self.deletion_records()
             return result, out
         except HeartbeatError as exc:
             return ClassicJoinResult(exc.code, member_id, error_message=str(exc)), out
@@ -1048,7 +1055,11 @@ class ConsumerGroupState:
                 and all(m.uses_classic for m in others) and downgrade_enabled(self.migration_policy)
                 and len(others) <= self.classic_max_size)
 
-    def _classic_members(self, leaving: str) -> list[Member]:
+    def _all_classic_downgradable(self) -> bool:
+        return (bool(self.members) and all(m.uses_classic for m in self.members.values())
+                and downgrade_enabled(self.migration_policy) and len(self.members) <= self.classic_max_size)
+
+    def _classic_members(self, leaving: str | None) -> list[Member]:
         """The classic group's members after a downgrade (Kafka's `ClassicGroup.fromConsumerGroup`):
         each keeps its JoinGroup protocols and gets its target assignment."""
         out = []

@@ -591,10 +591,12 @@ class GroupCoordinator:
         once by the core, once its records are written."""
         partition = self._partition(cg.group_id)
         cg.session_timeout_ms, cg.heartbeat_interval_ms = self._consumer_timeouts(cg.group_id)
-        result, records = cg.classic_join(join, self.topic_metas(), _now_ms(), kafka_uuid)
-        self.timers.set(cg.group_id, cg.next_deadline_ms())
+        now = _now_ms()
+        result, records = cg.classic_join(join, self.topic_metas(), now, kafka_uuid)
+        classic = self._downgrade(cg, now)  # it replaced the last consumer-protocol member
+        self.timers.set(cg.group_id, classic.next_deadline_ms() if classic is not None else cg.next_deadline_ms())
         if records:
-            code = await self._append_consumer_records(partition, cg.group_id, records)
+            code = await self._append_consumer_records(partition, cg.group_id, records, self._classic_record(classic))
             if code:
                 return JoinResult(code, result.member_id)
         if result.error_code == 0 and not join.member_id:
