@@ -663,20 +663,7 @@ class ConsumerGroupState:
             subscribed_topic_regex=hb.subscribed_topic_regex if hb.subscribed_topic_regex is not None
             else old.subscribed_topic_regex,
             client_id=hb.client_id, client_host=hb.client_host, classic=None)
-        bump = False
-        assignor = self.preferred_assignor()
-        if is_new or metadata != old:
-            self._write(out, MemberMetadataRecord(member.member_id, metadata))
-            bump = metadata.subscribed_topic_names != old.subscribed_topic_names
-        member = self.members[member.member_id]
-        regex_bump, resolve = self._update_regex(old.subscribed_topic_regex, metadata.subscribed_topic_regex, out)
-        # Kafka's hasPreferredServerAssignorChanged: the group's assignor moved.
-        bump |= regex_bump or self.preferred_assignor() != assignor
-        bump |= self._refresh_metadata(topics, out)
-        if bump:
-            self._write(out, GroupEpochRecord(self.group_epoch + 1))
-        if self.group_epoch > self.assignment_epoch:
-            self._compute_target(out)
+        member, resolve = self._update_member(member.member_id, is_new, old, metadata, topics, out)
         self._reconcile(member, hb.owned if hb.member_epoch != JOIN_EPOCH else {}, now_ms, out)
         self._resolve_regexes(topics, resolve, hb.may_describe, out)
         member.session_deadline_ms = now_ms + self.session_timeout_ms
@@ -694,6 +681,26 @@ class ConsumerGroupState:
             return False
         self._write(out, SubscriptionMetadataRecord(tuple(current.values())))
         return True
+
+    def _update_member(self, member_id: str, is_new: bool, old: MemberMetadata, metadata: MemberMetadata,
+                       topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> tuple[ConsumerMember, bool]:
+        """Write a member's new metadata; bump the group epoch when its topic names or regex, the
+        group's assignor (Kafka's hasPreferredServerAssignorChanged) or the subscribed topics
+        moved, and compute the new target. (the member, whether the group's regexes are to be
+        resolved after this request)."""
+        bump = False
+        assignor = self.preferred_assignor()
+        if is_new or metadata != old:
+            self._write(out, MemberMetadataRecord(member_id, metadata))
+            bump = metadata.subscribed_topic_names != old.subscribed_topic_names
+        regex_bump, resolve = self._update_regex(old.subscribed_topic_regex, metadata.subscribed_topic_regex, out)
+        bump |= regex_bump or self.preferred_assignor() != assignor
+        bump |= self._refresh_metadata(topics, out)
+        if bump:
+            self._write(out, GroupEpochRecord(self.group_epoch + 1))
+        if self.group_epoch > self.assignment_epoch:
+            self._compute_target(out)
+        return self.members[member_id], resolve
 
     def _update_regex(self, old: str | None, new: str | None, out: list[GroupRecord]) -> tuple[bool, bool]:
         """A member's regex changed from `old` to `new` (its metadata already written); Kafka's
@@ -1032,19 +1039,8 @@ class ConsumerGroupState:
             subscribed_topic_names=tuple(sorted(set(subscription.topics))),
             client_id=join.client_id, client_host=join.client_host,
             classic=ClassicMemberMetadata(join.session_timeout_ms, tuple(join.protocols)))
-        bump = False
-        assignor = self.preferred_assignor()
-        if is_new or metadata != old:
-            self._write(out, MemberMetadataRecord(member.member_id, metadata))
-            bump = metadata.subscribed_topic_names != old.subscribed_topic_names
-        member = self.members[member.member_id]
-        # A classic member has no regex; the group's regexes are resolved after a ConsumerGroupHeartbeat.
-        bump |= self.preferred_assignor() != assignor
-        bump |= self._refresh_metadata(topics, out)
-        if bump:
-            self._write(out, GroupEpochRecord(self.group_epoch + 1))
-        if self.group_epoch > self.assignment_epoch:
-            self._compute_target(out)
+        # A classic member keeps the regex it had (none); regexes are resolved after a ConsumerGroupHeartbeat.
+        member, _ = self._update_member(member.member_id, is_new, old, metadata, topics, out)
         self._reconcile(member, self._topic_ids(topics, subscription.owned_partitions), now_ms, out)
         member.join_deadline_ms = None
         member.sync_deadline_ms = now_ms + max(join.rebalance_timeout_ms, 0)
