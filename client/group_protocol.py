@@ -129,8 +129,10 @@ def decode_subscription(data: bytes) -> Subscription:
     return Subscription(topics, user_data, tuple(owned), generation, rack)
 
 
-def encode_assignment(assignment: Assignment) -> bytes:
-    return struct.pack(">h", 0) + _topic_partitions(assignment.partitions) + _nullable_bytes(assignment.user_data)
+def encode_assignment(assignment: Assignment, version: int = 0) -> bytes:
+    """`version` (0 to 3; a newer one is written as 3): the versions only differ by that number."""
+    version = min(max(version, 0), 3)
+    return struct.pack(">h", version) + _topic_partitions(assignment.partitions) + _nullable_bytes(assignment.user_data)
 
 
 def decode_assignment(data: bytes) -> Assignment:

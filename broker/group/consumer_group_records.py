@@ -8,7 +8,8 @@ Kafka's group-coordinator `ConsumerGroup*Key/Value.json`:
     4 ConsumerGroupPartitionMetadata      group            -> Topics[TopicId, TopicName, NumPartitions, ...]
     5 ConsumerGroupMemberMetadata         group, member    -> InstanceId, RackId, ClientId, ClientHost,
                                                               SubscribedTopicNames, SubscribedTopicRegex,
-                                                              RebalanceTimeoutMs, ServerAssignor
+                                                              RebalanceTimeoutMs, ServerAssignor,
+                                                              ClassicMemberMetadata (tagged)
     6 ConsumerGroupTargetAssignmentMetadata group          -> AssignmentEpoch
     7 ConsumerGroupTargetAssignmentMember group, member    -> TopicPartitions[TopicId, Partitions]
     8 ConsumerGroupCurrentMemberAssignment group, member   -> MemberEpoch, PreviousMemberEpoch, State,
@@ -27,6 +28,7 @@ import uuid
 
 from raftka.broker.group.consumer_assignors import TopicMeta
 from raftka.broker.group.consumer_group_state import (
+    ClassicMemberMetadata,
     CurrentAssignmentRecord,
     GroupEpochRecord,
     GroupRecord,
@@ -56,6 +58,9 @@ def _value(name: str, *fields: F) -> MessageCodec:
 
 
 _TOPIC_PARTITIONS = (F("topic_id", "uuid", "0+"), F("partitions", "[]int32", "0+"))
+# ConsumerGroupMemberMetadataValue's tagged ClassicMemberMetadata (a member on the classic protocol).
+_CLASSIC_MEMBER_METADATA = (F("session_timeout_ms", "int32", "0+"), F("supported_protocols", "[]ClassicProtocol", "0+",
+                            fields=(F("name", "string", "0+"), F("metadata", "bytes", "0+"))))
 _CODECS: dict[int, MessageCodec] = {
     GROUP_METADATA: _value("ConsumerGroupMetadataValue", F("epoch", "int32", "0+")),
     PARTITION_METADATA: _value("ConsumerGroupPartitionMetadataValue", F("topics", "[]TopicMetadata", "0+", fields=(
@@ -70,7 +75,9 @@ _CODECS: dict[int, MessageCodec] = {
         F("subscribed_topic_names", "[]string", "0+"),
         F("subscribed_topic_regex", "string", "0+", nullable="0+"),
         F("rebalance_timeout_ms", "int32", "0+", default=-1),
-        F("server_assignor", "string", "0+", nullable="0+")),
+        F("server_assignor", "string", "0+", nullable="0+"),
+        F("classic_member_metadata", "ClassicMemberMetadata", "0+", nullable="0+", default=None, tag=0,
+          tagged="0+", fields=_CLASSIC_MEMBER_METADATA)),
     TARGET_METADATA: _value("ConsumerGroupTargetAssignmentMetadataValue", F("assignment_epoch", "int32", "0+")),
     TARGET_MEMBER: _value("ConsumerGroupTargetAssignmentMemberValue",
                           F("topic_partitions", "[]TopicPartition", "0+", fields=_TOPIC_PARTITIONS)),
@@ -120,7 +127,7 @@ def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | No
                 MEMBER_METADATA, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
                 client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms,
-                server_assignor=m.server_assignor)
+                server_assignor=m.server_assignor, classic_member_metadata=_classic_value(m.classic))
             return _key(MEMBER_METADATA, group_id, member_id), value
         case TargetAssignmentEpochRecord(epoch):
             value = None if epoch is None else _encode(TARGET_METADATA, assignment_epoch=epoch)
@@ -140,6 +147,20 @@ def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | No
                 timestamp=resolution.timestamp_ms)
             return _key(REGULAR_EXPRESSION, group_id, regex), value
     raise TypeError(f"not a consumer group record: {record!r}")
+
+
+def _classic_value(classic: ClassicMemberMetadata | None) -> dict | None:
+    if classic is None:
+        return None
+    return {"session_timeout_ms": classic.session_timeout_ms,
+            "supported_protocols": [{"name": n, "metadata": m} for n, m in classic.protocols]}
+
+
+def _classic_metadata(value) -> ClassicMemberMetadata | None:
+    if value is None:
+        return None
+    return ClassicMemberMetadata(value.session_timeout_ms,
+                                 tuple((p.name, bytes(p.metadata)) for p in value.supported_protocols))
 
 
 def _read_string(data: bytes, pos: int, what: str) -> tuple[str, int]:
@@ -189,7 +210,8 @@ def decode_record(kind: int, member_id: str | None, value: bytes | None) -> Grou
     if kind == MEMBER_METADATA:
         return MemberMetadataRecord(member_id, None if value is None else MemberMetadata(
             v.instance_id, v.rack_id, v.client_id, v.client_host, tuple(v.subscribed_topic_names),
-            v.rebalance_timeout_ms, v.server_assignor, v.subscribed_topic_regex))
+            v.rebalance_timeout_ms, v.server_assignor, v.subscribed_topic_regex,
+            _classic_metadata(v.classic_member_metadata)))
     if kind == TARGET_MEMBER:
         return TargetAssignmentMemberRecord(member_id, None if value is None else _unpartitions(v.topic_partitions))
     return CurrentAssignmentRecord(member_id, None if value is None else MemberAssignment(

@@ -63,6 +63,18 @@ subscription metadata at the next heartbeat.
 
 A new group starts at group epoch 1 and target assignment epoch 1 (Kafka 4.4's `ModernGroup`),
 in memory only: its first member's bump writes epoch 2.
+
+Classic members (KIP-848's online migration, `migration_policy`): `upgrade_from` takes a
+non-empty classic group's members over (each keeps its assignment, at the classic generation
+as its member epoch, its JoinGroup protocols and session timeout kept as ClassicMemberMetadata).
+Classic members then speak JoinGroup (`classic_join`: answered at once, the member epoch as
+the generation), SyncGroup (`classic_sync`: its assignment as ConsumerProtocol bytes), Heartbeat
+(`classic_heartbeat`: REBALANCE_IN_PROGRESS while the group epoch is ahead of it or it has
+partitions to revoke or to receive) and LeaveGroup (`classic_leave`); a SyncGroup is due within
+the rebalance timeout after a JoinGroup, a JoinGroup within it after a REBALANCE_IN_PROGRESS,
+else the member is removed. When the last consumer-protocol member is fenced (or a classic
+process takes its static place) and only classic members remain, the group is tombstoned and
+`downgraded` holds the classic group's members.
 """
 
 from __future__ import annotations
@@ -73,14 +85,23 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from raftka.broker.group.consumer_assignors import ASSIGNORS, TopicMeta
-from raftka.broker.group.group_state import CommittedOffset
+from raftka.broker.group.group_state import CommittedOffset, GroupState, Member
 from raftka.broker.group.topic_regex import (
     InvalidTopicRegex,
     compile_topic_regex,
     invalid_regex_message,
     matching_topics,
 )
+from raftka.client.group_protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
 from raftka.client.protocol import ErrorCode
+from raftka.client.records import TopicPartition
 
 NONE = int(ErrorCode.NONE)
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
@@ -93,6 +114,11 @@ GROUP_MAX_SIZE_REACHED = int(ErrorCode.GROUP_MAX_SIZE_REACHED)
 STALE_MEMBER_EPOCH = int(ErrorCode.STALE_MEMBER_EPOCH)
 UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
 INVALID_REGULAR_EXPRESSION = int(ErrorCode.INVALID_REGULAR_EXPRESSION)
+GROUP_ID_NOT_FOUND = int(ErrorCode.GROUP_ID_NOT_FOUND)
+ILLEGAL_GENERATION = int(ErrorCode.ILLEGAL_GENERATION)
+REBALANCE_IN_PROGRESS = int(ErrorCode.REBALANCE_IN_PROGRESS)
+MEMBER_ID_REQUIRED = int(ErrorCode.MEMBER_ID_REQUIRED)
+INCONSISTENT_GROUP_PROTOCOL = int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -144,6 +170,16 @@ class SubscriptionMetadataRecord:
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """ConsumerGroupMemberMetadataValue's ClassicMemberMetadata: a member that speaks the classic
+    protocol (JoinGroup/SyncGroup/Heartbeat) in a consumer group, its session timeout and its
+    JoinGroup protocols (name, ConsumerProtocol subscription bytes)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
 class MemberMetadata:
     """ConsumerGroupMemberMetadataValue."""
 
@@ -155,6 +191,7 @@ class MemberMetadata:
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     subscribed_topic_regex: str | None = None
+    classic: ClassicMemberMetadata | None = None  # None: the member uses the consumer protocol
 
 
 @dataclass(frozen=True)
@@ -270,6 +307,14 @@ class ConsumerMember:
     session_deadline_ms: float = math.inf
     # Set while the member is in UNREVOKED_PARTITIONS: (deadline, the epoch it must leave).
     rebalance_deadline: tuple[float, int] | None = None
+    # A classic member: SyncGroup due after its JoinGroup, JoinGroup due after a
+    # REBALANCE_IN_PROGRESS (each within its rebalance timeout, or it is removed).
+    sync_deadline_ms: float | None = None
+    join_deadline_ms: float | None = None
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.metadata.classic is not None
 
     @property
     def member_epoch(self) -> int:
@@ -364,6 +409,12 @@ class ConsumerGroupState:
     # The members' regexes resolved against the metadata image (ConsumerGroupRegularExpression
     # records, replayed).
     resolved_regexes: dict[str, RegexResolution] = field(default_factory=dict)
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    classic_max_size: int = 2**31 - 1  # group.max.size: a downgrade must fit in it
+    # Set when the group converted back into a classic group (the last consumer-protocol
+    # member left): the classic members, as the classic group takes them. The group is
+    # deleted (its tombstones are among the records that set this).
+    downgraded: list[Member] | None = None
 
     # --- queries ------------------------------------------------------------------------
     @property
@@ -611,21 +662,8 @@ class ConsumerGroupState:
             if hb.subscribed_topic_names is not None else old.subscribed_topic_names,
             subscribed_topic_regex=hb.subscribed_topic_regex if hb.subscribed_topic_regex is not None
             else old.subscribed_topic_regex,
-            client_id=hb.client_id, client_host=hb.client_host)
-        bump = False
-        assignor = self.preferred_assignor()
-        if is_new or metadata != old:
-            self._write(out, MemberMetadataRecord(member.member_id, metadata))
-            bump = metadata.subscribed_topic_names != old.subscribed_topic_names
-        member = self.members[member.member_id]
-        regex_bump, resolve = self._update_regex(old.subscribed_topic_regex, metadata.subscribed_topic_regex, out)
-        # Kafka's hasPreferredServerAssignorChanged: the group's assignor moved.
-        bump |= regex_bump or self.preferred_assignor() != assignor
-        bump |= self._refresh_metadata(topics, out)
-        if bump:
-            self._write(out, GroupEpochRecord(self.group_epoch + 1))
-        if self.group_epoch > self.assignment_epoch:
-            self._compute_target(out)
+            client_id=hb.client_id, client_host=hb.client_host, classic=None)
+        member, resolve = self._update_member(member.member_id, is_new, old, metadata, topics, out)
         self._reconcile(member, hb.owned if hb.member_epoch != JOIN_EPOCH else {}, now_ms, out)
         self._resolve_regexes(topics, resolve, hb.may_describe, out)
         member.session_deadline_ms = now_ms + self.session_timeout_ms
@@ -643,6 +681,26 @@ class ConsumerGroupState:
             return False
         self._write(out, SubscriptionMetadataRecord(tuple(current.values())))
         return True
+
+    def _update_member(self, member_id: str, is_new: bool, old: MemberMetadata, metadata: MemberMetadata,
+                       topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> tuple[ConsumerMember, bool]:
+        """Write a member's new metadata; bump the group epoch when its topic names or regex, the
+        group's assignor (Kafka's hasPreferredServerAssignorChanged) or the subscribed topics
+        moved, and compute the new target. (the member, whether the group's regexes are to be
+        resolved after this request)."""
+        bump = False
+        assignor = self.preferred_assignor()
+        if is_new or metadata != old:
+            self._write(out, MemberMetadataRecord(member_id, metadata))
+            bump = metadata.subscribed_topic_names != old.subscribed_topic_names
+        regex_bump, resolve = self._update_regex(old.subscribed_topic_regex, metadata.subscribed_topic_regex, out)
+        bump |= regex_bump or self.preferred_assignor() != assignor
+        bump |= self._refresh_metadata(topics, out)
+        if bump:
+            self._write(out, GroupEpochRecord(self.group_epoch + 1))
+        if self.group_epoch > self.assignment_epoch:
+            self._compute_target(out)
+        return self.members[member_id], resolve
 
     def _update_regex(self, old: str | None, new: str | None, out: list[GroupRecord]) -> tuple[bool, bool]:
         """A member's regex changed from `old` to `new` (its metadata already written); Kafka's
@@ -752,7 +810,13 @@ class ConsumerGroupState:
 
     def fence(self, member_id: str, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> None:
         """Remove a member (left, session expired, missed its rebalance timeout) and bump the
-        group epoch; the next heartbeat recomputes the target without it."""
+        group epoch; the next heartbeat recomputes the target without it. When it was the last
+        member on the consumer protocol and the policy allows, the group converts back into
+        a classic group instead (`downgraded`)."""
+        if self._downgrade_allowed(member_id):
+            self.downgraded = self._classic_members(member_id)
+            out += self.deletion_records()
+            return
         member = self.members.get(member_id)
         self._remove_records(member_id, out)
         self._drop_unused_regexes([member.metadata.subscribed_topic_regex] if member else [], out)
@@ -777,7 +841,7 @@ class ConsumerGroupState:
         session starts now, and a member that was asked to revoke gets its rebalance timeout
         again, from now."""
         for member in self.members.values():
-            member.session_deadline_ms = now_ms + self.session_timeout_ms
+            member.session_deadline_ms = now_ms + self._session_timeout(member)
             member.rebalance_deadline = None
             if member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
                 timeout = max(member.metadata.rebalance_timeout_ms, 0)
@@ -786,6 +850,8 @@ class ConsumerGroupState:
     def next_deadline_ms(self) -> float | None:
         deadlines = [m.session_deadline_ms for m in self.members.values()]
         deadlines += [m.rebalance_deadline[0] for m in self.members.values() if m.rebalance_deadline]
+        deadlines += [d for m in self.members.values() for d in (m.sync_deadline_ms, m.join_deadline_ms)
+                      if d is not None]
         finite = [d for d in deadlines if d != math.inf]
         return min(finite, default=None)
 
@@ -797,9 +863,12 @@ class ConsumerGroupState:
             expired = now_ms >= member.session_deadline_ms
             stuck = (member.rebalance_deadline is not None and now_ms >= member.rebalance_deadline[0]
                      and member.member_epoch == member.rebalance_deadline[1])
-            if expired or stuck:
+            late = any(d is not None and now_ms >= d for d in (member.sync_deadline_ms, member.join_deadline_ms))
+            if expired or stuck or late:
                 self.fence(member.member_id, topics, out)
                 removed.append(member.member_id)
+                if self.deleted:  # converted into a classic group
+                    break
         return removed, out
 
     # --- offsets ------------------------------------------------------------------------
@@ -815,10 +884,11 @@ class ConsumerGroupState:
         member = self.members.get(member_id)
         if member is None:
             return UNKNOWN_MEMBER_ID
-        if not transactional and api_version < FIRST_MEMBER_EPOCH_COMMIT_VERSION:
+        if not transactional and not member.uses_classic and api_version < FIRST_MEMBER_EPOCH_COMMIT_VERSION:
             return UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
-            return STALE_MEMBER_EPOCH
+            # A classic member's generation is its member epoch (Kafka's validateMemberEpoch).
+            return ILLEGAL_GENERATION if member.uses_classic else STALE_MEMBER_EPOCH
         return NONE
 
     def validate_fetch(self, member_id: str | None, member_epoch: int) -> int:
@@ -831,4 +901,361 @@ class ConsumerGroupState:
         member = self.members.get(member_id) if member_id is not None else None
         if member is None:
             return UNKNOWN_MEMBER_ID
-        return STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else NONE
+        if member_epoch != member.member_epoch:
+            return ILLEGAL_GENERATION if member.uses_classic else STALE_MEMBER_EPOCH
+        return NONE
+
+    # --- classic members, and the migration between protocols (KIP-848) -------------------
+    # A consumer group may hold members that speak the classic protocol: the members of a
+    # classic group it was upgraded from, and classic consumers that join it later. Their
+    # JoinGroup is answered at once from the server-side assignment (their member epoch is
+    # the generation), their SyncGroup with their assignment in ConsumerProtocol bytes, and
+    # their Heartbeat with REBALANCE_IN_PROGRESS while they have partitions to give up or
+    # to receive, so that they join again (Kafka's GroupMetadataManager.classicGroup*ToConsumerGroup).
+
+    def _session_timeout(self, member: ConsumerMember) -> int:
+        classic = member.metadata.classic
+        return classic.session_timeout_ms if classic is not None else self.session_timeout_ms
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Kafka's `supportsClassicProtocols`: the "consumer" protocol type, and a protocol every
+        classic member supports (any, in a group without members)."""
+        names = set(names)
+        if protocol_type != PROTOCOL_TYPE:
+            return False
+        if not self.members:
+            return bool(names)
+        classic = [m.metadata.classic for m in self.members.values() if m.metadata.classic is not None]
+        return any(all(name in {n for n, _ in c.protocols} for c in classic) for name in names)
+
+    def _topic_ids(self, topics: Mapping[str, TopicMeta], tps: Iterable[TopicPartition]) -> dict[str, frozenset[int]]:
+        by_id: dict[str, set[int]] = {}
+        for tp in tps:
+            meta = topics.get(tp.topic)
+            if meta is not None:  # a topic the metadata does not know is dropped, as Kafka does
+                by_id.setdefault(meta.topic_id, set()).add(tp.partition)
+        return _norm(by_id)
+
+    def _topic_names(self, partitions: Partitions) -> tuple[TopicPartition, ...]:
+        names = {m.topic_id: m.name for m in self.subscription_metadata.values()}
+        return tuple(TopicPartition(names[t], p) for t, ps in sorted(partitions.items()) if t in names
+                     for p in sorted(ps))
+
+    def classic_assignment(self, member: ConsumerMember, partitions: Partitions) -> bytes:
+        """`partitions` as ConsumerProtocol assignment bytes, at the version of the member's
+        first protocol's subscription (Kafka's `prepareAssignment`)."""
+        classic = member.metadata.classic
+        version = _subscription_version(classic.protocols[0][1]) if classic and classic.protocols else 0
+        return encode_assignment(Assignment(self._topic_names(partitions), None), version)
+
+    def _classic_member(self, member_id: str, instance_id: str | None) -> ConsumerMember:
+        """Kafka's `validateConsumerGroupMember` and `throwIfMemberDoesNotUseClassicProtocol`."""
+        if instance_id is None:
+            member = self.members.get(member_id)
+            if member is None:
+                raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
+        else:
+            member = self.static_member(instance_id)
+            if member is None:
+                raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a member "
+                                     f"of group {self.group_id}.")
+            if member.member_id != member_id:
+                raise HeartbeatError(FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                     f"{instance_id} was fenced by member {member.member_id}.")
+        if not member.uses_classic:
+            raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
+        return member
+
+    @staticmethod
+    def _check_generation(member: ConsumerMember, generation_id: int) -> None:
+        if generation_id != member.member_epoch:
+            raise HeartbeatError(ILLEGAL_GENERATION, f"The request generation id {generation_id} is not equal to "
+                                 f"the member epoch {member.member_epoch} of member {member.member_id}.")
+
+    def _must_rejoin(self, member: ConsumerMember, now_ms: float, message: str) -> None:
+        """REBALANCE_IN_PROGRESS; the member must join again within its rebalance timeout."""
+        if member.join_deadline_ms is None:
+            member.join_deadline_ms = now_ms + max(member.metadata.rebalance_timeout_ms, 0)
+        raise HeartbeatError(REBALANCE_IN_PROGRESS, message)
+
+    def classic_join(self, join: ClassicJoin, topics: Mapping[str, TopicMeta], now_ms: float,
+                     new_member_id: Callable[[], str]) -> tuple[ClassicJoinResult, list[GroupRecord]]:
+        """A JoinGroup to this (non-empty) consumer group (Kafka's `classicGroupJoinToConsumerGroup`):
+        the member's subscription and owned partitions come from its first protocol's metadata;
+        the answer is immediate, the generation its member epoch, no members (it is no leader)."""
+        out: list[GroupRecord] = []
+        member_id = join.member_id or new_member_id()
+        try:
+            if len(self.members) >= self.max_size and member_id not in self.members:
+                raise HeartbeatError(GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum "
+                                     f"capacity of {self.max_size} members.")
+            if not self.supports_classic_protocols(join.protocol_type, (n for n, _ in join.protocols)):
+                raise HeartbeatError(INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not supported.")
+            if not join.member_id and join.instance_id is None and join.require_known_member_id:
+                return ClassicJoinResult(MEMBER_ID_REQUIRED, member_id), out
+            try:
+                subscription = decode_subscription(join.protocols[0][1])
+            except ValueError as exc:
+                raise HeartbeatError(INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s subscription is "
+                                     f"malformed: {exc}.") from None
+            replaced = self.static_member(join.instance_id) if not join.member_id else None
+            member = self._classic_join_member(join, member_id, out)
+            result = self._classic_update(member, join, subscription, topics, now_ms, out)
+            if replaced is not None and not replaced.uses_classic and self._all_classic_downgradable():
+                # A classic process took the place of the last static member on the consumer
+                # protocol (Kafka's validateOnlineDowngradeWithReplacedMember): a classic group again.
+                self.downgraded = self._classic_members(None)
+                out += self.deletion_records()
+            return result, out
+        except HeartbeatError as exc:
+            return ClassicJoinResult(exc.code, member_id, error_message=str(exc)), out
+
+    def _classic_join_member(self, join: ClassicJoin, member_id: str, out: list[GroupRecord]) -> ConsumerMember:
+        if join.instance_id is None:
+            # An unknown member id joins as a new member (a classic member fenced meanwhile), as in Kafka.
+            return self.members.get(member_id) or ConsumerMember(member_id)
+        existing = self.static_member(join.instance_id)
+        if not join.member_id:  # a static member (re)starting: it takes the instance's place
+            if existing is None:
+                return ConsumerMember(member_id)
+            return self._replace_static(existing, member_id, out)
+        if existing is None:
+            raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Instance id {join.instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise HeartbeatError(FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                 f"{join.instance_id} was fenced by member {existing.member_id}.")
+        return existing
+
+    def _classic_update(self, member: ConsumerMember, join: ClassicJoin, subscription: Subscription,
+                        topics: Mapping[str, TopicMeta],
+                        now_ms: float, out: list[GroupRecord]) -> ClassicJoinResult:
+        is_new = member.member_id not in self.members
+        old = member.metadata
+        metadata = replace(
+            old, instance_id=join.instance_id if join.instance_id is not None else old.instance_id,
+            rack_id=subscription.rack_id if subscription.rack_id is not None else old.rack_id,
+            rebalance_timeout_ms=join.rebalance_timeout_ms if join.rebalance_timeout_ms != -1
+            else old.rebalance_timeout_ms,
+            subscribed_topic_names=tuple(sorted(set(subscription.topics))),
+            client_id=join.client_id, client_host=join.client_host,
+            classic=ClassicMemberMetadata(join.session_timeout_ms, tuple(join.protocols)))
+        # A classic member keeps the regex it had (none); regexes are resolved after a ConsumerGroupHeartbeat.
+        member, _ = self._update_member(member.member_id, is_new, old, metadata, topics, out)
+        self._reconcile(member, self._topic_ids(topics, subscription.owned_partitions), now_ms, out)
+        member.join_deadline_ms = None
+        member.sync_deadline_ms = now_ms + max(join.rebalance_timeout_ms, 0)
+        member.session_deadline_ms = now_ms + join.session_timeout_ms
+        return ClassicJoinResult(NONE, member.member_id, member.member_epoch, join.protocols[0][0])
+
+    def classic_sync(self, member_id: str, instance_id: str | None, generation_id: int, now_ms: float,
+                     protocol_type: str | None = None, protocol_name: str | None = None) -> ClassicSyncResult:
+        """A SyncGroup (Kafka's `classicGroupSyncToConsumerGroup`): the member's current
+        assignment, unless the group moved on since it joined (REBALANCE_IN_PROGRESS)."""
+        try:
+            member = self._classic_member(member_id, instance_id)
+            self._check_generation(member, generation_id)
+            classic = member.metadata.classic
+            assert classic is not None
+            name = classic.protocols[0][0]
+            if protocol_type is not None and protocol_type != PROTOCOL_TYPE:
+                raise HeartbeatError(INCONSISTENT_GROUP_PROTOCOL, f"The protocol type {protocol_type} from member "
+                                     f"{member_id} request is not equal to the group protocol type {PROTOCOL_TYPE}.")
+            if protocol_name is not None and protocol_name != name:
+                raise HeartbeatError(INCONSISTENT_GROUP_PROTOCOL, f"The protocol name {protocol_name} from member "
+                                     f"{member_id} request is not equal to the protocol name {name} returned in "
+                                     "the join response.")
+            if self.group_epoch > member.member_epoch and member.assignment.state is not MemberState.UNREVOKED_PARTITIONS:
+                self._must_rejoin(member, now_ms, f"A new rebalance is triggered in group {self.group_id} and member "
+                                  f"{member.member_id} should rejoin to catch up.")
+        except HeartbeatError as exc:
+            return ClassicSyncResult(exc.code, str(exc))
+        member.sync_deadline_ms = None
+        member.session_deadline_ms = now_ms + classic.session_timeout_ms
+        return ClassicSyncResult(NONE, None, self.classic_assignment(member, member.assignment.assigned),
+                                 protocol_type, protocol_name)
+
+    def classic_heartbeat(self, member_id: str, instance_id: str | None, generation_id: int,
+                          now_ms: float) -> tuple[int, str | None]:
+        """A Heartbeat (Kafka's `classicGroupHeartbeatToConsumerGroup`): REBALANCE_IN_PROGRESS
+        when the group epoch moved past the member's, when it must revoke partitions, or when
+        partitions it waits for were released: it joins again to reconcile."""
+        try:
+            member = self._classic_member(member_id, instance_id)
+            self._check_generation(member, generation_id)
+            member.session_deadline_ms = now_ms + self._session_timeout(member)
+            state = member.assignment.state
+            if (member.member_epoch < self.group_epoch or state is MemberState.UNREVOKED_PARTITIONS
+                    or (state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(member))):
+                self._must_rejoin(member, now_ms, f"A new rebalance is triggered in group {self.group_id} and "
+                                  f"member {member.member_id} should rejoin to catch up.")
+        except HeartbeatError as exc:
+            return exc.code, str(exc)
+        return NONE, None
+
+    def _waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Kafka's `waitingOnUnreleasedPartition`: a partition of its target another member still holds."""
+        held = self._owned_elsewhere(member.member_id)
+        assigned = member.assignment.assigned
+        return any(held(t, p) for t, ps in self.target.get(member.member_id, {}).items() for p in ps
+                   if p not in assigned.get(t, frozenset()))
+
+    def classic_leave(self, members: Iterable[tuple[str, str | None]],
+                      topics: Mapping[str, TopicMeta]) -> tuple[list[int], list[str], list[GroupRecord]]:
+        """A LeaveGroup (Kafka's `classicGroupLeaveToConsumerGroup`): (error per member, the member
+        ids removed, records). One group epoch bump for all who left."""
+        out: list[GroupRecord] = []
+        codes: list[int] = []
+        removed: list[str] = []
+        for member_id, instance_id in members:
+            try:
+                if instance_id is None:
+                    member = self._classic_member(member_id, None)
+                else:
+                    static = self.static_member(instance_id)
+                    if static is None:
+                        raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                    # An admin may remove a static member by its instance id alone.
+                    member = self._classic_member(member_id or static.member_id, instance_id)
+            except HeartbeatError as exc:
+                codes.append(exc.code)
+                continue
+            self._remove_records(member.member_id, out)
+            self._drop_unused_regexes([member.metadata.subscribed_topic_regex], out)
+            removed.append(member.member_id)
+            codes.append(NONE)
+        if removed:
+            self._refresh_metadata(topics, out)
+            self._write(out, GroupEpochRecord(self.group_epoch + 1))
+        return codes, removed, out
+
+    # --- the conversions ---------------------------------------------------------------------
+    def _downgrade_allowed(self, leaving: str) -> bool:
+        """Kafka's `validateOnlineDowngradeWithFencedMembers`: `leaving` is the last member on the
+        consumer protocol, classic members remain, the policy allows a downgrade and they fit
+        in a classic group."""
+        member = self.members.get(leaving)
+        others = [m for m in self.members.values() if m.member_id != leaving]
+        return (member is not None and not member.uses_classic and bool(others)
+                and all(m.uses_classic for m in others) and downgrade_enabled(self.migration_policy)
+                and len(others) <= self.classic_max_size)
+
+    def _all_classic_downgradable(self) -> bool:
+        return (bool(self.members) and all(m.uses_classic for m in self.members.values())
+                and downgrade_enabled(self.migration_policy) and len(self.members) <= self.classic_max_size)
+
+    def _classic_members(self, leaving: str | None) -> list[Member]:
+        """The classic group's members after a downgrade (Kafka's `ClassicGroup.fromConsumerGroup`):
+        each keeps its JoinGroup protocols and gets its target assignment."""
+        out = []
+        for m in sorted(self.members.values(), key=lambda m: m.member_id):
+            classic = m.metadata.classic
+            if m.member_id == leaving or classic is None:
+                continue
+            out.append(Member(
+                m.member_id, m.metadata.client_id, m.metadata.client_host, classic.session_timeout_ms,
+                m.metadata.rebalance_timeout_ms, PROTOCOL_TYPE, classic.protocols, m.instance_id,
+                assignment=self.classic_assignment(m, self.target.get(m.member_id, {}))))
+        return out
+
+    def upgrade_from(self, classic: GroupState, topics: Mapping[str, TopicMeta], now_ms: float) -> list[GroupRecord]:
+        """Take over a non-empty classic group's members (Kafka's `ConsumerGroup.fromClassicGroup`):
+        each keeps its last assignment, as its target too, at the classic generation, Stable;
+        the records are Kafka's `createConsumerGroupRecords`. Raises HeartbeatError
+        (GROUP_ID_NOT_FOUND) when the group cannot be upgraded."""
+        refusal = upgrade_refusal(classic, self.migration_policy, self.max_size)
+        if refusal is not None:
+            raise HeartbeatError(GROUP_ID_NOT_FOUND, refusal)
+        gid, generation = classic.group_id, classic.generation_id
+        members: list[tuple[Member, MemberMetadata, Partitions]] = []
+        for cm in sorted(classic.members.values(), key=lambda m: m.member_id):
+            try:
+                assignment = decode_assignment(cm.assignment)
+                # A group still in its first join has no protocol yet: the member's first one.
+                raw = cm.metadata_for(classic.protocol_name) or (cm.protocols[0][1] if cm.protocols else b"")
+                subscription = decode_subscription(raw)
+            except ValueError:
+                raise HeartbeatError(GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group "
+                                     "because the embedded consumer protocol is malformed.") from None
+            if assignment.user_data:
+                raise HeartbeatError(GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group "
+                                     "because an unsupported custom assignor is in use. Please refer to the "
+                                     "documentation or switch to a default assignor before re-attempting the upgrade.")
+            metadata = MemberMetadata(
+                cm.group_instance_id, subscription.rack_id, cm.client_id, cm.client_host,
+                tuple(sorted(set(subscription.topics))), cm.rebalance_timeout_ms,
+                classic=ClassicMemberMetadata(cm.session_timeout_ms, tuple(cm.protocols)))
+            members.append((cm, metadata, self._topic_ids(topics, assignment.partitions)))
+        out: list[GroupRecord] = []
+        for cm, metadata, _ in members:
+            self._write(out, MemberMetadataRecord(cm.member_id, metadata))
+        self._write(out, GroupEpochRecord(generation))
+        for cm, _, partitions in members:
+            self._write(out, TargetAssignmentMemberRecord(cm.member_id, partitions))
+        self._write(out, TargetAssignmentEpochRecord(generation))
+        for cm, _, partitions in members:
+            self._write(out, CurrentAssignmentRecord(cm.member_id, MemberAssignment(
+                generation, generation, MemberState.STABLE, partitions, {})))
+        self.offsets.update(classic.offsets)
+        for cm, _, _ in members:
+            self.members[cm.member_id].session_deadline_ms = now_ms + cm.session_timeout_ms
+        return out
+
+
+def upgrade_enabled(policy: str) -> bool:
+    return policy in ("upgrade", "bidirectional")
+
+
+def downgrade_enabled(policy: str) -> bool:
+    return policy in ("downgrade", "bidirectional")
+
+
+def upgrade_refusal(classic: GroupState, policy: str, consumer_max_size: int) -> str | None:
+    """Kafka's `validateOnlineUpgrade` for a non-empty classic group a ConsumerGroupHeartbeat
+    joins: the message of its GROUP_ID_NOT_FOUND, or None when it may be upgraded."""
+    gid = classic.group_id
+    if not upgrade_enabled(policy):
+        return f"Cannot upgrade classic group {gid} to consumer group because online upgrade is disabled."
+    if classic.protocol_type != PROTOCOL_TYPE:
+        return (f"Cannot upgrade classic group {gid} to consumer group because the group does not use the "
+                "consumer embedded protocol.")
+    if len(classic.members) > consumer_max_size:
+        return (f"Cannot upgrade classic group {gid} to consumer group because the group size exceeds the "
+                "consumer group maximum size.")
+    return None
+
+
+def _subscription_version(metadata: bytes) -> int:
+    return int.from_bytes(metadata[:2], "big", signed=True) if len(metadata) >= 2 else 0
+
+
+@dataclass(frozen=True)
+class ClassicJoin:
+    """A JoinGroup request to a consumer group."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    require_known_member_id: bool = False
+
+
+@dataclass(frozen=True)
+class ClassicJoinResult:
+    error_code: int
+    member_id: str
+    generation_id: int = -1
+    protocol_name: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class ClassicSyncResult:
+    error_code: int
+    error_message: str | None = None
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None

@@ -17,8 +17,17 @@ KIP-848 consumer groups (`consumer_groups`, broker/group/consumer_group_state.py
 partitions, loads, timers and offsets code: a ConsumerGroupHeartbeat runs the core and
 writes the records it returns (Kafka's ConsumerGroup* records) with acks=all before
 answering. An empty classic group is taken over by a consumer-protocol member (its
-offsets kept); an empty consumer group by a classic JoinGroup. A non-empty group of
-the other protocol is refused (Kafka's online upgrade/downgrade is not implemented).
+offsets kept); an empty consumer group by a classic JoinGroup.
+
+Groups move between the protocols online as in Kafka (KIP-848), as
+`group.consumer.migration.policy` allows (disabled, upgrade, downgrade, bidirectional): a
+ConsumerGroupHeartbeat joining a non-empty classic group of protocol type "consumer" converts
+it into a consumer group whose classic members keep their assignment (the core's
+`upgrade_from`); their JoinGroup/SyncGroup/Heartbeat/LeaveGroup then go to the consumer
+group's core (`classic_join` ...). When the last consumer-protocol member leaves and classic
+members remain, the group converts back into a classic group (`downgraded`), which
+rebalances. A refused upgrade is GROUP_ID_NOT_FOUND with Kafka's message; a refused
+downgrade leaves a consumer group of classic members.
 """
 
 from __future__ import annotations
@@ -40,9 +49,11 @@ from raftka.broker.group.consumer_group_state import (
     HEARTBEAT_INTERVAL_MS,
     REGEX_REFRESH_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
+    ClassicJoin,
     ConsumerGroupState,
     GroupRecord,
     Heartbeat,
+    HeartbeatError,
     HeartbeatResult,
     MetadataVersion,
 )
@@ -256,7 +267,8 @@ class GroupCoordinator:
             session_timeout_ms=getattr(config, "group_consumer_session_timeout_ms", SESSION_TIMEOUT_MS),
             heartbeat_interval_ms=getattr(config, "group_consumer_heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS),
             regex_refresh_interval_ms=getattr(config, "group_consumer_regex_refresh_interval_ms",
-                                              REGEX_REFRESH_INTERVAL_MS))
+                                              REGEX_REFRESH_INTERVAL_MS),
+            migration_policy=getattr(config, "group_consumer_migration_policy", "bidirectional"))
 
     def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
         """The group's session timeout and heartbeat interval: its dynamic group configs
@@ -280,9 +292,10 @@ class GroupCoordinator:
             removed, records = cg.tick(now, self.topic_metas())
             for member in removed:
                 log.info("group.member_expired", group=group_id, member=member, protocol="consumer")
+            classic = self._downgrade(cg, now)
             if records and self._nursery is not None:
-                self._nursery.start_soon(self._write_consumer_records, group_id, records)
-            return cg.next_deadline_ms()
+                self._nursery.start_soon(self._write_consumer_records, group_id, records, self._classic_record(classic))
+            return classic.next_deadline_ms() if classic is not None else cg.next_deadline_ms()
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -407,30 +420,35 @@ class GroupCoordinator:
         group = self.consumer_groups.get(group_id)
         if group is None and group_id in self.share.groups:
             return HeartbeatResult(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        now, topics = _now_ms(), self.topic_metas()
+        upgrade: list[GroupRecord] = []
         if group is None:
             classic = self.groups.get(group_id)
-            if classic is not None and (classic.members or classic.phase is GroupPhase.DEAD):
+            if classic is not None and (classic.phase is GroupPhase.DEAD or (classic.members and hb.member_epoch != 0)):
                 return HeartbeatResult(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if hb.member_epoch != 0:
                 return HeartbeatResult(int(ErrorCode.UNKNOWN_MEMBER_ID),
                                        f"Group {group_id} has no member {hb.member_id}; join with epoch 0.")
             group = self._new_consumer_group(group_id)
+            if classic is not None and classic.members:  # KIP-848's online upgrade
+                try:
+                    upgrade = group.upgrade_from(classic, topics, now)
+                except HeartbeatError as exc:
+                    log.info("group.upgrade_refused", group=group_id, reason=str(exc))
+                    return HeartbeatResult(exc.code, str(exc))
         group.session_timeout_ms, group.heartbeat_interval_ms = self._consumer_timeouts(group_id)
-        result, records = group.heartbeat(hb, self.topic_metas(), _now_ms(),
-                                          kafka_uuid if server_member_ids else None,
+        result, records = group.heartbeat(hb, topics, now, kafka_uuid if server_member_ids else None,
                                           image=self._metadata_version(), wall_ms=wall_clock_ms())
         if result.error_code and group_id not in self.consumer_groups:
-            return result  # a refused join does not create the group
+            return result  # a refused join does not create the group (nor upgrade one)
         if group_id not in self.consumer_groups:
-            classic = self.groups.pop(group_id, None)
-            if classic is not None:  # an empty classic group taken over: its offsets stay
-                group.offsets.update(classic.offsets)
-                self._persisted.pop(group_id, None)
-                log.info("group.converted", group=group_id, to="consumer")
-            self.consumer_groups[group_id] = group
-        self.timers.set(group_id, group.next_deadline_ms())
+            self._take_over_classic(group, bool(upgrade))
+        records = upgrade + records
+        classic_after = self._downgrade(group, now)
+        self.timers.set(group_id, classic_after.next_deadline_ms() if classic_after is not None
+                        else group.next_deadline_ms())
         if records:
-            code = await self._append_consumer_records(partition, group_id, records)
+            code = await self._append_consumer_records(partition, group_id, records, self._classic_record(classic_after))
             if code:
                 return HeartbeatResult(code, "the group's records could not be written")
         if not result.error_code and hb.member_epoch == 0:
@@ -441,25 +459,76 @@ class GroupCoordinator:
                      epoch=hb.member_epoch)
         return result
 
-    async def _append_consumer_records(self, partition: Partition, group_id: str,
-                                       records: list[GroupRecord]) -> int:
+    async def _append_consumer_records(self, partition: Partition, group_id: str, records: list[GroupRecord],
+                                       tail: list[tuple[bytes, bytes | None]] | None = None) -> int:
         """Write a consumer group's records with acks=all; the error to answer (0: written).
         The state already moved (the records are in the leader's log even when the wait for
         the ISR fails); a coordinator that loses the partition drops the group and reloads
-        it from what was replicated."""
+        it from what was replicated. `tail`: records after them in the same batch (the
+        classic group a downgrade created)."""
         try:
-            await append_and_wait(partition, [encode_record(group_id, r) for r in records], COMMIT_TIMEOUT_S)
+            await append_and_wait(partition, [encode_record(group_id, r) for r in records] + (tail or []),
+                                  COMMIT_TIMEOUT_S)
             return 0
         except Exception as exc:
             log.warning("group.persist_failed", group=group_id, protocol="consumer", error=str(exc))
             return append_error_code(exc)
 
-    async def _write_consumer_records(self, group_id: str, records: list[GroupRecord]) -> None:
+    async def _write_consumer_records(self, group_id: str, records: list[GroupRecord],
+                                      tail: list[tuple[bytes, bytes | None]] | None = None) -> None:
         try:
             partition = self._partition(group_id)
         except CoordinatorError:
             return
-        await self._append_consumer_records(partition, group_id, records)
+        await self._append_consumer_records(partition, group_id, records, tail)
+
+    # --- moving between the protocols (KIP-848's online upgrade and downgrade) ------------------
+    def _take_over_classic(self, group: ConsumerGroupState, upgraded: bool) -> None:
+        """Install a consumer group in place of its classic group, if any: an empty one's
+        offsets move over; a non-empty one was upgraded (`upgrade_from`), and its parked
+        JoinGroup and SyncGroup requests get REBALANCE_IN_PROGRESS (they join the consumer
+        group instead)."""
+        gid = group.group_id
+        classic = self.groups.pop(gid, None)
+        if classic is not None:
+            group.offsets.update(classic.offsets)
+            self._persisted.pop(gid, None)
+            rejoin = int(ErrorCode.REBALANCE_IN_PROGRESS)
+            for key in [k for k in self._waiters if k[0] == gid]:
+                kind, member = key[1], key[2]
+                result = JoinResult(rejoin, member) if kind == "join" else SyncResult(rejoin)
+                self._deliver(gid, [Reply(kind, member, result)])
+            classic.mark_dead()
+            log.info("group.converted", group=gid, to="consumer", members=len(group.members) if upgraded else 0)
+        self.consumer_groups[gid] = group
+
+    def _downgrade(self, cg: ConsumerGroupState, now: float) -> GroupState | None:
+        """The classic group a consumer group converted into (`downgraded`: its last
+        consumer-protocol member left), installed in its place and rebalancing; None if it
+        did not convert."""
+        members = cg.downgraded
+        if members is None or self.consumer_groups.get(cg.group_id) is not cg:
+            return None
+        cg.downgraded = None
+        gid = cg.group_id
+        del self.consumer_groups[gid]
+        classic = self.groups[gid] = self._new_group(gid)
+        classic.offsets.update(cg.offsets)
+        classic.adopt(generation_id=cg.group_epoch, members=members, now_ms=now)
+        self._persisted[gid] = _persist_mark(classic)
+        self._deliver(gid, classic.rebalance(now))
+        log.info("group.converted", group=gid, to="classic", members=len(members),
+                 generation=classic.generation_id)
+        return classic
+
+    def _classic_record(self, group: GroupState | None) -> list[tuple[bytes, bytes | None]]:
+        """A downgraded group's classic metadata record, as it was converted (Stable, at the
+        consumer group's epoch), written after the consumer group's tombstones."""
+        if group is None:
+            return []
+        meta = GroupMetadata(PROTOCOL_TYPE, group.generation_id, group.protocol_name, group.leader_id,
+                             int(wall_clock_ms()), tuple(group.members.values()))
+        return [(group_key(group.group_id), group_value(meta))]
 
     def consumer_describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroupState | None]:
         """ConsumerGroupDescribe: (error, message, group)."""
@@ -498,10 +567,11 @@ class GroupCoordinator:
                     f"[group.min.session.timeout.ms {self.config.group_min_session_timeout_ms}, "
                     f"group.max.session.timeout.ms {self.config.group_max_session_timeout_ms}]")
             cg = self.consumer_groups.get(group_id)
+            if cg is not None and cg.members:
+                join = ClassicJoin(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                                   rebalance_timeout_ms, protocol_type, tuple(protocols), require_known_member_id)
+                return await self._classic_join_consumer_group(cg, join)
             if cg is not None:
-                if cg.members:
-                    raise CoordinatorError(int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
-                                           f"group {group_id} runs the consumer protocol (KIP-848)")
                 await self._drop_consumer_group(cg)
             group = self._group(group_id, create=True)
         except CoordinatorError as exc:
@@ -534,6 +604,24 @@ class GroupCoordinator:
             log.info("group.rebalanced", group=group_id, generation=result.generation_id,
                      protocol=result.protocol_name, members=len(result.members))
         return result
+
+    async def _classic_join_consumer_group(self, cg: ConsumerGroupState, join: ClassicJoin) -> JoinResult:
+        """A JoinGroup to a consumer group (a classic member of a mixed group): answered at
+        once by the core, once its records are written."""
+        partition = self._partition(cg.group_id)
+        cg.session_timeout_ms, cg.heartbeat_interval_ms = self._consumer_timeouts(cg.group_id)
+        now = _now_ms()
+        result, records = cg.classic_join(join, self.topic_metas(), now, kafka_uuid)
+        classic = self._downgrade(cg, now)  # it replaced the last consumer-protocol member
+        self.timers.set(cg.group_id, classic.next_deadline_ms() if classic is not None else cg.next_deadline_ms())
+        if records:
+            code = await self._append_consumer_records(partition, cg.group_id, records, self._classic_record(classic))
+            if code:
+                return JoinResult(code, result.member_id)
+        if result.error_code == 0 and not join.member_id:
+            log.info("group.member_joined", group=cg.group_id, member=result.member_id, protocol="classic",
+                     epoch=result.generation_id, client_id=join.client_id, instance=join.instance_id)
+        return JoinResult(result.error_code, result.member_id, result.generation_id, result.protocol_name)
 
     async def _drop_consumer_group(self, cg: ConsumerGroupState) -> None:
         """An empty consumer group taken over by a classic member: its metadata tombstoned,
@@ -575,6 +663,11 @@ class GroupCoordinator:
     async def sync(self, group_id: str, member_id: str, generation_id: int,
                    assignments: dict[str, bytes], group_instance_id: str | None = None, *,
                    protocol_type: str | None = None, protocol_name: str | None = None) -> SyncResult:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            r = cg.classic_sync(member_id, group_instance_id, generation_id, _now_ms(), protocol_type, protocol_name)
+            self.timers.set(group_id, cg.next_deadline_ms())
+            return SyncResult(r.error_code, r.assignment, r.protocol_type, r.protocol_name)
         try:
             group = self._group(group_id, create=False)
         except CoordinatorError as exc:
@@ -594,6 +687,11 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int,
                   group_instance_id: str | None = None) -> int:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            code, _ = cg.classic_heartbeat(member_id, group_instance_id, generation_id, _now_ms())
+            self.timers.set(group_id, cg.next_deadline_ms())
+            return code
         try:
             group = self._group(group_id, create=False)
         except CoordinatorError as exc:
@@ -607,6 +705,9 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """Remove (member id, group instance id) pairs. Returns (error for the whole request,
         error per member)."""
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            return self._classic_leave_consumer_group(cg, members)
         try:
             group = self._group(group_id, create=False)
         except CoordinatorError as exc:
@@ -625,6 +726,20 @@ class GroupCoordinator:
         self._persist_soon(group)
         top = codes[0] if len(codes) == 1 else 0
         return top, codes
+
+    def _classic_leave_consumer_group(self, cg: ConsumerGroupState,
+                                      members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        try:
+            self._partition(cg.group_id)
+        except CoordinatorError as exc:
+            return exc.code, [exc.code] * len(members)
+        codes, removed, records = cg.classic_leave(members, self.topic_metas())
+        for member_id in removed:
+            log.info("group.member_left", group=cg.group_id, member=member_id, protocol="classic")
+        self.timers.set(cg.group_id, cg.next_deadline_ms())
+        if records and self._nursery is not None:
+            self._nursery.start_soon(self._write_consumer_records, cg.group_id, records)
+        return (codes[0] if len(codes) == 1 else 0), codes
 
     # --- persistence of membership -------------------------------------------------------
     def _persist_soon(self, group: GroupState) -> None:

@@ -632,6 +632,20 @@ class GroupState:
         self.state_timestamp_ms = state_timestamp_ms
 
     @checked
+    def adopt(self, *, generation_id: int, members: Iterable[Member], now_ms: float) -> None:
+        """A consumer group converted back (KIP-848's downgrade): Stable at its group epoch as
+        the generation, with its classic members and their assignments (Kafka's
+        `ClassicGroup.fromConsumerGroup`); `rebalance` follows once that is stored."""
+        self.restore(protocol_type=PROTOCOL_TYPE, generation_id=generation_id, protocol_name=None,
+                     leader_id=None, members=members, now_ms=now_ms, state_timestamp_ms=now_ms)
+        self.protocol_name = self._select_protocol()
+
+    @checked
+    def rebalance(self, now_ms: float) -> list[Reply]:
+        """Kafka's `prepareRebalance` of a Stable group (after a downgrade): every member joins again."""
+        return self._prepare_rebalance(now_ms) + self._maybe_complete_join(now_ms)
+
+    @checked
     def mark_dead(self) -> list[Reply]:
         replies: list[Reply] = []
         for member_id in list(self.members):

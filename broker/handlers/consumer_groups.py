@@ -19,7 +19,7 @@ from raftka.raft_meta.security.acls import AclOperation
 ConsumerGroupHeartbeatResponse = response_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 ConsumerGroupDescribeResponse = response_class(ApiKey.CONSUMER_GROUP_DESCRIBE)
 
-MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1: -1 unknown, 0 classic, 1 consumer
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # ConsumerGroupDescribe v1: -1 unknown, 0 classic, 1 consumer
 
 
 def _owned(rows) -> Partitions | None:
@@ -98,7 +98,7 @@ async def handle_describe(ctx: BrokerContext, header, request, conn=None):
                 "subscribed_topic_regex": m.metadata.subscribed_topic_regex,
                 "assignment": assignment(m.assignment.assigned),
                 "target_assignment": assignment(group.target.get(m.member_id, {})),
-                "member_type": MEMBER_TYPE_CONSUMER,
+                "member_type": MEMBER_TYPE_CLASSIC if m.uses_classic else MEMBER_TYPE_CONSUMER,
             } for m in sorted(group.members.values(), key=lambda m: m.member_id)],
             "authorized_operations": authz.authorized_operations(ctx, conn, authz.GROUP, group_id, wanted),
         })

@@ -419,7 +419,7 @@ async def handle_describe_groups(ctx: BrokerContext, header, request, conn=None)
             message = None
             if code == 0 and header.api_version >= FIRST_GROUP_NOT_FOUND_VERSION:
                 code, message = ErrorCode.GROUP_ID_NOT_FOUND, (
-                    f"Group {group_id} is not a classic group." if group_id in ctx.groups.share.groups
+                    f"Group {group_id} is not a classic group." if ctx.groups.other_group_type(group_id, "classic")
                     else f"Group {group_id} not found.")
             described.append({"error_code": code, "error_message": message, "group_id": group_id,
                               "group_state": GroupPhase.DEAD.value if code in (0, ErrorCode.GROUP_ID_NOT_FOUND)

@@ -168,6 +168,16 @@ def _consumer_assignors(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(CONSUMER_ASSIGNORS[n] for n in names))
 
 
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+
+
+def _migration_policy(raw: str) -> str:
+    value = raw.strip().lower()  # Kafka's ConsumerGroupMigrationPolicy.parse: case-insensitive
+    if value not in MIGRATION_POLICIES:
+        raise ValueError("one of disabled, upgrade, downgrade, bidirectional")
+    return value
+
+
 def _roles(raw: str) -> tuple[str, ...]:
     roles = _str_list(raw)
     if not roles or any(role not in ("broker", "controller") for role in roles):
@@ -347,6 +357,7 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], str | None]] = {
     "group.consumer.assignors": ("group_consumer_assignors", _consumer_assignors, "uniform,range"),
     "group.consumer.regex.refresh.interval.ms": ("group_consumer_regex_refresh_interval_ms", _positive_int,
                                                  "600000"),
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", _migration_policy, "bidirectional"),
     # KIP-932 share groups (broker/group/share_group_coordinator.py), Kafka 4.4's defaults and bounds.
     "group.share.session.timeout.ms": ("group_share_session_timeout_ms", _positive_int, "45000"),
     "group.share.min.session.timeout.ms": ("group_share_min_session_timeout_ms", _positive_int, "45000"),
@@ -506,6 +517,7 @@ class NodeConfig:
     num_network_threads: int
     num_io_threads: int
     metrics_port: int = -1
+    group_consumer_migration_policy: str = "bidirectional"
     group_share_session_timeout_ms: int = 45000
     group_share_min_session_timeout_ms: int = 45000
     group_share_max_session_timeout_ms: int = 60000

@@ -2,7 +2,7 @@
 (steps.py), then the client libraries (client_steps.py), then single requests at chosen
 versions (wire_steps.py)."""
 
-from tests.differential.client_steps import CLIENTS, KIP848_GROUPS
+from tests.differential.client_steps import CLIENTS, KIP848_GROUPS, KIP848_MIGRATION
 from tests.differential.steps import (
     BROKER_CONFIGS,
     CLUSTER_BASICS,
@@ -19,4 +19,4 @@ from tests.differential.steps import (
 from tests.differential.wire_steps import WIRE
 
 SCENARIOS = (TOPICS, CLUSTER_BASICS, MORE_TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, GROUPS, SHARE_GROUPS, SHARE_DLQ, OFFSETS,
-             OPERATIONS, CONFIG_RESOURCES, CLIENTS, WIRE, KIP848_GROUPS)
+             OPERATIONS, CONFIG_RESOURCES, CLIENTS, WIRE, KIP848_GROUPS, KIP848_MIGRATION)

@@ -193,10 +193,11 @@ def test_protocol_takeovers(server: ServerProcess) -> None:
         assert joined.member_epoch == 2
         fetched = conn.fetch_offsets("classic-then-new", TOPIC, [0])
         assert fetched.topics[0].partitions[0].committed_offset == 5
-        # A classic JoinGroup into that (non-empty) consumer group is refused.
+        # A classic JoinGroup into that (non-empty) consumer group joins it as a classic member
+        # (tests/compat/test_kip848_migration.py); one of another protocol type is refused.
         refused = conn.request(ApiKey.JOIN_GROUP, 5, {
             "group_id": "classic-then-new", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
-            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+            "member_id": "", "group_instance_id": None, "protocol_type": "connect",
             "protocols": [{"name": "range", "metadata": b""}]})
         assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         # Once empty, a classic member may take it back, with the offsets.

@@ -90,3 +90,20 @@ def test_regex_record_topics_are_sorted() -> None:
     assert value is not None
     positions = [value.index(name.encode()) for name in names]
     assert positions == sorted(positions)
+
+
+def test_classic_member_metadata_is_kafkas_tagged_field() -> None:
+    """A classic member's ClassicMemberMetadata (tag 0 of ConsumerGroupMemberMetadataValue):
+    the bytes are what Kafka 4.4's own serializer writes for it (its generated
+    `ConsumerGroupMemberMetadataValueJsonConverter.read`, then
+    `MessageUtil.toVersionPrefixedByteBuffer(0, ...)`, checked once with the cached jars)."""
+    from raftka.broker.group.consumer_group_state import ClassicMemberMetadata
+
+    record = MemberMetadataRecord("m", MemberMetadata(
+        "i", None, "c", "/h", ("a", "b"), 300, None, None,
+        ClassicMemberMetadata(10000, (("range", b"\x00\x01abc"), ("roundrobin", b"")))))
+    key, value = encode_record("g", record)
+    assert value == bytes.fromhex(
+        "00000269000263032f680302610262000000012c000100210100002710030672616e67650600016162"
+        "63000b726f756e64726f62696e010000")
+    assert decode_record(*decode_key(key)[::2], value) == record

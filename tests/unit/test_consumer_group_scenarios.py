@@ -30,6 +30,22 @@ Commands (times in ms; partition sets as `foo:0,1;bar:2`, `-` for empty):
 - `tick now=...`: the timers.
 - `load now=...`: a new coordinator loads the group from its records (timers from `now`).
 - `commit member=a epoch=1 [version=9]`: OffsetCommit validation.
+
+Classic members and the migration between protocols (`init policy=upgrade` sets
+group.consumer.migration.policy):
+
+- `classic gen=3 topics=foo a=foo:0,1 b=foo:2,3 [type=consumer] [protocols=range,roundrobin]
+  [session=10000] [userdata=x]`: a Stable classic group "g" at generation 3 whose members
+  subscribe to `topics` and hold those assignments (`b=` for none; `userdata`: a custom
+  assignor's user data in each assignment).
+- `upgrade now=...`: the consumer group takes the classic group's members over.
+- `join member=a [instance=i] [topics=foo] [owned=foo:0] [protocols=range] [session=10000]
+  [rebalance=300000] [version=4] now=...`: a JoinGroup (`member=` unknown: MEMBER_ID_REQUIRED
+  at version 4+, the group names it `m1`...).
+- `sync member=a gen=3 [name=range] now=...`, `heartbeat member=a gen=3 now=...`,
+  `leave members=a,b now=...`: SyncGroup, Heartbeat, LeaveGroup.
+- After a command that converts the group back into a classic group, the output shows the
+  classic group (after its rebalance started) under `downgraded:`.
 """
 
 from __future__ import annotations
@@ -40,10 +56,12 @@ import pytest
 
 from raftka.broker.group.consumer_assignors import TopicMeta
 from raftka.broker.group.consumer_group_state import (
+    ClassicJoin,
     ConsumerGroupState,
     CurrentAssignmentRecord,
     GroupEpochRecord,
     Heartbeat,
+    HeartbeatError,
     MemberMetadataRecord,
     MetadataVersion,
     RegexResolutionRecord,
@@ -51,7 +69,16 @@ from raftka.broker.group.consumer_group_state import (
     TargetAssignmentEpochRecord,
     TargetAssignmentMemberRecord,
 )
+from raftka.broker.group.group_state import GroupState, Member
+from raftka.client.group_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    encode_assignment,
+    encode_subscription,
+)
 from raftka.client.protocol import ErrorCode
+from raftka.client.records import TopicPartition
 from tests.scenario import check_scenario_file
 
 TESTDATA = Path(__file__).parent / "testdata" / "consumer_group"
@@ -63,6 +90,7 @@ class Harness:
         self.topics: dict[str, TopicMeta] = {}
         self.records: list = []
         self.ids = 0
+        self.classic: GroupState | None = None
 
     # --- formatting ---------------------------------------------------------------------
     def _name(self, topic_id: str) -> str:
@@ -90,6 +118,8 @@ class Harness:
         match record:
             case GroupEpochRecord(epoch):
                 return f"GroupEpoch({epoch})"
+            case SubscriptionMetadataRecord(None):
+                return "PartitionMetadata(tombstone)"
             case SubscriptionMetadataRecord(topics):
                 return f"PartitionMetadata({','.join(f'{t.name}={t.partitions}' for t in topics) or '-'})"
             case MemberMetadataRecord(member, metadata):
@@ -114,6 +144,11 @@ class Harness:
             a = m.assignment
             extra = f" instance={m.instance_id}" if m.instance_id else ""
             extra += f" regex={m.metadata.subscribed_topic_regex}" if m.metadata.subscribed_topic_regex else ""
+            if m.metadata.classic is not None:
+                extra += (f" classic(session={m.metadata.classic.session_timeout_ms} "
+                          f"protocols={','.join(n for n, _ in m.metadata.classic.protocols)})")
+                extra += f" sync_by={m.sync_deadline_ms:g}" if m.sync_deadline_ms is not None else ""
+                extra += f" join_by={m.join_deadline_ms:g}" if m.join_deadline_ms is not None else ""
             deadline = f" revoke_by={m.rebalance_deadline[0]:g}" if m.rebalance_deadline else ""
             lines.append(f"  {m.member_id}{extra}: epoch={a.member_epoch} prev={a.previous_member_epoch} "
                          f"{a.state.name} assigned={self.fmt(a.assigned)} revoking={self.fmt(a.pending_revocation)} "
@@ -126,7 +161,26 @@ class Harness:
     def emitted(self, records) -> list[str]:
         self.records += records
         self.check_replay()
-        return ["records: " + (" ".join(self.fmt_record(r) for r in records) or "-")]
+        return ["records: " + (" ".join(self.fmt_record(r) for r in records) or "-")] + self.downgrade_lines()
+
+    def downgrade_lines(self) -> list[str]:
+        """The classic group a downgrade made (as the coordinator installs it), if any."""
+        members, g = self.group.downgraded, self.group
+        if members is None:
+            return []
+        g.downgraded = None
+        classic = GroupState("g")
+        classic.adopt(generation_id=g.group_epoch, members=members, now_ms=0)
+        lines = [f"downgraded: generation={classic.generation_id} protocol={classic.protocol_name}"]
+        for m in members:
+            partitions = decode_assignment(m.assignment).partitions
+            lines.append(f"  {m.member_id}: session={m.session_timeout_ms} assignment="
+                         f"{';'.join(f'{tp.topic}:{tp.partition}' for tp in partitions) or '-'}")
+        classic.rebalance(0)
+        lines.append(f"  then {classic.phase.value}, heartbeat: "
+                     f"{ErrorCode(classic.heartbeat(members[0].member_id, classic.generation_id, 0)).name}")
+        self.classic = classic
+        return lines
 
     def check_replay(self) -> None:
         fresh = ConsumerGroupState("g")
@@ -148,7 +202,8 @@ class Harness:
     def cmd_init(self, kv) -> list[str]:
         self.group = ConsumerGroupState(
             "g", assignors=tuple(kv.get("assignors", "uniform,range").split(",")),
-            session_timeout_ms=int(kv.get("session", 45000)), max_size=int(kv.get("max_size", 2**31 - 1)))
+            session_timeout_ms=int(kv.get("session", 45000)), max_size=int(kv.get("max_size", 2**31 - 1)),
+            migration_policy=kv.get("policy", "bidirectional"))
         self.records = []
         return self.state_lines()
 
@@ -193,7 +248,7 @@ class Harness:
     def cmd_load(self, kv) -> list[str]:
         """A new coordinator: the group rebuilt from its records, its timers started."""
         fresh = ConsumerGroupState("g", session_timeout_ms=self.group.session_timeout_ms,
-                                   assignors=self.group.assignors)
+                                   assignors=self.group.assignors, migration_policy=self.group.migration_policy)
         for record in self.records:
             fresh.replay(record)
         fresh.start_timers(float(kv["now"]))
@@ -207,6 +262,72 @@ class Harness:
     def cmd_commit(self, kv) -> list[str]:
         code = self.group.validate_commit(kv["member"], int(kv["epoch"]), int(kv.get("version", 9)))
         return [ErrorCode(code).name]
+
+    # --- classic members --------------------------------------------------------------
+    def _tps(self, text: str) -> tuple[TopicPartition, ...]:
+        if text == "-":
+            return ()
+        return tuple(TopicPartition(name, int(p)) for chunk in text.split(";")
+                     for name, ps in [chunk.split(":")] for p in ps.split(","))
+
+    def _protocols(self, kv, topics: str, owned: str = "-") -> tuple[tuple[str, bytes], ...]:
+        sub = encode_subscription(Subscription(tuple(topics.split(",")), None, self._tps(owned)),
+                                  int(kv.get("subversion", 1)))
+        return tuple((name, sub) for name in kv.get("protocols", "range").split(","))
+
+    def cmd_classic(self, kv) -> list[str]:
+        """A Stable classic group with these members and assignments."""
+        reserved = {"gen", "topics", "type", "protocols", "session", "subversion", "userdata"}
+        user_data = kv["userdata"].encode() if "userdata" in kv else None
+        members = [Member(mid, "client", "/127.0.0.1", int(kv.get("session", 10000)), 300000,
+                          kv.get("type", "consumer"), self._protocols(kv, kv["topics"]),
+                          assignment=encode_assignment(Assignment(self._tps(spec or "-"), user_data)))
+                   for mid, spec in kv.items() if mid not in reserved]
+        self.classic = GroupState("g")
+        self.classic.restore(protocol_type=kv.get("type", "consumer"), generation_id=int(kv["gen"]),
+                             protocol_name=kv.get("protocols", "range").split(",")[0], leader_id=None,
+                             members=members, now_ms=0)
+        return [f"classic generation={self.classic.generation_id} members={','.join(sorted(self.classic.members))}"]
+
+    def cmd_upgrade(self, kv) -> list[str]:
+        assert self.classic is not None
+        try:
+            records = self.group.upgrade_from(self.classic, self.topics, float(kv["now"]))
+        except HeartbeatError as exc:
+            return [f"error {ErrorCode(exc.code).name}: {exc}"]
+        return self.emitted(records) + self.state_lines()
+
+    def cmd_join(self, kv) -> list[str]:
+        join = ClassicJoin(kv["member"], kv.get("instance"), "client", "/127.0.0.1", int(kv.get("session", 10000)),
+                           int(kv.get("rebalance", 300000)), kv.get("type", "consumer"),
+                           self._protocols(kv, kv.get("topics", "foo"), kv.get("owned", "-")),
+                           require_known_member_id=int(kv.get("version", 4)) >= 4)
+        result, records = self.group.classic_join(join, self.topics, float(kv["now"]), self._new_id)
+        if result.error_code:
+            assert not records, records
+            message = f": {result.error_message}" if result.error_message else ""
+            return [f"error {ErrorCode(result.error_code).name} member={result.member_id}{message}"]
+        return ([f"ok member={result.member_id} generation={result.generation_id} protocol={result.protocol_name}"]
+                + self.emitted(records) + self.state_lines())
+
+    def cmd_sync(self, kv) -> list[str]:
+        r = self.group.classic_sync(kv["member"], kv.get("instance"), int(kv["gen"]), float(kv["now"]),
+                                    "consumer", kv.get("name"))
+        if r.error_code:
+            return [f"error {ErrorCode(r.error_code).name}: {r.error_message}"] + self.state_lines()
+        version = int.from_bytes(r.assignment[:2], "big")
+        assigned = ";".join(f"{tp.topic}:{tp.partition}" for tp in decode_assignment(r.assignment).partitions)
+        return [f"ok assignment={assigned or '-'} version={version}"] + self.state_lines()
+
+    def cmd_heartbeat(self, kv) -> list[str]:
+        code, message = self.group.classic_heartbeat(kv["member"], kv.get("instance"), int(kv["gen"]),
+                                                     float(kv["now"]))
+        return [ErrorCode(code).name + (f": {message}" if message else "")] + self.state_lines()
+
+    def cmd_leave(self, kv) -> list[str]:
+        members = [(m, None) for m in kv["members"].split(",")]
+        codes, _, records = self.group.classic_leave(members, self.topics)
+        return ([" ".join(ErrorCode(c).name for c in codes)] + self.emitted(records) + self.state_lines())
 
     def cmd_fetch(self, kv) -> list[str]:
         member = None if kv["member"] == "None" else kv["member"]
