@@ -40,6 +40,14 @@ def _retry(call, deadline_s: float = 30.0):
         time.sleep(0.2)  # the coordinator is loading; polled under the deadline
 
 
+def _join(conn: WireConnection, group: str, subscription: bytes, member_id: str):
+    """A classic JoinGroup v9 (range, session 45 s), retried while the coordinator loads."""
+    return _retry(lambda: conn.request(ApiKey.JOIN_GROUP, 9, {
+        "group_id": group, "session_timeout_ms": 45000, "rebalance_timeout_ms": 30000,
+        "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": subscription}], "reason": None}))
+
+
 def walk(bootstrap: str, group: str, topic: str, consumer_member: str) -> str:
     lines: list[str] = []
     with WireConnection(bootstrap, timeout=30, client_id="dg-client") as conn:
@@ -47,10 +55,7 @@ def walk(bootstrap: str, group: str, topic: str, consumer_member: str) -> str:
         subscription = encode_subscription(Subscription((topic,)), 1)
 
         def join(member_id: str):
-            return _retry(lambda: conn.request(ApiKey.JOIN_GROUP, 9, {
-                "group_id": group, "session_timeout_ms": 45000, "rebalance_timeout_ms": 30000,
-                "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": subscription}], "reason": None}))
+            return _join(conn, group, subscription, member_id)
 
         def sync(member_id: str, generation: int, assignments: list[dict]):
             answer = conn.request(ApiKey.SYNC_GROUP, 5, {
@@ -165,10 +170,7 @@ def mixed(bootstrap: str, group: str, topic: str, consumer_member: str) -> str:
         subscription = encode_subscription(Subscription((topic,)), 1)
 
         def join(member_id: str):
-            return _retry(lambda: conn.request(ApiKey.JOIN_GROUP, 9, {
-                "group_id": group, "session_timeout_ms": 45000, "rebalance_timeout_ms": 30000,
-                "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": subscription}], "reason": None}))
+            return _join(conn, group, subscription, member_id)
 
         def sync(member_id: str, generation: int, assignments: list[dict]) -> int:
             return conn.request(ApiKey.SYNC_GROUP, 5, {

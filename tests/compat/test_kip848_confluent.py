@@ -61,19 +61,21 @@ class SteadyProducer:
 
 
 class Member:
-    """A `group.protocol=consumer` member polling in its own thread."""
+    """A `group.protocol=consumer` member (or `protocol`'s) of `group` polling `topic` in its own
+    thread; it commits after each batch and, synchronously, for the partitions it gives up."""
 
-    def __init__(self, bootstrap: str, name: str, **config: str) -> None:
-        self.name = name
+    def __init__(self, bootstrap: str, name: str, *, protocol: str = "consumer", group: str = GROUP,
+                 topic: str = TOPIC, **config: str | int) -> None:
+        self.name, self.protocol = name, protocol
         self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": GROUP, "group.protocol": "consumer",
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
             "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": False, **config})
         self.values: list[int] = []
         self.assignment: set[int] = set()
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.consumer.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked)
+        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
@@ -109,6 +111,8 @@ class Member:
 
     def close(self) -> None:
         """Stop polling, then leave the group (close revokes, so the callback commits)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self.thread.join(30)
         self.consumer.close()

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer  # noqa: E402
 
 from raftka.client.protocol import ErrorCode  # noqa: E402
 from raftka.client.protocol.api_keys import ApiKey  # noqa: E402
 from tests.compat.migration_cases import KAFKA_44, mixed, walk  # noqa: E402
 from tests.compat.server_process import ServerProcess, running_server, server_with_topics  # noqa: E402
+from tests.compat.test_kip848_confluent import Member as ConfluentMember  # noqa: E402
 from tests.compat.test_kip848_confluent import SteadyProducer  # noqa: E402
 from tests.compat.wire_client import WireConnection  # noqa: E402
 from tests.support import wait_until  # noqa: E402
@@ -48,63 +48,13 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         yield process
 
 
-class Member:
-    """A member of either protocol polling in its own thread; it commits after each batch and,
-    synchronously, for the partitions it gives up (before the group moves them)."""
+class Member(ConfluentMember):
+    """A confluent-kafka member of either protocol (test_kip848_confluent's, on this group)."""
 
     def __init__(self, bootstrap: str, name: str, protocol: str) -> None:
-        self.name, self.protocol = name, protocol
-        config = {"bootstrap.servers": bootstrap, "group.id": GROUP, "group.protocol": protocol,
-                  "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": False}
-        if protocol == CLASSIC:
-            config |= {"partition.assignment.strategy": "range", "session.timeout.ms": 10000,
-                       "heartbeat.interval.ms": 500}
-        self.consumer = Consumer(config)
-        self.values: list[int] = []
-        self.assignment: set[int] = set()
-        self.errors: list[str] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.consumer.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked)
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.thread.start()
-
-    def _assigned(self, consumer, partitions) -> None:
-        with self._lock:
-            self.assignment |= {p.partition for p in partitions}
-
-    def _revoked(self, consumer, partitions) -> None:
-        try:
-            consumer.commit(asynchronous=False)
-        except Exception as exc:  # nothing consumed since the last commit
-            self.errors.append(f"revoke commit: {exc}")
-        with self._lock:
-            self.assignment -= {p.partition for p in partitions}
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            messages = self.consumer.consume(100, 0.1)
-            good = [m for m in messages if m.error() is None]
-            self.errors += [str(m.error()) for m in messages if m.error() is not None]
-            with self._lock:
-                self.values += [int(m.value()) for m in good]
-            if good:
-                try:
-                    self.consumer.commit(asynchronous=False)
-                except Exception as exc:
-                    self.errors.append(f"commit: {exc}")
-
-    def owned(self) -> set[int]:
-        with self._lock:
-            return set(self.assignment)
-
-    def close(self) -> None:
-        """Stop polling, then leave the group (close revokes, so the callback commits)."""
-        if self._stop.is_set():
-            return
-        self._stop.set()
-        self.thread.join(30)
-        self.consumer.close()
+        classic = {"partition.assignment.strategy": "range", "session.timeout.ms": 10000,
+                   "heartbeat.interval.ms": 500} if protocol == CLASSIC else {}
+        super().__init__(bootstrap, name, protocol=protocol, group=GROUP, topic=TOPIC, **classic)
 
 
 class KafkaPythonMember:
