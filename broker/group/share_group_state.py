@@ -9,6 +9,9 @@ Group states (ShareGroupDescribe's names)::
     Empty --a member joins (epoch 0)--> Stable --the last member leaves or times out--> Empty
     (Dead: deleted by the shell, never reached here)
 
+A new group starts at group epoch 1 and target assignment epoch 1 (Kafka 4.4's `ModernGroup`),
+in memory only: its first member's join writes epoch 2.
+
 A member's epoch::
 
     (new) --heartbeat epoch 0--> member epoch = target assignment epoch --heartbeat--> ...
@@ -18,6 +21,7 @@ A member's epoch::
   topics change, and when the partition counts of the subscribed topics change (the
   subscription metadata). When it passes the target assignment's epoch, the target is
   recomputed with `share_assignor.assign` (Kafka's `simple` assignor) at the group epoch.
+  The last member's leave moves the target assignment epoch to the new group epoch too.
 - Share groups have no revocation phase (a partition may have several readers), so a
   member reconciles at once: on any heartbeat with an older epoch it moves to the target
   assignment epoch and its target partitions. Other members learn theirs on their next
@@ -64,6 +68,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from raftka.broker.group import share_assignor
+from raftka.broker.group.consumer_group_state import INITIAL_GROUP_EPOCH
 from raftka.broker.group.share_assignor import TopicPartition
 from raftka.client.protocol import ErrorCode
 
@@ -228,8 +233,8 @@ class ShareMember:
 class ShareGroupState:
     group_id: str
     config: ShareGroupConfig = field(default_factory=ShareGroupConfig)
-    group_epoch: int = 0
-    assignment_epoch: int = 0
+    group_epoch: int = INITIAL_GROUP_EPOCH
+    assignment_epoch: int = INITIAL_GROUP_EPOCH
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
     # Partition counts of the subscribed topics when the group epoch was last set.
@@ -360,7 +365,7 @@ class ShareGroupState:
 
     def records(self) -> dict[RecordKey, ShareGroupRecord]:
         """The group as its live `__consumer_offsets` records (empty before the first join)."""
-        if self.group_epoch == 0 and not self.members and not self.initialized and not self.initializing:
+        if self.group_epoch == INITIAL_GROUP_EPOCH and not self.members and not self.initialized and not self.initializing:
             return {}
         out: dict[RecordKey, ShareGroupRecord] = {
             (11, ""): GroupEpochRecord(self.group_epoch),
@@ -388,7 +393,7 @@ class ShareGroupState:
             case GroupEpochRecord(epoch):
                 if epoch is None:
                     self.deleted = True
-                    self.group_epoch = self.assignment_epoch = 0
+                    self.group_epoch = self.assignment_epoch = INITIAL_GROUP_EPOCH
                     self.members.clear()
                     self.target.clear()
                     self.initializing.clear()
@@ -397,7 +402,7 @@ class ShareGroupState:
                     self.deleted = False
                     self.group_epoch = epoch
             case TargetEpochRecord(epoch):
-                self.assignment_epoch = epoch or 0
+                self.assignment_epoch = INITIAL_GROUP_EPOCH if epoch is None else epoch
             case MemberMetadataRecord(member_id, None):
                 self.members.pop(member_id, None)
             case MemberMetadataRecord(member_id, meta):
@@ -455,6 +460,8 @@ class ShareGroupState:
         self.target.pop(member_id, None)
         self.subscription_metadata = self._subscription_metadata(partitions)
         self.group_epoch += 1
+        if not self.members:  # Kafka's shareGroupFenceMember: the last member's leave moves the target too
+            self.assignment_epoch = self.group_epoch
 
     def _subscription_metadata(self, partitions: Mapping[str, int]) -> dict[str, int]:
         subscribed = {t for m in self.members.values() for t in m.subscribed_topic_names}

@@ -154,7 +154,9 @@ def client_metrics_entries(stored: dict[str, str]) -> list[dict]:
 
 def _group_configs(ctx, name: str) -> list[dict]:
     """Every (non-internal) group config of Kafka's: the group's own (GROUP_CONFIG), else its
-    broker synonym's value from server.properties (STATIC_BROKER_CONFIG), else the default."""
+    broker synonym's value from server.properties (STATIC_BROKER_CONFIG), else the default.
+    As Kafka's createGroupConfigEntry, a key with no broker synonym has its own name as its
+    DEFAULT_CONFIG synonym."""
     own = ctx.image.configs.get(("group", name), {})
     out = []
     for key, found in GROUP_CONFIGS.items():
@@ -168,6 +170,8 @@ def _group_configs(ctx, name: str) -> list[dict]:
                 chain.append({"name": found.synonym, "value": ctx.config.raw[found.synonym],
                               "source": synonyms.STATIC_BROKER_CONFIG})
             chain.append({"name": found.synonym, "value": found.spec.default, "source": synonyms.DEFAULT_CONFIG})
+        else:
+            chain.append({"name": key, "value": found.spec.default, "source": synonyms.DEFAULT_CONFIG})
         out.append({"name": key, "value": group_config_value(key, own, ctx.config.raw), "read_only": False,
                     "config_source": chain[0]["source"] if chain else synonyms.DEFAULT_CONFIG,
                     "is_sensitive": False, "synonyms": chain,
@@ -178,7 +182,8 @@ def _group_configs(ctx, name: str) -> list[dict]:
 async def handle(ctx: BrokerContext, header, request, conn=None) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
-        result = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+        # Kafka 4.4 answers "" (not null) as the message of a resource described without error.
+        result = {"error_code": 0, "error_message": "", "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name, "configs": []}
         refusal = acl_checks.config_resource_error(ctx, conn, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
                                                    resource.resource_name)
@@ -211,7 +216,10 @@ async def handle(ctx: BrokerContext, header, request, conn=None) -> DescribeConf
                 result["configs"] = client_metrics_entries(
                     ctx.image.configs.get((CLIENT_METRICS, resource.resource_name), {}))
         elif resource.resource_type == RESOURCE_GROUP:
-            result["configs"] = _group_configs(ctx, resource.resource_name)
+            if not resource.resource_name:
+                result.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Group name must not be empty")
+            else:
+                result["configs"] = _group_configs(ctx, resource.resource_name)
         else:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"resource type {resource.resource_type}; expected 2 (topic), 4 (broker), "

@@ -140,7 +140,7 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
     "streams.rack.aware.assignment.tags": _group(TopicConfigDef("list", "", effect="stored"),
                                                  "group.streams.rack.aware.assignment.tags"),
     "streams.acceptable.recovery.lag": _group(_long(10000), "group.streams.acceptable.recovery.lag", True),
-    "streams.assignor.name": _group(TopicConfigDef("string", "", effect="stored"), "group.streams.assignors"),
+    "streams.assignor.name": _group(TopicConfigDef("string", "sticky", effect="stored"), "group.streams.assignors"),
     "errors.deadletterqueue.topic.name": _group(_string(""), None),
     "errors.deadletterqueue.copy.record.enable": _group(_bool(False), None),
 }

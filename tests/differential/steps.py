@@ -160,6 +160,8 @@ BROKER_CONFIGS = Scenario("broker-configs", steps=(
             "--add-config", "consumer.heartbeat.interval.ms=12000"),
     configs("configs.groups.describe-after-alter", "--describe", "--entity-type", "groups", "--entity-name",
             "dk-group"),
+    configs("configs.groups.describe-all", "--describe", "--all", "--entity-type", "groups", "--entity-name",
+            "dk-group"),
 ))
 
 GROUPS = Scenario("groups", steps=(
@@ -197,6 +199,9 @@ SHARE_GROUPS = Scenario("share-groups", steps=(
     produce("share.produce", "ds-t", RECORDS[:5]),
     configs("share.configs.earliest", "--alter", "--entity-type", "groups", "--entity-name", "ds-group",
             "--add-config", "share.auto.offset.reset=earliest"),
+    configs("share.configs.describe", "--describe", "--entity-type", "groups", "--entity-name", "ds-group"),
+    configs("share.configs.describe-all", "--describe", "--all", "--entity-type", "groups", "--entity-name",
+            "ds-group"),
     Step("share.consume", "kafka-console-share-consumer",
          (*B, "--topic", "ds-t", "--group", "ds-group", "--max-messages", "5", "--timeout-ms", "30000",
           "--formatter-property", "print.key=true", "--formatter-property", "print.offset=true")),
@@ -205,6 +210,8 @@ SHARE_GROUPS = Scenario("share-groups", steps=(
     share_groups("share.describe", "--describe", "--group", "ds-group"),
     share_groups("share.describe-members", "--describe", "--group", "ds-group", "--members"),
     share_groups("share.describe-state", "--describe", "--group", "ds-group", "--state"),
+    # The epochs: a new group is at 1, the console consumer's join and leave move it to 3.
+    share_groups("share.describe-state-verbose", "--describe", "--group", "ds-group", "--state", "--verbose"),
     share_groups("share.describe-offsets", "--describe", "--group", "ds-group", "--offsets"),
     share_groups("share.describe-missing", "--describe", "--group", "ds-missing"),
     share_groups("share.reset-dry-run", "--reset-offsets", "--group", "ds-group", "--topic", "ds-t",
@@ -212,8 +219,13 @@ SHARE_GROUPS = Scenario("share-groups", steps=(
     share_groups("share.reset-execute", "--reset-offsets", "--group", "ds-group", "--topic", "ds-t",
                  "--to-earliest", "--execute"),
     share_groups("share.describe-after-reset", "--describe", "--group", "ds-group", "--offsets"),
+    share_groups("share.describe-state-after-reset", "--describe", "--group", "ds-group", "--state",
+                 "--verbose"),
     share_groups("share.delete", "--delete", "--group", "ds-group"),
     share_groups("share.delete-missing", "--delete", "--group", "ds-missing"),
+    # A deleted group's dynamic configs stay, as in Kafka 4.4.
+    configs("share.configs.describe-after-delete", "--describe", "--entity-type", "groups", "--entity-name",
+            "ds-group"),
     share_groups("share.list-after-delete", "--list"),
 ))
 

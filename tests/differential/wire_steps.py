@@ -208,4 +208,51 @@ answer = conn.request(ApiKey.DELETE_GROUPS, 3, {"groups_names": ["dw-empty", "dw
 for result in sorted(answer.results, key=lambda r: r.group_id):  # Kafka orders by coordinator partition
     print(repr(result.group_id), name(result.error_code), "message", repr(result.error_message))
 """),
+    # A new share group starts at epoch 1 (Kafka's ModernGroup): its first member joins at 2. The
+    # topic does not exist, so no share state is initialized (Kafka does that after answering).
+    # The last leave moves the target assignment epoch too. One member: a second one joining
+    # within share.assignment.interval.ms is assigned later in Kafka, at once in raftka.
+    python("wire.share-group-epochs", _WIRE, """\
+coordinator_ready("dw-share")
+def heartbeat(member, epoch, topics=None):
+    r = conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": "dw-share", "member_id": member,
+                     "member_epoch": epoch, "rack_id": None, "subscribed_topic_names": topics})
+    print("heartbeat", member, epoch, name(r.error_code), "epoch", r.member_epoch)
+def describe():
+    g = conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": ["dw-share"],
+                     "include_authorized_operations": False}).groups[0]
+    print("describe", name(g.error_code), g.group_state, g.group_epoch, g.assignment_epoch,
+          sorted((m.member_id, m.member_epoch) for m in g.members))
+heartbeat("member-a", 0, ["dw-share-none"])
+describe()
+heartbeat("member-a", 2)
+heartbeat("member-a", -1)
+describe()
+"""),
+    # Every group config with its source and synonyms (a key without a broker synonym names
+    # itself), an empty group name refused, and a deleted group's configs kept.
+    python("wire.describe-configs-group", _WIRE, """\
+def describe(group):
+    r = conn.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": 32, "resource_name": group,
+                     "configuration_keys": None}], "include_synonyms": True, "include_documentation": False})
+    for res in r.results:
+        print(repr(res.resource_name), name(res.error_code), repr(res.error_message))
+        for c in sorted(res.configs, key=lambda c: c.name):
+            print(" ", c.name, repr(c.value), c.read_only, c.config_source, c.is_sensitive, c.config_type,
+                  [(s.name, s.value, s.source) for s in c.synonyms])
+altered = conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{"resource_type": 32,
+    "resource_name": "dw-cfg", "configs": [{"name": "share.isolation.level", "config_operation": 0,
+                                            "value": "read_committed"}]}], "validate_only": False})
+print("alter", name(altered.responses[0].error_code))
+describe("dw-cfg")
+describe("")
+print("topic", name(conn.create_topic("dw-cfg-t", 1)))
+coordinator_ready("dw-cfg")
+print("commit", conn.commit_offsets("dw-cfg", "dw-cfg-t", {0: 1}))
+print("delete", name(conn.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["dw-cfg"]}).results[0].error_code))
+r = conn.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": 32, "resource_name": "dw-cfg",
+                 "configuration_keys": ["share.isolation.level"]}], "include_synonyms": False,
+                 "include_documentation": False})
+print("after delete", [(c.name, c.value, c.config_source) for c in r.results[0].configs])
+"""),
 ))

@@ -91,22 +91,22 @@ def test_share_group_membership_survives_a_restart_and_is_deleted(server: Server
         assert ApiKey.SHARE_GROUP_HEARTBEAT in advertised and ApiKey.SHARE_GROUP_HEARTBEAT in ADVERTISED_VERSIONS
 
         a = join(conn, "member-a")
-        assert (a.member_epoch, a.heartbeat_interval_ms) == (1, 5000)
+        assert (a.member_epoch, a.heartbeat_interval_ms) == (2, 5000)  # a new group is at epoch 1
         assert assigned(a) == {0, 1, 2, 3}  # initialized before being assigned
         assert initialized_in_log(conn) == {0, 1, 2, 3}
 
         b = join(conn, "member-b")
-        assert b.member_epoch == 2
-        a = heartbeat(conn, "member-a", 1)
-        assert a.member_epoch == 2
+        assert b.member_epoch == 3
+        a = heartbeat(conn, "member-a", 2)
+        assert a.member_epoch == 3
         spread_a, spread_b = assigned(a), assigned(b)
         assert spread_a | spread_b == {0, 1, 2, 3} and not spread_a & spread_b and len(spread_a) == 2
 
         group = describe(conn)
         assert (group.error_code, group.group_state, group.group_epoch, group.assignment_epoch,
-                group.assignor_name) == (0, "Stable", 2, 2, "simple")
+                group.assignor_name) == (0, "Stable", 3, 3, "simple")
         members = {m.member_id: m for m in group.members}
-        assert {m: members[m].member_epoch for m in members} == {"member-a": 2, "member-b": 2}
+        assert {m: members[m].member_epoch for m in members} == {"member-a": 3, "member-b": 3}
         assert members["member-b"].subscribed_topic_names == [TOPIC]
         assert members["member-b"].assignment.topic_partitions[0].topic_name == TOPIC
         listed = conn.request(ApiKey.LIST_GROUPS, 5, {"states_filter": ["stable"], "types_filter": ["share"]})
@@ -138,22 +138,24 @@ def test_share_group_membership_survives_a_restart_and_is_deleted(server: Server
 
         left = heartbeat(conn, "member-b", -1)
         assert (left.error_code, left.member_epoch) == (0, -1)
-        a = heartbeat(conn, "member-a", 2)
-        assert a.member_epoch == 3 and assigned(a) == {0, 1, 2, 3}
+        a = heartbeat(conn, "member-a", 3)
+        assert a.member_epoch == 4 and assigned(a) == {0, 1, 2, 3}
 
     server.stop()
     server.start()
     with WireConnection(server.bootstrap) as conn:
         group = loaded_describe(conn)
         assert (group.error_code, group.group_state, group.group_epoch, group.assignment_epoch) == (
-            0, "Stable", 3, 3)
-        assert {m.member_id: m.member_epoch for m in group.members} == {"member-a": 3}
-        a = heartbeat(conn, "member-a", 3)
-        assert (a.error_code, a.member_epoch) == (0, 3)
+            0, "Stable", 4, 4)
+        assert {m.member_id: m.member_epoch for m in group.members} == {"member-a": 4}
+        a = heartbeat(conn, "member-a", 4)
+        assert (a.error_code, a.member_epoch) == (0, 4)
 
         deleted = conn.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]}).results[0]
         assert deleted.error_code == ErrorCode.NON_EMPTY_GROUP
         assert heartbeat(conn, "member-a", -1).error_code == 0
+        empty = describe(conn)  # the last leave moves the target assignment epoch too, as in Kafka 4.4
+        assert (empty.group_state, empty.group_epoch, empty.assignment_epoch) == ("Empty", 5, 5)
         deleted = conn.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]}).results[0]
         assert deleted.error_code == 0
         gone = describe(conn)
@@ -173,9 +175,9 @@ def test_a_silent_member_is_expired_after_its_session(tmp_path: Path) -> None:
     with running_server(tmp_path, properties=properties) as server, WireConnection(server.bootstrap) as conn:
         assert conn.create_topic(TOPIC, 2) == 0
         a = join(conn, "member-a")
-        assert (a.member_epoch, a.heartbeat_interval_ms) == (1, 200)
+        assert (a.member_epoch, a.heartbeat_interval_ms) == (2, 200)
         b = join(conn, "member-b")
-        assert b.member_epoch == 2
+        assert b.member_epoch == 3
 
         epoch = {"b": b.member_epoch}
 
@@ -189,9 +191,9 @@ def test_a_silent_member_is_expired_after_its_session(tmp_path: Path) -> None:
 
         wait_until(only_b_left, TIMEOUT, interval=0.1, what="member-a expired")
         group = describe(conn)
-        assert (group.group_epoch, group.group_state) == (3, "Stable")
+        assert (group.group_epoch, group.group_state) == (4, "Stable")
         b = heartbeat(conn, "member-b", epoch["b"])
-        assert b.error_code == 0 and b.member_epoch == 3
+        assert b.error_code == 0 and b.member_epoch == 4
         (member,) = describe(conn).members
         assert {p for t in member.assignment.topic_partitions for p in t.partitions} == {0, 1}
         assert [e.get("member") for e in server.log_events("group.member_expired")] == ["member-a"]
@@ -236,7 +238,7 @@ def test_share_group_offsets_are_described_altered_and_deleted(server: ServerPro
         assert offsets_of(describe_offsets(conn, {TOPIC: [0, 1, 2]}, version=0)) == {
             (TOPIC, 0): (5, 0), (TOPIC, 1): (7, 0), (TOPIC, 2): (-1, 0)}
         assert offsets_of(describe_offsets(conn, {"missing": [0]}))[("missing", 0)][1] == unknown
-        assert describe(conn).group_epoch == 3  # join, leave, alter: a share partition's old state epoch is fenced
+        assert describe(conn).group_epoch == 4  # 1, then join, leave, alter: a share partition's old state epoch is fenced
 
         deleted = conn.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": GROUP, "topics": [
             {"topic_name": TOPIC}, {"topic_name": "missing"}]})
