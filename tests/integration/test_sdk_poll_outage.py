@@ -159,9 +159,9 @@ def test_consumers_that_start_during_an_outage(server: ServerProcess, outage: st
     answers nothing (SIGSTOP): a KIP-848 member and a cooperative classic one whose assignment
     arrived just before (their committed offsets are fetched during the outage), an eager and
     a pattern member that subscribe during it, and a consumer without a group assigned during
-    it (auto_offset_reset earliest: ListOffsets). Each poll() returns nothing, commit() raises
-    KafkaTimeoutError; afterwards each starts at the committed offset (P0) or the earliest (P1):
-    nothing lost, nothing twice."""
+    it (auto_offset_reset earliest: ListOffsets). Each poll() returns nothing, commit() and
+    position() raise KafkaTimeoutError; afterwards each starts at the committed offset (P0) or
+    the earliest (P1): nothing lost, nothing twice."""
     bootstrap = server.bootstrap
 
     def down() -> None:
@@ -211,8 +211,11 @@ def test_consumers_that_start_during_an_outage(server: ServerProcess, outage: st
                 async with trio.open_nursery() as nursery:
                     for c in everyone:
                         nursery.start_soon(polls_nothing, c)
-                with pytest.raises(KafkaTimeoutError):  # Kafka's commitSync: a retriable TimeoutException
+                # Kafka's commitSync() and position(): a retriable TimeoutException after their timeout.
+                with pytest.raises(KafkaTimeoutError):
                     await eager.commit({P0: COMMITTED})
+                with pytest.raises(KafkaTimeoutError):
+                    await no_group.position(P1)
             finally:
                 await trio.to_thread.run_sync(up)
             await produce_late(bootstrap, AFTER)
