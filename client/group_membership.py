@@ -161,7 +161,7 @@ class GroupMembership:
             except NO_ANSWER:
                 pass
             if trio.current_time() >= deadline:
-                raise KafkaTimeoutError(f"no coordinator for group {self.group_id!r} within {timeout:g}s")
+                raise KafkaTimeoutError(f"no coordinator for group {self.group_id!r} within {timeout:.3g}s")
             await trio.sleep(self.retry_backoff)
 
     def coordinator_dead(self, reason: str) -> None:
@@ -188,7 +188,7 @@ class GroupMembership:
                 self.coordinator_dead(str(exc))
             if trio.current_time() >= deadline:
                 raise KafkaTimeoutError(f"group {self.group_id!r}: {api_key.name} got no answer from a "
-                                        f"coordinator within {timeout:g}s")
+                                        f"coordinator within {timeout:.3g}s")
             await trio.sleep(self.retry_backoff)
 
     # --- join / sync -----------------------------------------------------------

@@ -115,6 +115,6 @@ async def list_offsets(cluster: Cluster, targets: Mapping[TopicPartition, int], 
         if not pending:
             return result
         if deadline is not None and trio.current_time() > deadline:
-            raise KafkaTimeoutError(f"could not list offsets for {sorted(pending)} within {timeout} s")
+            raise KafkaTimeoutError(f"could not list offsets for {sorted(pending)} within {timeout:.3g} s")
         await trio.sleep(cluster.retry_backoff)
         await cluster.refresh_metadata_if_reachable({tp.topic for tp in pending})
