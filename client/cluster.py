@@ -109,7 +109,7 @@ class Cluster:
             for host, port, node_id in candidates:
                 try:
                     conn = await self._connect(host, port, node_id)
-                except KafkaConnectionError as exc:
+                except NO_ANSWER as exc:  # refused, or accepted and never answered: try the next one
                     errors.append(str(exc))
                     continue
                 if node_id is not None:
@@ -178,12 +178,12 @@ class Cluster:
             self._refreshing.set()
             self._refreshing = None
 
-    async def refresh_metadata_if_reachable(self) -> None:
+    async def refresh_metadata_if_reachable(self, topics: Iterable[str] | None = None) -> None:
         """refresh_metadata for a client that waits out a cluster no broker of which answers (a
         consumer's poll: Kafka's consumers retry until the poll times out, they never raise
         because the whole cluster is restarting). No answer (errors.NO_ANSWER) is logged, not raised."""
         try:
-            await self.refresh_metadata()
+            await self.refresh_metadata(topics)
         except NO_ANSWER as exc:
             log.info("client.metadata_unreachable", error=str(exc))
 

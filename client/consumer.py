@@ -60,7 +60,6 @@ from raftka.client.consumer_membership import ConsumerMembership, reconciliation
 from raftka.client.errors import (
     NO_ANSWER,
     IllegalStateError,
-    KafkaConnectionError,
     KafkaError,
     OffsetOutOfRangeError,
     error_for_code,
@@ -90,7 +89,7 @@ async def partitions_by_leader(cluster: Cluster, tps: Iterable[TopicPartition]) 
     if any(cluster.metadata.leader_for(tp) is None for tp in tps):
         try:
             await cluster.refresh_metadata([tp.topic for tp in tps])
-        except KafkaConnectionError as exc:
+        except NO_ANSWER as exc:
             log.info("consumer.metadata_refresh_failed", error=str(exc))
     out: dict[int, list[TopicPartition]] = {}
     for tp in tps:
@@ -110,6 +109,9 @@ class NoOffsetForPartitionError(KafkaError):
 class _PartitionState:
     position: int | None = None
     reset_to: int | None = None  # EARLIEST/LATEST when a reset is pending
+    # A partition the group assigned: its committed offset is still to be fetched (by poll(), as
+    # Kafka's updateFetchPositions does; the reset policy applies only if nothing was committed).
+    committed_pending: bool = False
     buffer: deque[ConsumerRecord] = field(default_factory=deque)
     high_watermark: int = -1
     last_stable_offset: int = -1  # read_committed only
@@ -243,19 +245,19 @@ class AsyncConsumer(ClusterClient):
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
         state = self._partition_state(TopicPartition(*tp))
-        state.position, state.reset_to = offset, None
+        state.position, state.reset_to, state.committed_pending = offset, None, False
         state.buffer.clear()
 
     def seek_to_beginning(self, *tps: TopicPartition) -> None:
         for tp in tps or list(self._state):
             state = self._partition_state(TopicPartition(*tp))
-            state.reset_to, state.position = EARLIEST, None
+            state.reset_to, state.position, state.committed_pending = EARLIEST, None, False
             state.buffer.clear()
 
     def seek_to_end(self, *tps: TopicPartition) -> None:
         for tp in tps or list(self._state):
             state = self._partition_state(TopicPartition(*tp))
-            state.reset_to, state.position = LATEST, None
+            state.reset_to, state.position, state.committed_pending = LATEST, None, False
             state.buffer.clear()
 
     async def position(self, tp: TopicPartition) -> int:
@@ -263,7 +265,7 @@ class AsyncConsumer(ClusterClient):
         tp = TopicPartition(*tp)
         state = self._partition_state(tp)
         if state.position is None:
-            await self._reset_positions([tp])
+            await self._update_positions([tp], self.request_timeout_ms / 1000)
         assert state.position is not None
         return state.buffer[0].offset if state.buffer else state.position
 
@@ -277,7 +279,27 @@ class AsyncConsumer(ClusterClient):
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return await self._list_offsets(list(tps), LATEST)
 
-    async def _reset_positions(self, tps: list[TopicPartition]) -> None:
+    async def _update_positions(self, tps: list[TopicPartition], timeout: float) -> None:
+        """Positions for `tps` (none yet): the group's committed offsets for those it assigned,
+        then the reset policy for the rest (Kafka's updateFetchPositions). Each lookup is retried
+        for `timeout` seconds (at least once); then KafkaTimeoutError or the last retriable error."""
+        pending = [tp for tp in tps if self._state[tp].committed_pending]
+        if pending:
+            assert self._group is not None
+            committed = await self._group.fetch_offsets(pending, timeout)
+            for tp, om in committed.items():
+                state = self._state.get(tp)
+                if state is None or not state.committed_pending:
+                    continue  # revoked or seeked meanwhile
+                state.committed_pending = False
+                if om is not None:
+                    state.position, state.reset_to = om.offset, None
+        unset = [tp for tp in tps if tp in self._state and self._state[tp].position is None
+                 and not self._state[tp].committed_pending]
+        if unset:
+            await self._reset_positions(unset, timeout)
+
+    async def _reset_positions(self, tps: list[TopicPartition], timeout: float) -> None:
         by_target: dict[int, list[TopicPartition]] = {}
         for tp in tps:
             state = self._state[tp]
@@ -290,16 +312,16 @@ class AsyncConsumer(ClusterClient):
                         "is 'none'; call seek() first")
             by_target.setdefault(target, []).append(tp)
         for target, group in by_target.items():
-            offsets = await self._list_offsets(group, target)
+            offsets = await self._list_offsets(group, target, timeout)
             for tp, offset in offsets.items():
                 state = self._state.get(tp)
                 if state is not None and state.position is None:
                     state.position, state.reset_to = offset, None
 
-    async def _list_offsets(self, tps: list[TopicPartition], timestamp: int,
+    async def _list_offsets(self, tps: list[TopicPartition], timestamp: int, timeout: float | None = None,
                             ) -> dict[TopicPartition, int]:
         return await list_offsets(self._require_cluster(), {tp: timestamp for tp in tps},
-                                  timeout=self.request_timeout_ms / 1000,
+                                  timeout=self.request_timeout_ms / 1000 if timeout is None else timeout,
                                   isolation_level=self._isolation)
 
     async def _group_by_leader(self, tps: Iterable[TopicPartition]
@@ -331,7 +353,14 @@ class AsyncConsumer(ClusterClient):
                 continue
             unset = [tp for tp, s in self._state.items() if s.position is None]
             if unset:
-                await self._reset_positions(unset)
+                try:
+                    await self._update_positions(unset, max(0.0, deadline - trio.current_time()))
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    # No answer in this poll's time (the cluster may be down): Kafka's poll goes on
+                    # with the partitions that have a position and looks again at the next round.
+                    log.info("consumer.positions_unknown", partitions=len(unset), error=str(exc))
             remaining_ms = max(0, int((deadline - trio.current_time()) * 1000))
             try:
                 got = await self._fetch_round(min(self.fetch_max_wait_ms, remaining_ms))
@@ -572,7 +601,11 @@ class AsyncConsumer(ClusterClient):
         now = trio.current_time()
         if self._pattern is not None and now >= self._next_pattern_check:
             self._next_pattern_check = now + self.metadata_max_age_ms / 1000
-            matched = await self._pattern_topics()
+            try:
+                matched = await self._pattern_topics()
+            except NO_ANSWER as exc:  # no broker answers: the subscription stays as it is until the next check
+                log.info("consumer.pattern_check_failed", group=self.group_id, error=str(exc))
+                matched = self._subscription
             if matched != self._subscription:
                 self._subscription = matched
                 group.request_rejoin("topics matching the pattern changed")
@@ -603,6 +636,14 @@ class AsyncConsumer(ClusterClient):
         self._applying = True
         try:
             await self._eager_rejoin(group)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            # The coordinator did not answer in time (the cluster may be down): everything was
+            # revoked; Kafka's poll returns empty and joins again at the next one.
+            log.info("consumer.join_failed", group=self.group_id, error=str(exc))
+            self._state, self._paused = {}, set()
+            group.request_rejoin(f"the join failed: {exc}")
         finally:
             self._applying = False
 
@@ -610,16 +651,7 @@ class AsyncConsumer(ClusterClient):
         await self._revoke()
         group.ownership_lost = False  # everything was revoked anyway
         assigned = await group.ensure_active(self._subscription, self._partition_counts)
-        old = self._state
-        self._state = {tp: old.get(tp) or _PartitionState() for tp in assigned}
-        self._paused &= set(assigned)
-        self._require_cluster().topics.update(tp.topic for tp in assigned)
-        fresh = [tp for tp in assigned if tp not in old or old[tp].position is None]
-        if fresh:
-            committed = await group.fetch_offsets(fresh)
-            for tp, om in committed.items():
-                if om is not None:
-                    self._state[tp].position, self._state[tp].reset_to = om.offset, None
+        self._install_assignment(assigned)
         self._next_auto_commit = trio.current_time() + self.auto_commit_interval_ms / 1000
         await self._callback(self._on_assigned, set(assigned))
 
@@ -641,7 +673,7 @@ class AsyncConsumer(ClusterClient):
                 self._paused -= revoked
             if group.ownership_lost or group.target is not target:
                 return  # fenced, or a newer target arrived meanwhile: start over at the next poll
-            await self._install_assignment(group, sorted(target))
+            self._install_assignment(sorted(target))
             log.info("consumer.reconciled", group=self.group_id, epoch=group.generation_id,
                      added=len(added), revoked=len(revoked), owned=len(target))
             await self._callback(self._on_assigned, set(added))
@@ -659,19 +691,14 @@ class AsyncConsumer(ClusterClient):
                 log.info("consumer.auto_commit_failed", group=self.group_id, error=str(exc))
         await self._callback(self._on_revoked, revoked)
 
-    async def _install_assignment(self, group: GroupMembership, assigned: list[TopicPartition]) -> None:
+    def _install_assignment(self, assigned: list[TopicPartition]) -> None:
         """Own exactly `assigned`: kept partitions keep their positions, new ones start from
-        the group's committed offsets (or the reset policy)."""
+        the group's committed offsets (or the reset policy), which poll() fetches: a cluster
+        that is down now does not fail the assignment (Kafka fetches them in poll() too)."""
         old = self._state
-        self._state = {tp: old.get(tp) or _PartitionState() for tp in assigned}
+        self._state = {tp: old.get(tp) or _PartitionState(committed_pending=True) for tp in assigned}
         self._paused &= set(assigned)
         self._require_cluster().topics.update(tp.topic for tp in assigned)
-        fresh = [tp for tp in assigned if self._state[tp].position is None]
-        if fresh:
-            committed = await group.fetch_offsets(fresh)
-            for tp, om in committed.items():
-                if om is not None and tp in self._state:
-                    self._state[tp].position, self._state[tp].reset_to = om.offset, None
 
     # --- cooperative rebalancing (KIP-429) -------------------------------------------
     async def _cooperative_maintenance(self, group: GroupMembership) -> None:
@@ -692,13 +719,20 @@ class AsyncConsumer(ClusterClient):
             self._owner.nursery.start_soon(self._background_join, group, self._join_scope)
 
     async def _background_join(self, group: GroupMembership, scope: trio.CancelScope) -> None:
-        outcome: list[TopicPartition] | BaseException
+        outcome: list[TopicPartition] | BaseException | None
         with scope:
             try:
                 outcome = await group.ensure_active(self._subscription, self._partition_counts,
                                                     owned=lambda: tuple(self._state))
-            except Exception as exc:  # handed to poll(), which raises it to the application
-                outcome = exc
+            except Exception as exc:
+                if isinstance(exc, KafkaError) and exc.retriable:
+                    # No answer in time (the cluster may be down): join again, as Kafka's poll does.
+                    log.info("consumer.join_failed", group=self.group_id, error=str(exc))
+                    await trio.sleep(group.retry_backoff)
+                    group.request_rejoin(f"the join failed: {exc}")
+                    outcome = None
+                else:
+                    outcome = exc  # handed to poll(), which raises it to the application
             if self._join_scope is scope:
                 self._join_outcome = outcome
         if self._join_scope is scope:
@@ -730,7 +764,7 @@ class AsyncConsumer(ClusterClient):
         added = [tp for tp in assigned if tp not in old]
         if revoked:
             await self._commit_and_revoke(group, revoked)
-        await self._install_assignment(group, assigned)
+        self._install_assignment(assigned)
         log.info("consumer.cooperative_assignment", group=self.group_id, generation=group.generation_id,
                  kept=len(keep) - len(added), added=len(added), revoked=len(revoked))
         await self._callback(self._on_assigned, set(added))

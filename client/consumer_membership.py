@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import trio
 
 from raftka.client.cluster import Cluster
-from raftka.client.errors import KafkaConnectionError, KafkaError, error_for_code
+from raftka.client.errors import NO_ANSWER, KafkaError, error_for_code
 from raftka.client.group_membership import COORDINATOR_ERRORS, GroupMembership, OffsetAndMetadata
 from raftka.client.protocol import ApiKey, ErrorCode, request_class
 from raftka.client.records import TopicPartition
@@ -170,7 +170,7 @@ class ConsumerMembership(GroupMembership):
                 node = await self.coordinator()
                 request = await self._request(epoch)
                 response = await self.cluster.send_to(node, self.heartbeat_api, request)
-            except KafkaConnectionError as exc:
+            except NO_ANSWER as exc:
                 self.coordinator_dead(str(exc))
                 return
             except KafkaError as exc:
@@ -212,7 +212,8 @@ class ConsumerMembership(GroupMembership):
     async def _resolve_target(self) -> None:
         target, unknown = resolve_assignment(self._target_ids, self.cluster.metadata.topic_name)
         if unknown:
-            await self.cluster.refresh_metadata(self._topics())
+            # In the heartbeat task: a cluster that stopped answering since must not end it.
+            await self.cluster.refresh_metadata_if_reachable(self._topics())
             target, unknown = resolve_assignment(self._target_ids, self.cluster.metadata.topic_name)
         if unknown:
             # Kafka's consumer waits for the metadata too: the next heartbeat tries again.

@@ -31,7 +31,7 @@ import trio
 
 from raftka.client.assignors import assignor, is_cooperative
 from raftka.client.cluster import Cluster
-from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
+from raftka.client.errors import NO_ANSWER, KafkaError, KafkaTimeoutError, error_for_code
 from raftka.client.group_protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -139,10 +139,13 @@ class GroupMembership:
         self.wake.set()
 
     # --- coordinator ---------------------------------------------------------
-    async def coordinator(self) -> int:
+    async def coordinator(self, timeout: float | None = None) -> int:
+        """The coordinator's node id, looked up (FindCoordinator) until `timeout` seconds
+        (default: the request timeout) have passed; at least one lookup is made."""
         if self.coordinator_id is not None:
             return self.coordinator_id
-        deadline = trio.current_time() + self.request_timeout
+        timeout = self.request_timeout if timeout is None else timeout
+        deadline = trio.current_time() + timeout
         while True:
             try:
                 response = await self.cluster.send_any(ApiKey.FIND_COORDINATOR,
@@ -155,11 +158,10 @@ class GroupMembership:
                 error = error_for_code(response.error_code, f"FindCoordinator for group {self.group_id!r}")
                 if not error.retriable:
                     raise error
-            except KafkaConnectionError:
+            except NO_ANSWER:
                 pass
-            if trio.current_time() > deadline:
-                raise KafkaTimeoutError(f"no coordinator for group {self.group_id!r} within "
-                                        f"{self.request_timeout:.0f}s")
+            if trio.current_time() >= deadline:
+                raise KafkaTimeoutError(f"no coordinator for group {self.group_id!r} within {timeout:.3g}s")
             await trio.sleep(self.retry_backoff)
 
     def coordinator_dead(self, reason: str) -> None:
@@ -167,23 +169,26 @@ class GroupMembership:
             log.info("group.coordinator_lost", group=self.group_id, node=self.coordinator_id, reason=reason)
         self.coordinator_id = None
 
-    async def _send(self, api_key: ApiKey, request):
-        """Send to the coordinator; coordinator errors and dead connections are retried after
-        rediscovery until the request timeout. Returns the response (other errors are the caller's)."""
-        deadline = trio.current_time() + self.request_timeout
+    async def _send(self, api_key: ApiKey, request, timeout: float | None = None):
+        """Send to the coordinator; coordinator errors and requests without an answer (a dead
+        connection, a timeout) are retried after rediscovery until `timeout` seconds (default:
+        the request timeout) have passed, then KafkaTimeoutError; at least one try is made.
+        Returns the response (other errors are the caller's)."""
+        timeout = self.request_timeout if timeout is None else timeout
+        deadline = trio.current_time() + timeout
         while True:
-            node = await self.coordinator()
+            node = await self.coordinator(max(0.0, deadline - trio.current_time()))
             try:
                 response = await self.cluster.send_to(node, api_key, request)
                 code = _error_of(response)
                 if code not in COORDINATOR_ERRORS:
                     return response
                 self.coordinator_dead(ErrorCode(code).name)
-            except KafkaConnectionError as exc:
+            except NO_ANSWER as exc:
                 self.coordinator_dead(str(exc))
-            if trio.current_time() > deadline:
+            if trio.current_time() >= deadline:
                 raise KafkaTimeoutError(f"group {self.group_id!r}: {api_key.name} got no answer from a "
-                                        f"coordinator within {self.request_timeout:.0f}s")
+                                        f"coordinator within {timeout:.3g}s")
             await trio.sleep(self.retry_backoff)
 
     # --- join / sync -----------------------------------------------------------
@@ -284,7 +289,7 @@ class GroupMembership:
             response = await self.cluster.send_to(node, ApiKey.HEARTBEAT, HeartbeatRequest(
                 group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
                 group_instance_id=self.group_instance_id))
-        except KafkaConnectionError as exc:
+        except NO_ANSWER as exc:
             self.coordinator_dead(str(exc))
             return
         except KafkaError as exc:
@@ -361,16 +366,21 @@ class GroupMembership:
                         code=p.error_code)
                 raise error_for_code(p.error_code, f"OffsetCommit {t.name}/{p.partition_index}")
 
-    async def fetch_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    async def fetch_offsets(self, tps: Sequence[TopicPartition], timeout: float | None = None,
+                            ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of `tps` (None: nothing committed). Retried until `timeout`
+        seconds (default: the request timeout) have passed; then KafkaTimeoutError, or the
+        coordinator's last (retriable) error."""
+        timeout = self.request_timeout if timeout is None else timeout
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(tp.partition)
         request = OffsetFetchRequest(group_id=self.group_id, require_stable=self.require_stable,
                                      topics=[{"name": t, "partition_indexes": p}
                                              for t, p in topics.items()])
-        deadline = trio.current_time() + self.request_timeout
+        deadline = trio.current_time() + timeout
         while True:
-            response = await self._send(ApiKey.OFFSET_FETCH, request)
+            response = await self._send(ApiKey.OFFSET_FETCH, request, max(0.0, deadline - trio.current_time()))
             unstable = response.error_code == UNSTABLE_OFFSET_COMMIT or any(
                 p.error_code == UNSTABLE_OFFSET_COMMIT for t in response.topics for p in t.partitions)
             if unstable and trio.current_time() < deadline:

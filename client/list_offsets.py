@@ -7,8 +7,9 @@ uncommitted) or a timestamp in ms, answered with the first offset whose record t
 at or after it, or -1 when no record is that recent (Kafka's answer, passed on as is).
 
 `list_offsets_once` makes one round and reports what failed; `list_offsets` retries the
-retriable failures (connection lost, leader moved or unknown) after a metadata refresh until
-every partition has its offset, and raises a partition's non-retriable error.
+retriable failures (connection lost, no answer in time, leader moved or unknown) after a
+metadata refresh until every partition has its offset, and raises a partition's non-retriable
+error. A cluster that does not answer at all is waited out until the timeout (KafkaTimeoutError).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 import trio
 
 from raftka.client.cluster import Cluster
-from raftka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for_code
+from raftka.client.errors import NO_ANSWER, KafkaError, KafkaTimeoutError, error_for_code
 from raftka.client.protocol import ApiKey, ErrorCode, ListOffsetsRequest
 from raftka.client.records import TopicPartition
 
@@ -71,7 +72,7 @@ async def list_offsets_once(cluster: Cluster, targets: Mapping[TopicPartition, i
             response = await cluster.send_to(node_id, ApiKey.LIST_OFFSETS,
                                              request_for({tp: targets[tp] for tp in tps},
                                                          isolation_level))
-        except KafkaConnectionError as exc:
+        except NO_ANSWER as exc:  # connection lost or no answer in time: retriable
             result.failed.update((tp, exc) for tp in tps)
             continue
         for t in response.topics:
@@ -102,10 +103,8 @@ async def list_offsets(cluster: Cluster, targets: Mapping[TopicPartition, int], 
     pending = dict(targets)
     while True:
         if any(cluster.metadata.leader_for(tp) is None for tp in pending):
-            try:
-                await cluster.refresh_metadata({tp.topic for tp in pending})
-            except KafkaConnectionError:
-                pass  # the round below reports those partitions as failed; retried
+            # No answer: the round below reports those partitions as failed; retried.
+            await cluster.refresh_metadata_if_reachable({tp.topic for tp in pending})
         answer = await list_offsets_once(cluster, pending, isolation_level=isolation_level)
         for tp, offset in answer.offsets.items():
             result[tp] = offset
@@ -116,6 +115,6 @@ async def list_offsets(cluster: Cluster, targets: Mapping[TopicPartition, int], 
         if not pending:
             return result
         if deadline is not None and trio.current_time() > deadline:
-            raise KafkaTimeoutError(f"could not list offsets for {sorted(pending)} within {timeout} s")
+            raise KafkaTimeoutError(f"could not list offsets for {sorted(pending)} within {timeout:.3g} s")
         await trio.sleep(cluster.retry_backoff)
-        await cluster.refresh_metadata({tp.topic for tp in pending})
+        await cluster.refresh_metadata_if_reachable({tp.topic for tp in pending})

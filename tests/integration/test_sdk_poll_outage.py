@@ -5,19 +5,26 @@ consumer on that error left the old member in the group until its session timed 
 default), holding its partitions: tests/integration/test_readme_layout_groups.py found it
 when a whole cluster restarted under a KIP-848 group and a share group. A broker that does not
 answer in time (paused here) is the same: poll() returns nothing, and the share consumer's
-commit_sync() returns the timeout for each partition (it raised it, in an ExceptionGroup)."""
+commit_sync() returns the timeout for each partition (it raised it, in an ExceptionGroup).
+
+A consumer that gets its partitions, or its first positions, while nothing answers waits too
+(test_consumers_that_start_during_an_outage): it raised from the group's OffsetFetch when an
+assignment was installed, from ListOffsets (auto_offset_reset) when a partition had no position,
+from JoinGroup when a classic member (re)joined and from the metadata request of a pattern
+subscription. Kafka's poll() keeps retrying within its timeout and returns nothing; its
+commitSync() raises a retriable TimeoutException, as commit() does here."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
 
 from raftka.client import group_admin
-from raftka.client.admin import AsyncAdmin
+from raftka.client.admin import AsyncAdmin, NewTopic
 from raftka.client.consumer import AsyncConsumer
 from raftka.client.errors import KafkaTimeoutError
 from raftka.client.producer import AsyncProducer
@@ -114,5 +121,115 @@ def test_a_broker_that_does_not_answer_is_waited_out(server: ServerProcess) -> N
                 assert await share.poll(300) == []
             finally:
                 server._cluster.resume(1)
+
+    trio.run(main)
+
+
+# The next test's topic: P0 has an offset committed by every group, P1 none (auto_offset_reset).
+LATE = "outage-late"
+P0, P1 = TopicPartition(LATE, 0), TopicPartition(LATE, 1)
+BEFORE = {P0: [b"0-0", b"0-1"], P1: [b"1-0", b"1-1"]}
+AFTER = {P0: [b"0-2"], P1: [b"1-2"]}
+COMMITTED = 1  # P0's: 0-0 was consumed
+FROM_COMMITTED = sorted([b"0-1", b"0-2", b"1-0", b"1-1", b"1-2"])
+FROM_EARLIEST = sorted([b"0-0", *FROM_COMMITTED])
+LATE_TIMEOUT_MS = 1000  # each request's; the joins give up after it
+
+
+async def produce_late(bootstrap: str, values: dict[TopicPartition, list[bytes]]) -> None:
+    async with AsyncProducer(bootstrap) as producer:
+        for tp, vs in values.items():
+            for v in vs:
+                await producer.send(LATE, v, partition=tp.partition)
+
+
+async def values_until(consumer: AsyncConsumer, n: int) -> list[bytes]:
+    """The values `consumer` polls until it has `n` (a duplicate takes a missing one's place)."""
+    got: list[bytes] = []
+    with trio.fail_after(60):
+        while len(got) < n:
+            for records in (await consumer.poll(200)).values():
+                got += [r.value for r in records if r.value is not None]
+    return sorted(got)
+
+
+@pytest.mark.parametrize("outage", ["stopped", "paused"])
+def test_consumers_that_start_during_an_outage(server: ServerProcess, outage: str) -> None:
+    """Five consumers get partitions or need positions while the cluster is down (stopped) or
+    answers nothing (SIGSTOP): a KIP-848 member and a cooperative classic one whose assignment
+    arrived just before (their committed offsets are fetched during the outage), an eager and
+    a pattern member that subscribe during it, and a consumer without a group assigned during
+    it (auto_offset_reset earliest: ListOffsets). Each poll() returns nothing, commit() and
+    position() raise KafkaTimeoutError; afterwards each starts at the committed offset (P0) or
+    the earliest (P1): nothing lost, nothing twice."""
+    bootstrap = server.bootstrap
+
+    def down() -> None:
+        server.stop() if outage == "stopped" else server._cluster.pause(1)
+
+    def up() -> None:
+        server.start() if outage == "stopped" else server._cluster.resume(1)
+
+    async def main() -> None:
+        async with AsyncAdmin(bootstrap) as admin:
+            await admin.create_topics([NewTopic(LATE, 2, 1)])
+        await produce_late(bootstrap, BEFORE)
+        groups = {name: f"late-{name}" for name in ("kip848", "cooperative", "eager", "pattern")}
+        for group in groups.values():
+            async with AsyncConsumer(bootstrap, group_id=group, enable_auto_commit=False) as committer:
+                await committer.commit({P0: COMMITTED})
+        async with AsyncExitStack() as stack:
+            async def consumer(**kw: object) -> AsyncConsumer:
+                return await stack.enter_async_context(AsyncConsumer(
+                    bootstrap, auto_offset_reset="earliest", request_timeout_ms=LATE_TIMEOUT_MS,
+                    fetch_max_wait_ms=100, metadata_max_age_ms=500, **kw))  # type: ignore[arg-type]
+
+            cooperative_only = ["cooperative-sticky"]
+            kip848 = await consumer(group_id=groups["kip848"], group_protocol="consumer")
+            cooperative = await consumer(group_id=groups["cooperative"],
+                                         partition_assignment_strategy=cooperative_only)
+            eager = await consumer(group_id=groups["eager"])
+            pattern = await consumer(group_id=groups["pattern"], partition_assignment_strategy=cooperative_only)
+            no_group = await consumer()
+            kip848.subscribe([LATE])  # the heartbeat task brings the assignment; poll() installs it
+            cooperative.subscribe([LATE])
+            await cooperative.poll(0)  # starts the join in the background; the next poll() installs it
+            with trio.fail_after(30):
+                while kip848._group.target is None or cooperative._join_outcome is None:  # type: ignore[union-attr]
+                    await trio.sleep(0.05)
+            await trio.to_thread.run_sync(down)
+            try:
+                eager.subscribe([LATE])
+                pattern.subscribe(pattern="outage-l.*")
+                no_group.assign([P0, P1])
+                everyone = (kip848, cooperative, eager, pattern, no_group)
+
+                async def polls_nothing(c: AsyncConsumer) -> None:
+                    for _ in range(2):
+                        assert await c.poll(200) == {}
+
+                async with trio.open_nursery() as nursery:
+                    for c in everyone:
+                        nursery.start_soon(polls_nothing, c)
+                # Kafka's commitSync() and position(): a retriable TimeoutException after their timeout.
+                with pytest.raises(KafkaTimeoutError):
+                    await eager.commit({P0: COMMITTED})
+                with pytest.raises(KafkaTimeoutError):
+                    await no_group.position(P1)
+            finally:
+                await trio.to_thread.run_sync(up)
+            await produce_late(bootstrap, AFTER)
+            results: dict[str, list[bytes]] = {}
+
+            async def collect(name: str, c: AsyncConsumer, n: int) -> None:
+                results[name] = await values_until(c, n)
+
+            async with trio.open_nursery() as nursery:
+                for name, c in (("kip848", kip848), ("cooperative", cooperative), ("eager", eager),
+                                ("pattern", pattern)):
+                    nursery.start_soon(collect, name, c, len(FROM_COMMITTED))
+                nursery.start_soon(collect, "no_group", no_group, len(FROM_EARLIEST))
+            assert results == {"kip848": FROM_COMMITTED, "cooperative": FROM_COMMITTED, "eager": FROM_COMMITTED,
+                               "pattern": FROM_COMMITTED, "no_group": FROM_EARLIEST}
 
     trio.run(main)
