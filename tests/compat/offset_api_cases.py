@@ -2,7 +2,8 @@
 a member's commit to an unknown group, a consumer-protocol (KIP-848) member's commits and
 fetches at its epoch, a stale one and an unknown one, batched groups (OffsetFetch v8) and
 topic ids (v10), unknown topic ids included; a member's commit at the epoch it just moved past,
-for a partition it kept and for one it gave up (Kafka 4.4's assignment epochs).
+for a partition it kept and for one it gave up (Kafka 4.4's assignment epochs), also in a
+TxnOffsetCommit.
 
 `run(bootstrap)` prints one line per case. The differential suite runs it against Kafka 4.4 and
 raftka (tests/differential/client_steps.py) and compares the lines; `KAFKA_44` is what Kafka
@@ -168,9 +169,36 @@ def assignment_epoch_cases(c: Cases) -> list[str]:
                                                                     [(TOPIC, kept)])),
         "commit v9 current epoch: " + labelled(c.commit(9, "dv-ep", a_epoch, a_id, [(TOPIC, kept)])),
     ]
+    out += [f"txn commit v5 older epoch, partition {what}: " + labelled(txn_commit(c, "dv-ep", old_epoch, a_id, ps))
+            for what, ps in (("held since", kept), ("given up", gone))]
     for member, epoch in ((a_id, a_epoch), (b.member_id, b.member_epoch)):
         heartbeat(member, -1, None)
     return out
+
+
+TXN_RETRY = LOADING | {ErrorCode.CONCURRENT_TRANSACTIONS}
+
+
+def txn_commit(c: Cases, group: str, epoch: int, member: str, partitions: Sequence[int]) -> str:
+    """A transactional producer's TxnOffsetCommit v5 (transaction version 2: it adds the offsets'
+    partition itself) for `member` at `epoch`, in a transaction then aborted."""
+    c._retry(lambda: c.conn.request(ApiKey.FIND_COORDINATOR, 2, {"key": "dv-txn", "key_type": 1}),
+             lambda r: r.error_code in LOADING)
+    producer = c._retry(lambda: c.conn.request(ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": "dv-txn", "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}),
+        lambda r: r.error_code in TXN_RETRY)
+    body = {"transactional_id": "dv-txn", "group_id": group, "producer_id": producer.producer_id,
+            "producer_epoch": producer.producer_epoch, "generation_id": epoch, "member_id": member,
+            "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": p, "committed_offset": 6, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p in partitions]}]}
+    response = c._retry(lambda: c.conn.request(ApiKey.TXN_OFFSET_COMMIT, 5, body),
+                        lambda r: any(p.error_code in TXN_RETRY for t in r.topics for p in t.partitions))
+    c._retry(lambda: c.conn.request(ApiKey.END_TXN, 5, {
+        "transactional_id": "dv-txn", "producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch,
+        "committed": False}), lambda r: r.error_code in TXN_RETRY)
+    return " ".join(f"{t.name}:" + ",".join(f"{p.partition_index}={_name(p.error_code)}" for p in t.partitions)
+                    for t in response.topics)
 
 
 def lines(bootstrap: str) -> list[str]:
@@ -303,6 +331,8 @@ commit v9 older epoch, partition given up: dv-t:gone=STALE_MEMBER_EPOCH
 commit v9 older epoch, both partitions: dv-t:kept=STALE_MEMBER_EPOCH,gone=STALE_MEMBER_EPOCH
 commit v9 epoch before it held it: dv-t:kept=STALE_MEMBER_EPOCH
 commit v9 current epoch: dv-t:kept=NONE
+txn commit v5 older epoch, partition held since: dv-t:kept=NONE
+txn commit v5 older epoch, partition given up: dv-t:gone=ILLEGAL_GENERATION
 """.replace("\\\n", "").splitlines()
 
 
