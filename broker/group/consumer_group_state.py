@@ -61,6 +61,10 @@ what the old one did. A member joining with a regex the group already resolved b
 epoch at once; a regex no member uses any more is tombstoned. A deleted topic leaves the
 subscription metadata at the next heartbeat.
 
+Offset commits (`validate_commit`): at the member epoch; an older one only for partitions the
+member holds since that epoch or before (Kafka 4.4's assignment epochs, KIP-1251: each held
+partition's epoch, kept through reconciliation, 0 after a static member's temporary leave).
+
 A new group starts at group epoch 1 and target assignment epoch 1 (Kafka 4.4's `ModernGroup`),
 in memory only: its first member's bump writes epoch 2.
 

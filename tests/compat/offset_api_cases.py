@@ -171,7 +171,7 @@ def assignment_epoch_cases(c: Cases) -> list[str]:
     ]
     out += [f"txn commit v5 older epoch, partition {what}: " + labelled(txn_commit(c, "dv-ep", old_epoch, a_id, ps))
             for what, ps in (("held since", kept), ("given up", gone))]
-    for member, epoch in ((a_id, a_epoch), (b.member_id, b.member_epoch)):
+    for member in (a_id, b.member_id):
         heartbeat(member, -1, None)
     return out
 
