@@ -14,6 +14,7 @@ Kafka's group-coordinator `ConsumerGroup*Key/Value.json`:
     7 ConsumerGroupTargetAssignmentMember group, member    -> TopicPartitions[TopicId, Partitions]
     8 ConsumerGroupCurrentMemberAssignment group, member   -> MemberEpoch, PreviousMemberEpoch, State,
                                                               AssignedPartitions, PartitionsPendingRevocation
+                                                              (each partition's AssignmentEpochs, tagged)
    16 ConsumerGroupRegularExpression     group, regex     -> Topics (sorted), Version (the metadata
                                                               image's offset), Timestamp (wall-clock ms)
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Mapping
 
 from raftka.broker.group.consumer_assignors import TopicMeta
 from raftka.broker.group.consumer_group_state import (
@@ -58,6 +60,10 @@ def _value(name: str, *fields: F) -> MessageCodec:
 
 
 _TOPIC_PARTITIONS = (F("topic_id", "uuid", "0+"), F("partitions", "[]int32", "0+"))
+# ConsumerGroupCurrentMemberAssignmentValue's TopicPartitions add the tagged AssignmentEpochs
+# (Kafka 4.3+, KIP-1251): the epoch of each of Partitions, in the same order.
+_HELD_PARTITIONS = (*_TOPIC_PARTITIONS, F("assignment_epochs", "[]int32", "0+", nullable="0+", default=None,
+                                         tag=0, tagged="0+"))
 # ConsumerGroupMemberMetadataValue's tagged ClassicMemberMetadata (a member on the classic protocol).
 _CLASSIC_MEMBER_METADATA = (F("session_timeout_ms", "int32", "0+"), F("supported_protocols", "[]ClassicProtocol", "0+",
                             fields=(F("name", "string", "0+"), F("metadata", "bytes", "0+"))))
@@ -84,8 +90,8 @@ _CODECS: dict[int, MessageCodec] = {
     CURRENT_ASSIGNMENT: _value(
         "ConsumerGroupCurrentMemberAssignmentValue",
         F("member_epoch", "int32", "0+"), F("previous_member_epoch", "int32", "0+"), F("state", "int8", "0+"),
-        F("assigned_partitions", "[]TopicPartitions", "0+", fields=_TOPIC_PARTITIONS),
-        F("partitions_pending_revocation", "[]TopicPartitions", "0+", fields=_TOPIC_PARTITIONS)),
+        F("assigned_partitions", "[]TopicPartitions", "0+", fields=_HELD_PARTITIONS),
+        F("partitions_pending_revocation", "[]TopicPartitions", "0+", fields=_HELD_PARTITIONS)),
     REGULAR_EXPRESSION: _value("ConsumerGroupRegularExpressionValue", F("topics", "[]string", "0+"),
                                F("version", "int64", "0+"), F("timestamp", "int64", "0+")),
 }
@@ -108,6 +114,11 @@ def _encode(kind: int, **values) -> bytes:
 
 def _partitions(partitions: Partitions) -> list[dict]:
     return [{"topic_id": uuid.UUID(t), "partitions": sorted(ps)} for t, ps in sorted(partitions.items())]
+
+
+def _held(partitions: Partitions, epochs: Mapping[tuple[str, int], int]) -> list[dict]:
+    return [{**row, "assignment_epochs": [epochs[(t, p)] for p in row["partitions"]]}
+            for t, row in zip(sorted(partitions), _partitions(partitions), strict=True)]
 
 
 def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | None]:
@@ -138,8 +149,8 @@ def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | No
         case CurrentAssignmentRecord(member_id, a):
             value = None if a is None else _encode(
                 CURRENT_ASSIGNMENT, member_epoch=a.member_epoch, previous_member_epoch=a.previous_member_epoch,
-                state=int(a.state), assigned_partitions=_partitions(a.assigned),
-                partitions_pending_revocation=_partitions(a.pending_revocation))
+                state=int(a.state), assigned_partitions=_held(a.assigned, a.epochs),
+                partitions_pending_revocation=_held(a.pending_revocation, a.epochs))
             return _key(CURRENT_ASSIGNMENT, group_id, member_id), value
         case RegexResolutionRecord(regex, resolution):
             value = None if resolution is None else _encode(
@@ -189,6 +200,14 @@ def _unpartitions(rows) -> dict[str, frozenset[int]]:
     return {str(r.topic_id): frozenset(r.partitions) for r in rows if r.partitions}
 
 
+def _epochs(rows) -> dict[tuple[str, int], int]:
+    """The rows' assignment epochs; a row without them (or not one per partition: Kafka logs an
+    error) leaves its partitions at the member epoch (MemberAssignment's default)."""
+    return {(str(r.topic_id), p): e for r in rows
+            if r.assignment_epochs is not None and len(r.assignment_epochs) == len(r.partitions)
+            for p, e in zip(r.partitions, r.assignment_epochs, strict=True)}
+
+
 def decode_record(kind: int, member_id: str | None, value: bytes | None) -> GroupRecord:
     """The core record of a decoded key and its value (None: a tombstone). Raises ValueError."""
     if value is not None:
@@ -216,4 +235,5 @@ def decode_record(kind: int, member_id: str | None, value: bytes | None) -> Grou
         return TargetAssignmentMemberRecord(member_id, None if value is None else _unpartitions(v.topic_partitions))
     return CurrentAssignmentRecord(member_id, None if value is None else MemberAssignment(
         v.member_epoch, v.previous_member_epoch, MemberState(v.state), _unpartitions(v.assigned_partitions),
-        _unpartitions(v.partitions_pending_revocation)))
+        _unpartitions(v.partitions_pending_revocation),
+        {**_epochs(v.assigned_partitions), **_epochs(v.partitions_pending_revocation)}))

@@ -61,6 +61,10 @@ what the old one did. A member joining with a regex the group already resolved b
 epoch at once; a regex no member uses any more is tombstoned. A deleted topic leaves the
 subscription metadata at the next heartbeat.
 
+Offset commits (`validate_commit`): at the member epoch; an older one only for partitions the
+member holds since that epoch or before (Kafka 4.4's assignment epochs, KIP-1251: each held
+partition's epoch, kept through reconciliation, 0 after a static member's temporary leave).
+
 A new group starts at group epoch 1 and target assignment epoch 1 (Kafka 4.4's `ModernGroup`),
 in memory only: its first member's bump writes epoch 2.
 
@@ -222,9 +226,25 @@ class MemberAssignment:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # Kafka 4.4's assignment epochs (KIP-1251, the records' tagged AssignmentEpochs): the epoch at
+    # which the member was given each partition it holds, assigned or pending revocation. Kept to
+    # the partitions held; one not given here counts at the member epoch (0 at most), as Kafka
+    # reads a record written without them.
+    epochs: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        default = max(self.member_epoch, 0)
+        object.__setattr__(self, "epochs", {
+            (t, p): self.epochs.get((t, p), default)
+            for held in (self.assigned, self.pending_revocation)
+            for t, ps in sorted(held.items()) for p in sorted(ps)})
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
+
+    def assignment_epoch(self, topic_id: str, p: int) -> int | None:
+        """The epoch the member holds the partition since; None if it holds it not."""
+        return self.epochs.get((topic_id, p))
 
 
 @dataclass(frozen=True)
@@ -369,12 +389,16 @@ def reconcile(assignment: MemberAssignment, target_epoch: int, target: Partition
             unreleased |= len(free) < len(want - have)
             adding[topic_id] = free
         new_kept, new_revoking = _norm(kept), _norm(revoking)
+        # What the member keeps or revokes keeps its assignment epoch; what it gets is at the target epoch.
+        # (One it was revoking and gets back is given anew.)
+        epochs = {**dict.fromkeys(((t, p) for t, ps in adding.items() for p in ps), target_epoch),
+                  **{(t, p): assignment.epochs[(t, p)] for t, ps in current.items() for p in ps}}
         if new_revoking and owns_any(new_revoking):
             return MemberAssignment(member_epoch, assignment.member_epoch, MemberState.UNREVOKED_PARTITIONS,
-                                    new_kept, new_revoking)
+                                    new_kept, new_revoking, epochs)
         merged = _norm({t: kept.get(t, set()) | adding.get(t, set()) for t in set(kept) | set(adding)})
         state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-        return MemberAssignment(target_epoch, assignment.member_epoch, state, merged, {})
+        return MemberAssignment(target_epoch, assignment.member_epoch, state, merged, {}, epochs)
 
     match assignment.state:
         case MemberState.STABLE:
@@ -801,8 +825,10 @@ class ConsumerGroupState:
                                      f"{hb.instance_id} was fenced by member {member.member_id}.")
             if hb.member_epoch == STATIC_LEAVE_EPOCH:
                 # A temporary leave: the assignment stays for a session, no epoch bump.
+                # Kafka's resetAssignedPartitionsEpochsToZero: whoever takes its place next holds them from 0.
                 self._write(out, CurrentAssignmentRecord(member.member_id, replace(
-                    member.assignment, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})))
+                    member.assignment, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={},
+                    epochs=dict.fromkeys(member.assignment.epochs, 0))))
                 member.rebalance_deadline = None
                 return HeartbeatResult(NONE, None, member.member_id, STATIC_LEAVE_EPOCH)
         self.fence(member.member_id, topics, out)
@@ -873,10 +899,14 @@ class ConsumerGroupState:
 
     # --- offsets ------------------------------------------------------------------------
     def validate_commit(self, member_id: str, member_epoch: int, api_version: int,
-                        transactional: bool = False) -> int:
+                        transactional: bool = False,
+                        partitions: Iterable[tuple[str | None, int]] = ()) -> int:
         """Kafka's `ConsumerGroup.validateOffsetCommit`: epoch -1 (admin, assign()) only while
         the group is empty; otherwise the member must be known (an empty id too is an unknown
-        member), commit with OffsetCommit v9+ and its current member epoch as the generation id."""
+        member), commit with OffsetCommit v9+ and its member epoch as the generation id. An
+        older epoch (Kafka 4.4's `createAssignmentEpochValidator`, KIP-1251) is accepted if the
+        member holds every one of `partitions` ((topic id, partition); None: a topic without
+        one) since that epoch or before: a commit sent just before its epoch moved on."""
         if member_epoch < 0 and not self.members:
             return NONE
         if transactional and member_epoch < 0 and not member_id:
@@ -886,9 +916,15 @@ class ConsumerGroupState:
             return UNKNOWN_MEMBER_ID
         if not transactional and not member.uses_classic and api_version < FIRST_MEMBER_EPOCH_COMMIT_VERSION:
             return UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            # A classic member's generation is its member epoch (Kafka's validateMemberEpoch).
-            return ILLEGAL_GENERATION if member.uses_classic else STALE_MEMBER_EPOCH
+        # A classic member's generation is its member epoch (Kafka's validateMemberEpoch).
+        stale = ILLEGAL_GENERATION if member.uses_classic else STALE_MEMBER_EPOCH
+        if member_epoch > member.member_epoch:
+            return stale
+        if member_epoch < member.member_epoch:
+            for topic_id, p in partitions:
+                since = member.assignment.assignment_epoch(topic_id, p) if topic_id is not None else None
+                if since is None or member_epoch < since:
+                    return stale
         return NONE
 
     def validate_fetch(self, member_id: str | None, member_epoch: int) -> int:

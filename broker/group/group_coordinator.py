@@ -35,7 +35,7 @@ from __future__ import annotations
 import base64
 import math
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
@@ -108,6 +108,8 @@ INVALID_GROUP_ID = int(ErrorCode.INVALID_GROUP_ID)
 # OffsetCommit v9+ answers a member's commit to an unknown group GROUP_ID_NOT_FOUND (older
 # versions ILLEGAL_GENERATION), for both protocols (Kafka's OffsetMetadataManager).
 FIRST_GROUP_NOT_FOUND_COMMIT_VERSION = 9
+# TxnOffsetCommit answers a consumer-protocol member's stale epoch STALE_MEMBER_EPOCH from v6 (Kafka 4.4).
+FIRST_STALE_EPOCH_TXN_COMMIT_VERSION = 6
 
 
 class CoordinatorError(Exception):
@@ -807,6 +809,12 @@ class GroupCoordinator:
             current.offsets.update(offsets)
         return everyone(0)
 
+    def _by_topic_id(self, offsets: Iterable[tuple[str, int]]) -> list[tuple[str | None, int]]:
+        """The committed partitions by topic id (the metadata image's: Kafka's KafkaApis resolves
+        the names before its coordinator checks the member's assignment epochs)."""
+        ids = self.replicas.image.topic_ids
+        return [(ids.get(name), p) for name, p in offsets]
+
     async def _consumer_commit(self, cg: ConsumerGroupState, member_id: str, member_epoch: int,
                                offsets: dict[tuple[str, int], CommittedOffset],
                                api_version: int) -> dict[tuple[str, int], int]:
@@ -814,7 +822,7 @@ class GroupCoordinator:
             partition = self._partition(cg.group_id)
         except CoordinatorError as exc:
             return dict.fromkeys(offsets, exc.code)
-        code = cg.validate_commit(member_id, member_epoch, api_version)
+        code = cg.validate_commit(member_id, member_epoch, api_version, partitions=self._by_topic_id(offsets))
         if code or not offsets:
             return dict.fromkeys(offsets, code)
         records = [(offset_key(cg.group_id, t, p), offset_value(c)) for (t, p), c in offsets.items()]
@@ -830,11 +838,13 @@ class GroupCoordinator:
 
     async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                          generation_id: int, group_instance_id: str | None,
-                         offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], int]:
+                         offsets: dict[tuple[str, int], CommittedOffset],
+                         api_version: int = 5) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit: validate (KIP-447), write the offsets as one transactional batch of the
         producer to the group's partition, hold them pending until the producer's marker lands
         there (`complete_transaction`). Unknown groups are created Empty, as in Kafka; a
-        consumer-protocol group checks the member and its epoch (`validate_commit`)."""
+        consumer-protocol group checks the member and its epoch (`validate_commit`; before v6 a
+        stale epoch is ILLEGAL_GENERATION, as Kafka's `supportsStaleMemberEpochError`)."""
         cg = self.consumer_groups.get(group_id)
         try:
             group = None if cg is not None else self._group(group_id, create=True)
@@ -842,7 +852,10 @@ class GroupCoordinator:
         except CoordinatorError as exc:
             return dict.fromkeys(offsets, exc.code)
         if cg is not None:
-            code = cg.validate_commit(member_id, generation_id, 0, transactional=True)
+            code = cg.validate_commit(member_id, generation_id, api_version, transactional=True,
+                                      partitions=self._by_topic_id(offsets))
+            if code == ErrorCode.STALE_MEMBER_EPOCH and api_version < FIRST_STALE_EPOCH_TXN_COMMIT_VERSION:
+                code = int(ErrorCode.ILLEGAL_GENERATION)
         else:
             assert group is not None
             code = validate_txn_commit(group, member_id, generation_id, group_instance_id)

@@ -90,7 +90,7 @@ async def handle(ctx, header, request, conn=None):
         results = await ctx.groups.txn_commit(
             request.group_id, request.producer_id, request.producer_epoch,
             request.member_id if version >= 3 else "", request.generation_id if version >= 3 else -1,
-            request.group_instance_id if version >= 3 else None, offsets)
+            request.group_instance_id if version >= 3 else None, offsets, api_version=version)
         if version < 2:
             results = {k: (int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
                            if c == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else c) for k, c in results.items()}

@@ -82,11 +82,11 @@ def walk(bootstrap: str, group: str, topic: str, consumer_member: str) -> str:
             found = [(g.group_type, g.group_state) for g in groups if g.group_id == group]
             return " ".join(f"type={t} state={s}" for t, s in found) or "not listed"
 
-        def commit(member_id: str, generation: int) -> str:
+        def commit(member_id: str, generation: int, partition: int = 0) -> str:
             answer = conn.request(ApiKey.OFFSET_COMMIT, 8, {
                 "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
                 "group_instance_id": None, "topics": [{"name": topic, "partitions": [
-                    {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
+                    {"partition_index": partition, "committed_offset": 0, "committed_leader_epoch": -1,
                      "committed_metadata": ""}]}]})
             return _name(answer.topics[0].partitions[0].error_code)
 
@@ -118,6 +118,12 @@ def walk(bootstrap: str, group: str, topic: str, consumer_member: str) -> str:
         lines.append(f"classic heartbeat generation {again.generation_id}: {heartbeat(classic, again.generation_id)}")
         lines.append(f"classic commit generation {again.generation_id}: {commit(classic, again.generation_id)}")
         lines.append(f"classic commit generation {again.generation_id + 1}: {commit(classic, again.generation_id + 1)}")
+        # An older generation counts for the partition the member held since (its assignment
+        # epoch), not for the one it gave up.
+        lines.append(f"classic commit generation {first.generation_id}, partition 0: "
+                     f"{commit(classic, first.generation_id)}")
+        lines.append(f"classic commit generation {first.generation_id}, partition 1: "
+                     f"{commit(classic, first.generation_id, 1)}")
 
         # The consumer-protocol member gets the partition the classic member released.
         owned: list[dict] = []
@@ -220,6 +226,8 @@ classic sync: NONE partitions=[0]
 classic heartbeat generation 2: NONE
 classic commit generation 2: NONE
 classic commit generation 3: ILLEGAL_GENERATION
+classic commit generation 1, partition 0: NONE
+classic commit generation 1, partition 1: ILLEGAL_GENERATION
 consumer heartbeat: NONE epoch=2 assignment=[1]
 described: NONE state=Stable epoch=2 members=classic@2:[0] consumer@2:[1]
 group: type=consumer state=Stable

@@ -1,7 +1,9 @@
 """OffsetCommit v7-v10 and OffsetFetch v1-v10 on the wire, case by case: simple (admin) groups,
 a member's commit to an unknown group, a consumer-protocol (KIP-848) member's commits and
 fetches at its epoch, a stale one and an unknown one, batched groups (OffsetFetch v8) and
-topic ids (v10), unknown topic ids included.
+topic ids (v10), unknown topic ids included; a member's commit at the epoch it just moved past,
+for a partition it kept and for one it gave up (Kafka 4.4's assignment epochs), also in a
+TxnOffsetCommit.
 
 `run(bootstrap)` prints one line per case. The differential suite runs it against Kafka 4.4 and
 raftka (tests/differential/client_steps.py) and compares the lines; `KAFKA_44` is what Kafka
@@ -11,6 +13,7 @@ Member ids and epochs are not printed (each broker makes its own).
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import uuid
@@ -111,6 +114,93 @@ class Cases:
                            lambda r: r.error_code in LOADING)
 
 
+def assignment_epoch_cases(c: Cases) -> list[str]:
+    """Kafka 4.4's assignment epochs (KIP-1251): member a holds both partitions of group dv-ep,
+    b joins, a revokes one and moves to the next epoch; a commit a sent at its old epoch
+    counts for the partition it kept (held since then), not for the one it gave up."""
+    def heartbeat(member: str, epoch: int, owned: list[dict] | None):
+        body = {"group_id": "dv-ep", "member_id": member, "member_epoch": epoch, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
+                "subscribed_topic_names": [TOPIC] if epoch == 0 else None, "server_assignor": None,
+                "topic_partitions": owned}
+        return c._retry(lambda: c.conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, body),
+                        lambda r: r.error_code in LOADING)
+
+    def owns(answer) -> list[dict]:
+        return [{"topic_id": t.topic_id, "partitions": sorted(t.partitions)} for t in answer.assignment.topic_partitions]
+
+    a = heartbeat("", 0, [])
+    a_id, a_epoch, owned = a.member_id, a.member_epoch, owns(a) if a.assignment is not None else []
+    b = heartbeat("", 0, [])
+    old_epoch, before = a_epoch, sorted(p for t in owned for p in t["partitions"])
+    # a revokes what b gets, then moves to the next epoch. Kafka 4.4 computes the new target
+    # assignment up to group.consumer.assignment.interval.ms (1 s) after b joined; raftka at once.
+    for _ in range(100):
+        answer = heartbeat(a_id, a_epoch, owned)
+        if answer.error_code:
+            return [f"epochs: a's heartbeat {_name(answer.error_code)}"]
+        a_epoch = answer.member_epoch
+        if answer.assignment is not None:
+            owned = owns(answer)
+        if a_epoch > old_epoch:
+            break
+        time.sleep(0.1)  # polled: the coordinator computes the assignment between heartbeats
+    kept = sorted(p for t in owned for p in t["partitions"])
+    gone = sorted(set(before) - set(kept))
+    out = [f"epochs: a held {before}, holds {len(kept)} of them one epoch later: "
+           f"{a_epoch == old_epoch + 1 and len(kept) == 1 and len(gone) == 1}"]
+    if len(kept) != 1 or len(gone) != 1:
+        return out
+
+    label = {kept[0]: "kept", gone[0]: "gone"}
+
+    def labelled(line: str) -> str:  # which partition a keeps may differ between the brokers
+        return re.sub(r"([:,])(\d+)=", lambda m: f"{m.group(1)}{label[int(m.group(2))]}=", line)
+    out += [
+        "commit v9 older epoch, partition held since: " + labelled(c.commit(9, "dv-ep", old_epoch, a_id,
+                                                                              [(TOPIC, kept)])),
+        "commit v10 older epoch, partition held since: " + labelled(c.commit(10, "dv-ep", old_epoch, a_id,
+                                                                               [(c.topic_id, kept)])),
+        "commit v9 older epoch, partition given up: " + labelled(c.commit(9, "dv-ep", old_epoch, a_id,
+                                                                            [(TOPIC, gone)])),
+        "commit v9 older epoch, both partitions: " + labelled(c.commit(9, "dv-ep", old_epoch, a_id,
+                                                                         [(TOPIC, kept + gone)])),
+        "commit v9 epoch before it held it: " + labelled(c.commit(9, "dv-ep", old_epoch - 1, a_id,
+                                                                    [(TOPIC, kept)])),
+        "commit v9 current epoch: " + labelled(c.commit(9, "dv-ep", a_epoch, a_id, [(TOPIC, kept)])),
+    ]
+    out += [f"txn commit v5 older epoch, partition {what}: " + labelled(txn_commit(c, "dv-ep", old_epoch, a_id, ps))
+            for what, ps in (("held since", kept), ("given up", gone))]
+    for member in (a_id, b.member_id):
+        heartbeat(member, -1, None)
+    return out
+
+
+TXN_RETRY = LOADING | {ErrorCode.CONCURRENT_TRANSACTIONS}
+
+
+def txn_commit(c: Cases, group: str, epoch: int, member: str, partitions: Sequence[int]) -> str:
+    """A transactional producer's TxnOffsetCommit v5 (transaction version 2: it adds the offsets'
+    partition itself) for `member` at `epoch`, in a transaction then aborted."""
+    c._retry(lambda: c.conn.request(ApiKey.FIND_COORDINATOR, 2, {"key": "dv-txn", "key_type": 1}),
+             lambda r: r.error_code in LOADING)
+    producer = c._retry(lambda: c.conn.request(ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": "dv-txn", "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}),
+        lambda r: r.error_code in TXN_RETRY)
+    body = {"transactional_id": "dv-txn", "group_id": group, "producer_id": producer.producer_id,
+            "producer_epoch": producer.producer_epoch, "generation_id": epoch, "member_id": member,
+            "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": p, "committed_offset": 6, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p in partitions]}]}
+    response = c._retry(lambda: c.conn.request(ApiKey.TXN_OFFSET_COMMIT, 5, body),
+                        lambda r: any(p.error_code in TXN_RETRY for t in r.topics for p in t.partitions))
+    c._retry(lambda: c.conn.request(ApiKey.END_TXN, 5, {
+        "transactional_id": "dv-txn", "producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch,
+        "committed": False}), lambda r: r.error_code in TXN_RETRY)
+    return " ".join(f"{t.name}:" + ",".join(f"{p.partition_index}={_name(p.error_code)}" for p in t.partitions)
+                    for t in response.topics)
+
+
 def lines(bootstrap: str) -> list[str]:
     """Every case's answer, one line each, in order."""
     with WireConnection(bootstrap, timeout=30) as conn:
@@ -165,7 +255,7 @@ def lines(bootstrap: str) -> list[str]:
             "commit v9 member that left: " + c.commit(9, "dv-cg", epoch, member, [(TOPIC, [0])]),
             "fetch v9 member that left: " + c.fetch(9, [("dv-cg", member, epoch, None)]),
         ]
-        return out
+        return out + assignment_epoch_cases(c)
 
 
 def join_and_acknowledge(bootstrap: str, group: str, topic: str, member: str) -> str:
@@ -234,6 +324,15 @@ leave: NONE -1
 commit v9 admin, group empty: dv-t:0=NONE
 commit v9 member that left: dv-t:0=UNKNOWN_MEMBER_ID
 fetch v9 member that left: [dv-cg UNKNOWN_MEMBER_ID ]
+epochs: a held [0, 1], holds 1 of them one epoch later: True
+commit v9 older epoch, partition held since: dv-t:kept=NONE
+commit v10 older epoch, partition held since: id=topic:kept=NONE
+commit v9 older epoch, partition given up: dv-t:gone=STALE_MEMBER_EPOCH
+commit v9 older epoch, both partitions: dv-t:kept=STALE_MEMBER_EPOCH,gone=STALE_MEMBER_EPOCH
+commit v9 epoch before it held it: dv-t:kept=STALE_MEMBER_EPOCH
+commit v9 current epoch: dv-t:kept=NONE
+txn commit v5 older epoch, partition held since: dv-t:kept=NONE
+txn commit v5 older epoch, partition given up: dv-t:gone=ILLEGAL_GENERATION
 """.replace("\\\n", "").splitlines()
 
 

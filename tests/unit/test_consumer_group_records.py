@@ -44,7 +44,8 @@ RECORDS = [
     (7, TargetAssignmentMemberRecord("m-1", {T1: frozenset({0, 2}), T2: frozenset({0})})),
     (7, TargetAssignmentMemberRecord("m-1", None)),
     (8, CurrentAssignmentRecord("m-1", MemberAssignment(5, 4, MemberState.UNREVOKED_PARTITIONS,
-                                                        {T1: frozenset({0})}, {T1: frozenset({1, 3})}))),
+                                                        {T1: frozenset({0})}, {T1: frozenset({1, 3})},
+                                                        {(T1, 0): 2, (T1, 1): 5, (T1, 3): 4}))),
     (8, CurrentAssignmentRecord("m-1", None)),
     (16, RegexResolutionRecord("orders-.*", RegexResolution(frozenset({"orders-us", "orders-eu"}), 42, 1_700_000))),
     (16, RegexResolutionRecord("orders-.*", RegexResolution(frozenset(), 0, 0))),
@@ -107,3 +108,35 @@ def test_classic_member_metadata_is_kafkas_tagged_field() -> None:
         "00000269000263032f680302610262000000012c000100210100002710030672616e67650600016162"
         "63000b726f756e64726f62696e010000")
     assert decode_record(*decode_key(key)[::2], value) == record
+
+
+# ConsumerGroupCurrentMemberAssignmentValue with AssignmentEpochs (tag 0 of each TopicPartitions,
+# KIP-1251) as Kafka 4.4's generated class writes it (`MessageUtil.toVersionPrefixedBytes(0, ...)`
+# with the cached jars): epoch 5 (previous 4), UNREVOKED_PARTITIONS, T1 partitions 0 and 2
+# assigned at epochs 3 and 5, partition 1 pending revocation, assigned at epoch 4.
+KAFKA_44_CURRENT_ASSIGNMENT = (
+    "0000000000050000000401026d0f4a3e11114c1e9a550123456789ab030000000000000002010009030000000300000005"
+    "026d0f4a3e11114c1e9a550123456789ab0200000001010005020000000400")
+
+
+def test_current_assignment_carries_kafkas_assignment_epochs() -> None:
+    record = CurrentAssignmentRecord("m", MemberAssignment(
+        5, 4, MemberState.UNREVOKED_PARTITIONS, {T1: frozenset({0, 2})}, {T1: frozenset({1})},
+        {(T1, 0): 3, (T1, 2): 5, (T1, 1): 4}))
+    key, value = encode_record("g", record)
+    assert value is not None and value.hex() == KAFKA_44_CURRENT_ASSIGNMENT
+    assert decode_record(*decode_key(key)[::2], value) == record
+    assert record.assignment is not None and record.assignment.assignment_epoch(T1, 1) == 4
+
+
+def test_current_assignment_without_epochs_holds_at_the_member_epoch() -> None:
+    """A record written before assignment epochs (no tag 0, as raftka wrote them before): Kafka's
+    `assignmentFromTopicPartitions` puts every partition at the member epoch, 0 at least."""
+    without = ("0000000000050000000401026d0f4a3e11114c1e9a550123456789ab03000000000000000200"
+               "026d0f4a3e11114c1e9a550123456789ab02000000010000")  # Kafka's, the same without epochs
+    decoded = decode_record(8, "m", bytes.fromhex(without))
+    assert isinstance(decoded, CurrentAssignmentRecord) and decoded.assignment is not None
+    assert decoded.assignment.epochs == {(T1, 0): 5, (T1, 2): 5, (T1, 1): 5}
+    static_left = decode_record(8, "m", bytes.fromhex("0000fffffffe" + without[12:]))
+    assert isinstance(static_left, CurrentAssignmentRecord) and static_left.assignment is not None
+    assert set(static_left.assignment.epochs.values()) == {0}

@@ -29,7 +29,9 @@ Commands (times in ms; partition sets as `foo:0,1;bar:2`, `-` for empty):
   which the coordinator last saw topics created (regex resolutions; their time is `now`).
 - `tick now=...`: the timers.
 - `load now=...`: a new coordinator loads the group from its records (timers from `now`).
-- `commit member=a epoch=1 [version=9]`: OffsetCommit validation.
+- `commit member=a epoch=1 [version=9] [partitions=foo:0] [txn=1]`: OffsetCommit validation (of
+  every partition of the topics by default), TxnOffsetCommit's with `txn=1`.
+- `epochs member=a`: the member's assignment epochs (the partitions it holds, since when).
 
 Classic members and the migration between protocols (`init policy=upgrade` sets
 group.consumer.migration.policy):
@@ -260,8 +262,19 @@ class Harness:
         return [f"next deadline: {'none' if deadline is None else f'{deadline:g}'}"]
 
     def cmd_commit(self, kv) -> list[str]:
-        code = self.group.validate_commit(kv["member"], int(kv["epoch"]), int(kv.get("version", 9)))
+        every = ";".join(f"{t.name}:{','.join(map(str, range(t.partitions)))}" for t in self.topics.values())
+        partitions = self.parse_partitions(kv.get("partitions", every or "-"))
+        code = self.group.validate_commit(kv["member"], int(kv["epoch"]), int(kv.get("version", 9)),
+                                          transactional=kv.get("txn") == "1",
+                                          partitions=[(t, p) for t, ps in partitions.items() for p in sorted(ps)])
         return [ErrorCode(code).name]
+
+    def cmd_epochs(self, kv) -> list[str]:
+        """A member's assignment epochs: partition@epoch, assigned then pending revocation."""
+        a = self.group.members[kv["member"]].assignment
+        return [f"{kind}: " + (" ".join(f"{self._name(t)}:{p}@{a.epochs[(t, p)]}" for t, ps in sorted(held.items())
+                                         for p in sorted(ps)) or "-")
+                for kind, held in (("assigned", a.assigned), ("revoking", a.pending_revocation))]
 
     # --- classic members --------------------------------------------------------------
     def _tps(self, text: str) -> tuple[TopicPartition, ...]:
