@@ -150,10 +150,12 @@ def test_a_transaction_from_add_partitions_to_end_txn(conn):
     # Answered once PrepareCommit is durable; a retry gets 51 until CompleteCommit, then 0.
     assert describe(conn, tid).transaction_state in ("PrepareCommit", "CompleteCommit")
     assert end(conn, tid, pid, epoch, True) in (0, 51)
-    assert end(conn, tid, pid, epoch, False) == 48  # INVALID_TXN_STATE: the other outcome
+    # The other outcome: CONCURRENT_TRANSACTIONS while the commit's markers are out (Kafka 4.4's
+    # pending state), then INVALID_TXN_STATE once CompleteCommit is written.
     # The markers reach both partitions' leaders (this broker), then CompleteCommit is written.
     wait_until(lambda: describe(conn, tid).transaction_state == "CompleteCommit", timeout=30,
                what="the commit markers and CompleteCommit")
+    assert end(conn, tid, pid, epoch, False) == 48
     assert describe(conn, tid).topics == []
     assert end(conn, tid, pid, epoch, True) == 0  # a retry after completion
     assert add(conn, tid, pid, epoch, [(TOPIC, 1)]) == {(TOPIC, 1): 0}  # the next transaction
@@ -180,9 +182,11 @@ def test_a_second_producer_fences_the_first_and_aborts_its_transaction(conn):
     assert state.transaction_state in ("PrepareAbort", "CompleteAbort")
     assert state.producer_epoch == epoch + 1  # the ABORT markers carry the bumped epoch
     assert end(conn, tid, pid, epoch, True) == 90  # the zombie is fenced
-    assert add(conn, tid, pid, epoch, [(TOPIC, 0)]) == {(TOPIC, 0): 90}
+    # Its add is CONCURRENT_TRANSACTIONS while the abort's markers are out (checked before the
+    # epoch, as Kafka 4.4 does), then PRODUCER_FENCED.
     wait_until(lambda: describe(conn, tid).transaction_state == "CompleteAbort", timeout=30,
                what="the abort markers and CompleteAbort")
+    assert add(conn, tid, pid, epoch, [(TOPIC, 0)]) == {(TOPIC, 0): 90}
     retried = init(conn, tid)  # the new producer's retry: a takeover costs two epochs
     assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (0, pid, epoch + 2)
 
