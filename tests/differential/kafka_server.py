@@ -62,8 +62,9 @@ class KafkaServer:
     def _format(self) -> None:
         config = self.directory / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
+        # `--cluster-id=ID`: a random id may start with "-", which argparse would take for an option.
         done = subprocess.run(
-            [*self.jars.java_command(STORAGE_TOOL), "format", "--cluster-id", self.cluster_id,
+            [*self.jars.java_command(STORAGE_TOOL), "format", f"--cluster-id={self.cluster_id}",
              "--config", str(config)],
             capture_output=True, text=True, timeout=120)
         if done.returncode != 0:

@@ -18,6 +18,8 @@
 | (`\tat ...`, `... N more`), log4j        |               | broker's answer)                        |
 | WARN/INFO lines                          |               |                                         |
 | runs of spaces and tabs                  | one space     | column widths follow the masked values  |
+| the order of a listing's lines, for a    | sorted        | Kafka prints groups in hash-map order,  |
+| step marked `unordered` (runner.py)      |               | which random group names reshuffle      |
 
 Node ids are not masked: both clusters' single node is node 1. Ids that are a protocol
 fact (producer ids, partition numbers, offsets of records the steps wrote) are not masked either.

@@ -98,7 +98,10 @@ def outcome_of(jars: KafkaJars, step: Step, target: Target, work: Path) -> Outco
     args = [arg.replace("{bootstrap}", target.bootstrap).replace("{work}", str(work)) for arg in step.args]
     run = run_tool(jars, step.tool, args, stdin=step.stdin, cwd=work)
     stderr = normalise(run.stderr, target.replacements)
-    return Outcome(run.exit, normalise(run.stdout, target.replacements), first_error_line(stderr))
+    stdout = normalise(run.stdout, target.replacements)
+    if step.unordered:
+        stdout = "\n".join(sorted(stdout.splitlines()))
+    return Outcome(run.exit, stdout, first_error_line(stderr))
 
 
 def run_steps(jars: KafkaJars, steps: Iterable[Step], kafka: Target, raftka: Target,

@@ -23,6 +23,9 @@ class Step:
     kafka_exit: int = 0
     stdin: str | None = None
     files: dict[str, str] = field(default_factory=dict)
+    # The tool prints its lines in hash-map order (a listing of groups with random names, as
+    # Kafka's `--list`): both outputs are compared with their lines sorted.
+    unordered: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,8 @@ def configs(step_id: str, *args: str, kafka_exit: int = 0) -> Step:
     return Step(step_id, "kafka-configs", (*B, *args), kafka_exit)
 
 
-def groups(step_id: str, *args: str, kafka_exit: int = 0) -> Step:
-    return Step(step_id, "kafka-consumer-groups", (*B, *args), kafka_exit)
+def groups(step_id: str, *args: str, kafka_exit: int = 0, unordered: bool = False) -> Step:
+    return Step(step_id, "kafka-consumer-groups", (*B, *args), kafka_exit, unordered=unordered)
 
 
 def produce(step_id: str, topic: str, lines: list[str]) -> Step:
