@@ -223,10 +223,12 @@ class AsyncConsumer(ClusterClient):
     # --- assignment & positions ------------------------------------------
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions (replacing any earlier assignment).
-        Partitions kept from the old assignment keep their positions."""
+        Partitions kept from the old assignment keep their positions. With a `group_id`, a new
+        partition starts at the group's committed offset (the reset policy only if nothing was
+        committed), as Kafka's consumer does; `seek*()` overrides it."""
         tps = [TopicPartition(*tp) for tp in partitions]
         old = self._state
-        self._state = {tp: old.get(tp) or _PartitionState() for tp in tps}
+        self._state = {tp: old.get(tp) or _PartitionState(committed_pending=bool(self.group_id)) for tp in tps}
         cluster = self._require_cluster()
         cluster.topics.update(tp.topic for tp in tps)
 
@@ -284,9 +286,8 @@ class AsyncConsumer(ClusterClient):
         then the reset policy for the rest (Kafka's updateFetchPositions). Each lookup is retried
         for `timeout` seconds (at least once); then KafkaTimeoutError or the last retriable error."""
         pending = [tp for tp in tps if self._state[tp].committed_pending]
-        if pending:
-            assert self._group is not None
-            committed = await self._group.fetch_offsets(pending, timeout)
+        if pending:  # assigned by the group, or by assign() with a group_id
+            committed = await self._require_group().fetch_offsets(pending, timeout)
             for tp, om in committed.items():
                 state = self._state.get(tp)
                 if state is None or not state.committed_pending:

@@ -143,6 +143,28 @@ async def test_restarted_sdk_member_resumes_from_committed_offsets(bootstrap):
     assert len(resumed) == 40 + sum(ends.values()) - consumed_before  # nothing re-read, nothing skipped
 
 
+async def test_an_assign_consumer_with_a_group_id_starts_at_the_committed_offsets(bootstrap):
+    """assign() with a group_id: a partition starts at the group's committed offset, the reset
+    policy only for one with nothing committed, and seek() overrides both (Kafka's consumer)."""
+    group = "assign-committed"
+    tps = [TopicPartition(TOPIC, p) for p in range(2)]
+    await trio.to_thread.run_sync(produce, bootstrap, TOPIC, 20_000, 4 * PARTITIONS, PARTITIONS)
+    async with AsyncConsumer(bootstrap) as probe:
+        ends = await probe.end_offsets(tps)
+    assert all(ends[tp] >= 4 for tp in tps), ends
+    async with AsyncConsumer(bootstrap, group_id=group) as committer:
+        committer.assign(tps[:1])
+        await committer.commit({tps[0]: 3})
+    async with AsyncConsumer(bootstrap, group_id=group, auto_offset_reset="latest") as c:
+        c.assign(tps)
+        assert (await c.position(tps[0]), await c.position(tps[1])) == (3, ends[tps[1]])
+        first = [r for records in (await c.poll(10_000)).values() for r in records]
+        assert first and min(r.offset for r in first if r.partition == 0) == 3
+        c.assign([*tps, TopicPartition(TOPIC, 2)])
+        c.seek(TopicPartition(TOPIC, 2), 1)
+        assert await c.position(TopicPartition(TOPIC, 2)) == 1
+
+
 def test_consumer_protocol_round_trips_and_assignors_match_kafka():
     sub = Subscription(("a", "b"), b"ud")
     assert decode_subscription(encode_subscription(sub)) == sub
