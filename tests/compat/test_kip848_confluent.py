@@ -60,6 +60,16 @@ class SteadyProducer:
         return self.count
 
 
+def commits_reach_the_log_ends(bootstrap: str, group: str, topic: str, total: int,
+                               partitions: int = PARTITIONS) -> None:
+    """Wait until every partition's committed offset is its log end (`total` records spread
+    evenly over `partitions`)."""
+    with WireConnection(bootstrap) as conn:
+        wait_until(lambda: [p.committed_offset for p in conn.fetch_offsets(
+            group, topic, range(partitions)).topics[0].partitions] == [total // partitions] * partitions,
+            TIMEOUT, what="commits at the log ends")
+
+
 class Member:
     """A `group.protocol=consumer` member (or `protocol`'s) of `group` polling `topic` in its own
     thread; it commits after each batch and, synchronously, for the partitions it gives up."""
@@ -145,11 +155,7 @@ def test_members_join_and_leave_every_record_exactly_once(server: ServerProcess)
         total = producer.stop()
         wait_until(lambda: len(consumed(everyone)) >= total, TIMEOUT, what=f"{total} records consumed")
         assert consumed(everyone) == list(range(total)), "a record was lost or consumed twice"
-        # Every partition's commit reaches its log end.
-        with WireConnection(bootstrap) as conn:
-            wait_until(lambda: [p.committed_offset for p in conn.fetch_offsets(
-                GROUP, TOPIC, range(PARTITIONS)).topics[0].partitions] == [total // PARTITIONS] * PARTITIONS,
-                TIMEOUT, what="commits at the log ends")
+        commits_reach_the_log_ends(bootstrap, GROUP, TOPIC, total)
     finally:
         producer.stop()
         for member in members:

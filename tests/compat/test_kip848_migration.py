@@ -25,7 +25,7 @@ from raftka.client.protocol.api_keys import ApiKey  # noqa: E402
 from tests.compat.migration_cases import KAFKA_44, mixed, walk  # noqa: E402
 from tests.compat.server_process import ServerProcess, running_server, server_with_topics  # noqa: E402
 from tests.compat.test_kip848_confluent import Member as ConfluentMember  # noqa: E402
-from tests.compat.test_kip848_confluent import SteadyProducer  # noqa: E402
+from tests.compat.test_kip848_confluent import SteadyProducer, commits_reach_the_log_ends  # noqa: E402
 from tests.compat.wire_client import WireConnection  # noqa: E402
 from tests.support import wait_until  # noqa: E402
 
@@ -171,10 +171,7 @@ def test_a_group_is_upgraded_and_downgraded_online_one_member_at_a_time(server: 
         lost = sorted(set(range(total)) - set(seen))
         assert not twice and not lost, (f"consumed twice: {sorted(twice.items())[:12]} ({len(twice)}), "
                                         f"lost: {lost[:12]} ({len(lost)}); marks {marks}; errors {[(m.name, m.errors[:6]) for m in everyone]}")
-        with WireConnection(bootstrap) as conn:
-            wait_until(lambda: [p.committed_offset for p in conn.fetch_offsets(
-                GROUP, TOPIC, range(PARTITIONS)).topics[0].partitions] == [total // PARTITIONS] * PARTITIONS,
-                TIMEOUT, what="commits at the log ends")
+        commits_reach_the_log_ends(bootstrap, GROUP, TOPIC, total, PARTITIONS)
     finally:
         producer.stop()
         for member in members.values():
