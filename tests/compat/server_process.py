@@ -8,11 +8,12 @@ properties (limits), the process, and the server's structlog records.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 from raftka.testing.local_cluster import LocalCluster, NodeExited
+from tests.support import wait_until
 
 
 class ServerProcess:
@@ -69,7 +70,11 @@ class ServerProcess:
             raise RuntimeError(f"raftka server did not become ready: {exc}") from None
 
     def log_events(self, event: str) -> list[dict]:
-        """The server's structlog records (JSON lines on stderr) named `event`, oldest first."""
+        """The server's structlog records (JSON lines on stderr) named `event`, oldest first.
+
+        What is in the file now: the server's stderr reaches it through a pipe and a reader
+        thread (LocalCluster._pump), so a line written a moment ago may not be there yet. To
+        check that something was logged, use `logged`."""
         out = []
         for line in self.log_path.read_text(errors="replace").splitlines():
             if line.startswith("{") and f'"{event}"' in line:
@@ -80,6 +85,13 @@ class ServerProcess:
                 if record.get("event") == event:
                     out.append(record)
         return out
+
+    def logged(self, event: str, match: Callable[[dict], bool] = lambda record: True,
+               timeout: float = 15.0) -> list[dict]:
+        """The `event` records for which `match` holds, once there is one (the log file lags
+        the server by the pipe's reader thread); fails after `timeout` s."""
+        return wait_until(lambda: [r for r in self.log_events(event) if match(r)], timeout,
+                          what=f"the server's log to show {event}")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, nothing is flushed by the server."""

@@ -83,8 +83,16 @@ class Secured:
         }
 
     def log_events(self, event: str) -> list[str]:
+        """The node's log lines of `event` now in its file (which lags the server: see `logged`)."""
         text = self.cluster.nodes[1].log_path.read_text(errors="replace")
         return [line for line in text.splitlines() if f'"event": "{event}"' in line]
+
+    def logged(self, event: str, *needles: str) -> str:
+        """The first line of `event` containing every needle, once the log file shows one: the
+        server's stderr reaches the file through a pipe and a reader thread."""
+        return wait_until(lambda: next((line for line in self.log_events(event)
+                                        if all(n in line for n in needles)), None),
+                          timeout=15, what=f"the server's log to show {event} with {needles}")
 
     def confluent(self, mechanism: str | None, *, user: str | None = None, password: str | None = None,
                   ca: Path | None = None, mtls: bool = False) -> dict:
@@ -151,8 +159,7 @@ def test_librdkafka_over_sasl_ssl(secured: Secured, mechanism: str) -> None:
     topic = f"sec-cf-{mechanism.lower()}"
     assert _confluent_round_trip(secured.confluent(mechanism), topic) == [b"v0", b"v1", b"v2"]
     user = USERS[mechanism][0]
-    assert any(f'"principal": "User:{user}"' in line and mechanism in line
-               for line in secured.log_events("sasl.authenticated"))
+    secured.logged("sasl.authenticated", f'"principal": "User:{user}"', mechanism)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", None])
@@ -171,14 +178,13 @@ def test_kafka_python_over_sasl_ssl_and_mtls(secured: Secured, mechanism: str | 
     assert values == [b"k0", b"k1", b"k2"]
     if mechanism is not None:  # kafka-python 3 takes the newest SaslAuthenticate: v2, the flexible one
         user = USERS[mechanism][0]
-        assert any(f'"principal": "User:{user}"' in line and '"version": 2' in line
-                   for line in secured.log_events("sasl.authenticated"))
+        secured.logged("sasl.authenticated", f'"principal": "User:{user}"', '"version": 2')
 
 
 def test_mtls_principal_from_the_certificate(secured: Secured) -> None:
     assert _confluent_round_trip(secured.confluent(None, mtls=True), "sec-mtls") == [b"v0", b"v1", b"v2"]
     # RULE:^CN=(.*?),OU=Svc.*$/$1/ maps CN=alice-cert,OU=Svc,O=raftka to alice-cert.
-    assert any('"principal": "User:alice-cert"' in line for line in secured.log_events("tls.client_authenticated"))
+    secured.logged("tls.client_authenticated", '"principal": "User:alice-cert"')
 
 
 def _metadata_fails(conf: dict, expect: str = "") -> str:
@@ -371,7 +377,7 @@ def test_sdk_mtls_with_a_pem_key_store(secured: Secured) -> None:
             return await admin.list_topics()
 
     assert isinstance(trio.run(topics), list)  # connected, negotiated, answered
-    assert any('"principal": "User:sdk-client"' in line for line in secured.log_events("tls.client_authenticated"))
+    secured.logged("tls.client_authenticated", '"principal": "User:sdk-client"')
     without_cert = ClientSecurity("SSL", ssl_cafile=str(secured.ca_path))
 
     async def refused() -> None:

@@ -91,6 +91,6 @@ def test_unreadable_batch_is_skipped_and_the_partition_still_loads(server: Serve
         # The coordinator works on: a new commit lands and reads back.
         assert conn.commit_offsets("g2", TOPIC, {1: 6}) == {1: 0}
         assert committed(conn, "g2") == {0: 5, 1: 6}
-    events = server.log_events("group_metadata.corrupt_batch")
-    assert events and events[-1]["level"] == "error", events
+    events = server.logged("group_metadata.corrupt_batch")
+    assert events[-1]["level"] == "error", events
     assert "length is 11" in events[-1]["error"]

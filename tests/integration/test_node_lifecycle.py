@@ -19,7 +19,9 @@ def test_sigterm_during_start_up_ends_it_at_once(tmp_path: Path) -> None:
         wait_until(lambda: "broker.register_retry" in node.log_path.read_text(), timeout=30,
                    what="the node to be waiting for a controller")
         assert cluster.stop_node(1, timeout=10) == 0
-        assert "node.start_abandoned" in node.log_path.read_text()
+        # The log file lags the process by the pipe's reader thread.
+        wait_until(lambda: "node.start_abandoned" in node.log_path.read_text(), timeout=15,
+                   what="node.start_abandoned in the node's log")
         assert not node.ready.is_set()
     finally:
         cluster.stop()

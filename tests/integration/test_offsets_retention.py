@@ -165,5 +165,4 @@ def test_offsets_and_empty_groups_expire(server: ServerProcess) -> None:
         # Six checks later `active` still has it: it emptied seconds ago, though it committed
         # over a minute ago.
         holds(lambda: committed(conn, "active") == 11, 3.0)
-    events = server.log_events("group.offsets_expired")
-    assert any(e["group"] == "emptied" and e["group_deleted"] for e in events), events
+    server.logged("group.offsets_expired", lambda e: e["group"] == "emptied" and e["group_deleted"])

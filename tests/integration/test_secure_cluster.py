@@ -18,6 +18,7 @@ from raftka.client.producer import AsyncProducer
 from raftka.client.records import TopicPartition
 from raftka.client.security import ClientSecurity, read_properties_file
 from raftka.testing.secure_cluster import secure_cluster
+from tests.support import wait_until
 
 
 @pytest.mark.slow
@@ -48,8 +49,9 @@ def test_replication_and_acks_all_with_only_sasl_ssl(tmp_path) -> None:
         assert offsets == list(range(20))
         assert values == [b"r%d" % i for i in range(20)]
         # The followers' fetchers authenticated as User:broker at the leader.
-        logs = "".join(node.log_path.read_text(errors="replace") for node in cluster.nodes.values())
-        assert '"principal": "User:broker"' in logs
+        wait_until(lambda: any('"principal": "User:broker"' in node.log_path.read_text(errors="replace")
+                               for node in cluster.nodes.values()), timeout=15,
+                   what="User:broker's authentication in a node's log")
         listed = subprocess.run(
             [sys.executable, "-m", "raftka", "users", "list", "--bootstrap-server", cluster.nodes[1].bootstrap,
              "--command-config", str(setup.client_properties_path)],

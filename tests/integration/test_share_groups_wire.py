@@ -196,7 +196,7 @@ def test_a_silent_member_is_expired_after_its_session(tmp_path: Path) -> None:
         assert b.error_code == 0 and b.member_epoch == 4
         (member,) = describe(conn).members
         assert {p for t in member.assignment.topic_partitions for p in t.partitions} == {0, 1}
-        assert [e.get("member") for e in server.log_events("group.member_expired")] == ["member-a"]
+        assert [e.get("member") for e in server.logged("group.member_expired")] == ["member-a"]
 
 
 def describe_offsets(conn: WireConnection, topics=None, *, version: int = 1, group: str = GROUP):

@@ -68,7 +68,10 @@ def test_a_restarted_node_takes_no_role_from_the_epochs_it_replays(tmp_path):
         cluster.start_node(old_leader, wait=True)
         wait_partition(cluster, "stale", lambda p: len(p.isr) == 3,
                        what="the restarted replica back in the ISR")
-        events = _events(node.log_path.read_text()[mark:])
+        # The log file lags the process by the pipe's reader thread.
+        events = wait_until(lambda: (found := _events(node.log_path.read_text()[mark:])) and any(
+            e.get("event") == "replicas.caught_up" for e in found) and found, timeout=15,
+            what="replicas.caught_up in the restarted node's log")
         roles = [e for e in events if e.get("topic") == "stale"
                  and e.get("event") in ("partition.became_leader", "partition.became_follower")]
         assert roles, "the restarted node took no role for the partition"
@@ -116,8 +119,9 @@ def test_a_topic_deleted_while_a_node_was_down_is_set_aside_kept_and_removed_by_
         assert b"old-incarnation-record" in old_segment
         mark = len(node.log_path.read_text())
         cluster.start_node(away, wait=True)
-        events = _events(node.log_path.read_text()[mark:])
-        stray = [e for e in events if e.get("event") == "log.stray_renamed"]
+        stray = wait_until(lambda: [e for e in _events(node.log_path.read_text()[mark:])
+                                    if e.get("event") == "log.stray_renamed"],
+                           timeout=15, what="log.stray_renamed in the restarted node's log")
         assert [e["dir"] for e in stray] == [str(old_dir)], stray
         assert stray[0].get("level") == "warning", stray
         kept = old_dir.parent / stray[0]["renamed_to"]
