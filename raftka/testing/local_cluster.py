@@ -50,6 +50,9 @@ from raftka.log.dir_lock import DirLock, DirLocked
 READY_MARKER = "raftka node ready"
 # The launcher's pid; a node whose parent is no longer that pid shuts down (raftka/cli/server.py).
 EXIT_WITH_PARENT_ENV = "RAFTKA_EXIT_WITH_PARENT"
+# How long stop/kill waits, once a node's process has exited, for its last lines to reach its
+# log file (a reader thread copies them from the pipe); bounded should a child hold the pipe.
+PUMP_DRAIN_S = 10.0
 PORT_STRIDE = 100
 # Node-relative ports: client, quorum, controller RPC (quorum + the default offset 1), and the
 # Prometheus metrics endpoint when the cluster has one (`metrics=True`: 9095, 9195, ...).
@@ -170,6 +173,9 @@ class Node:
     broker_only: bool = False
     # metadata.log.dir=<directory>/meta rather than the first log dir (Kafka's default).
     separate_metadata_log_dir: bool = False
+    # The threads that copy the process's stdout and stderr (into log_path): they end at the
+    # pipes' end, after the process's last line.
+    pumps: list[threading.Thread] = field(default_factory=list)
 
     @property
     def roles(self) -> str:
@@ -416,14 +422,24 @@ class LocalCluster:
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(self.log_level),
                 start_new_session=True,  # Ctrl-C at the terminal goes to the launcher, which stops nodes in order
             )
-            threading.Thread(target=self._pump, args=(node, node.process.stdout, None), daemon=True).start()
-            threading.Thread(target=self._pump, args=(node, node.process.stderr, log_file), daemon=True).start()
+            node.pumps = [threading.Thread(target=self._pump, args=(node, node.process.stdout, None), daemon=True),
+                          threading.Thread(target=self._pump, args=(node, node.process.stderr, log_file), daemon=True)]
+            for pump in node.pumps:
+                pump.start()
         if wait:
             self.wait_ready(timeout, nodes=[node_id])
 
     def server_args(self, node: Node) -> list[str]:
         """The `raftka` command line that runs a node (subclasses run another documented one)."""
         return ["server", "start", "--config", str(node.config_path), "--format", "--cluster-id", self.cluster_id]
+
+    @staticmethod
+    def _drained(node: Node, timeout: float = PUMP_DRAIN_S) -> None:
+        """Once `node`'s process has exited: wait (a bounded time) for its reader threads to copy
+        its last lines, so that its log file is complete when stop/kill returns."""
+        deadline = time.monotonic() + timeout
+        for pump in node.pumps:
+            pump.join(max(0.0, deadline - time.monotonic()))
 
     def _pump(self, node: Node, stream, log_file) -> None:
         try:
@@ -541,6 +557,7 @@ class LocalCluster:
             node.stopped_by_us = True
             node.process.kill()
             node.process.wait()
+            self._drained(node)
 
     kill_node = kill
 
@@ -559,10 +576,12 @@ class LocalCluster:
         node.process.send_signal(signal.SIGCONT)
         node.process.terminate()
         try:
-            return node.process.wait(timeout)
+            status = node.process.wait(timeout)
         except subprocess.TimeoutExpired:
             node.process.kill()
-            return node.process.wait()
+            status = node.process.wait()
+        self._drained(node)
+        return status
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every node: all get SIGTERM together, stragglers SIGKILL."""
@@ -581,6 +600,8 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 node.process.kill()
                 node.process.wait()
+        for node in nodes:
+            self._drained(node)
         self._lock.release()
 
     def __enter__(self) -> LocalCluster:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from raftka.testing.local_cluster import LocalCluster
@@ -23,5 +24,25 @@ def test_sigterm_during_start_up_ends_it_at_once(tmp_path: Path) -> None:
         wait_until(lambda: "node.start_abandoned" in node.log_path.read_text(), timeout=15,
                    what="node.start_abandoned in the node's log")
         assert not node.ready.is_set()
+    finally:
+        cluster.stop()
+
+
+def test_a_stopped_nodes_log_file_holds_its_last_line(tmp_path: Path) -> None:
+    """stop_node/stop return once the node's reader threads have copied its last lines: its
+    log file is complete then, even when the copying lags (here a slow `on_line` watcher, as a
+    loaded machine's reader thread)."""
+    def slow_watcher(node_id: int, line: str) -> None:
+        time.sleep(0.1)  # a slow reader of each line (a backlog of seconds), not synchronisation
+
+    cluster = LocalCluster(tmp_path, 1, log_level="INFO", on_line=slow_watcher)
+    try:
+        cluster.start_and_wait()
+        log_path = cluster.nodes[1].log_path
+        assert cluster.stop_node(1, timeout=30) == 0
+        assert '"event": "node.stopped"' in log_path.read_text().splitlines()[-1]
+        cluster.start_node(1, wait=True, timeout=60)
+        cluster.stop()
+        assert '"event": "node.stopped"' in log_path.read_text().splitlines()[-1]
     finally:
         cluster.stop()
