@@ -295,10 +295,13 @@ class RaftSyncObj(SyncObj):
     def _doDestroy(self):
         # A clean stop of a running node (`destroy()` with the tick thread: the simulation's
         # crashes call `_doDestroy` directly, without a tick thread, and must lose what is unsynced):
-        # sync what the last tick appended and publish it, so the last checkpoint is exact.
+        # sync what the last tick appended and publish it, so the last checkpoint is exact; and
+        # store the commit index (raft.journal.meta), which pysyncobj writes once a second only:
+        # a stopped voter's files then hold all it committed (`raftka metadata dump`).
         if self._SyncObj__conf.autoTick and self._SyncObj__destroying:
             self.sync_journal()
             self._publish_durable_point()
+            self._SyncObj__raftLog.onOneSecondTimer()  # stores the meta if it changed
         super()._doDestroy()
 
     def _publish_durable_point(self) -> None:

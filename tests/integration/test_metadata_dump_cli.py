@@ -49,3 +49,16 @@ async def test_dump_of_a_live_then_stopped_voter_matches_its_reported_digest(tmp
     bad = subprocess.run([sys.executable, "-m", "raftka", "metadata", "dump", "--metadata-dir", str(REPO / "docs")],
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "expected a node's metadata.log.dir" in bad.stderr
+
+
+async def test_a_cleanly_stopped_voter_has_stored_its_last_commit_index(tmp_path: Path) -> None:
+    """pysyncobj stores the commit index (raft.journal.meta) once a second: a voter stopped
+    within that second must still store it, or its files show its last commits as uncommitted."""
+    address = f"127.0.0.1:{free_low_port(set())}"
+    async with open_quorum(1, {1: address}, SECRET, tmp_path) as quorum:
+        await quorum.submit(Topic("t", "id-t"))
+        for i in range(3):
+            last = await quorum.submit(Config("topic", "t", "retention.ms", str(i)))
+    view = await trio.to_thread.run_sync(read_metadata_log, tmp_path)
+    assert view.commit_index == last, [offset for offset, _, _ in view.uncommitted]
+    assert not view.uncommitted
