@@ -64,10 +64,15 @@ class ServerProcess:
         with open(self.log_path, "a") as log:
             log.write(f"---- start #{self.starts} ----\n")
         try:
-            self._cluster.start_node(1, wait=True, timeout=timeout)
+            if self.starts == 1:  # ports never bound yet: one taken meanwhile is replaced by a free one
+                self._cluster.start_and_wait(timeout)
+            else:  # a restart answers at the same address
+                self._cluster.start_node(1, wait=True, timeout=timeout)
         except (NodeExited, TimeoutError) as exc:
             self.stop()
             raise RuntimeError(f"raftka server did not become ready: {exc}") from None
+        finally:
+            self._node = self._cluster.nodes[1]
 
     def log_events(self, event: str) -> list[dict]:
         """The server's structlog records (JSON lines on stderr) named `event`, oldest first.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
 from raftka.testing.local_cluster import LocalCluster
+from tests.compat.server_process import ServerProcess
 from tests.support import wait_until
 
 
@@ -46,3 +48,23 @@ def test_a_stopped_nodes_log_file_holds_its_last_line(tmp_path: Path) -> None:
         assert '"event": "node.stopped"' in log_path.read_text().splitlines()[-1]
     finally:
         cluster.stop()
+
+
+def test_a_server_whose_chosen_port_was_taken_before_its_first_start_moves(tmp_path: Path) -> None:
+    """Ports are chosen free, then bound by the node a moment later: another process (a test
+    on another worker) may take one in between. The first start then moves to free ports;
+    restarts keep the address."""
+    server = ServerProcess(tmp_path)
+    taken = server._node.quorum_port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            server.start(timeout=60)
+            assert server._node.quorum_port != taken
+            bootstrap = server.bootstrap
+            server.stop()
+            server.start(timeout=60)
+            assert server.bootstrap == bootstrap
+        finally:
+            server.stop()
