@@ -10,7 +10,12 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02,
+# A condition met within milliseconds on an idle machine (a log line through the node's pipe, a
+# connection noticed) can take seconds on CI's loaded 2 cores: the default deadline allows for it.
+DEFAULT_WAIT_S = 30.0
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = DEFAULT_WAIT_S, interval: float = 0.02,
                what: str = "condition") -> T:
     """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` s."""
     deadline = time.monotonic() + timeout

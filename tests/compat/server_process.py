@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from raftka.testing.local_cluster import LocalCluster, NodeExited
-from tests.support import wait_until
+from tests.support import DEFAULT_WAIT_S, wait_until
 
 
 class ServerProcess:
@@ -92,7 +92,7 @@ class ServerProcess:
         return out
 
     def logged(self, event: str, match: Callable[[dict], bool] = lambda record: True,
-               timeout: float = 15.0) -> list[dict]:
+               timeout: float = DEFAULT_WAIT_S) -> list[dict]:
         """The `event` records for which `match` holds, once there is one (the log file lags
         the server by the pipe's reader thread); fails after `timeout` s."""
         return wait_until(lambda: [r for r in self.log_events(event) if match(r)], timeout,

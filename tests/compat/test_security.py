@@ -92,7 +92,7 @@ class Secured:
         server's stderr reaches the file through a pipe and a reader thread."""
         return wait_until(lambda: next((line for line in self.log_events(event)
                                         if all(n in line for n in needles)), None),
-                          timeout=15, what=f"the server's log to show {event} with {needles}")
+                          what=f"the server's log to show {event} with {needles}")
 
     def confluent(self, mechanism: str | None, *, user: str | None = None, password: str | None = None,
                   ca: Path | None = None, mtls: bool = False) -> dict:

@@ -153,7 +153,7 @@ def expect_close_logged(server: ServerProcess, reason: str | tuple[str, ...], be
     def logged() -> list[dict]:
         return server.log_events("connection.closed")[before:]
 
-    events = wait_until(logged, timeout=10, what=f"a connection.closed event ({reason})")
+    events = wait_until(logged, what=f"a connection.closed event ({reason})")
     assert events[-1]["reason"] in reasons, events
     assert events[-1].get("error"), events
 
