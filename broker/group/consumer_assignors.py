@@ -37,6 +37,13 @@ class TopicMeta:
     topic_id: str
     name: str
     partitions: int
+    # Per partition, the racks of its replicas' brokers (those that have one), in Java's
+    # String order (Kafka's `partitionRacks`, sorted as its topic hash takes them); () when no
+    # broker has a rack. Only the metadata hash (broker/group/metadata_hash.py) reads them.
+    racks: tuple[tuple[str, ...], ...] = ()
+
+    def partition_racks(self, partition: int) -> tuple[str, ...]:
+        return self.racks[partition] if partition < len(self.racks) else ()
 
 
 # member id -> topic id -> partitions

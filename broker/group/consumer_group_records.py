@@ -4,8 +4,10 @@ Keys are non-flexible (a version i16 that is the record type, then i16-length
 strings), values are flexible version 0 (compact encoding and tagged fields), as in
 Kafka's group-coordinator `ConsumerGroup*Key/Value.json`:
 
-    3 ConsumerGroupMetadata               group            -> Epoch
+    3 ConsumerGroupMetadata               group            -> Epoch, MetadataHash (tagged, KIP-1101)
     4 ConsumerGroupPartitionMetadata      group            -> Topics[TopicId, TopicName, NumPartitions, ...]
+                                                              (no longer written; read from older data,
+                                                              then tombstoned, as Kafka 4.4 does)
     5 ConsumerGroupMemberMetadata         group, member    -> InstanceId, RackId, ClientId, ClientHost,
                                                               SubscribedTopicNames, SubscribedTopicRegex,
                                                               RebalanceTimeoutMs, ServerAssignor,
@@ -68,7 +70,8 @@ _HELD_PARTITIONS = (*_TOPIC_PARTITIONS, F("assignment_epochs", "[]int32", "0+", 
 _CLASSIC_MEMBER_METADATA = (F("session_timeout_ms", "int32", "0+"), F("supported_protocols", "[]ClassicProtocol", "0+",
                             fields=(F("name", "string", "0+"), F("metadata", "bytes", "0+"))))
 _CODECS: dict[int, MessageCodec] = {
-    GROUP_METADATA: _value("ConsumerGroupMetadataValue", F("epoch", "int32", "0+")),
+    GROUP_METADATA: _value("ConsumerGroupMetadataValue", F("epoch", "int32", "0+"),
+                           F("metadata_hash", "int64", "0+", default=0, tag=0, tagged="0+")),
     PARTITION_METADATA: _value("ConsumerGroupPartitionMetadataValue", F("topics", "[]TopicMetadata", "0+", fields=(
         F("topic_id", "uuid", "0+"), F("topic_name", "string", "0+"), F("num_partitions", "int32", "0+"),
         F("partition_metadata", "[]PartitionMetadata", "0+", fields=(
@@ -124,8 +127,8 @@ def _held(partitions: Partitions, epochs: Mapping[tuple[str, int], int]) -> list
 def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | None]:
     """(key, value) of one core record for `__consumer_offsets`."""
     match record:
-        case GroupEpochRecord(epoch):
-            value = None if epoch is None else _encode(GROUP_METADATA, epoch=epoch)
+        case GroupEpochRecord(epoch, metadata_hash):
+            value = None if epoch is None else _encode(GROUP_METADATA, epoch=epoch, metadata_hash=metadata_hash)
             return _key(GROUP_METADATA, group_id), value
         case SubscriptionMetadataRecord(None):
             return _key(PARTITION_METADATA, group_id), None
@@ -216,7 +219,7 @@ def decode_record(kind: int, member_id: str | None, value: bytes | None) -> Grou
             raise ValueError(f"consumer group record type {kind} value version {version}; expected 0")
         v, _ = _CODECS[kind].decode(value, 0, 2)
     if kind == GROUP_METADATA:
-        return GroupEpochRecord(None if value is None else v.epoch)
+        return GroupEpochRecord(None) if value is None else GroupEpochRecord(v.epoch, v.metadata_hash)
     if kind == PARTITION_METADATA:
         return SubscriptionMetadataRecord(None if value is None else tuple(
             TopicMeta(str(t.topic_id), t.topic_name, t.num_partitions) for t in v.topics))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import base64
 import math
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -90,6 +90,7 @@ from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription
 from raftka.client.protocol import ErrorCode
 from raftka.log.errors import LogError
 from raftka.raft_meta.config.node_config import NodeConfig
+from raftka.raft_meta.metadata.image import BrokerRegistration, TopicImage
 
 log = structlog.get_logger("broker.group_coordinator")
 
@@ -177,6 +178,8 @@ class GroupCoordinator:
         # ones showed up (regex resolutions: Kafka's lastMetadataImageWithNewTopics).
         self._seen_topic_ids: frozenset[str] | None = None
         self._new_topics_offset = -1
+        # topic_metas() of the image it was last computed for (an image is never changed in place).
+        self._topic_metas: tuple[object, dict[str, TopicMeta]] | None = None
 
     # --- leadership of __consumer_offsets partitions ------------------------
     def on_leadership(self, partition: Partition, is_leader: bool) -> None:
@@ -396,9 +399,12 @@ class GroupCoordinator:
 
     # --- KIP-848 consumer groups ---------------------------------------------------------
     def topic_metas(self) -> dict[str, TopicMeta]:
-        """The metadata image's topics as the assignors see them (name -> id, partitions)."""
-        return {t.name: TopicMeta(t.topic_id, t.name, len(t.partitions))
-                for t in self.replicas.image.topics.values()}
+        """The metadata image's topics as the assignors and the metadata hash see them (name ->
+        id, partitions, each partition's replicas' racks), computed once per image."""
+        image = self.replicas.image
+        if self._topic_metas is None or self._topic_metas[0] is not image:
+            self._topic_metas = (image, {t.name: _topic_meta(t, image.brokers) for t in image.topics.values()})
+        return self._topic_metas[1]
 
     def _metadata_version(self) -> MetadataVersion:
         """The image's offset, and the one at which this coordinator last saw topics created (the
@@ -667,7 +673,8 @@ class GroupCoordinator:
                    protocol_type: str | None = None, protocol_name: str | None = None) -> SyncResult:
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
-            r = cg.classic_sync(member_id, group_instance_id, generation_id, _now_ms(), protocol_type, protocol_name)
+            r = cg.classic_sync(member_id, group_instance_id, generation_id, _now_ms(), protocol_type, protocol_name,
+                                topics=self.topic_metas())
             self.timers.set(group_id, cg.next_deadline_ms())
             return SyncResult(r.error_code, r.assignment, r.protocol_type, r.protocol_name)
         try:
@@ -1102,3 +1109,16 @@ class GroupCoordinator:
         self._persisted.pop(group_id, None)
         log.info("group.deleted", group=group_id)
         return 0
+
+
+def _topic_meta(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> TopicMeta:
+    """A topic of the image (Kafka's `KRaftCoordinatorMetadataImage.partitionRacks`: the rack of
+    each replica whose broker is registered with one, sorted in Java's String order)."""
+    def racks(p: int) -> tuple[str, ...]:
+        partition = topic.partitions.get(p)
+        found = [b.rack for r in (partition.replicas if partition is not None else ())
+                 if (b := brokers.get(r)) is not None and b.rack is not None]
+        return tuple(sorted(found, key=lambda rack: rack.encode("utf-16-be")))
+    count = len(topic.partitions)
+    per_partition = tuple(racks(p) for p in range(count))
+    return TopicMeta(topic.topic_id, topic.name, count, per_partition if any(per_partition) else ())
