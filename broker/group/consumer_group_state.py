@@ -211,9 +211,12 @@ class MemberMetadataRecord:
 
 @dataclass(frozen=True)
 class TargetAssignmentEpochRecord:
-    """ConsumerGroupTargetAssignmentMetadataKey/Value."""
+    """ConsumerGroupTargetAssignmentMetadataKey/Value: the epoch of the target assignment and when
+    it was computed (Kafka 4.4's tagged AssignmentTimestamp, wall-clock ms; 0 when the group
+    empties or is converted, or in a record written without it)."""
 
     epoch: int | None
+    timestamp_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -428,6 +431,7 @@ class ConsumerGroupState:
     max_size: int = 2**31 - 1  # group.consumer.max.size
     group_epoch: int = INITIAL_GROUP_EPOCH
     assignment_epoch: int = INITIAL_GROUP_EPOCH
+    assignment_timestamp_ms: int = 0  # when the target was computed (wall clock; 0: unknown)
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)
     # The subscribed topics' metadata hash the group epoch was last bumped with (KIP-1101).
@@ -438,7 +442,8 @@ class ConsumerGroupState:
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     deleted: bool = False
     regex_refresh_interval_ms: int = REGEX_REFRESH_INTERVAL_MS  # group.consumer.regex.refresh.interval.ms
-    # What the current heartbeat resolves regexes against: (image version, wall-clock ms).
+    # What the current heartbeat resolves regexes against: (image version, wall-clock ms); the
+    # wall clock stamps a target assignment too.
     _regex_clock: tuple[MetadataVersion, float] = field(default=(MetadataVersion(), 0.0), repr=False, compare=False)
     # The members' regexes resolved against the metadata image (ConsumerGroupRegularExpression
     # records, replayed).
@@ -524,8 +529,9 @@ class ConsumerGroupState:
                     self.members.pop(member_id, None)
                 else:
                     self.members.setdefault(member_id, ConsumerMember(member_id)).metadata = metadata
-            case TargetAssignmentEpochRecord(epoch):
+            case TargetAssignmentEpochRecord(epoch, timestamp_ms):
                 self.assignment_epoch = epoch if epoch is not None else 0
+                self.assignment_timestamp_ms = timestamp_ms
             case TargetAssignmentMemberRecord(member_id, partitions):
                 if partitions is None:
                     self.target.pop(member_id, None)
@@ -694,7 +700,7 @@ class ConsumerGroupState:
             server_assignor=hb.server_assignor if hb.server_assignor is not None else old.server_assignor,
             subscribed_topic_names=tuple(sorted(set(hb.subscribed_topic_names)))
             if hb.subscribed_topic_names is not None else old.subscribed_topic_names,
-            subscribed_topic_regex=hb.subscribed_topic_regex if hb.subscribed_topic_regex is not None
+            subscribed_topic_regex=(hb.subscribed_topic_regex or None) if hb.subscribed_topic_regex is not None
             else old.subscribed_topic_regex,
             client_id=hb.client_id, client_host=hb.client_host, classic=None)
         member, resolve = self._update_member(member.member_id, is_new, old, metadata, topics, out)
@@ -806,7 +812,7 @@ class ConsumerGroupState:
                 self._write(out, TargetAssignmentMemberRecord(member_id, new[member_id]))
         for member_id in sorted(set(self.target) - set(new)):
             self._write(out, TargetAssignmentMemberRecord(member_id, None))
-        self._write(out, TargetAssignmentEpochRecord(self.group_epoch))
+        self._write(out, TargetAssignmentEpochRecord(self.group_epoch, int(self._regex_clock[1])))
 
     def _reconcile(self, member: ConsumerMember, owned: Partitions | None, now_ms: float,
                    out: list[GroupRecord]) -> None:
@@ -1043,10 +1049,13 @@ class ConsumerGroupState:
         raise HeartbeatError(REBALANCE_IN_PROGRESS, message)
 
     def classic_join(self, join: ClassicJoin, topics: Mapping[str, TopicMeta], now_ms: float,
-                     new_member_id: Callable[[], str]) -> tuple[ClassicJoinResult, list[GroupRecord]]:
+                     new_member_id: Callable[[], str], *,
+                     wall_ms: float | None = None) -> tuple[ClassicJoinResult, list[GroupRecord]]:
         """A JoinGroup to this (non-empty) consumer group (Kafka's `classicGroupJoinToConsumerGroup`):
         the member's subscription and owned partitions come from its first protocol's metadata;
-        the answer is immediate, the generation its member epoch, no members (it is no leader)."""
+        the answer is immediate, the generation its member epoch, no members (it is no leader).
+        `wall_ms`: the wall clock (default `now_ms`), for a target assignment's timestamp."""
+        self._regex_clock = (self._regex_clock[0], now_ms if wall_ms is None else wall_ms)
         out: list[GroupRecord] = []
         member_id = join.member_id or new_member_id()
         try:

@@ -619,7 +619,7 @@ class GroupCoordinator:
         partition = self._partition(cg.group_id)
         cg.session_timeout_ms, cg.heartbeat_interval_ms = self._consumer_timeouts(cg.group_id)
         now = _now_ms()
-        result, records = cg.classic_join(join, self.topic_metas(), now, kafka_uuid)
+        result, records = cg.classic_join(join, self.topic_metas(), now, kafka_uuid, wall_ms=wall_clock_ms())
         classic = self._downgrade(cg, now)  # it replaced the last consumer-protocol member
         self.timers.set(cg.group_id, classic.next_deadline_ms() if classic is not None else cg.next_deadline_ms())
         if records:

@@ -200,9 +200,9 @@ class Harness:
         for record in self.records:
             fresh.replay(record)
         g = self.group
-        assert (fresh.group_epoch, fresh.assignment_epoch, fresh.target, fresh.metadata_hash,
+        assert (fresh.group_epoch, fresh.assignment_epoch, fresh.assignment_timestamp_ms, fresh.target, fresh.metadata_hash,
                 fresh.has_partition_metadata_record, fresh.resolved_regexes) == (
-                    g.group_epoch, g.assignment_epoch, g.target, g.metadata_hash,
+                    g.group_epoch, g.assignment_epoch, g.assignment_timestamp_ms, g.target, g.metadata_hash,
                     g.has_partition_metadata_record, g.resolved_regexes), "replay differs"
         assert {k: (m.metadata, m.assignment) for k, m in fresh.members.items()} == {
             k: (m.metadata, m.assignment) for k, m in g.members.items()}, "replayed members differ"
