@@ -156,8 +156,13 @@ KAFKA_44_GROUP_LIFE = [
      "000000000a646d2d636c69656e740b2f3132372e302e302e31020564722d74010000753008756e69666f726d01000100"),
     # The group epoch with the subscribed topics' metadata hash (KIP-1101, tag 0).
     (GroupEpochRecord(2, 0x765814E19D0D2166), "000000000002010008765814e19d0d2166"),
+    (TargetAssignmentMemberRecord(KAFKA_44_MEMBER, {KAFKA_44_TOPIC.topic_id: frozenset({0, 1})}),
+     "0000024b3eeb858a99414e8a17d0a3895b80e70300000000000000010000"),
     # The target assignment epoch with the wall-clock time it was computed at (tag 0).
     (TargetAssignmentEpochRecord(2, 0x1A21ED0AC18), "000000000002010008000001a21ed0ac18"),
+    (CurrentAssignmentRecord(KAFKA_44_MEMBER, MemberAssignment(2, 0, MemberState.STABLE,
+                                                               {KAFKA_44_TOPIC.topic_id: frozenset({0, 1})})),
+     "0000000000020000000000024b3eeb858a99414e8a17d0a3895b80e70300000000000000010100090300000002000000020100"),
     # The group emptied: the next epoch, hash 0 (no tag), and the target assignment follows it.
     (GroupEpochRecord(3), "00000000000300"),
     (TargetAssignmentEpochRecord(3), "00000000000300"),

@@ -53,3 +53,19 @@ def test_what_moves_the_hash() -> None:
     for changed in (TopicMeta(BAR.topic_id, "bar", 2), TopicMeta(BAR.topic_id.replace("2a", "2b"), "bar", 1),
                     TopicMeta(BAR.topic_id, "bar", 1, (("r1",),)), TopicMeta(BAR.topic_id, "baz", 1)):
         assert topic_hash(changed) != same, changed
+
+
+def test_the_coordinator_takes_the_racks_of_each_partitions_replicas() -> None:
+    """Kafka's `partitionRacks`: each replica's broker's rack, when the broker is registered
+    (fenced or not) and has one, sorted; a topic whose brokers have no rack hashes as none."""
+    from raftka.broker.group.group_coordinator import _topic_meta
+    from raftka.raft_meta.metadata.image import BrokerRegistration, PartitionImage, TopicImage
+
+    brokers = {1: BrokerRegistration(1, "i1", 1, (), "rack-b"), 2: BrokerRegistration(2, "i2", 2, (), "rack-a", fenced=True),
+               3: BrokerRegistration(3, "i3", 3, (), None)}
+    topic = TopicImage("t", BAR.topic_id, {0: PartitionImage((1, 2, 3, 4), (1,), 1, 0, 0),
+                                           1: PartitionImage((3,), (3,), 3, 0, 0)})
+    meta = _topic_meta(topic, brokers)
+    assert meta == TopicMeta(BAR.topic_id, "t", 2, (("rack-a", "rack-b"), ()))
+    no_racks = {b: BrokerRegistration(b, "i", b, (), None) for b in (1, 2, 3)}
+    assert _topic_meta(topic, no_racks) == TopicMeta(BAR.topic_id, "t", 2)
