@@ -3,19 +3,24 @@
 The coordinator computes the assignment; members only heartbeat
 (ConsumerGroupHeartbeat). Driven by `heartbeat(...)` and timers (`tick(now_ms)` at
 `next_deadline_ms()`); it reads no clock and does no I/O. Every change is expressed
-as Kafka's `__consumer_offsets` records (`ConsumerGroupMetadata`,
-`ConsumerGroupPartitionMetadata`, `ConsumerGroupMemberMetadata`,
-`ConsumerGroupTargetAssignmentMetadata`/`Member`, `ConsumerGroupCurrentMemberAssignment`),
-which the methods return and apply through `replay` — the same `replay` a new
-coordinator uses to load the group — so what is stored is exactly what is served.
+as Kafka 4.4's `__consumer_offsets` records (`ConsumerGroupMetadata`,
+`ConsumerGroupMemberMetadata`, `ConsumerGroupTargetAssignmentMetadata`/`Member`,
+`ConsumerGroupCurrentMemberAssignment`), which the methods return and apply through `replay`
+— the same `replay` a new coordinator uses to load the group — so what is stored is exactly
+what is served. (`ConsumerGroupPartitionMetadata`, which older data holds, is replayed and
+tombstoned by the next heartbeat, as Kafka 4.4 does.)
 
 Epochs (Kafka's names):
 
 - group epoch: bumped when membership or a subscription changes, or the metadata of a
-  subscribed topic (its partition count) does.
-- assignment epoch: the group epoch the target assignment was computed at. When the
-  group epoch is ahead, the next heartbeat runs the server-side assignor
-  (`group.consumer.assignors`; the members' most requested one, else the first).
+  subscribed topic does: its record carries the subscribed topics' metadata hash (Kafka
+  4.4's, KIP-1101: broker/group/metadata_hash.py; ids, names, partition counts, racks), and
+  a heartbeat that finds another hash bumps it. A group loaded from records without the hash
+  (0) therefore bumps once, as a Kafka 4.0 group does on Kafka 4.4.
+- assignment epoch: the group epoch the target assignment was computed at (and when, wall
+  clock). When the group epoch is ahead, the next heartbeat runs the server-side assignor
+  (`group.consumer.assignors`; the members' most requested one, else the first). When the
+  last member leaves, it moves to the group epoch with it (Kafka's consumerGroupFenceMembers).
 - member epoch: the target epoch a member has reconciled to. 0 joins, -1 leaves,
   -2 is a static member's temporary leave (it keeps its assignment for a session).
 
@@ -25,7 +30,7 @@ A member's reconciliation towards its target (Kafka's `CurrentAssignmentBuilder`
         STABLE ─────────────────────────────────────────────────> UNREVOKED_PARTITIONS
           ^  ^                                                          │
           │  │   the member no longer reports them as owned:           │
-          │  └── epoch + 1, towards the target ───────────────────────┘
+          │  └── towards the target (more to revoke: stays, its epoch) ┘
           │
           │ released by their previous owners
         UNRELEASED_PARTITIONS  <── target has partitions another member still owns
