@@ -81,6 +81,7 @@ from raftka.broker.group.group_state import (
 )
 from raftka.broker.group.group_timers import DeadlineTimers
 from raftka.broker.group.group_timers import now_ms as _now_ms
+from raftka.broker.group.metadata_hash import with_hash
 from raftka.broker.group.offset_expiration import Expiry, expire_classic, expire_consumer
 from raftka.broker.group.share_group_coordinator import ShareGroupCoordinator
 from raftka.broker.group.txn_offsets_state import PendingTxnOffsets, validate_txn_commit
@@ -400,11 +401,29 @@ class GroupCoordinator:
     # --- KIP-848 consumer groups ---------------------------------------------------------
     def topic_metas(self) -> dict[str, TopicMeta]:
         """The metadata image's topics as the assignors and the metadata hash see them (name ->
-        id, partitions, each partition's replicas' racks), computed once per image."""
+        id, partitions, each partition's replicas' racks), computed once per image. A topic
+        unchanged since the last image keeps its metadata hash; the others' are computed in a
+        worker thread (`_hash_topics`); a group that needs one before is computed it at once."""
         image = self.replicas.image
         if self._topic_metas is None or self._topic_metas[0] is not image:
-            self._topic_metas = (image, {t.name: _topic_meta(t, image.brokers) for t in image.topics.values()})
+            previous = self._topic_metas[1] if self._topic_metas is not None else {}
+            metas: dict[str, TopicMeta] = {}
+            for topic in image.topics.values():
+                meta = _topic_meta(topic, image.brokers)
+                old = previous.get(topic.name)
+                metas[topic.name] = old if old is not None and old == meta else meta
+            self._topic_metas = (image, metas)
+            if self._nursery is not None and any(m.hash is None for m in metas.values()):
+                self._nursery.start_soon(self._hash_topics, metas)
         return self._topic_metas[1]
+
+    async def _hash_topics(self, metas: dict[str, TopicMeta]) -> None:
+        unhashed = [m for m in metas.values() if m.hash is None]
+        hashed = await trio.to_thread.run_sync(lambda: [with_hash(m) for m in unhashed])
+        current = self._topic_metas[1] if self._topic_metas is not None else {}
+        for meta in hashed:
+            if current.get(meta.name) == meta:
+                current[meta.name] = meta
 
     def _metadata_version(self) -> MetadataVersion:
         """The image's offset, and the one at which this coordinator last saw topics created (the

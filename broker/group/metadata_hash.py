@@ -19,6 +19,7 @@ import functools
 import struct
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from raftka.broker.group.consumer_assignors import TopicMeta
 
@@ -119,30 +120,45 @@ def _medium(data: bytes) -> int:
     return _avalanche(acc & _M64)
 
 
-def _accumulate(acc: list[int], data: bytes, at: int, secret_at: int) -> None:
-    lanes = struct.unpack_from("<8Q", data, at)
-    keys = struct.unpack_from("<8Q", _SECRET, secret_at)
-    for i in range(8):
-        value = lanes[i]
-        keyed = value ^ keys[i]
-        acc[i ^ 1] = (acc[i ^ 1] + value) & _M64
-        acc[i] = (acc[i] + (keyed & _M32) * (keyed >> 32)) & _M64
+def _stripes(acc: list[int], lanes: tuple[int, ...], first: int, count: int, secret_lane: int) -> None:
+    """XXH3's accumulate_512 over `count` stripes of 8 lanes from lanes[first], the secret's keys
+    from its 64-bit lane `secret_lane` on, one lane further each stripe."""
+    a0, a1, a2, a3, a4, a5, a6, a7 = acc
+    for s in range(count):
+        at, k = first + 8 * s, secret_lane + s
+        v0, v1, v2, v3, v4, v5, v6, v7 = lanes[at:at + 8]
+        x0, x1, x2, x3 = v0 ^ _SECRET64[k], v1 ^ _SECRET64[k + 1], v2 ^ _SECRET64[k + 2], v3 ^ _SECRET64[k + 3]
+        x4, x5, x6, x7 = v4 ^ _SECRET64[k + 4], v5 ^ _SECRET64[k + 5], v6 ^ _SECRET64[k + 6], v7 ^ _SECRET64[k + 7]
+        a0 = (a0 + v1 + (x0 & _M32) * (x0 >> 32)) & _M64
+        a1 = (a1 + v0 + (x1 & _M32) * (x1 >> 32)) & _M64
+        a2 = (a2 + v3 + (x2 & _M32) * (x2 >> 32)) & _M64
+        a3 = (a3 + v2 + (x3 & _M32) * (x3 >> 32)) & _M64
+        a4 = (a4 + v5 + (x4 & _M32) * (x4 >> 32)) & _M64
+        a5 = (a5 + v4 + (x5 & _M32) * (x5 >> 32)) & _M64
+        a6 = (a6 + v7 + (x6 & _M32) * (x6 >> 32)) & _M64
+        a7 = (a7 + v6 + (x7 & _M32) * (x7 >> 32)) & _M64
+    acc[:] = (a0, a1, a2, a3, a4, a5, a6, a7)
 
 
 def _long(data: bytes) -> int:
     n = len(data)
     acc = [_P32_3, _P64_1, _P64_2, _P64_3, _P64_4, _P32_2, _P64_5, _P32_1]
     blocks = (n - 1) // _BLOCK
-    scramble = struct.unpack_from("<8Q", _SECRET, len(_SECRET) - _STRIPE)
+    lanes = struct.unpack_from(f"<{(n - 1) // 8}Q", data)  # every whole lane but the last stripe's tail
+    scramble = _SECRET64[(len(_SECRET) - _STRIPE) // 8:]
     for b in range(blocks):
-        for s in range(_STRIPES_PER_BLOCK):
-            _accumulate(acc, data, b * _BLOCK + s * _STRIPE, s * 8)
+        _stripes(acc, lanes, b * _BLOCK // 8, _STRIPES_PER_BLOCK, 0)
         for i in range(8):
             a = acc[i] ^ (acc[i] >> 47) ^ scramble[i]
             acc[i] = (a * _P32_1) & _M64
-    for s in range(((n - 1) - blocks * _BLOCK) // _STRIPE):
-        _accumulate(acc, data, blocks * _BLOCK + s * _STRIPE, s * 8)
-    _accumulate(acc, data, n - _STRIPE, len(_SECRET) - _STRIPE - 7)
+    _stripes(acc, lanes, blocks * _BLOCK // 8, ((n - 1) - blocks * _BLOCK) // _STRIPE, 0)
+    # The last stripe: the input's last 64 bytes, with the secret from byte 121 (not lane-aligned).
+    last = struct.unpack_from("<8Q", data, n - _STRIPE)
+    keys = struct.unpack_from("<8Q", _SECRET, len(_SECRET) - _STRIPE - 7)
+    for i in range(8):
+        keyed = last[i] ^ keys[i]
+        acc[i ^ 1] = (acc[i ^ 1] + last[i]) & _M64
+        acc[i] = (acc[i] + (keyed & _M32) * (keyed >> 32)) & _M64
     result = (n * _P64_1) & _M64
     for i in range(4):
         result += _fold(acc[2 * i] ^ _r64(_SECRET, 11 + 16 * i), acc[2 * i + 1] ^ _r64(_SECRET, 11 + 16 * i + 8))
@@ -169,16 +185,31 @@ def _string(s: str) -> bytes:
     return units + struct.pack("<i", len(units) // 2)
 
 
-@functools.lru_cache(maxsize=4096)
 def topic_hash(meta: TopicMeta) -> int:
-    """Kafka's `Utils.computeTopicHash` of a topic in the metadata image."""
+    """Kafka's `Utils.computeTopicHash` of a topic in the metadata image (the one it carries,
+    if computed already)."""
+    return meta.hash if meta.hash is not None else _topic_hash(meta)
+
+
+def with_hash(meta: TopicMeta) -> TopicMeta:
+    """The topic with its hash computed (a topic of many partitions takes a while in Python:
+    the coordinator does this in a worker thread)."""
+    return meta if meta.hash is not None else replace(meta, hash=_topic_hash(meta))
+
+
+@functools.lru_cache(maxsize=1024)
+def _topic_hash(meta: TopicMeta) -> int:
     topic_id = uuid.UUID(meta.topic_id).int
     parts = [b"\x00", struct.pack("<QQ", topic_id >> 64, topic_id & _M64), _string(meta.name),
              struct.pack("<i", meta.partitions)]
+    racks: dict[str, bytes] = {}  # a rack as hashed: its length in code units, then putString
     for p in range(meta.partitions):
         parts.append(struct.pack("<i", p))
         for rack in meta.partition_racks(p):
-            parts.append(struct.pack("<i", len(rack.encode("utf-16-le")) // 2) + _string(rack))
+            hashed = racks.get(rack)
+            if hashed is None:
+                hashed = racks[rack] = _string(rack)[-4:] + _string(rack)
+            parts.append(hashed)
     return _signed(xxh3_64(b"".join(parts)))
 
 

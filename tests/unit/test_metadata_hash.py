@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from raftka.broker.group.consumer_assignors import TopicMeta
-from raftka.broker.group.metadata_hash import group_hash, subscription_hash, topic_hash, xxh3_64
+from raftka.broker.group.metadata_hash import group_hash, subscription_hash, topic_hash, with_hash, xxh3_64
 
 # (length, hash4j's xxh3_64 as a Java long): every branch of XXH3-64 (0, 1-3, 4-8, 9-16, 17-128,
 # 129-240, and the long hash with a partial and whole 1024-byte blocks).
@@ -45,6 +45,9 @@ def test_topic_and_group_hashes_are_kafkas() -> None:
     assert topic_hash(BAR) == 8614885214910307922
     assert group_hash({"foo": topic_hash(FOO), "bar": topic_hash(BAR)}) == 8717402992998763199
     assert subscription_hash(["foo", "bar", "gone"], {"foo": FOO, "bar": BAR}) == 8717402992998763199
+    # A topic carries its hash once computed (the coordinator computes it off the event loop).
+    assert with_hash(FOO).hash == 2636886963427776541 and with_hash(FOO) == FOO
+    assert topic_hash(TopicMeta(FOO.topic_id, "foo", 3, FOO.racks, hash=7)) == 7
 
 
 def test_what_moves_the_hash() -> None:
