@@ -11,7 +11,13 @@ from __future__ import annotations
 import pytest
 
 from raftka.broker.group.consumer_assignors import TopicMeta
-from raftka.broker.group.metadata_hash import group_hash, subscription_hash, topic_hash, with_hash, xxh3_64
+from raftka.broker.group.metadata_hash import (
+    group_hash,
+    subscription_hash,
+    topic_hash,
+    with_hash,
+    xxh3_64,
+)
 
 # (length, hash4j's xxh3_64 as a Java long): every branch of XXH3-64 (0, 1-3, 4-8, 9-16, 17-128,
 # 129-240, and the long hash with a partial and whole 1024-byte blocks).
