@@ -27,7 +27,7 @@ deleted and created again under the same name is a different topic.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,16 @@ class TopicMeta:
     topic_id: str
     name: str
     partitions: int
+    # Per partition, the racks of its replicas' brokers (those that have one), in Java's
+    # String order (Kafka's `partitionRacks`, sorted as its topic hash takes them); () when no
+    # broker has a rack. Only the metadata hash (broker/group/metadata_hash.py) reads them.
+    racks: tuple[tuple[str, ...], ...] = ()
+    # Its metadata hash when already computed (the coordinator computes it off the event loop);
+    # None: computed when needed. Not part of what the topic is.
+    hash: int | None = field(default=None, compare=False)
+
+    def partition_racks(self, partition: int) -> tuple[str, ...]:
+        return self.racks[partition] if partition < len(self.racks) else ()
 
 
 # member id -> topic id -> partitions

@@ -4,13 +4,15 @@ Keys are non-flexible (a version i16 that is the record type, then i16-length
 strings), values are flexible version 0 (compact encoding and tagged fields), as in
 Kafka's group-coordinator `ConsumerGroup*Key/Value.json`:
 
-    3 ConsumerGroupMetadata               group            -> Epoch
+    3 ConsumerGroupMetadata               group            -> Epoch, MetadataHash (tagged, KIP-1101)
     4 ConsumerGroupPartitionMetadata      group            -> Topics[TopicId, TopicName, NumPartitions, ...]
+                                                              (no longer written; read from older data,
+                                                              then tombstoned, as Kafka 4.4 does)
     5 ConsumerGroupMemberMetadata         group, member    -> InstanceId, RackId, ClientId, ClientHost,
                                                               SubscribedTopicNames, SubscribedTopicRegex,
                                                               RebalanceTimeoutMs, ServerAssignor,
                                                               ClassicMemberMetadata (tagged)
-    6 ConsumerGroupTargetAssignmentMetadata group          -> AssignmentEpoch
+    6 ConsumerGroupTargetAssignmentMetadata group          -> AssignmentEpoch, AssignmentTimestamp (tagged)
     7 ConsumerGroupTargetAssignmentMember group, member    -> TopicPartitions[TopicId, Partitions]
     8 ConsumerGroupCurrentMemberAssignment group, member   -> MemberEpoch, PreviousMemberEpoch, State,
                                                               AssignedPartitions, PartitionsPendingRevocation
@@ -68,7 +70,8 @@ _HELD_PARTITIONS = (*_TOPIC_PARTITIONS, F("assignment_epochs", "[]int32", "0+", 
 _CLASSIC_MEMBER_METADATA = (F("session_timeout_ms", "int32", "0+"), F("supported_protocols", "[]ClassicProtocol", "0+",
                             fields=(F("name", "string", "0+"), F("metadata", "bytes", "0+"))))
 _CODECS: dict[int, MessageCodec] = {
-    GROUP_METADATA: _value("ConsumerGroupMetadataValue", F("epoch", "int32", "0+")),
+    GROUP_METADATA: _value("ConsumerGroupMetadataValue", F("epoch", "int32", "0+"),
+                           F("metadata_hash", "int64", "0+", default=0, tag=0, tagged="0+")),
     PARTITION_METADATA: _value("ConsumerGroupPartitionMetadataValue", F("topics", "[]TopicMetadata", "0+", fields=(
         F("topic_id", "uuid", "0+"), F("topic_name", "string", "0+"), F("num_partitions", "int32", "0+"),
         F("partition_metadata", "[]PartitionMetadata", "0+", fields=(
@@ -81,10 +84,9 @@ _CODECS: dict[int, MessageCodec] = {
         F("subscribed_topic_names", "[]string", "0+"),
         F("subscribed_topic_regex", "string", "0+", nullable="0+"),
         F("rebalance_timeout_ms", "int32", "0+", default=-1),
-        F("server_assignor", "string", "0+", nullable="0+"),
-        F("classic_member_metadata", "ClassicMemberMetadata", "0+", nullable="0+", default=None, tag=0,
-          tagged="0+", fields=_CLASSIC_MEMBER_METADATA)),
-    TARGET_METADATA: _value("ConsumerGroupTargetAssignmentMetadataValue", F("assignment_epoch", "int32", "0+")),
+        F("server_assignor", "string", "0+", nullable="0+")),
+    TARGET_METADATA: _value("ConsumerGroupTargetAssignmentMetadataValue", F("assignment_epoch", "int32", "0+"),
+                            F("assignment_timestamp", "int64", "0+", default=0, tag=0, tagged="0+")),
     TARGET_MEMBER: _value("ConsumerGroupTargetAssignmentMemberValue",
                           F("topic_partitions", "[]TopicPartition", "0+", fields=_TOPIC_PARTITIONS)),
     CURRENT_ASSIGNMENT: _value(
@@ -96,6 +98,13 @@ _CODECS: dict[int, MessageCodec] = {
                                F("version", "int64", "0+"), F("timestamp", "int64", "0+")),
 }
 _VALUE_VERSION = struct.pack(">h", 0)
+# ConsumerGroupMemberMetadataValue's tagged ClassicMemberMetadata (tag 0) is Kafka's nullable struct
+# whose default is an empty struct, not null: Kafka writes the tag for a member on the consumer
+# protocol too, as a null marker (varint 0; 1 precedes a struct), and reads a marker <= 0 as null.
+# The codec above leaves tag 0 unknown (kept raw); these bytes are its payload.
+_CLASSIC_CODEC = _value("ClassicMemberMetadata", *_CLASSIC_MEMBER_METADATA)
+_CLASSIC_TAG = 0
+_NULL_STRUCT, _PRESENT_STRUCT = b"\x00", b"\x01"
 
 
 def _string(value: str) -> bytes:
@@ -124,8 +133,8 @@ def _held(partitions: Partitions, epochs: Mapping[tuple[str, int], int]) -> list
 def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | None]:
     """(key, value) of one core record for `__consumer_offsets`."""
     match record:
-        case GroupEpochRecord(epoch):
-            value = None if epoch is None else _encode(GROUP_METADATA, epoch=epoch)
+        case GroupEpochRecord(epoch, metadata_hash):
+            value = None if epoch is None else _encode(GROUP_METADATA, epoch=epoch, metadata_hash=metadata_hash)
             return _key(GROUP_METADATA, group_id), value
         case SubscriptionMetadataRecord(None):
             return _key(PARTITION_METADATA, group_id), None
@@ -134,14 +143,10 @@ def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | No
                 {"topic_id": uuid.UUID(t.topic_id), "topic_name": t.name, "num_partitions": t.partitions,
                  "partition_metadata": []} for t in topics])
         case MemberMetadataRecord(member_id, m):
-            value = None if m is None else _encode(
-                MEMBER_METADATA, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
-                client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms,
-                server_assignor=m.server_assignor, classic_member_metadata=_classic_value(m.classic))
-            return _key(MEMBER_METADATA, group_id, member_id), value
-        case TargetAssignmentEpochRecord(epoch):
-            value = None if epoch is None else _encode(TARGET_METADATA, assignment_epoch=epoch)
+            return _key(MEMBER_METADATA, group_id, member_id), None if m is None else _member_value(m)
+        case TargetAssignmentEpochRecord(epoch, timestamp_ms):
+            value = None if epoch is None else _encode(TARGET_METADATA, assignment_epoch=epoch,
+                                                       assignment_timestamp=timestamp_ms)
             return _key(TARGET_METADATA, group_id), value
         case TargetAssignmentMemberRecord(member_id, partitions):
             value = None if partitions is None else _encode(TARGET_MEMBER, topic_partitions=_partitions(partitions))
@@ -160,18 +165,33 @@ def encode_record(group_id: str, record: GroupRecord) -> tuple[bytes, bytes | No
     raise TypeError(f"not a consumer group record: {record!r}")
 
 
-def _classic_value(classic: ClassicMemberMetadata | None) -> dict | None:
-    if classic is None:
-        return None
-    return {"session_timeout_ms": classic.session_timeout_ms,
-            "supported_protocols": [{"name": n, "metadata": m} for n, m in classic.protocols]}
+def _member_value(m: MemberMetadata) -> bytes:
+    """Kafka writes "" for a member without a regex (its ConsumerGroupMember's default), raftka's None."""
+    codec = _CODECS[MEMBER_METADATA]
+    value = codec.cls(
+        instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+        subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex or "",
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+    classic = m.classic
+    value._unknown_tags = {_CLASSIC_TAG: _NULL_STRUCT if classic is None else _PRESENT_STRUCT + _CLASSIC_CODEC.encode(
+        _CLASSIC_CODEC.cls(session_timeout_ms=classic.session_timeout_ms, supported_protocols=[
+            {"name": n, "metadata": data} for n, data in classic.protocols]), 0)}
+    return _VALUE_VERSION + codec.encode(value, 0)
 
 
 def _classic_metadata(value) -> ClassicMemberMetadata | None:
-    if value is None:
+    """The tagged ClassicMemberMetadata: absent (raftka's records before it wrote the null marker)
+    or a null marker, None."""
+    raw = (getattr(value, "_unknown_tags", None) or {}).get(_CLASSIC_TAG)
+    if not raw or raw[0] == 0:
         return None
-    return ClassicMemberMetadata(value.session_timeout_ms,
-                                 tuple((p.name, bytes(p.metadata)) for p in value.supported_protocols))
+    if raw[:1] != _PRESENT_STRUCT:
+        raise ValueError(f"ClassicMemberMetadata marker {raw[0]}; expected 0 or 1")
+    classic, end = _CLASSIC_CODEC.decode(raw, 0, 1)
+    if end != len(raw):
+        raise ValueError(f"ClassicMemberMetadata: {len(raw) - end} byte(s) after it")
+    return ClassicMemberMetadata(classic.session_timeout_ms,
+                                 tuple((p.name, bytes(p.metadata)) for p in classic.supported_protocols))
 
 
 def _read_string(data: bytes, pos: int, what: str) -> tuple[str, int]:
@@ -216,12 +236,13 @@ def decode_record(kind: int, member_id: str | None, value: bytes | None) -> Grou
             raise ValueError(f"consumer group record type {kind} value version {version}; expected 0")
         v, _ = _CODECS[kind].decode(value, 0, 2)
     if kind == GROUP_METADATA:
-        return GroupEpochRecord(None if value is None else v.epoch)
+        return GroupEpochRecord(None) if value is None else GroupEpochRecord(v.epoch, v.metadata_hash)
     if kind == PARTITION_METADATA:
         return SubscriptionMetadataRecord(None if value is None else tuple(
             TopicMeta(str(t.topic_id), t.topic_name, t.num_partitions) for t in v.topics))
     if kind == TARGET_METADATA:
-        return TargetAssignmentEpochRecord(None if value is None else v.assignment_epoch)
+        return (TargetAssignmentEpochRecord(None) if value is None
+                else TargetAssignmentEpochRecord(v.assignment_epoch, v.assignment_timestamp))
     assert member_id is not None
     if kind == REGULAR_EXPRESSION:
         return RegexResolutionRecord(member_id, None if value is None else RegexResolution(
@@ -229,8 +250,8 @@ def decode_record(kind: int, member_id: str | None, value: bytes | None) -> Grou
     if kind == MEMBER_METADATA:
         return MemberMetadataRecord(member_id, None if value is None else MemberMetadata(
             v.instance_id, v.rack_id, v.client_id, v.client_host, tuple(v.subscribed_topic_names),
-            v.rebalance_timeout_ms, v.server_assignor, v.subscribed_topic_regex,
-            _classic_metadata(v.classic_member_metadata)))
+            v.rebalance_timeout_ms, v.server_assignor, v.subscribed_topic_regex or None,
+            _classic_metadata(v)))
     if kind == TARGET_MEMBER:
         return TargetAssignmentMemberRecord(member_id, None if value is None else _unpartitions(v.topic_partitions))
     return CurrentAssignmentRecord(member_id, None if value is None else MemberAssignment(

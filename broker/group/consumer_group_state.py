@@ -3,19 +3,24 @@
 The coordinator computes the assignment; members only heartbeat
 (ConsumerGroupHeartbeat). Driven by `heartbeat(...)` and timers (`tick(now_ms)` at
 `next_deadline_ms()`); it reads no clock and does no I/O. Every change is expressed
-as Kafka's `__consumer_offsets` records (`ConsumerGroupMetadata`,
-`ConsumerGroupPartitionMetadata`, `ConsumerGroupMemberMetadata`,
-`ConsumerGroupTargetAssignmentMetadata`/`Member`, `ConsumerGroupCurrentMemberAssignment`),
-which the methods return and apply through `replay` — the same `replay` a new
-coordinator uses to load the group — so what is stored is exactly what is served.
+as Kafka 4.4's `__consumer_offsets` records (`ConsumerGroupMetadata`,
+`ConsumerGroupMemberMetadata`, `ConsumerGroupTargetAssignmentMetadata`/`Member`,
+`ConsumerGroupCurrentMemberAssignment`), which the methods return and apply through `replay`
+— the same `replay` a new coordinator uses to load the group — so what is stored is exactly
+what is served. (`ConsumerGroupPartitionMetadata`, which older data holds, is replayed and
+tombstoned by the next heartbeat, as Kafka 4.4 does.)
 
 Epochs (Kafka's names):
 
 - group epoch: bumped when membership or a subscription changes, or the metadata of a
-  subscribed topic (its partition count) does.
-- assignment epoch: the group epoch the target assignment was computed at. When the
-  group epoch is ahead, the next heartbeat runs the server-side assignor
-  (`group.consumer.assignors`; the members' most requested one, else the first).
+  subscribed topic does: its record carries the subscribed topics' metadata hash (Kafka
+  4.4's, KIP-1101: broker/group/metadata_hash.py; ids, names, partition counts, racks), and
+  a heartbeat that finds another hash bumps it. A group loaded from records without the hash
+  (0) therefore bumps once, as a Kafka 4.0 group does on Kafka 4.4.
+- assignment epoch: the group epoch the target assignment was computed at (and when, wall
+  clock). When the group epoch is ahead, the next heartbeat runs the server-side assignor
+  (`group.consumer.assignors`; the members' most requested one, else the first). When the
+  last member leaves, it moves to the group epoch with it (Kafka's consumerGroupFenceMembers).
 - member epoch: the target epoch a member has reconciled to. 0 joins, -1 leaves,
   -2 is a static member's temporary leave (it keeps its assignment for a session).
 
@@ -25,7 +30,7 @@ A member's reconciliation towards its target (Kafka's `CurrentAssignmentBuilder`
         STABLE ─────────────────────────────────────────────────> UNREVOKED_PARTITIONS
           ^  ^                                                          │
           │  │   the member no longer reports them as owned:           │
-          │  └── epoch + 1, towards the target ───────────────────────┘
+          │  └── towards the target (more to revoke: stays, its epoch) ┘
           │
           │ released by their previous owners
         UNRELEASED_PARTITIONS  <── target has partitions another member still owns
@@ -90,6 +95,7 @@ from dataclasses import dataclass, field, replace
 
 from raftka.broker.group.consumer_assignors import ASSIGNORS, TopicMeta
 from raftka.broker.group.group_state import CommittedOffset, GroupState, Member
+from raftka.broker.group.metadata_hash import subscription_hash
 from raftka.broker.group.topic_regex import (
     InvalidTopicRegex,
     compile_topic_regex,
@@ -160,15 +166,19 @@ class MemberState(enum.IntEnum):
 
 @dataclass(frozen=True)
 class GroupEpochRecord:
-    """ConsumerGroupMetadataKey/Value: the group epoch. `epoch` None deletes the group."""
+    """ConsumerGroupMetadataKey/Value: the group epoch and the subscribed topics' metadata hash
+    (Kafka 4.4's tagged MetadataHash, KIP-1101: broker/group/metadata_hash.py; 0 in a record
+    written without it). `epoch` None deletes the group."""
 
     epoch: int | None
+    metadata_hash: int = 0
 
 
 @dataclass(frozen=True)
 class SubscriptionMetadataRecord:
-    """ConsumerGroupPartitionMetadataKey/Value: the subscribed topics' metadata (None: a
-    tombstone, the group is deleted)."""
+    """ConsumerGroupPartitionMetadataKey/Value: the subscribed topics' metadata, as Kafka before
+    4.1 and raftka before the metadata hash wrote it. Only replayed now, and tombstoned (None) by
+    the next heartbeat, as Kafka 4.4 does; a group's deletion tombstones it too."""
 
     topics: tuple[TopicMeta, ...] | None
 
@@ -206,9 +216,12 @@ class MemberMetadataRecord:
 
 @dataclass(frozen=True)
 class TargetAssignmentEpochRecord:
-    """ConsumerGroupTargetAssignmentMetadataKey/Value."""
+    """ConsumerGroupTargetAssignmentMetadataKey/Value: the epoch of the target assignment and when
+    it was computed (Kafka 4.4's tagged AssignmentTimestamp, wall-clock ms; 0 when the group
+    empties or is converted, or in a record written without it)."""
 
     epoch: int | None
+    timestamp_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -408,7 +421,8 @@ def reconcile(assignment: MemberAssignment, target_epoch: int, target: Partition
         case MemberState.UNREVOKED_PARTITIONS:
             if owns_any(assignment.pending_revocation):
                 return assignment
-            return next_assignment(assignment.member_epoch + 1)
+            # Revoked: towards the target; a member with more to revoke keeps its epoch.
+            return next_assignment(assignment.member_epoch)
         case _:  # UNRELEASED_PARTITIONS
             return next_assignment(assignment.member_epoch)
 
@@ -422,13 +436,19 @@ class ConsumerGroupState:
     max_size: int = 2**31 - 1  # group.consumer.max.size
     group_epoch: int = INITIAL_GROUP_EPOCH
     assignment_epoch: int = INITIAL_GROUP_EPOCH
+    assignment_timestamp_ms: int = 0  # when the target was computed (wall clock; 0: unknown)
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)
-    subscription_metadata: dict[str, TopicMeta] = field(default_factory=dict)
+    # The subscribed topics' metadata hash the group epoch was last bumped with (KIP-1101).
+    metadata_hash: int = 0
+    # A ConsumerGroupPartitionMetadata record (older data) is in the log, not yet tombstoned
+    # (Kafka's hasSubscriptionMetadataRecord).
+    has_partition_metadata_record: bool = False
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     deleted: bool = False
     regex_refresh_interval_ms: int = REGEX_REFRESH_INTERVAL_MS  # group.consumer.regex.refresh.interval.ms
-    # What the current heartbeat resolves regexes against: (image version, wall-clock ms).
+    # What the current heartbeat resolves regexes against: (image version, wall-clock ms); the
+    # wall clock stamps a target assignment too.
     _regex_clock: tuple[MetadataVersion, float] = field(default=(MetadataVersion(), 0.0), repr=False, compare=False)
     # The members' regexes resolved against the metadata image (ConsumerGroupRegularExpression
     # records, replayed).
@@ -502,20 +522,21 @@ class ConsumerGroupState:
     def replay(self, record: GroupRecord) -> None:
         """Apply one record (what a new coordinator does when it loads the group)."""
         match record:
-            case GroupEpochRecord(epoch):
+            case GroupEpochRecord(epoch, metadata_hash):
                 if epoch is None:
                     self.deleted = True
                 else:
-                    self.group_epoch = epoch
+                    self.group_epoch, self.metadata_hash = epoch, metadata_hash
             case SubscriptionMetadataRecord(topics):
-                self.subscription_metadata = {t.name: t for t in topics or ()}
+                self.has_partition_metadata_record = topics is not None
             case MemberMetadataRecord(member_id, metadata):
                 if metadata is None:
                     self.members.pop(member_id, None)
                 else:
                     self.members.setdefault(member_id, ConsumerMember(member_id)).metadata = metadata
-            case TargetAssignmentEpochRecord(epoch):
+            case TargetAssignmentEpochRecord(epoch, timestamp_ms):
                 self.assignment_epoch = epoch if epoch is not None else 0
+                self.assignment_timestamp_ms = timestamp_ms
             case TargetAssignmentMemberRecord(member_id, partitions):
                 if partitions is None:
                     self.target.pop(member_id, None)
@@ -684,7 +705,7 @@ class ConsumerGroupState:
             server_assignor=hb.server_assignor if hb.server_assignor is not None else old.server_assignor,
             subscribed_topic_names=tuple(sorted(set(hb.subscribed_topic_names)))
             if hb.subscribed_topic_names is not None else old.subscribed_topic_names,
-            subscribed_topic_regex=hb.subscribed_topic_regex if hb.subscribed_topic_regex is not None
+            subscribed_topic_regex=(hb.subscribed_topic_regex or None) if hb.subscribed_topic_regex is not None
             else old.subscribed_topic_regex,
             client_id=hb.client_id, client_host=hb.client_host, classic=None)
         member, resolve = self._update_member(member.member_id, is_new, old, metadata, topics, out)
@@ -698,13 +719,13 @@ class ConsumerGroupState:
         return HeartbeatResult(NONE, None, member.member_id, member.member_epoch, self.heartbeat_interval_ms,
                                dict(member.assignment.assigned) if full or changed else None)
 
-    def _refresh_metadata(self, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> bool:
-        """Record the subscribed topics' metadata if it changed; True if it did (an epoch bump)."""
-        current = {name: topics[name] for name in sorted(self.subscribed_topics()) if name in topics}
-        if current == self.subscription_metadata:
-            return False
-        self._write(out, SubscriptionMetadataRecord(tuple(current.values())))
-        return True
+    def _metadata_hash(self, topics: Mapping[str, TopicMeta]) -> int:
+        """The hash of the subscribed topics' metadata (Kafka's `computeMetadataHash`)."""
+        return subscription_hash(self.subscribed_topics(), topics)
+
+    def _bump(self, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> None:
+        """The next group epoch, with the subscribed topics' metadata hash."""
+        self._write(out, GroupEpochRecord(self.group_epoch + 1, self._metadata_hash(topics)))
 
     def _update_member(self, member_id: str, is_new: bool, old: MemberMetadata, metadata: MemberMetadata,
                        topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> tuple[ConsumerMember, bool]:
@@ -719,11 +740,15 @@ class ConsumerGroupState:
             bump = metadata.subscribed_topic_names != old.subscribed_topic_names
         regex_bump, resolve = self._update_regex(old.subscribed_topic_regex, metadata.subscribed_topic_regex, out)
         bump |= regex_bump or self.preferred_assignor() != assignor
-        bump |= self._refresh_metadata(topics, out)
+        # Kafka's updateSubscriptionMetadata: a changed metadata hash bumps the epoch too; an
+        # older ConsumerGroupPartitionMetadata record is tombstoned.
+        bump |= self._metadata_hash(topics) != self.metadata_hash
         if bump:
-            self._write(out, GroupEpochRecord(self.group_epoch + 1))
+            self._bump(topics, out)
+        if self.has_partition_metadata_record:
+            self._write(out, SubscriptionMetadataRecord(None))
         if self.group_epoch > self.assignment_epoch:
-            self._compute_target(out)
+            self._compute_target(topics, out)
         return self.members[member_id], resolve
 
     def _update_regex(self, old: str | None, new: str | None, out: list[GroupRecord]) -> tuple[bool, bool]:
@@ -771,9 +796,9 @@ class ConsumerGroupState:
             before = self.resolved_regexes.get(regex)
             bump |= names != (before.topics if before is not None else frozenset())
             self._write(out, RegexResolutionRecord(regex, RegexResolution(names, image.offset, int(wall_ms))))
-        bump |= self._refresh_metadata(topics, out)
+        bump |= self._metadata_hash(topics) != self.metadata_hash
         if bump:
-            self._write(out, GroupEpochRecord(self.group_epoch + 1))
+            self._bump(topics, out)
 
     def _drop_unused_regexes(self, regexes: Iterable[str | None], out: list[GroupRecord]) -> None:
         """Tombstone the resolutions of these regexes that no member uses any more (Kafka's
@@ -782,16 +807,17 @@ class ConsumerGroupState:
         for regex in sorted({r for r in regexes if r} - used):
             self._write(out, RegexResolutionRecord(regex, None))
 
-    def _compute_target(self, out: list[GroupRecord]) -> None:
+    def _compute_target(self, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> None:
         assign = ASSIGNORS[self.preferred_assignor()]
         subscriptions = {m.member_id: self.member_topics(m) for m in self.members.values()}
-        new = assign(subscriptions, self.subscription_metadata, self.target)
+        metadata = {name: topics[name] for name in sorted(self.subscribed_topics()) if name in topics}
+        new = assign(subscriptions, metadata, self.target)
         for member_id in sorted(new):
             if self.target.get(member_id) != new[member_id]:
                 self._write(out, TargetAssignmentMemberRecord(member_id, new[member_id]))
         for member_id in sorted(set(self.target) - set(new)):
             self._write(out, TargetAssignmentMemberRecord(member_id, None))
-        self._write(out, TargetAssignmentEpochRecord(self.group_epoch))
+        self._write(out, TargetAssignmentEpochRecord(self.group_epoch, int(self._regex_clock[1])))
 
     def _reconcile(self, member: ConsumerMember, owned: Partitions | None, now_ms: float,
                    out: list[GroupRecord]) -> None:
@@ -840,22 +866,33 @@ class ConsumerGroupState:
         member on the consumer protocol and the policy allows, the group converts back into
         a classic group instead (`downgraded`)."""
         if self._downgrade_allowed(member_id):
-            self.downgraded = self._classic_members(member_id)
+            self.downgraded = self._classic_members(member_id, topics)
             out += self.deletion_records()
             return
         member = self.members.get(member_id)
         self._remove_records(member_id, out)
         self._drop_unused_regexes([member.metadata.subscribed_topic_regex] if member else [], out)
-        self._refresh_metadata(topics, out)
-        self._write(out, GroupEpochRecord(self.group_epoch + 1))
+        self._bump_after_leaving(topics, out)
+
+    def _bump_after_leaving(self, topics: Mapping[str, TopicMeta], out: list[GroupRecord]) -> None:
+        """Kafka's `consumerGroupFenceMembers` after it removed members: the next group epoch; when
+        no member is left, the target assignment moves to it too (its timestamp 0)."""
+        self._bump(topics, out)
+        if not self.members:
+            self._write(out, TargetAssignmentEpochRecord(self.group_epoch))
 
     def deletion_records(self) -> list[GroupRecord]:
         """The tombstones that delete this (empty) group's metadata, as Kafka writes them when
         a group is deleted or converted; its offsets are separate records."""
         out: list[GroupRecord] = []
-        for member_id in sorted(self.members):
-            self._remove_records(member_id, out)
+        members = sorted(self.members)
+        for member_id in members:  # in Kafka's order (ConsumerGroup.createGroupTombstoneRecords)
+            self._write(out, CurrentAssignmentRecord(member_id, None))
+        for member_id in members:
+            self._write(out, TargetAssignmentMemberRecord(member_id, None))
         self._write(out, TargetAssignmentEpochRecord(None))
+        for member_id in members:
+            self._write(out, MemberMetadataRecord(member_id, None))
         self._drop_unused_regexes(list(self.resolved_regexes), out)
         self._write(out, SubscriptionMetadataRecord(None))
         self._write(out, GroupEpochRecord(None))
@@ -972,17 +1009,19 @@ class ConsumerGroupState:
                 by_id.setdefault(meta.topic_id, set()).add(tp.partition)
         return _norm(by_id)
 
-    def _topic_names(self, partitions: Partitions) -> tuple[TopicPartition, ...]:
-        names = {m.topic_id: m.name for m in self.subscription_metadata.values()}
+    @staticmethod
+    def _topic_names(partitions: Partitions, topics: Mapping[str, TopicMeta]) -> tuple[TopicPartition, ...]:
+        names = {m.topic_id: m.name for m in topics.values()}
         return tuple(TopicPartition(names[t], p) for t, ps in sorted(partitions.items()) if t in names
                      for p in sorted(ps))
 
-    def classic_assignment(self, member: ConsumerMember, partitions: Partitions) -> bytes:
+    def classic_assignment(self, member: ConsumerMember, partitions: Partitions,
+                           topics: Mapping[str, TopicMeta]) -> bytes:
         """`partitions` as ConsumerProtocol assignment bytes, at the version of the member's
         first protocol's subscription (Kafka's `prepareAssignment`)."""
         classic = member.metadata.classic
         version = _subscription_version(classic.protocols[0][1]) if classic and classic.protocols else 0
-        return encode_assignment(Assignment(self._topic_names(partitions), None), version)
+        return encode_assignment(Assignment(self._topic_names(partitions, topics), None), version)
 
     def _classic_member(self, member_id: str, instance_id: str | None) -> ConsumerMember:
         """Kafka's `validateConsumerGroupMember` and `throwIfMemberDoesNotUseClassicProtocol`."""
@@ -1015,10 +1054,13 @@ class ConsumerGroupState:
         raise HeartbeatError(REBALANCE_IN_PROGRESS, message)
 
     def classic_join(self, join: ClassicJoin, topics: Mapping[str, TopicMeta], now_ms: float,
-                     new_member_id: Callable[[], str]) -> tuple[ClassicJoinResult, list[GroupRecord]]:
+                     new_member_id: Callable[[], str], *,
+                     wall_ms: float | None = None) -> tuple[ClassicJoinResult, list[GroupRecord]]:
         """A JoinGroup to this (non-empty) consumer group (Kafka's `classicGroupJoinToConsumerGroup`):
         the member's subscription and owned partitions come from its first protocol's metadata;
-        the answer is immediate, the generation its member epoch, no members (it is no leader)."""
+        the answer is immediate, the generation its member epoch, no members (it is no leader).
+        `wall_ms`: the wall clock (default `now_ms`), for a target assignment's timestamp."""
+        self._regex_clock = (self._regex_clock[0], now_ms if wall_ms is None else wall_ms)
         out: list[GroupRecord] = []
         member_id = join.member_id or new_member_id()
         try:
@@ -1040,7 +1082,7 @@ class ConsumerGroupState:
             if replaced is not None and not replaced.uses_classic and self._all_classic_downgradable():
                 # A classic process took the place of the last static member on the consumer
                 # protocol (Kafka's validateOnlineDowngradeWithReplacedMember): a classic group again.
-                self.downgraded = self._classic_members(None)
+                self.downgraded = self._classic_members(None, topics)
                 out += self.deletion_records()
             return result, out
         except HeartbeatError as exc:
@@ -1084,7 +1126,8 @@ class ConsumerGroupState:
         return ClassicJoinResult(NONE, member.member_id, member.member_epoch, join.protocols[0][0])
 
     def classic_sync(self, member_id: str, instance_id: str | None, generation_id: int, now_ms: float,
-                     protocol_type: str | None = None, protocol_name: str | None = None) -> ClassicSyncResult:
+                     protocol_type: str | None = None, protocol_name: str | None = None, *,
+                     topics: Mapping[str, TopicMeta]) -> ClassicSyncResult:
         """A SyncGroup (Kafka's `classicGroupSyncToConsumerGroup`): the member's current
         assignment, unless the group moved on since it joined (REBALANCE_IN_PROGRESS)."""
         try:
@@ -1107,7 +1150,7 @@ class ConsumerGroupState:
             return ClassicSyncResult(exc.code, str(exc))
         member.sync_deadline_ms = None
         member.session_deadline_ms = now_ms + classic.session_timeout_ms
-        return ClassicSyncResult(NONE, None, self.classic_assignment(member, member.assignment.assigned),
+        return ClassicSyncResult(NONE, None, self.classic_assignment(member, member.assignment.assigned, topics),
                                  protocol_type, protocol_name)
 
     def classic_heartbeat(self, member_id: str, instance_id: str | None, generation_id: int,
@@ -1160,8 +1203,7 @@ class ConsumerGroupState:
             removed.append(member.member_id)
             codes.append(NONE)
         if removed:
-            self._refresh_metadata(topics, out)
-            self._write(out, GroupEpochRecord(self.group_epoch + 1))
+            self._bump_after_leaving(topics, out)
         return codes, removed, out
 
     # --- the conversions ---------------------------------------------------------------------
@@ -1179,7 +1221,7 @@ class ConsumerGroupState:
         return (bool(self.members) and all(m.uses_classic for m in self.members.values())
                 and downgrade_enabled(self.migration_policy) and len(self.members) <= self.classic_max_size)
 
-    def _classic_members(self, leaving: str | None) -> list[Member]:
+    def _classic_members(self, leaving: str | None, topics: Mapping[str, TopicMeta]) -> list[Member]:
         """The classic group's members after a downgrade (Kafka's `ClassicGroup.fromConsumerGroup`):
         each keeps its JoinGroup protocols and gets its target assignment."""
         out = []
@@ -1190,7 +1232,7 @@ class ConsumerGroupState:
             out.append(Member(
                 m.member_id, m.metadata.client_id, m.metadata.client_host, classic.session_timeout_ms,
                 m.metadata.rebalance_timeout_ms, PROTOCOL_TYPE, classic.protocols, m.instance_id,
-                assignment=self.classic_assignment(m, self.target.get(m.member_id, {}))))
+                assignment=self.classic_assignment(m, self.target.get(m.member_id, {}), topics)))
         return out
 
     def upgrade_from(self, classic: GroupState, topics: Mapping[str, TopicMeta], now_ms: float) -> list[GroupRecord]:
@@ -1224,7 +1266,7 @@ class ConsumerGroupState:
         out: list[GroupRecord] = []
         for cm, metadata, _ in members:
             self._write(out, MemberMetadataRecord(cm.member_id, metadata))
-        self._write(out, GroupEpochRecord(generation))
+        self._write(out, GroupEpochRecord(generation, self._metadata_hash(topics)))
         for cm, _, partitions in members:
             self._write(out, TargetAssignmentMemberRecord(cm.member_id, partitions))
         self._write(out, TargetAssignmentEpochRecord(generation))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import base64
 import math
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -81,6 +81,7 @@ from raftka.broker.group.group_state import (
 )
 from raftka.broker.group.group_timers import DeadlineTimers
 from raftka.broker.group.group_timers import now_ms as _now_ms
+from raftka.broker.group.metadata_hash import with_hash
 from raftka.broker.group.offset_expiration import Expiry, expire_classic, expire_consumer
 from raftka.broker.group.share_group_coordinator import ShareGroupCoordinator
 from raftka.broker.group.txn_offsets_state import PendingTxnOffsets, validate_txn_commit
@@ -90,6 +91,7 @@ from raftka.client.group_protocol import PROTOCOL_TYPE, decode_subscription
 from raftka.client.protocol import ErrorCode
 from raftka.log.errors import LogError
 from raftka.raft_meta.config.node_config import NodeConfig
+from raftka.raft_meta.metadata.image import BrokerRegistration, TopicImage
 
 log = structlog.get_logger("broker.group_coordinator")
 
@@ -177,6 +179,8 @@ class GroupCoordinator:
         # ones showed up (regex resolutions: Kafka's lastMetadataImageWithNewTopics).
         self._seen_topic_ids: frozenset[str] | None = None
         self._new_topics_offset = -1
+        # topic_metas() of the image it was last computed for (an image is never changed in place).
+        self._topic_metas: tuple[object, dict[str, TopicMeta]] | None = None
 
     # --- leadership of __consumer_offsets partitions ------------------------
     def on_leadership(self, partition: Partition, is_leader: bool) -> None:
@@ -396,9 +400,30 @@ class GroupCoordinator:
 
     # --- KIP-848 consumer groups ---------------------------------------------------------
     def topic_metas(self) -> dict[str, TopicMeta]:
-        """The metadata image's topics as the assignors see them (name -> id, partitions)."""
-        return {t.name: TopicMeta(t.topic_id, t.name, len(t.partitions))
-                for t in self.replicas.image.topics.values()}
+        """The metadata image's topics as the assignors and the metadata hash see them (name ->
+        id, partitions, each partition's replicas' racks), computed once per image. A topic
+        unchanged since the last image keeps its metadata hash; the others' are computed in a
+        worker thread (`_hash_topics`); a group that needs one before is computed it at once."""
+        image = self.replicas.image
+        if self._topic_metas is None or self._topic_metas[0] is not image:
+            previous = self._topic_metas[1] if self._topic_metas is not None else {}
+            metas: dict[str, TopicMeta] = {}
+            for topic in image.topics.values():
+                meta = _topic_meta(topic, image.brokers)
+                old = previous.get(topic.name)
+                metas[topic.name] = old if old is not None and old == meta else meta
+            self._topic_metas = (image, metas)
+            if self._nursery is not None and any(m.hash is None for m in metas.values()):
+                self._nursery.start_soon(self._hash_topics, metas)
+        return self._topic_metas[1]
+
+    async def _hash_topics(self, metas: dict[str, TopicMeta]) -> None:
+        unhashed = [m for m in metas.values() if m.hash is None]
+        hashed = await trio.to_thread.run_sync(lambda: [with_hash(m) for m in unhashed])
+        current = self._topic_metas[1] if self._topic_metas is not None else {}
+        for meta in hashed:
+            if current.get(meta.name) == meta:
+                current[meta.name] = meta
 
     def _metadata_version(self) -> MetadataVersion:
         """The image's offset, and the one at which this coordinator last saw topics created (the
@@ -613,7 +638,7 @@ class GroupCoordinator:
         partition = self._partition(cg.group_id)
         cg.session_timeout_ms, cg.heartbeat_interval_ms = self._consumer_timeouts(cg.group_id)
         now = _now_ms()
-        result, records = cg.classic_join(join, self.topic_metas(), now, kafka_uuid)
+        result, records = cg.classic_join(join, self.topic_metas(), now, kafka_uuid, wall_ms=wall_clock_ms())
         classic = self._downgrade(cg, now)  # it replaced the last consumer-protocol member
         self.timers.set(cg.group_id, classic.next_deadline_ms() if classic is not None else cg.next_deadline_ms())
         if records:
@@ -667,7 +692,8 @@ class GroupCoordinator:
                    protocol_type: str | None = None, protocol_name: str | None = None) -> SyncResult:
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
-            r = cg.classic_sync(member_id, group_instance_id, generation_id, _now_ms(), protocol_type, protocol_name)
+            r = cg.classic_sync(member_id, group_instance_id, generation_id, _now_ms(), protocol_type, protocol_name,
+                                topics=self.topic_metas())
             self.timers.set(group_id, cg.next_deadline_ms())
             return SyncResult(r.error_code, r.assignment, r.protocol_type, r.protocol_name)
         try:
@@ -1102,3 +1128,16 @@ class GroupCoordinator:
         self._persisted.pop(group_id, None)
         log.info("group.deleted", group=group_id)
         return 0
+
+
+def _topic_meta(topic: TopicImage, brokers: Mapping[int, BrokerRegistration]) -> TopicMeta:
+    """A topic of the image (Kafka's `KRaftCoordinatorMetadataImage.partitionRacks`: the rack of
+    each replica whose broker is registered with one, sorted in Java's String order)."""
+    def racks(p: int) -> tuple[str, ...]:
+        partition = topic.partitions.get(p)
+        found = [b.rack for r in (partition.replicas if partition is not None else ())
+                 if (b := brokers.get(r)) is not None and b.rack is not None]
+        return tuple(sorted(found, key=lambda rack: rack.encode("utf-16-be")))
+    count = len(topic.partitions)
+    per_partition = tuple(racks(p) for p in range(count))
+    return TopicMeta(topic.topic_id, topic.name, count, per_partition if any(per_partition) else ())

@@ -95,7 +95,8 @@ async def handle_describe(ctx: BrokerContext, header, request, conn=None):
                 "member_epoch": m.member_epoch, "client_id": m.metadata.client_id,
                 "client_host": m.metadata.client_host,
                 "subscribed_topic_names": list(m.metadata.subscribed_topic_names),
-                "subscribed_topic_regex": m.metadata.subscribed_topic_regex,
+                # Kafka's member without a regex has "" (ConsumerGroupMember's default), not null.
+                "subscribed_topic_regex": m.metadata.subscribed_topic_regex or "",
                 "assignment": assignment(m.assignment.assigned),
                 "target_assignment": assignment(group.target.get(m.member_id, {})),
                 "member_type": MEMBER_TYPE_CLASSIC if m.uses_classic else MEMBER_TYPE_CONSUMER,

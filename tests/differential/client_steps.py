@@ -169,7 +169,8 @@ print("\\n".join(lines(sys.argv[1])))
 
 # A consumer-protocol (KIP-848) group as Kafka's kafka-consumer-groups shows it: one member joins
 # over the wire (ConsumerGroupHeartbeat v1, its own member id) and acknowledges its assignment,
-# then stays in the group for its session (45 s) while the tool describes it.
+# then stays in the group for its session (45 s) while the tool describes it. Then two groups of
+# their own, over the wire: their records, and a revocation while the target moves.
 KIP848_GROUPS = Scenario("kip848-groups", steps=(
     topics("kip848.create-topic", "--create", "--topic", "dm-t", "--partitions", "2"),
     python("kip848.member-joins", _WIRE, """\
@@ -181,6 +182,21 @@ print(join_and_acknowledge(sys.argv[1], "dm-group", "dm-t", "dm-member-000000000
     groups("kip848.describe-members-verbose", "--describe", "--group", "dm-group", "--members", "--verbose"),
     groups("kip848.describe-state", "--describe", "--group", "dm-group", "--state"),
     groups("kip848.list", "--list", "--type", unordered=True),
+    # The records a member's join and leave leave in __consumer_offsets (tests/compat/kip848_cases.py):
+    # the metadata hash in the group epoch record, no ConsumerGroupPartitionMetadata record, the
+    # target assignment epoch following the group epoch when the group empties.
+    topics("kip848.create-records-topic", "--create", "--topic", "dr-t", "--partitions", "2"),
+    python("kip848.group-records", _WIRE, """\
+from tests.compat.kip848_cases import group_records
+print(group_records(sys.argv[1], "dr-group", "dr-t", "dr-member-0000000000000"))
+"""),
+    # A member's epoch while it revokes and the target moves again (Kafka's CurrentAssignmentBuilder).
+    topics("kip848.create-six-partitions", "--create", "--topic", "dr-six", "--partitions", "6"),
+    python("kip848.revoke-while-target-moves", _WIRE, """\
+from tests.compat.kip848_cases import revoke_while_target_moves
+print(revoke_while_target_moves(sys.argv[1], "dr-moves", "dr-six",
+                                ("dr-a-000000000000000000", "dr-b-000000000000000000", "dr-c-000000000000000000")))
+"""),
 ))
 
 

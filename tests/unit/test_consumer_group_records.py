@@ -97,7 +97,8 @@ def test_classic_member_metadata_is_kafkas_tagged_field() -> None:
     """A classic member's ClassicMemberMetadata (tag 0 of ConsumerGroupMemberMetadataValue):
     the bytes are what Kafka 4.4's own serializer writes for it (its generated
     `ConsumerGroupMemberMetadataValueJsonConverter.read`, then
-    `MessageUtil.toVersionPrefixedByteBuffer(0, ...)`, checked once with the cached jars)."""
+    `MessageUtil.toVersionPrefixedByteBuffer(0, ...)`, checked once with the cached jars), the regex
+    "" as Kafka's member without one has it (ConsumerGroupMember's default)."""
     from raftka.broker.group.consumer_group_state import ClassicMemberMetadata
 
     record = MemberMetadataRecord("m", MemberMetadata(
@@ -105,7 +106,7 @@ def test_classic_member_metadata_is_kafkas_tagged_field() -> None:
         ClassicMemberMetadata(10000, (("range", b"\x00\x01abc"), ("roundrobin", b"")))))
     key, value = encode_record("g", record)
     assert value == bytes.fromhex(
-        "00000269000263032f680302610262000000012c000100210100002710030672616e67650600016162"
+        "00000269000263032f680302610262010000012c000100210100002710030672616e67650600016162"
         "63000b726f756e64726f62696e010000")
     assert decode_record(*decode_key(key)[::2], value) == record
 
@@ -140,3 +141,51 @@ def test_current_assignment_without_epochs_holds_at_the_member_epoch() -> None:
     static_left = decode_record(8, "m", bytes.fromhex("0000fffffffe" + without[12:]))
     assert isinstance(static_left, CurrentAssignmentRecord) and static_left.assignment is not None
     assert set(static_left.assignment.epochs.values()) == {0}
+
+
+# A consumer-protocol member's life in group dr-group as a live Kafka 4.4 wrote it to
+# `__consumer_offsets` (read back with tests/compat/kip848_cases.py's reader): it joined topic
+# dr-t (2 partitions, the id below) with the uniform assignor, owned both partitions, and left.
+# (record, value hex); the keys are checked by the round trips above.
+KAFKA_44_TOPIC = TopicMeta("4b3eeb85-8a99-414e-8a17-d0a3895b80e7", "dr-t", 2)
+KAFKA_44_MEMBER = "dr-member-0000000000000"
+KAFKA_44_GROUP_LIFE = [
+    # ClassicMemberMetadata (tag 0) present as a null marker: Kafka's default is an empty struct.
+    (MemberMetadataRecord(KAFKA_44_MEMBER, MemberMetadata(None, None, "dm-client", "/127.0.0.1", ("dr-t",),
+                                                          30000, "uniform")),
+     "000000000a646d2d636c69656e740b2f3132372e302e302e31020564722d74010000753008756e69666f726d01000100"),
+    # The group epoch with the subscribed topics' metadata hash (KIP-1101, tag 0).
+    (GroupEpochRecord(2, 0x765814E19D0D2166), "000000000002010008765814e19d0d2166"),
+    (TargetAssignmentMemberRecord(KAFKA_44_MEMBER, {KAFKA_44_TOPIC.topic_id: frozenset({0, 1})}),
+     "0000024b3eeb858a99414e8a17d0a3895b80e70300000000000000010000"),
+    # The target assignment epoch with the wall-clock time it was computed at (tag 0).
+    (TargetAssignmentEpochRecord(2, 0x1A21ED0AC18), "000000000002010008000001a21ed0ac18"),
+    (CurrentAssignmentRecord(KAFKA_44_MEMBER, MemberAssignment(2, 0, MemberState.STABLE,
+                                                               {KAFKA_44_TOPIC.topic_id: frozenset({0, 1})})),
+     "0000000000020000000000024b3eeb858a99414e8a17d0a3895b80e70300000000000000010100090300000002000000020100"),
+    # The group emptied: the next epoch, hash 0 (no tag), and the target assignment follows it.
+    (GroupEpochRecord(3), "00000000000300"),
+    (TargetAssignmentEpochRecord(3), "00000000000300"),
+]
+
+
+@pytest.mark.parametrize(("record", "value"), KAFKA_44_GROUP_LIFE, ids=[type(r).__name__ for r, _ in KAFKA_44_GROUP_LIFE])
+def test_group_records_are_kafkas(record, value: str) -> None:
+    key, encoded = encode_record("dr-group", record)
+    assert encoded is not None and encoded.hex() == value
+    assert decode_record(decode_key(key)[0], decode_key(key)[2], bytes.fromhex(value)) == record
+
+
+def test_the_metadata_hash_is_the_one_kafka_wrote() -> None:
+    """Kafka's hash of dr-t (its id, name, 2 partitions, no racks) is what raftka computes."""
+    from raftka.broker.group.metadata_hash import subscription_hash
+
+    assert subscription_hash(["dr-t"], {"dr-t": KAFKA_44_TOPIC}) == 0x765814E19D0D2166
+
+
+def test_a_member_record_without_the_classic_tag_is_a_consumer_member() -> None:
+    """raftka wrote a consumer-protocol member's record without tag 0 before; it still reads as one."""
+    without = bytes.fromhex(KAFKA_44_GROUP_LIFE[0][1][:-8] + "00")
+    decoded = decode_record(5, KAFKA_44_MEMBER, without)
+    assert isinstance(decoded, MemberMetadataRecord) and decoded.metadata is not None
+    assert decoded.metadata.classic is None

@@ -18,7 +18,8 @@ Commands (times in ms; partition sets as `foo:0,1;bar:2`, `-` for empty):
 
 - `init [assignors=uniform,range] [session=45000] [max_size=...]`: a new group "g".
 - `topics foo=6 bar=3`: the metadata image's topics (`foo=6/id2`: with topic id id2;
-  the default id is the name).
+  the default id is the name; each id stands for the UUID of its bytes). A group epoch record
+  shows the topics its metadata hash is of: `GroupEpoch(3 bar=3,foo=6)` (`-`: none, hash 0).
 - `hb member=a epoch=0 [topics=foo,bar] [regex=foo-.*] [owned=...] [instance=i] [assignor=range]
   [rebalance=300000] now=...`: a ConsumerGroupHeartbeat. At epoch 0, `rebalance`
   defaults to 300000 and `owned` to `-`; otherwise absent fields are null (unchanged).
@@ -28,7 +29,9 @@ Commands (times in ms; partition sets as `foo:0,1;bar:2`, `-` for empty):
   `image=7` (default 0), `new_topics=7` (default -1): the metadata image's offset and the one at
   which the coordinator last saw topics created (regex resolutions; their time is `now`).
 - `tick now=...`: the timers.
-- `load now=...`: a new coordinator loads the group from its records (timers from `now`).
+- `load now=... [legacy=1]`: a new coordinator loads the group from its records (timers from
+  `now`); `legacy=1`: as raftka wrote them before the metadata hash (each group epoch record
+  without it, after a ConsumerGroupPartitionMetadata record of the subscribed topics).
 - `commit member=a epoch=1 [version=9] [partitions=foo:0] [txn=1]`: OffsetCommit validation (of
   every partition of the topics by default), TxnOffsetCommit's with `txn=1`.
 - `epochs member=a`: the member's assignment epochs (the partitions it holds, since when).
@@ -52,6 +55,8 @@ group.consumer.migration.policy):
 
 from __future__ import annotations
 
+import itertools
+import uuid
 from pathlib import Path
 
 import pytest
@@ -72,6 +77,7 @@ from raftka.broker.group.consumer_group_state import (
     TargetAssignmentMemberRecord,
 )
 from raftka.broker.group.group_state import GroupState, Member
+from raftka.broker.group.metadata_hash import group_hash, topic_hash
 from raftka.client.group_protocol import (
     Assignment,
     Subscription,
@@ -93,13 +99,16 @@ class Harness:
         self.records: list = []
         self.ids = 0
         self.classic: GroupState | None = None
+        self.labels: dict[str, str] = {}  # topic UUID -> the id the file gives it
+        self.hashes: dict[int, str] = {0: "-"}  # metadata hash -> the topics it is of
 
     # --- formatting ---------------------------------------------------------------------
     def _name(self, topic_id: str) -> str:
+        label = self.labels.get(topic_id, topic_id)
         for meta in self.topics.values():
             if meta.topic_id == topic_id:
-                return meta.name if meta.topic_id == meta.name else f"{meta.name}/{topic_id}"
-        return f"?{topic_id}"
+                return meta.name if label == meta.name else f"{meta.name}/{label}"
+        return f"?{label}"
 
     def fmt(self, partitions) -> str:
         if not partitions:
@@ -118,8 +127,10 @@ class Harness:
 
     def fmt_record(self, record) -> str:
         match record:
-            case GroupEpochRecord(epoch):
-                return f"GroupEpoch({epoch})"
+            case GroupEpochRecord(None):
+                return "GroupEpoch(None)"
+            case GroupEpochRecord(epoch, metadata_hash):
+                return f"GroupEpoch({epoch} {self.hashes.get(metadata_hash, '?')})"
             case SubscriptionMetadataRecord(None):
                 return "PartitionMetadata(tombstone)"
             case SubscriptionMetadataRecord(topics):
@@ -189,9 +200,10 @@ class Harness:
         for record in self.records:
             fresh.replay(record)
         g = self.group
-        assert (fresh.group_epoch, fresh.assignment_epoch, fresh.target, fresh.subscription_metadata,
-                fresh.resolved_regexes) == (g.group_epoch, g.assignment_epoch, g.target,
-                                            g.subscription_metadata, g.resolved_regexes), "replay differs"
+        assert (fresh.group_epoch, fresh.assignment_epoch, fresh.assignment_timestamp_ms, fresh.target, fresh.metadata_hash,
+                fresh.has_partition_metadata_record, fresh.resolved_regexes) == (
+                    g.group_epoch, g.assignment_epoch, g.assignment_timestamp_ms, g.target, g.metadata_hash,
+                    g.has_partition_metadata_record, g.resolved_regexes), "replay differs"
         assert {k: (m.metadata, m.assignment) for k, m in fresh.members.items()} == {
             k: (m.metadata, m.assignment) for k, m in g.members.items()}, "replayed members differ"
 
@@ -212,8 +224,19 @@ class Harness:
     def cmd_topics(self, kv) -> list[str]:
         self.topics = {}
         for name, spec in kv.items():
-            count, _, topic_id = spec.partition("/")
-            self.topics[name] = TopicMeta(topic_id or name, name, int(count))
+            count, _, label = spec.partition("/")
+            # The id's bytes as a UUID: ids sort as their labels do (the assignors order by id).
+            raw = (label or name).encode()
+            assert len(raw) <= 16, label or name
+            topic_id = str(uuid.UUID(bytes=raw.ljust(16, b"\0")))
+            self.labels[topic_id] = label or name
+            self.topics[name] = TopicMeta(topic_id, name, int(count))
+        metas = sorted(self.topics.values(), key=lambda t: t.name)
+        for n in range(1, len(metas) + 1):
+            for subset in itertools.combinations(metas, n):
+                self.hashes[group_hash({t.name: topic_hash(t) for t in subset})] = ",".join(
+                    f"{t.name}={t.partitions}" + ("" if self.labels[t.topic_id] == t.name
+                                                  else f"/{self.labels[t.topic_id]}") for t in subset)
         return [f"topics: {' '.join(f'{t.name}={t.partitions}' for t in self.topics.values())}"]
 
     def _new_id(self) -> str:
@@ -251,6 +274,11 @@ class Harness:
         """A new coordinator: the group rebuilt from its records, its timers started."""
         fresh = ConsumerGroupState("g", session_timeout_ms=self.group.session_timeout_ms,
                                    assignors=self.group.assignors, migration_policy=self.group.migration_policy)
+        if kv.get("legacy") == "1":
+            subscribed = tuple(self.topics[n] for n in sorted(self.group.subscribed_topics()) if n in self.topics)
+            self.records = [old for r in self.records for old in (
+                (SubscriptionMetadataRecord(subscribed), GroupEpochRecord(r.epoch))
+                if isinstance(r, GroupEpochRecord) and r.epoch is not None else (r,))]
         for record in self.records:
             fresh.replay(record)
         fresh.start_timers(float(kv["now"]))
@@ -325,7 +353,7 @@ class Harness:
 
     def cmd_sync(self, kv) -> list[str]:
         r = self.group.classic_sync(kv["member"], kv.get("instance"), int(kv["gen"]), float(kv["now"]),
-                                    "consumer", kv.get("name"))
+                                    "consumer", kv.get("name"), topics=self.topics)
         if r.error_code:
             return [f"error {ErrorCode(r.error_code).name}: {r.error_message}"] + self.state_lines()
         version = int.from_bytes(r.assignment[:2], "big")

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from raftka.broker.group.consumer_assignors import TopicMeta
 from raftka.broker.group.consumer_group_state import ConsumerGroupState, Heartbeat
 
-TOPICS = {"a": TopicMeta("id-a", "a", 6), "b": TopicMeta("id-b", "b", 3)}
+TOPICS = {"a": TopicMeta("00000000-0000-0000-0000-00000000000a", "a", 6),
+          "b": TopicMeta("00000000-0000-0000-0000-00000000000b", "b", 3)}
 SUBSCRIPTIONS = (("a",), ("a", "b"), ("b",))
 SESSION_MS = 45_000
 
