@@ -73,7 +73,7 @@ def _chunks(source: IO[bytes]) -> Callable[[], bytes]:
 
 async def _topic_exists(bootstrap: str, topic: str) -> bool:
     """Whether `topic` exists, asked without auto-creation (the producer's metadata creates it)."""
-    async with AsyncAdmin(bootstrap, security=command_security()) as admin:
+    async with AsyncAdmin(bootstrap, security=command_security(), default_api_timeout_ms=0) as admin:
         return topic in await admin.list_topics(include_internal=True)
 
 
