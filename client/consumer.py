@@ -14,7 +14,10 @@ group (client/group_membership.py); `poll()` (re)joins whenever a rebalance is
 needed, revoking the old partitions (`on_partitions_revoked`, after an
 auto-commit) and starting the new ones from their committed offsets
 (`on_partitions_assigned`). With range / roundrobin rebalances are eager: every
-partition is revoked before rejoining. With only "cooperative-sticky" they are
+partition is revoked before rejoining. As in Kafka's consumer, `poll()` never waits
+past its timeout for the group: the join (JoinGroup, SyncGroup) and the auto-commit
+before a revocation run in the consumer's nursery and stay in flight across polls (the
+callbacks still run in `poll()`), and the periodic auto-commit is asynchronous. With only "cooperative-sticky" they are
 cooperative (KIP-429): the join runs in the background while `poll()` keeps
 fetching the partitions owned now; when it ends, only the partitions that move
 away are revoked (`on_partitions_revoked` gets just those, `on_partitions_assigned`

@@ -1,8 +1,8 @@
 """One consumer's membership in a group: find the coordinator, join, sync, heartbeat,
 commit and fetch offsets, leave — Kafka's classic protocol, client side.
 
-Owned by AsyncConsumer, which calls `ensure_active()` from `poll()` whenever
-`needs_rejoin` is set (a heartbeat answered REBALANCE_IN_PROGRESS, the
+Owned by AsyncConsumer, which runs `ensure_active()` in its nursery (started by `poll()`)
+whenever `needs_rejoin` is set (a heartbeat answered REBALANCE_IN_PROGRESS, the
 generation became stale, the subscription changed) and runs `heartbeat_loop`
 in its nursery. Coordinator errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS, a dead connection) send it back to
