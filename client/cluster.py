@@ -109,7 +109,7 @@ class Cluster:
             try:
                 return await self._any_connection_once()
             except KafkaConnectionError as exc:
-                if not self.reachable_wait or self._closed:
+                if not self.reachable_wait or self._closed or not exc.retriable:
                     raise
                 if trio.current_time() + self.retry_backoff > deadline:
                     raise KafkaTimeoutError(
@@ -134,6 +134,8 @@ class Cluster:
                 try:
                     conn = await self._connect(host, port, node_id)
                 except NO_ANSWER as exc:  # refused, or accepted and never answered: try the next one
+                    if not exc.retriable:  # a TLS refusal: the client's configuration, not an outage
+                        raise
                     errors.append(str(exc))
                     continue
                 if node_id is not None:
@@ -210,6 +212,8 @@ class Cluster:
         try:  # one pass over the bootstrap servers, never reachable_wait_ms
             self.metadata = await self._fetch_metadata(all_topics=False, wait=False)
         except NO_ANSWER as exc:
+            if not exc.retriable:
+                raise
             log.info("client.bootstrap_unreachable", error=str(exc))
 
     async def refresh_metadata_if_reachable(self, topics: Iterable[str] | None = None) -> None:
@@ -266,6 +270,8 @@ class Cluster:
             try:
                 await self.refresh_metadata([topic])
             except NO_ANSWER as exc:  # no broker answers (yet): wait within the timeout
+                if not exc.retriable:
+                    raise
                 last_error = exc
             parts = self.metadata.partitions_for(topic)
             if parts:
