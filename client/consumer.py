@@ -105,10 +105,16 @@ async def partitions_by_leader(cluster: Cluster, tps: Iterable[TopicPartition]) 
 
 @dataclass(eq=False)
 class _PendingCommit:
-    """The auto-commit before a revocation, running in the background: the partitions it covers."""
+    """The auto-commit before a revocation, running in the background: the partitions it covers
+    and the offsets it commits."""
 
     covers: frozenset[TopicPartition]
+    offsets: dict[TopicPartition, OffsetAndMetadata]
     done: trio.Event = field(default_factory=trio.Event)
+
+    def serves(self, revoked: set[TopicPartition], consumed: dict[TopicPartition, OffsetAndMetadata]) -> bool:
+        """Whether it committed what is consumed now of every partition in `revoked`."""
+        return revoked <= self.covers and all(consumed.get(tp) == self.offsets.get(tp) for tp in revoked)
 
 
 class NoOffsetForPartitionError(KafkaError):
@@ -704,14 +710,14 @@ class AsyncConsumer(ClusterClient):
             if pending is None:
                 consumed = self._consumed_offsets()
                 offsets = {tp: consumed[tp] for tp in revoked if tp in consumed}
-                pending = self._revoke_commit = _PendingCommit(frozenset(revoked))
+                pending = self._revoke_commit = _PendingCommit(frozenset(revoked), offsets)
                 self._background(functools.partial(self._commit_for_revoke, offsets, pending))
             with trio.move_on_at(deadline):
                 await pending.done.wait()
             if not pending.done.is_set():
                 return False
             self._revoke_commit = None
-            if revoked <= pending.covers:
+            if pending.serves(revoked, self._consumed_offsets()):
                 return True
 
     async def _commit_for_revoke(self, offsets: dict[TopicPartition, OffsetAndMetadata],
