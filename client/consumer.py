@@ -65,6 +65,7 @@ from raftka.client.errors import (
     NO_ANSWER,
     IllegalStateError,
     KafkaError,
+    KafkaTimeoutError,
     OffsetOutOfRangeError,
     error_for_code,
 )
@@ -880,14 +881,19 @@ class AsyncConsumer(ClusterClient):
         `poll()` returned) as the group's committed offsets. Raises CommitFailedError when the
         group rebalanced meanwhile (the partitions may be another member's now)."""
         group = self._require_group()
-        # One commit at a time (auto-commits run in the background): a later one never lands first.
-        async with self._commit_lock:
-            if offsets is None:
-                chosen = self._consumed_offsets()
-            else:
-                chosen = {TopicPartition(*tp): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
-                          for tp, o in offsets.items()}
-            await group.commit(chosen, as_member=self._subscription != () or self._pattern is not None)
+        # One commit at a time (auto-commits run in the background): a later one never lands
+        # first. Waiting for the one out counts towards this one's request_timeout_ms.
+        with trio.move_on_after(self.request_timeout_ms / 1000) as bounded:
+            async with self._commit_lock:
+                if offsets is None:
+                    chosen = self._consumed_offsets()
+                else:
+                    chosen = {TopicPartition(*tp): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+                              for tp, o in offsets.items()}
+                await group.commit(chosen, as_member=self._subscription != () or self._pattern is not None)
+        if bounded.cancelled_caught:
+            raise KafkaTimeoutError(f"group {self.group_id!r}: the commit did not end within "
+                                    f"request_timeout_ms ({self.request_timeout_ms} ms)")
 
     def commit_async(self, offsets: dict[TopicPartition, int | OffsetAndMetadata] | None = None,
                      callback: Callable[[dict, BaseException | None], None] | None = None) -> None:
