@@ -117,7 +117,8 @@ class Nemesis:
 
     async def _describe(self) -> tuple[int, int]:
         """(leader of partition 0 of the topic, active controller) as the cluster reports them."""
-        async with AsyncAdmin(self.cluster.bootstrap_servers, request_timeout_ms=3000) as admin:
+        async with AsyncAdmin(self.cluster.bootstrap_servers, request_timeout_ms=3000,
+                              default_api_timeout_ms=3000) as admin:
             (desc,) = await admin.describe_topics([self.topic])
             leader = next(p.leader for p in desc.partitions if p.partition == 0)
             controller = (await admin.describe_cluster()).controller_id

@@ -101,25 +101,32 @@ class ConfigEntry:
 class AsyncAdmin:
     def __init__(self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092", *,
                  client_id: str = "raftka-admin", request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, security: ClientSecurity | None = None) -> None:
+                 retry_backoff_ms: int = 100, security: ClientSecurity | None = None,
+                 default_api_timeout_ms: int = 60000) -> None:
         parse_bootstrap(bootstrap_servers)  # a bad address is a ValueError here, not in start()
+        if default_api_timeout_ms < 0:
+            raise ValueError(f"default_api_timeout_ms must be >= 0, got {default_api_timeout_ms}")
         self._bootstrap = bootstrap_servers
         self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.default_api_timeout_ms = default_api_timeout_ms
         self._owner = OwnedNursery()
         self._cluster: Cluster | None = None
 
     async def start(self) -> None:
+        """Open the client. A cluster that is down is not an error here (as for Kafka's Admin):
+        each call waits for a broker to answer, up to `default_api_timeout_ms`."""
         if self._owner.open:
             return
         nursery = await self._owner.enter()
         self._cluster = Cluster(self._bootstrap, nursery, client_id=self.client_id,
                                 request_timeout_ms=self.request_timeout_ms,
-                                retry_backoff_ms=self.retry_backoff_ms, security=self.security)
+                                retry_backoff_ms=self.retry_backoff_ms, security=self.security,
+                                reachable_wait_ms=self.default_api_timeout_ms)
         try:
-            await self._cluster.refresh_metadata(all_topics=True)
+            await self._cluster.bootstrap_if_reachable()
         except BaseException:
             await self.close()
             raise

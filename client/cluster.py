@@ -37,8 +37,11 @@ class Cluster:
     def __init__(self, bootstrap_servers: str | Iterable[str], nursery: trio.Nursery, *,
                  client_id: str = "raftka-python", request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, allow_auto_topic_creation: bool = False,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, reachable_wait_ms: int = 0) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        # How long a request waits for some broker to be reachable (an admin's
+        # default_api_timeout_ms); 0: one try over the known brokers and bootstrap servers.
+        self.reachable_wait = reachable_wait_ms / 1000
         self.security = security
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
@@ -69,6 +72,10 @@ class Cluster:
             if conn is not None and not conn.closed:
                 return conn
             broker = self.metadata.broker(node_id)
+            if broker is None and not self.metadata.brokers:
+                # Nothing known yet (the cluster was down when the client started): ask first.
+                await self.refresh_metadata()
+                broker = self.metadata.broker(node_id)
             if broker is None:
                 raise KafkaConnectionError(
                     f"broker {node_id} is not in the cluster metadata "
@@ -94,7 +101,24 @@ class Cluster:
 
     async def any_connection(self) -> BrokerConnection:
         """A live connection to some broker: a pooled one, a known broker, or a
-        bootstrap server (tried in random order)."""
+        bootstrap server (tried in random order). When none answers: KafkaConnectionError
+        ("no broker reachable"), or, with `reachable_wait_ms`, tries again every
+        `retry_backoff_ms` until that has passed, then KafkaTimeoutError."""
+        deadline = trio.current_time() + self.reachable_wait
+        while True:
+            try:
+                return await self._any_connection_once()
+            except KafkaConnectionError as exc:
+                if not self.reachable_wait or self._closed or not exc.retriable:
+                    raise
+                if trio.current_time() + self.retry_backoff > deadline:
+                    raise KafkaTimeoutError(
+                        f"{exc.message}; no broker reachable within {self.reachable_wait * 1000:.0f} ms"
+                        " (default_api_timeout_ms)") from exc
+                log.info("client.cluster_unreachable", error=exc.message)
+                await trio.sleep(self.retry_backoff)
+
+    async def _any_connection_once(self) -> BrokerConnection:
         for conn in self._connections.values():
             if not conn.closed:
                 return conn
@@ -110,6 +134,8 @@ class Cluster:
                 try:
                     conn = await self._connect(host, port, node_id)
                 except NO_ANSWER as exc:  # refused, or accepted and never answered: try the next one
+                    if not exc.retriable:  # a TLS refusal: the client's configuration, not an outage
+                        raise
                     errors.append(str(exc))
                     continue
                 if node_id is not None:
@@ -178,6 +204,18 @@ class Cluster:
             self._refreshing.set()
             self._refreshing = None
 
+    async def bootstrap_if_reachable(self) -> None:
+        """A client's start(): read the metadata once if some broker answers. A cluster that
+        is down (or does not answer within the request timeout) is not an error, as Kafka's
+        clients start without one and bootstrap at their first call; any other error (TLS, SASL,
+        versions) is raised."""
+        try:  # one pass over the bootstrap servers, never reachable_wait_ms
+            self.metadata = await self._fetch_metadata(all_topics=False, wait=False)
+        except NO_ANSWER as exc:
+            if not exc.retriable:
+                raise
+            log.info("client.bootstrap_unreachable", error=str(exc))
+
     async def refresh_metadata_if_reachable(self, topics: Iterable[str] | None = None) -> None:
         """refresh_metadata for a client that waits out a cluster no broker of which answers (a
         consumer's poll: Kafka's consumers retry until the poll times out, they never raise
@@ -187,10 +225,10 @@ class Cluster:
         except NO_ANSWER as exc:
             log.info("client.metadata_unreachable", error=str(exc))
 
-    async def _fetch_metadata(self, *, all_topics: bool) -> ClusterMetadata:
+    async def _fetch_metadata(self, *, all_topics: bool, wait: bool = True) -> ClusterMetadata:
         last: Exception | None = None
         for _ in range(3):
-            conn = await self.any_connection()
+            conn = await (self.any_connection() if wait else self._any_connection_once())
             version = conn.version(ApiKey.METADATA)
             if all_topics:
                 req_topics = [] if version == 0 else None
@@ -229,7 +267,12 @@ class Cluster:
             parts = self.metadata.partitions_for(topic)
             if parts:
                 return parts
-            await self.refresh_metadata([topic])
+            try:
+                await self.refresh_metadata([topic])
+            except NO_ANSWER as exc:  # no broker answers (yet): wait within the timeout
+                if not exc.retriable:
+                    raise
+                last_error = exc
             parts = self.metadata.partitions_for(topic)
             if parts:
                 return parts
@@ -239,10 +282,11 @@ class Cluster:
                 if not last_error.retriable:
                     raise last_error
             if trio.current_time() + self.retry_backoff > deadline:
-                if last_error is not None:
+                if last_error is not None and not isinstance(last_error, NO_ANSWER):
                     raise last_error
                 raise KafkaTimeoutError(
-                    f"metadata for topic {topic!r} not available within {timeout}s")
+                    f"metadata for topic {topic!r} not available within {timeout}s"
+                    + (f" ({last_error.message})" if last_error is not None else ""))
             await trio.sleep(self.retry_backoff)
 
     async def aclose(self) -> None:

@@ -59,6 +59,14 @@ class _Pending:
     abandoned: bool = False
 
 
+def _tls_refusal(cause: BaseException | None) -> bool:
+    """Whether a failed handshake's cause is a TLS refusal (a certificate, a protocol version),
+    not the peer hanging up (EOF) or a reset."""
+    import ssl
+
+    return isinstance(cause, ssl.SSLError) and not isinstance(cause, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+
+
 async def speaks_tls(host: str, port: int, timeout: float = 3.0) -> bool:
     """Whether `host:port` answers a TLS client hello with TLS (a handshake, or a TLS alert such as
     a refused client certificate). Nothing is verified and nothing is sent after the handshake;
@@ -78,9 +86,7 @@ async def speaks_tls(host: str, port: int, timeout: float = 3.0) -> bool:
             await tls.do_handshake()
             return True
         except trio.BrokenResourceError as exc:  # EOF or a reset: it hung up on TLS too
-            cause = exc.__cause__
-            return isinstance(cause, ssl.SSLError) and not isinstance(
-                cause, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+            return _tls_refusal(exc.__cause__)
         finally:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
@@ -133,8 +139,11 @@ class BrokerConnection:
             except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError) as exc:
                 with trio.CancelScope(shield=True):
                     await stream.transport_stream.aclose()
+                # A certificate or protocol refusal is the configuration's, not a broker that is
+                # down: not retriable, so a client waiting for the cluster says so at once.
                 raise KafkaConnectionError(
-                    f"TLS handshake with {where} failed: {exc.__cause__ or exc or 'timed out'}") from exc
+                    f"TLS handshake with {where} failed: {exc.__cause__ or exc or 'timed out'}",
+                    retriable=not _tls_refusal(exc.__cause__)) from exc
         conn = cls(stream, host, port, client_id=client_id, request_timeout=request_timeout,
                    node_id=node_id)
         await nursery.start(conn._reader)
@@ -181,7 +190,7 @@ class BrokerConnection:
                 raise KafkaConnectionError(
                     f"{exc.message} — {self.host}:{self.port} is a TLS listener and this client spoke "
                     "plaintext: it may need TLS/SASL settings (raftka's CLI: --command-config "
-                    "client.properties; the SDK: security=ClientSecurity(...))") from exc
+                    "client.properties; the SDK: security=ClientSecurity(...))", retriable=False) from exc
             raise KafkaConnectionError(
                 f"{exc.message} — is {self.host}:{self.port} a Kafka listener? It hung up on the first "
                 "request, as a raftka node's controller ports do (quorum: client port + 1, "

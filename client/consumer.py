@@ -14,7 +14,10 @@ group (client/group_membership.py); `poll()` (re)joins whenever a rebalance is
 needed, revoking the old partitions (`on_partitions_revoked`, after an
 auto-commit) and starting the new ones from their committed offsets
 (`on_partitions_assigned`). With range / roundrobin rebalances are eager: every
-partition is revoked before rejoining. With only "cooperative-sticky" they are
+partition is revoked before rejoining. As in Kafka's consumer, `poll()` never waits
+past its timeout for the group: the join (JoinGroup, SyncGroup) and the auto-commit
+before a revocation run in the consumer's nursery and stay in flight across polls (the
+callbacks still run in `poll()`), and the periodic auto-commit is asynchronous. With only "cooperative-sticky" they are
 cooperative (KIP-429): the join runs in the background while `poll()` keeps
 fetching the partitions owned now; when it ends, only the partitions that move
 away are revoked (`on_partitions_revoked` gets just those, `on_partitions_assigned`
@@ -46,10 +49,11 @@ group coordinator.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import trio
@@ -61,6 +65,7 @@ from raftka.client.errors import (
     NO_ANSWER,
     IllegalStateError,
     KafkaError,
+    KafkaTimeoutError,
     OffsetOutOfRangeError,
     error_for_code,
 )
@@ -97,6 +102,20 @@ async def partitions_by_leader(cluster: Cluster, tps: Iterable[TopicPartition]) 
         if leader is not None:
             out.setdefault(leader, []).append(tp)
     return out
+
+
+@dataclass(eq=False)
+class _PendingCommit:
+    """The auto-commit before a revocation, running in the background: the partitions it covers
+    and the offsets it commits."""
+
+    covers: frozenset[TopicPartition]
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    done: trio.Event = field(default_factory=trio.Event)
+
+    def serves(self, revoked: set[TopicPartition], consumed: dict[TopicPartition, OffsetAndMetadata]) -> bool:
+        """Whether it committed what is consumed now of every partition in `revoked`."""
+        return revoked <= self.covers and all(consumed.get(tp) == self.offsets.get(tp) for tp in revoked)
 
 
 class NoOffsetForPartitionError(KafkaError):
@@ -200,6 +219,9 @@ class AsyncConsumer(ClusterClient):
         self._join_scope: trio.CancelScope | None = None
         self._join_outcome: list[TopicPartition] | BaseException | None = None
         self._applying = False  # a new assignment is being applied (callbacks included)
+        self._commit_lock = trio.Lock()
+        self._auto_committing = False  # a periodic auto-commit is out (in the background)
+        self._revoke_commit: _PendingCommit | None = None  # the commit before a revocation, while out
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> None:
@@ -338,8 +360,8 @@ class AsyncConsumer(ClusterClient):
         cluster = self._require_cluster()
         deadline = trio.current_time() + timeout_ms / 1000
         while True:
-            if self._group is not None:
-                await self._group_maintenance()
+            if self._group is not None and not await self._group_maintenance(deadline):
+                return {}  # a commit before a revocation is still out: nothing until it ends
             ready = self._drain_buffers(max_records)
             if ready:
                 return ready
@@ -596,7 +618,11 @@ class AsyncConsumer(ClusterClient):
             self._group.needs_rejoin = False  # an assign() consumer commits without joining
         return self._group
 
-    async def _group_maintenance(self) -> None:
+    async def _group_maintenance(self, deadline: float) -> bool:
+        """A poll()'s group work, waiting no later than `deadline` (the poll's timeout): joins and
+        the commits before a revocation run in the background and go on across polls, as Kafka's
+        JoinGroup and commit futures do. False while a commit before a revocation is out (poll()
+        then returns nothing: what it would return may be revoked once the commit ends)."""
         group = self._group
         assert group is not None
         now = trio.current_time()
@@ -613,15 +639,27 @@ class AsyncConsumer(ClusterClient):
         if group.fatal is not None:
             raise group.fatal
         if isinstance(group, ConsumerMembership):
-            await self._reconcile(group)
-        elif group.cooperative:
-            await self._cooperative_maintenance(group)
-        elif group.needs_rejoin and (self._subscription or self._pattern is not None):
-            await self._rejoin()
-        if (self.enable_auto_commit and now >= self._next_auto_commit and group.generation_id >= 0
-                and not group.joining):
+            settled = await self._reconcile(group, deadline)
+        else:
+            settled = await self._classic_maintenance(group, deadline)
+        if (settled and self.enable_auto_commit and now >= self._next_auto_commit and group.generation_id >= 0
+                and not group.joining and not self._auto_committing):
+            # Kafka's auto-commit in poll() is asynchronous: a coordinator that does not answer
+            # must not hold the poll past its timeout.
             self._next_auto_commit = now + self.auto_commit_interval_ms / 1000
+            self._auto_committing = True
+            self._background(self._auto_commit)
+        return settled
+
+    def _background(self, fn: Callable[[], Awaitable[object]]) -> None:
+        assert self._owner.nursery is not None
+        self._owner.nursery.start_soon(fn)
+
+    async def _auto_commit(self) -> None:
+        try:
             await self._commit_quietly()
+        finally:
+            self._auto_committing = False
 
     async def _pattern_topics(self) -> tuple[str, ...]:
         cluster = self._require_cluster()
@@ -630,67 +668,67 @@ class AsyncConsumer(ClusterClient):
         return tuple(sorted(t for t in metadata.topics
                             if self._pattern.fullmatch(t) and not t.startswith("__")))
 
-    async def _rejoin(self) -> None:
-        """An eager rebalance: revoke everything, then join and wait for the new assignment."""
-        group = self._group
-        assert group is not None
-        self._applying = True
-        try:
-            await self._eager_rejoin(group)
-        except KafkaError as exc:
-            if not exc.retriable:
-                raise
-            # The coordinator did not answer in time (the cluster may be down): everything was
-            # revoked; Kafka's poll returns empty and joins again at the next one.
-            log.info("consumer.join_failed", group=self.group_id, error=str(exc))
-            self._state, self._paused = {}, set()
-            group.request_rejoin(f"the join failed: {exc}")
-        finally:
-            self._applying = False
-
-    async def _eager_rejoin(self, group: GroupMembership) -> None:
-        await self._revoke()
-        group.ownership_lost = False  # everything was revoked anyway
-        assigned = await group.ensure_active(self._subscription, self._partition_counts)
-        self._install_assignment(assigned)
-        self._next_auto_commit = trio.current_time() + self.auto_commit_interval_ms / 1000
-        await self._callback(self._on_assigned, set(assigned))
-
     # --- the consumer protocol (KIP-848) ---------------------------------------------
-    async def _reconcile(self, group: ConsumerMembership) -> None:
+    async def _reconcile(self, group: ConsumerMembership, deadline: float) -> bool:
         """Move towards the coordinator's target: commit (auto-commit) and revoke what moves
-        away, then start what is new, then let the next heartbeat report it."""
+        away, then start what is new, then let the next heartbeat report it. False while the
+        commit before the revocation is out at `deadline`."""
         if group.ownership_lost:
             await self._lose_partitions(group)
         target = group.target
         if target is None:
-            return
+            return True
         self._applying = True
         try:
             revoked, added = reconciliation(self._state, target)
             if revoked:
-                await self._commit_and_revoke(group, revoked)
+                if not await self._committed_before_revoke(group, revoked, deadline):
+                    return False
+                await self._callback(self._on_revoked, revoked)
                 self._state = {tp: s for tp, s in self._state.items() if tp not in revoked}
                 self._paused -= revoked
             if group.ownership_lost or group.target is not target:
-                return  # fenced, or a newer target arrived meanwhile: start over at the next poll
+                return True  # fenced, or a newer target arrived meanwhile: start over at the next poll
             self._install_assignment(sorted(target))
             log.info("consumer.reconciled", group=self.group_id, epoch=group.generation_id,
                      added=len(added), revoked=len(revoked), owned=len(target))
             await self._callback(self._on_assigned, set(added))
             if group.target is target:
                 group.reconciled()
+            return True
         finally:
             self._applying = False
 
-    async def _commit_and_revoke(self, group: GroupMembership, revoked: set[TopicPartition]) -> None:
-        if self.enable_auto_commit and group.generation_id >= 0:
-            consumed = self._consumed_offsets()
-            try:
-                await self.commit({tp: consumed[tp] for tp in revoked if tp in consumed})
-            except KafkaError as exc:
-                log.info("consumer.auto_commit_failed", group=self.group_id, error=str(exc))
-        await self._callback(self._on_revoked, revoked)
+    async def _committed_before_revoke(self, group: GroupMembership, revoked: set[TopicPartition],
+                                       deadline: float) -> bool:
+        """With auto-commit, commit the consumed offsets of `revoked` before they go (Kafka's
+        onJoinPrepare and reconciliation do). The commit runs in the background and goes on
+        across polls; True once it ended (done or failed), False while it is out at `deadline`."""
+        if not (self.enable_auto_commit and group.generation_id >= 0):
+            return True
+        while True:
+            pending = self._revoke_commit
+            if pending is None:
+                consumed = self._consumed_offsets()
+                offsets = {tp: consumed[tp] for tp in revoked if tp in consumed}
+                pending = self._revoke_commit = _PendingCommit(frozenset(revoked), offsets)
+                self._background(functools.partial(self._commit_for_revoke, offsets, pending))
+            with trio.move_on_at(deadline):
+                await pending.done.wait()
+            if not pending.done.is_set():
+                return False
+            self._revoke_commit = None
+            if pending.serves(revoked, self._consumed_offsets()):
+                return True
+
+    async def _commit_for_revoke(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                                 pending: _PendingCommit) -> None:
+        try:
+            await self.commit(offsets)
+        except KafkaError as exc:
+            log.info("consumer.auto_commit_failed", group=self.group_id, error=str(exc))
+        finally:
+            pending.done.set()
 
     def _install_assignment(self, assigned: list[TopicPartition]) -> None:
         """Own exactly `assigned`: kept partitions keep their positions, new ones start from
@@ -701,23 +739,45 @@ class AsyncConsumer(ClusterClient):
         self._paused &= set(assigned)
         self._require_cluster().topics.update(tp.topic for tp in assigned)
 
-    # --- cooperative rebalancing (KIP-429) -------------------------------------------
-    async def _cooperative_maintenance(self, group: GroupMembership) -> None:
+    # --- classic groups: eager and cooperative (KIP-429) rebalancing ---------------------
+    async def _classic_maintenance(self, group: GroupMembership, deadline: float) -> bool:
+        """Apply a join that ended; start one that is needed. The join runs in the background
+        (its JoinGroup and SyncGroup go on across polls, as Kafka's join future does), so a
+        coordinator that does not answer holds no poll() past its timeout. An eager member
+        first commits (with auto-commit) and revokes everything: poll() waits for that commit
+        until `deadline` and returns False while it is out."""
         if group.ownership_lost:
             await self._lose_partitions(group)
         if self._join_outcome is not None:
-            outcome, self._join_outcome = self._join_outcome, None
+            outcome = self._join_outcome
             if isinstance(outcome, BaseException):
+                self._join_outcome = None
                 raise outcome
             self._applying = True
             try:
-                await self._apply_cooperative(group, outcome)
+                if not await self._apply_assignment(group, outcome, deadline):
+                    return False
+                self._join_outcome = None
             finally:
                 self._applying = False
         if group.needs_rejoin and self._join_scope is None and (self._subscription or self._pattern is not None):
-            assert self._owner.nursery is not None
+            if not group.cooperative and self._state:
+                self._applying = True
+                try:
+                    if not await self._committed_before_revoke(group, set(self._state), deadline):
+                        return False
+                    await self._revoke_all(group)
+                finally:
+                    self._applying = False
             self._join_scope = trio.CancelScope()
-            self._owner.nursery.start_soon(self._background_join, group, self._join_scope)
+            self._background(functools.partial(self._background_join, group, self._join_scope))
+        return True
+
+    async def _revoke_all(self, group: GroupMembership) -> None:
+        """An eager rebalance gives up everything before it joins."""
+        revoked, self._state, self._paused = set(self._state), {}, set()
+        group.ownership_lost = False  # everything is revoked anyway
+        await self._callback(self._on_revoked, revoked)
 
     async def _background_join(self, group: GroupMembership, scope: trio.CancelScope) -> None:
         outcome: list[TopicPartition] | BaseException | None
@@ -756,7 +816,11 @@ class AsyncConsumer(ClusterClient):
             self._paused.clear()
             await self._callback(self._on_revoked, lost)
 
-    async def _apply_cooperative(self, group: GroupMembership, assigned: list[TopicPartition]) -> None:
+    async def _apply_assignment(self, group: GroupMembership, assigned: list[TopicPartition],
+                                deadline: float) -> bool:
+        """Own what the join assigned. Cooperatively, what moves away is committed (with
+        auto-commit) and revoked first: False while that commit is out at `deadline`. An eager
+        member owns nothing here (it revoked everything before joining)."""
         if group.ownership_lost:  # reset during the join: nothing held before is ours any more
             await self._lose_partitions(group)
         old = self._state
@@ -764,16 +828,21 @@ class AsyncConsumer(ClusterClient):
         revoked = set(old) - keep
         added = [tp for tp in assigned if tp not in old]
         if revoked:
-            await self._commit_and_revoke(group, revoked)
+            if not await self._committed_before_revoke(group, revoked, deadline):
+                return False
+            await self._callback(self._on_revoked, revoked)
         self._install_assignment(assigned)
-        log.info("consumer.cooperative_assignment", group=self.group_id, generation=group.generation_id,
+        self._next_auto_commit = trio.current_time() + self.auto_commit_interval_ms / 1000
+        log.info("consumer.assignment", group=self.group_id, generation=group.generation_id,
                  kept=len(keep) - len(added), added=len(added), revoked=len(revoked))
         await self._callback(self._on_assigned, set(added))
         if revoked:
             # KIP-429's second round: now that they are released, the leader can hand them over.
             group.request_rejoin(f"revoked {len(revoked)} partition(s) that move to other members")
+        return True
 
     async def _revoke(self) -> None:
+        """unsubscribe(): commit (with auto-commit) and revoke what is owned, waiting for the commit."""
         if not self._state:
             return
         group = self._group
@@ -812,12 +881,19 @@ class AsyncConsumer(ClusterClient):
         `poll()` returned) as the group's committed offsets. Raises CommitFailedError when the
         group rebalanced meanwhile (the partitions may be another member's now)."""
         group = self._require_group()
-        if offsets is None:
-            chosen = self._consumed_offsets()
-        else:
-            chosen = {TopicPartition(*tp): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
-                      for tp, o in offsets.items()}
-        await group.commit(chosen, as_member=self._subscription != () or self._pattern is not None)
+        # One commit at a time (auto-commits run in the background): a later one never lands
+        # first. Waiting for the one out counts towards this one's request_timeout_ms.
+        with trio.move_on_after(self.request_timeout_ms / 1000) as bounded:
+            async with self._commit_lock:
+                if offsets is None:
+                    chosen = self._consumed_offsets()
+                else:
+                    chosen = {TopicPartition(*tp): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+                              for tp, o in offsets.items()}
+                await group.commit(chosen, as_member=self._subscription != () or self._pattern is not None)
+        if bounded.cancelled_caught:
+            raise KafkaTimeoutError(f"group {self.group_id!r}: the commit did not end within "
+                                    f"request_timeout_ms ({self.request_timeout_ms} ms)")
 
     def commit_async(self, offsets: dict[TopicPartition, int | OffsetAndMetadata] | None = None,
                      callback: Callable[[dict, BaseException | None], None] | None = None) -> None:

@@ -10,6 +10,7 @@ from raftka.client.errors import KafkaConnectionError, UnsupportedVersionError, 
 from raftka.client.group_membership import GroupMembership
 from raftka.client.group_protocol import decode_assignment
 from raftka.client.list_offsets import LATEST, list_offsets_once
+from raftka.client.metadata import BrokerInfo
 from raftka.client.protocol import (
     ApiKey,
     DeleteGroupsRequest,
@@ -19,6 +20,8 @@ from raftka.client.protocol import (
 )
 from raftka.client.protocol.messages import request_class
 from raftka.client.records import TopicPartition
+
+MEMBER_CLASSIC, MEMBER_CONSUMER = 0, 1  # ConsumerGroupDescribe's MemberType
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,14 @@ class GroupMemberView:
     target_assignment: tuple[TopicPartition, ...] = ()
     subscribed_topics: tuple[str, ...] = ()  # the names it subscribes to
     subscribed_regex: str | None = None  # or its pattern (KIP-848: resolved by the coordinator)
+    # In a consumer group (ConsumerGroupDescribe v1, KIP-1099): MEMBER_CLASSIC for a classic
+    # member (JoinGroup/SyncGroup, during an online migration), MEMBER_CONSUMER for one speaking
+    # the consumer protocol; None when unknown (a classic group, or an older broker).
+    member_type: int | None = None
+
+    @property
+    def classic(self) -> bool:
+        return self.member_type == MEMBER_CLASSIC
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class GroupView:
     # KIP-848 groups only (ConsumerGroupDescribe): None for a classic group
     group_epoch: int | None = None
     assignment_epoch: int | None = None
+    coordinator: BrokerInfo | None = None  # the broker that answered for the group
 
 
 async def list_groups(cluster: Cluster) -> list[tuple[str, str]]:
@@ -100,7 +112,8 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
     tps = sorted(set(committed) | set(owner))
     ends = await _log_end_offsets(cluster, tps)
     partitions = tuple(PartitionLag(tp, committed.get(tp), ends.get(tp), owner.get(tp)) for tp in tps)
-    return GroupView(group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members), partitions)
+    return GroupView(group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members), partitions,
+                     coordinator=_coordinator(cluster, membership))
 
 
 def _tps(assignment) -> tuple[TopicPartition, ...]:
@@ -122,14 +135,20 @@ async def _describe_consumer_group(cluster: Cluster, membership: GroupMembership
         raise error_for_code(g.error_code, f"ConsumerGroupDescribe {group_id!r}")
     members = tuple(GroupMemberView(m.member_id, m.client_id, m.client_host, _tps(m.assignment), m.instance_id,
                                     m.member_epoch, _tps(m.target_assignment), tuple(m.subscribed_topic_names or ()),
-                                    m.subscribed_topic_regex or None) for m in g.members)
+                                    m.subscribed_topic_regex or None,
+                                    m.member_type if m.member_type >= 0 else None) for m in g.members)
     owner = {tp: m.member_id for m in members for tp in m.assignment}
     committed = await _all_committed(membership)
     tps = sorted(set(committed) | set(owner))
     ends = await _log_end_offsets(cluster, tps)
     partitions = tuple(PartitionLag(tp, committed.get(tp), ends.get(tp), owner.get(tp)) for tp in tps)
     return GroupView(group_id, g.group_state, "consumer", g.assignor_name, members, partitions,
-                     g.group_epoch, g.assignment_epoch)
+                     g.group_epoch, g.assignment_epoch, _coordinator(cluster, membership))
+
+
+def _coordinator(cluster: Cluster, membership: GroupMembership) -> BrokerInfo | None:
+    node = membership.coordinator_id
+    return None if node is None else cluster.metadata.broker(node)
 
 
 async def _all_committed(membership: GroupMembership) -> dict[TopicPartition, int]:

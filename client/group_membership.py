@@ -1,8 +1,8 @@
 """One consumer's membership in a group: find the coordinator, join, sync, heartbeat,
 commit and fetch offsets, leave — Kafka's classic protocol, client side.
 
-Owned by AsyncConsumer, which calls `ensure_active()` from `poll()` whenever
-`needs_rejoin` is set (a heartbeat answered REBALANCE_IN_PROGRESS, the
+Owned by AsyncConsumer, which runs `ensure_active()` in its nursery (started by `poll()`)
+whenever `needs_rejoin` is set (a heartbeat answered REBALANCE_IN_PROGRESS, the
 generation became stale, the subscription changed) and runs `heartbeat_loop`
 in its nursery. Coordinator errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS, a dead connection) send it back to
@@ -357,9 +357,13 @@ class GroupMembership:
                 if p.error_code == FENCED_INSTANCE_ID:
                     raise self._fence("OffsetCommit")
                 if p.error_code in REJOIN_ERRORS:
-                    if p.error_code != ErrorCode.REBALANCE_IN_PROGRESS:
-                        self._reset_generation(ErrorCode(p.error_code).name)
-                    self.request_rejoin(ErrorCode(p.error_code).name)
+                    # Only if the member is still the one that sent it (Kafka's generationUnchanged):
+                    # a commit that was out while a join moved the generation on says nothing
+                    # about the new one.
+                    if as_member and (self.generation_id, self.member_id) == (generation, member):
+                        if p.error_code != ErrorCode.REBALANCE_IN_PROGRESS:
+                            self._reset_generation(ErrorCode(p.error_code).name)
+                        self.request_rejoin(ErrorCode(p.error_code).name)
                     raise CommitFailedError(
                         f"commit for group {self.group_id!r} refused ({ErrorCode(p.error_code).name}): "
                         "the group rebalanced; the partitions may now belong to another member",

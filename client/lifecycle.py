@@ -73,9 +73,9 @@ class ClusterClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _open_cluster(self, request_timeout_ms: int) -> None:
-        """start(): the nursery, then a Cluster that has read the metadata once (closed again
-        when that fails)."""
+    async def _open_cluster(self, request_timeout_ms: int, **cluster_options: Any) -> None:
+        """start(): the nursery, then a Cluster that has read the metadata once if a broker
+        answered (Cluster.bootstrap_if_reachable; closed again on any other error)."""
         from raftka.client.cluster import Cluster
 
         if self._owner.open:
@@ -83,9 +83,10 @@ class ClusterClient:
         nursery = await self._owner.enter()
         self._cluster = Cluster(self._bootstrap, nursery, client_id=self.client_id,
                                 request_timeout_ms=request_timeout_ms,
-                                retry_backoff_ms=self.retry_backoff_ms, security=self.security)
+                                retry_backoff_ms=self.retry_backoff_ms, security=self.security,
+                                **cluster_options)
         try:
-            await self._cluster.refresh_metadata()
+            await self._cluster.bootstrap_if_reachable()
         except BaseException:
             await self.close()
             raise

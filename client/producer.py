@@ -194,7 +194,7 @@ class AsyncProducer:
         retry_backoff_ms: int = 100,
         request_timeout_ms: int = 30000,
         delivery_timeout_ms: int = 120000,
-        metadata_timeout_ms: int = 60000,
+        metadata_timeout_ms: int | None = None,
         enable_idempotence: bool = False,
         max_in_flight_requests_per_connection: int = 5,
         partitioner: Callable[[str, bytes | None, Sequence[int], Sequence[int]], int] | None = None,
@@ -232,7 +232,8 @@ class AsyncProducer:
         self.retry_backoff_ms = retry_backoff_ms
         self.request_timeout_ms = request_timeout_ms
         self.delivery_timeout_ms = delivery_timeout_ms
-        self.metadata_timeout_ms = metadata_timeout_ms
+        # How long a record waits for its topic's metadata (Kafka: max.block.ms, in send()).
+        self.metadata_timeout_ms = max_block_ms if metadata_timeout_ms is None else metadata_timeout_ms
         self.enable_idempotence = enable_idempotence
         self.max_in_flight = max_in_flight_requests_per_connection
         self._accumulator = RecordAccumulator(batch_size, linger_ms)
@@ -249,13 +250,16 @@ class AsyncProducer:
         self._nursery: trio.Nursery | None = None
         self._cluster: Cluster | None = None
         self._closed = False
+        self._refresh_error: KafkaError | None = None  # the last metadata refresh's, if it failed
         self._partitions_meta: Any = None  # the metadata snapshot _partitions_cache is for
         self._partitions_cache: dict[str, tuple[list[int], list[int], dict[int, TopicPartition]]] = {}
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> None:
         """Open the producer. `start` and `close` must run in the same task
-        (`async with` does that)."""
+        (`async with` does that). A cluster that is down is not an error here, as for Kafka's
+        producer: records wait for their topic's metadata up to `max_block_ms` (or
+        `metadata_timeout_ms`), then fail with KafkaTimeoutError."""
         if self._nursery is not None:
             return
         self._nursery = await self._owner.enter()
@@ -264,7 +268,7 @@ class AsyncProducer:
             request_timeout_ms=self.request_timeout_ms, retry_backoff_ms=self.retry_backoff_ms,
             allow_auto_topic_creation=True, security=self.security)
         try:
-            await self._cluster.refresh_metadata()
+            await self._cluster.bootstrap_if_reachable()
         except BaseException:
             await self._abort_start()
             raise
@@ -585,7 +589,9 @@ class AsyncProducer:
         assert self._cluster is not None
         try:
             await self._cluster.refresh_metadata()
+            self._refresh_error = None
         except KafkaError as exc:
+            self._refresh_error = exc
             log.info("producer.metadata_refresh_failed", error=str(exc))
 
     async def _resolve_unpartitioned(self) -> None:
@@ -598,7 +604,9 @@ class AsyncProducer:
             if now >= deadline:
                 assert self._cluster is not None
                 code = self._cluster.metadata.topic_errors.get(topic)
-                why = f"topic {topic!r} not in metadata after {self.metadata_timeout_ms} ms"
+                why = f"topic {topic!r} not in metadata after {self.metadata_timeout_ms} ms (max_block_ms)"
+                if not code and self._refresh_error is not None:
+                    why += f"; the last metadata request failed: {self._refresh_error}"
                 fut._finish(None, error_for_code(code, why) if code else KafkaTimeoutError(why))
             else:
                 self._unpartitioned.append((topic, partition, record, fut, deadline))

@@ -1,5 +1,9 @@
 """DescribeConfigs for topics (effective configs, with their source), brokers, this broker's
-loggers (broker/logger_levels.py), client-metrics subscriptions (KIP-714) and groups (KIP-848)."""
+loggers (broker/logger_levels.py), client-metrics subscriptions (KIP-714) and groups (KIP-848).
+
+Asked to include documentation (v3+), each config gets its text in raftka's own reference
+(docs/configuration.md, `config_reference.documentation`) where Kafka gives its ConfigDef's;
+a logger's is always "", as Kafka's."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from raftka.broker import acl_checks
 from raftka.broker.context import BrokerContext
 from raftka.broker.logger_levels import LEVELS
 from raftka.client.protocol import DescribeConfigsResponse, ErrorCode
-from raftka.raft_meta.config import client_metrics_configs
+from raftka.raft_meta.config import client_metrics_configs, config_reference
 from raftka.raft_meta.config import config_synonyms as synonyms
 from raftka.raft_meta.config.config_catalogue import (
     GROUP_CONFIGS,
@@ -35,6 +39,9 @@ RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
+# The resource types whose configs have a text in docs/configuration.md (config_reference)
+_DOCUMENTED = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker", RESOURCE_GROUP: "group",
+               RESOURCE_CLIENT_METRICS: "client-metrics"}
 # Kafka's ConfigSource ids not in config_synonyms
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
 CLIENT_METRICS_CONFIG = 7
@@ -136,8 +143,10 @@ def _entry(name: str, value: str, source: int, config_type: int = 0, chain: list
 
 
 def logger_configs(loggers: dict[str, str]) -> list[dict]:
-    """Each logger and its level, as Kafka describes a broker-logger resource."""
-    return [_entry(name, level, DYNAMIC_BROKER_LOGGER_CONFIG) for name, level in loggers.items()]
+    """Each logger and its level, as Kafka describes a broker-logger resource (documentation "",
+    asked for or not)."""
+    return [{**_entry(name, level, DYNAMIC_BROKER_LOGGER_CONFIG), "documentation": ""}
+            for name, level in loggers.items()]
 
 
 def client_metrics_entries(stored: dict[str, str]) -> list[dict]:
@@ -228,6 +237,11 @@ async def handle(ctx: BrokerContext, header, request, conn=None) -> DescribeConf
             wanted = set(resource.configuration_keys)
             result["configs"] = [c for c in result["configs"] if c["name"] in wanted]
         results.append(result)
+    if getattr(request, "include_documentation", False):  # v3+
+        for result in results:
+            documented = _DOCUMENTED.get(result["resource_type"])
+            for entry in result["configs"] if documented else ():
+                entry["documentation"] = config_reference.documentation(documented, entry["name"])
     if not getattr(request, "include_synonyms", False):  # v0 has no synonyms; v1+ only when asked
         for result in results:
             for entry in result["configs"]:

@@ -1,15 +1,19 @@
-"""docs/configuration.md, generated from node_config's key table (the one source of truth).
+"""docs/configuration.md, generated from node_config's key table (the one source of truth)
+and the topic, group and client-metrics catalogues.
 
     python -m raftka.raft_meta.config.config_reference > docs/configuration.md
 
 tests/unit/test_config_reference.py fails when the published page and the table differ,
-and `nearest_key` gives the "did you mean" of an unknown key's error.
+and `nearest_key` gives the "did you mean" of an unknown key's error. `documentation` is a
+key's text on that page: what DescribeConfigs answers when asked to include documentation
+(Kafka answers its own ConfigDef's text there).
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from raftka.raft_meta.config import node_config
@@ -39,8 +43,86 @@ def nearest_key(key: str) -> str | None:
     return found[0] if found else None
 
 
+def _shown_default(default: str | None) -> str:
+    return "(none)" if default is None else (f"`{default}`" if default else "(empty)")
+
+
+def _node_key_text(key: str) -> str:
+    """A server.properties key's "expected value" cell."""
+    attribute, parser, _ = node_config._KEYS[key]
+    alias = next(k for k, (a, _, _) in node_config._KEYS.items() if a == attribute)
+    expected = _expected(parser)
+    if alias != key:
+        expected += f"; the same setting as `{alias}`"
+    return expected.replace("|", "/")
+
+
+@cache
+def documentation(resource: str, key: str) -> str:
+    """The text docs/configuration.md gives `key` of a `resource` ("topic", "broker", "group" or
+    "client-metrics"), in one line: what the value must be, its default, and what raftka does
+    with it."""
+    if resource == "broker":
+        if key in node_config._KEYS:
+            return f"{_node_key_text(key)}. Default: {_shown_default(node_config._KEYS[key][2])}."
+        if key in node_config._ACCEPTED_IGNORED:
+            return "Accepted and ignored (an integer): raftka has no such setting."
+        from raftka.raft_meta.config.kafka_broker_catalogue import KAFKA_BROKER_CONFIGS
+
+        found = KAFKA_BROKER_CONFIGS.get(key)
+        if found is None:
+            return "Not a key of raftka's or of Kafka's broker catalogue."
+        return (f"Kafka's broker key ({found.kind}, default {_shown_default(found.default)}); "
+                f"in raftka: {_in_raftka(key, found.dynamic)}.")
+    if resource == "topic":
+        from raftka.raft_meta.config.topic_configs import TOPIC_CONFIGS
+
+        spec = TOPIC_CONFIGS.get(key)
+        if spec is None:
+            return "Not a topic config of raftka's."
+        acted = "acted on" if spec.effect == "applied" else "stored, not acted on"
+        return f"{spec.describe()}. Default: {_shown_default(spec.default)}; {acted}."
+    if resource == "group":
+        from raftka.raft_meta.config.config_catalogue import GROUP_CONFIGS
+
+        group = GROUP_CONFIGS.get(key)
+        if group is None:
+            return "Not a group config of raftka's."
+        where = f"; unset, the broker's `{group.synonym}`" if group.synonym else ""
+        return f"{group.spec.describe()}. Default: {_shown_default(group.spec.default)}{where}."
+    if resource == "client-metrics":
+        from raftka.raft_meta.config.client_metrics_configs import CLIENT_METRICS_CONFIGS
+
+        kind, default = CLIENT_METRICS_CONFIGS.get(key, ("", ""))
+        what = {"list": "a comma-separated list", "int": "an integer"}.get(kind, "")
+        return f"{what}. Default: {_shown_default(default)}." if what else "Not a client-metrics config."
+    raise ValueError(f"resource {resource!r}; expected topic, broker, group or client-metrics")
+
+
+def _catalogue_lines() -> list[str]:
+    """The topic, group and client-metrics keys, each with its `documentation`."""
+    from raftka.raft_meta.config.client_metrics_configs import CLIENT_METRICS_CONFIGS
+    from raftka.raft_meta.config.config_catalogue import GROUP_CONFIGS
+    from raftka.raft_meta.config.topic_configs import TOPIC_CONFIGS
+
+    sections = (
+        ("Topic configs", "topic", sorted(TOPIC_CONFIGS),
+         "Per topic (`raftka topics create --config`, `kafka-configs --entity-type topics`); a topic "
+         "without its own value takes the broker's default (its `log.*` synonym)."),
+        ("Group configs", "group", [k for k, g in GROUP_CONFIGS.items() if not g.internal],
+         "Per group (`raftka configs alter --entity-type groups`); a group without its own value "
+         "takes the broker's."),
+        ("Client-metrics subscriptions", "client-metrics", sorted(CLIENT_METRICS_CONFIGS),
+         "Per subscription (`kafka-configs --entity-type client-metrics`, KIP-714)."),
+    )
+    lines: list[str] = []
+    for title, resource, keys, intro in sections:
+        lines += ["", f"## {title}", "", intro, "", "| key | documentation |", "|---|---|"]
+        lines += [f"| `{key}` | {documentation(resource, key).replace('|', '/')} |" for key in keys]
+    return lines
+
+
 def render() -> str:
-    first_key: dict[str, str] = {}
     lines = [
         "# Node configuration (server.properties)",
         "",
@@ -50,20 +132,16 @@ def render() -> str:
         "Every key `raftka server start --config FILE` accepts, with Kafka's names and, unless a",
         "note says otherwise, Kafka's meaning. A key not listed here is refused at startup, with",
         "the nearest known key suggested. Sensitive values (`controller.quorum.secret`) never",
-        "appear in errors or logs.",
+        "appear in errors or logs. DescribeConfigs asked to include documentation answers each",
+        "key's text on this page (Kafka answers its own description of the key).",
         "",
         f"Required: {', '.join(f'`{k}`' for k in REQUIRED)}.",
         "",
         "| key | default | expected value |",
         "|---|---|---|",
     ]
-    for key, (attribute, parser, default) in node_config._KEYS.items():
-        alias = first_key.setdefault(attribute, key)
-        shown_default = "(none)" if default is None else (f"`{default}`" if default else "(empty)")
-        expected = _expected(parser)
-        if alias != key:
-            expected += f"; the same setting as `{alias}`"
-        lines.append(f"| `{key}` | {shown_default} | {expected.replace('|', '/')} |")
+    for key, (_, _, default) in node_config._KEYS.items():
+        lines.append(f"| `{key}` | {_shown_default(default)} | {_node_key_text(key)} |")
     lines += [
         "",
         "## Accepted and ignored",
@@ -74,7 +152,7 @@ def render() -> str:
         "",
     ]
     lines += [f"- `{key}`" for key in sorted(node_config._ACCEPTED_IGNORED)]
-    return "\n".join(lines + kafka_catalogue_lines()) + "\n"
+    return "\n".join(lines + kafka_catalogue_lines() + _catalogue_lines()) + "\n"
 
 
 def _in_raftka(key: str, dynamic: bool) -> str:
@@ -113,8 +191,8 @@ def kafka_catalogue_lines() -> list[str]:
     for key, found in sorted(KAFKA_BROKER_CONFIGS.items()):
         if found.internal or key in own:
             continue
-        default = "(none)" if found.default is None else (f"`{found.default}`" if found.default else "(empty)")
-        lines.append(f"| `{key}` | {default.replace('|', '/')} | {found.kind} | {_in_raftka(key, found.dynamic)} |")
+        lines.append(f"| `{key}` | {_shown_default(found.default).replace('|', '/')} | {found.kind} | "
+                     f"{_in_raftka(key, found.dynamic)} |")
     return lines
 
 

@@ -127,7 +127,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "remote.copy.lag.bytes": _long(-1, -1, effect="stored", expected="-1 or an integer >= 0"),
     # Kafka bounds each record of a compressed batch by it (LogValidator's maxRecordBodySize)
     "max.decompressed.message.bytes": _int(INT_MAX - 8, 1, INT_MAX - 8),
-    "errors.deadletterqueue.group.enable": _bool(False),
+    "errors.deadletterqueue.group.enable": _bool(False, effect="applied"),  # share groups' DLQ (broker/group/share_dlq.py)
 }
 
 

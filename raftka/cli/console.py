@@ -37,6 +37,7 @@ from raftka.cli.interrupts import stop_on_signal
 from raftka.cli.options import security as command_security
 from raftka.cli.runner import USAGE, UsageError, fail, run
 from raftka.client.admin import AsyncAdmin
+from raftka.client.cluster import Cluster
 from raftka.client.consumer import AsyncConsumer
 from raftka.client.list_offsets import list_offsets
 from raftka.client.producer import AsyncProducer
@@ -71,9 +72,16 @@ def _chunks(source: IO[bytes]) -> Callable[[], bytes]:
     return lambda: os.read(fd, READ_CHUNK)
 
 
+async def _partitions_of(cluster: Cluster, topic: str) -> list[int]:
+    """`topic`'s partition ids, waited for up to METADATA_TIMEOUT_MS; a cluster no broker of
+    which answers fails the command at once (the SDK's consumers would wait for it)."""
+    await cluster.refresh_metadata([topic])
+    return await cluster.wait_for_partitions(topic, METADATA_TIMEOUT_MS / 1000)
+
+
 async def _topic_exists(bootstrap: str, topic: str) -> bool:
     """Whether `topic` exists, asked without auto-creation (the producer's metadata creates it)."""
-    async with AsyncAdmin(bootstrap, security=command_security()) as admin:
+    async with AsyncAdmin(bootstrap, security=command_security(), default_api_timeout_ms=0) as admin:
         return topic in await admin.list_topics(include_internal=True)
 
 
@@ -231,7 +239,7 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, max_messages: int 
                                  request_timeout_ms=10000, isolation_level=isolation_level,
                                  client_id="raftka-console-consumer", security=command_security()) as consumer:
             cluster = consumer._require_cluster()
-            parts = await cluster.wait_for_partitions(topic, METADATA_TIMEOUT_MS / 1000)
+            parts = await _partitions_of(cluster, topic)
             if partition is not None and partition not in parts:
                 return fail("consume", f"topic {topic!r} has no partition {partition} "
                             f"(partitions: 0..{len(parts) - 1})", USAGE)
@@ -307,7 +315,7 @@ def _consume_shared(bootstrap: str, topic: str, group: str, kind: AcknowledgeTyp
         async with AsyncShareConsumer(bootstrap, group_id=group, acknowledgement_mode="explicit",
                                       request_timeout_ms=10000, client_id="raftka-console-share-consumer",
                                       security=command_security()) as consumer:
-            await consumer._require_cluster().wait_for_partitions(topic, METADATA_TIMEOUT_MS / 1000)
+            await _partitions_of(consumer._require_cluster(), topic)
             consumer.subscribe([topic])
 
             async def fetch(wait_ms: int, room: int | None) -> list[ShareConsumerRecord]:

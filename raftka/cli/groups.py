@@ -14,7 +14,7 @@ import click
 from raftka.cli.runner import Refused, run_with_cluster
 from raftka.client.cluster import Cluster
 from raftka.client.errors import UnknownTopicOrPartitionError
-from raftka.client.group_admin import delete_group, describe_group, list_groups
+from raftka.client.group_admin import GroupView, delete_group, describe_group, list_groups
 from raftka.client.group_membership import GroupMembership, OffsetAndMetadata
 from raftka.client.list_offsets import EARLIEST, LATEST, list_offsets
 from raftka.client.offset_reset import ResetScenario, parse_topic_partitions, plan_reset
@@ -45,7 +45,7 @@ def describe_cmd(bootstrap: str, group_id: str) -> int:
     epochs = (f"  GROUP-EPOCH {view.group_epoch}  ASSIGNMENT-EPOCH {view.assignment_epoch}"
               if view.group_epoch is not None else "")
     click.echo(f"GROUP {view.group_id}  STATE {view.state}  PROTOCOL {view.protocol or '-'}  "
-               f"MEMBERS {len(view.members)}{epochs}")
+               f"MEMBERS {len(view.members)}{epochs}{_coordinator(view)}")
     # Static members (group.instance.id) get Kafka's GROUP-INSTANCE-ID column; dynamic groups
     # keep kafka-consumer-groups' usual layout.
     static = any(m.group_instance_id for m in view.members)
@@ -68,16 +68,26 @@ def describe_cmd(bootstrap: str, group_id: str) -> int:
         click.echo("")
         # ... and what each member subscribes to: topic names, or its pattern (regex subscriptions
         # are resolved by the coordinator).
+        # A group being migrated has classic members too: Kafka's UPGRADED column (true: the
+        # member speaks the consumer protocol, false: a classic member) appears then, as there.
+        mixed = any(m.classic for m in view.members)
         members_rows = [("CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT",
-                         "TARGET-EPOCH", "TARGET-ASSIGNMENT", "SUBSCRIPTION")]
+                         "TARGET-EPOCH", "TARGET-ASSIGNMENT", "SUBSCRIPTION") + (("UPGRADED",) if mixed else ())]
         for m in view.members:
             subscription = (f"regex:{m.subscribed_regex}" if m.subscribed_regex
                             else ",".join(sorted(m.subscribed_topics)) or "-")
             members_rows.append((m.member_id, m.host, m.client_id, str(len(m.assignment)), str(m.member_epoch),
                                  _partitions(m.assignment), str(view.assignment_epoch),
-                                 _partitions(m.target_assignment), subscription))
+                                 _partitions(m.target_assignment), subscription)
+                                + ((str(not m.classic).lower(),) if mixed else ()))
         _table(members_rows)
     return status
+
+
+def _coordinator(view: GroupView) -> str:
+    """`  COORDINATOR host:port (id)`: kafka-consumer-groups --state's COORDINATOR (ID)."""
+    broker = view.coordinator
+    return "" if broker is None else f"  COORDINATOR {broker.host}:{broker.port} ({broker.node_id})"
 
 
 def _table(rows: list[tuple[str, ...]]) -> None:

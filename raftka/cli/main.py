@@ -484,7 +484,14 @@ def groups_list(bootstrap: str) -> None:
 @_BOOTSTRAP
 @click.option("--group", "group_id", required=True, help="The group to describe.")
 def groups_describe(bootstrap: str, group_id: str) -> None:
-    """Describe a group: members, assignment, committed offsets, lag."""
+    """Describe a group: members, assignment, committed offsets, lag.
+
+    \b
+    The first line: state, assignor, member count, coordinator, and for a
+    consumer-protocol (KIP-848) group its epochs. Such a group also gets a
+    table of its members: epoch, current and target assignment, subscription,
+    and, while classic members are in it (an online migration), UPGRADED
+    (true: the member speaks the consumer protocol)."""
     from raftka.cli.groups import describe_cmd
 
     sys.exit(describe_cmd(bootstrap, group_id))

@@ -54,7 +54,7 @@ def quorum_status_via_broker(bootstrap: str, as_json: bool, timeout: float) -> i
     from raftka.client.protocol import ApiKey
 
     async def describe():
-        async with AsyncAdmin(bootstrap, security=command_security()) as admin:
+        async with AsyncAdmin(bootstrap, security=command_security(), default_api_timeout_ms=0) as admin:
             cluster = await admin.describe_cluster()
             if cluster.controller_id < 0:
                 raise KafkaError("no active controller is known yet", code=int(ErrorCode.NOT_CONTROLLER), retriable=True)

@@ -99,8 +99,11 @@ def run_with_admin(command: str, bootstrap: str, action: Callable[[AsyncAdmin], 
                    timeout_ms: int = TIMEOUT_MS, **admin_options: Any) -> tuple[int, T | None]:
     """`run` with a started AsyncAdmin for `action`."""
     async def main() -> T:
+        # A command fails at once when no broker answers (default_api_timeout_ms=0), as it did
+        # before the SDK's clients learnt to wait for a cluster that is down.
+        options = {"default_api_timeout_ms": 0, **admin_options}
         async with AsyncAdmin(bootstrap, request_timeout_ms=timeout_ms, security=command_security(),
-                              **admin_options) as admin:
+                              **options) as admin:
             return await action(admin)
 
     return run(command, main)

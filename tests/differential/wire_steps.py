@@ -255,4 +255,21 @@ r = conn.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": 32
                  "include_documentation": False})
 print("after delete", [(c.name, c.value, c.config_source) for c in r.results[0].configs])
 """),
+    # include_documentation: whether each config of each resource type has a text when asked
+    # (none when not), a broker logger's being "" either way. The texts are each project's own.
+    python("wire.describe-configs-documentation", _WIRE, """\
+print("topic", name(conn.create_topic("dw-doc-t", 1)))
+metrics = conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{"resource_type": 16,
+    "resource_name": "dw-doc-metrics", "configs": [{"name": "interval.ms", "value": "1000", "config_operation": 0}]}],
+    "validate_only": False})
+print("client metrics", name(metrics.responses[0].error_code))
+for rtype, rname in ((2, "dw-doc-t"), (4, "1"), (4, ""), (8, "1"), (16, "dw-doc-metrics"), (32, "dw-doc-g")):
+    for asked in (True, False):
+        res = conn.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": rtype, "resource_name": rname,
+                           "configuration_keys": None}], "include_synonyms": False,
+                           "include_documentation": asked}).results[0]
+        docs = {"null" if c.documentation is None else "empty" if c.documentation == "" else "text"
+                for c in res.configs}
+        print(rtype, repr(rname), "asked" if asked else "not asked", name(res.error_code), sorted(docs))
+"""),
 ))

@@ -123,7 +123,8 @@ def test_heartbeat_reconciles_commits_and_survives_a_restart(server: ServerProce
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.splitlines()
     assert lines[0].split() == ["GROUP", GROUP, "STATE", "Stable", "PROTOCOL", "uniform", "MEMBERS", "2",
-                                "GROUP-EPOCH", "3", "ASSIGNMENT-EPOCH", "3"], ran.stdout
+                                "GROUP-EPOCH", "3", "ASSIGNMENT-EPOCH", "3",
+                                "COORDINATOR", server.bootstrap, "(1)"], ran.stdout
     member_b = next(line.split() for line in lines if line.startswith("member-b"))
     b_partitions = ",".join(map(str, sorted({0, 1, 2, 3} - kept)))
     assert member_b[3:] == ["2", "3", f"{TOPIC}:{b_partitions}", "3", f"{TOPIC}:{b_partitions}", TOPIC], ran.stdout

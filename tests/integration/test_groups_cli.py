@@ -76,3 +76,33 @@ def test_describe_a_missing_group_is_an_error(bootstrap: str) -> None:
     assert ran.returncode == 1
     assert "consumer group 'no-such-group' does not exist" in ran.stderr
     assert ran.stdout == ""
+
+
+def test_describe_a_group_being_migrated_shows_each_members_type_and_epochs(bootstrap: str) -> None:
+    """A consumer group with a classic member and a consumer-protocol member (an online upgrade
+    under way): `groups describe` shows what kafka-consumer-groups --describe --members --verbose
+    and --state --verbose show for it: each member's epoch, current and target assignment,
+    whether it is UPGRADED (speaks the consumer protocol), the group and assignment epochs and
+    the coordinator."""
+    from tests.compat.migration_cases import mixed
+
+    b = ["--bootstrap-server", bootstrap]
+    assert raftka("topics", "create", "--topic", "mixed-t", "--partitions", "2", *b).returncode == 0
+    assert mixed(bootstrap, "mixed-g", "mixed-t", "mixed-consumer-member-0") == "joined: " + " ".join(["NONE"] * 6)
+    ran = raftka("groups", "describe", "--group", "mixed-g", *b)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    host, port = bootstrap.split(":")
+    assert lines[0].split() == ["GROUP", "mixed-g", "STATE", "Stable", "PROTOCOL", "uniform", "MEMBERS", "2",
+                                "GROUP-EPOCH", "2", "ASSIGNMENT-EPOCH", "2", "COORDINATOR", f"{host}:{port}", "(1)"]
+    header = next(line.split() for line in lines if line.startswith("CONSUMER-ID"))
+    assert header[4:] == ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "SUBSCRIPTION",
+                          "UPGRADED"]
+    rows = [line.split() for line in lines[lines.index(next(x for x in lines if x.startswith("CONSUMER-ID"))) + 1:]]
+    by_type = {row[-1]: row for row in rows}
+    assert sorted(by_type) == ["false", "true"], ran.stdout
+    assert by_type["true"][0] == "mixed-consumer-member-0"
+    # Each holds one partition at the group epoch; its target is what it holds.
+    for row in rows:
+        assert row[3:5] == ["1", "2"] and row[5] == row[7] and row[6] == "2" and row[8] == "mixed-t", ran.stdout
+    assert {by_type["true"][5], by_type["false"][5]} == {"mixed-t:0", "mixed-t:1"}

@@ -49,6 +49,11 @@ def test_bad_config_and_unreachable_bootstrap_say_so() -> None:
     down = raftka("topics", "list", "--bootstrap-server", f"127.0.0.1:{port}")
     assert down.returncode == 1 and f"127.0.0.1:{port}" in down.stderr
     assert "no broker reachable" in down.stderr
+    # The console consumer fails at once too (the SDK's consumer under it would wait).
+    for command in (("consume", "--topic", "x", "--timeout-ms", "1000"),
+                    ("consume", "--topic", "x", "--share-group", "g", "--max-messages", "1")):
+        down = raftka(*command, "--bootstrap-server", f"127.0.0.1:{port}")
+        assert down.returncode == 1 and "[CONNECTION_ERROR] no broker reachable" in down.stderr, down.stderr
 
 
 def test_produce_then_consume_with_keys(bootstrap: str) -> None:

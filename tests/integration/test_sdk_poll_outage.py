@@ -233,3 +233,76 @@ def test_consumers_that_start_during_an_outage(server: ServerProcess, outage: st
                                "pattern": FROM_COMMITTED, "no_group": FROM_EARLIEST}
 
     trio.run(main)
+
+
+# The next test: a member's poll() that must rejoin, commit before a revocation, or auto-commit
+# while the broker answers nothing (SIGSTOP). Each request may wait this long for its answer:
+# far longer than the test, so a poll() held by one of them would never return.
+UNANSWERED_MS = 600_000
+OLD, NEW = "bounded-old", "bounded-new"
+
+
+def test_a_poll_that_rejoins_during_an_outage_returns_at_its_timeout(server: ServerProcess) -> None:
+    """Kafka's poll() never outlasts its timeout for the group's sake: JoinGroup/SyncGroup and
+    the commit before a revocation stay in flight across polls, and the auto-commit is
+    asynchronous. Three members change their subscription while the broker is paused:
+    - an eager member without auto-commit: its rejoin's JoinGroup gets no answer,
+    - an eager member with auto-commit: the commit before it revokes its partitions gets none,
+    - a KIP-848 member with auto-commit: its periodic auto-commit gets none.
+    Each poll() returns nothing (they waited for the request's timeout, far past the poll's), and
+    once the broker goes on, each is still the same member and reads the new topic."""
+    bootstrap = server.bootstrap
+
+    async def main() -> None:
+        async with AsyncAdmin(bootstrap) as admin:
+            await admin.create_topics([NewTopic(OLD, 1, 1), NewTopic(NEW, 1, 1)])
+        async with AsyncProducer(bootstrap) as producer:
+            await producer.send(OLD, b"old")
+        groups = {"eager": "bounded-eager", "eager-committing": "bounded-committing", "kip848": "bounded-kip848"}
+        async with AsyncExitStack() as stack:
+            async def member(group: str, **kw: object) -> AsyncConsumer:
+                c = await stack.enter_async_context(AsyncConsumer(
+                    bootstrap, group_id=group, auto_offset_reset="earliest", request_timeout_ms=UNANSWERED_MS,
+                    auto_commit_interval_ms=100, **kw))  # type: ignore[arg-type]
+                c.subscribe([OLD])
+                assert await values_until(c, 1) == [b"old"]
+                return c
+
+            consumers = {
+                "eager": await member(groups["eager"], enable_auto_commit=False),
+                "eager-committing": await member(groups["eager-committing"]),
+                "kip848": await member(groups["kip848"], group_protocol="consumer"),
+            }
+            member_ids = {name: c._group.member_id for name, c in consumers.items()}  # type: ignore[union-attr]
+            # The KIP-848 member keeps OLD: it fetches nothing from it, so only its group work can
+            # meet the paused broker (a Fetch without an answer is left alone here).
+            consumers["kip848"].pause(TopicPartition(OLD, 0))
+            server._cluster.pause(1)
+            try:
+                async def polls_nothing(c: AsyncConsumer) -> None:
+                    c.subscribe([OLD, NEW])
+                    with trio.fail_after(60):  # a poll held by a request would wait UNANSWERED_MS
+                        for _ in range(3):
+                            assert await c.poll(200) == {}
+
+                async with trio.open_nursery() as nursery:
+                    for c in consumers.values():
+                        nursery.start_soon(polls_nothing, c)
+                assert consumers["eager"]._join_scope is not None  # its join is still out
+                assert consumers["eager-committing"]._revoke_commit is not None  # its commit is still out
+                assert consumers["kip848"]._auto_committing  # its auto-commit is still out
+            finally:
+                server._cluster.resume(1)
+            async with AsyncProducer(bootstrap) as producer:
+                await producer.send(NEW, b"new")
+            # The committing members committed OLD's offset before they let it go; the other starts over.
+            expected = {"eager": [b"new", b"old"], "eager-committing": [b"new"], "kip848": [b"new"]}
+            for name, c in consumers.items():
+                assert await values_until(c, len(expected[name])) == expected[name], name
+            async with AsyncAdmin(bootstrap) as admin:
+                for name, c in consumers.items():
+                    assert c._group.member_id == member_ids[name], name  # type: ignore[union-attr]
+                    view = await group_admin.describe_group(admin.cluster, groups[name])
+                    assert [m.member_id for m in view.members] == [member_ids[name]], name
+
+    trio.run(main)

@@ -14,6 +14,7 @@ import trio
 
 from raftka.client.admin import AsyncAdmin, NewTopic
 from raftka.client.consumer import AsyncConsumer
+from raftka.client.errors import KafkaConnectionError
 from raftka.client.producer import AsyncProducer
 from raftka.client.records import TopicPartition
 from raftka.client.security import ClientSecurity, read_properties_file
@@ -96,5 +97,14 @@ def test_replication_and_acks_all_with_only_sasl_ssl(tmp_path) -> None:
         # ... says so in one line, with the way out (#31: it blamed a controller port).
         assert "is a TLS listener and this client spoke plaintext" in refused.stderr, refused.stderr
         assert "--command-config" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+        # The SDK's clients wait for a cluster that is down, not for one that refuses their
+        # configuration: start() says so at once (default_api_timeout_ms would wait a minute).
+        async def plaintext_admin() -> None:
+            async with AsyncAdmin(cluster.nodes[1].bootstrap):
+                pass
+
+        with pytest.raises(KafkaConnectionError, match="is a TLS listener and this client spoke plaintext"):
+            trio.run(plaintext_admin)
     finally:
         cluster.stop()
