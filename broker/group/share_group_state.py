@@ -382,13 +382,13 @@ class ShareGroupState:
     # -- records -------------------------------------------------------------------------------
 
     def records(self) -> dict[RecordKey, ShareGroupRecord]:
-        """The group as its live `__consumer_offsets` records (empty before the first join)."""
-        if self.group_epoch == INITIAL_GROUP_EPOCH and not self.members and not self.initialized and not self.initializing:
-            return {}
-        out: dict[RecordKey, ShareGroupRecord] = {
-            (11, ""): GroupEpochRecord(self.group_epoch, self.metadata_hash),
-            (12, ""): TargetEpochRecord(self.assignment_epoch),
-        }
+        """The group as its live `__consumer_offsets` records (empty before the first join).
+        The epochs are written from the first join on (Kafka's first ShareGroupMetadata is the
+        join's, with the metadata hash), not for share state initialized before it."""
+        out: dict[RecordKey, ShareGroupRecord] = {}
+        if self.group_epoch != INITIAL_GROUP_EPOCH:
+            out[(11, "")] = GroupEpochRecord(self.group_epoch, self.metadata_hash)
+            out[(12, "")] = TargetEpochRecord(self.assignment_epoch)
         for m in self.members.values():
             out[(10, m.member_id)] = MemberMetadataRecord(m.member_id, MemberMetadata(
                 m.rack_id, m.client_id, m.client_host, tuple(sorted(m.subscribed_topic_names))))
@@ -444,8 +444,11 @@ class ShareGroupState:
             case StatePartitionsRecord(None):
                 self.initializing.clear()
                 self.initialized.clear()
+                if self.group_epoch == INITIAL_GROUP_EPOCH:  # a group no member joined: deleted
+                    self.deleted = True
             case StatePartitionsRecord(value):
                 assert value is not None
+                self.deleted = False
                 self.initializing, self.initialized = set(value.initializing), set(value.initialized)
 
     def restart_sessions(self, partitions: Mapping[str, int], now_ms: int) -> None:
