@@ -14,7 +14,10 @@ class keeps the share groups of the partitions it leads). A ShareGroupHeartbeat:
    partitions are assignable. A failure leaves the partition initializing; the next
    heartbeat retries it. Kafka does this after answering and bumps the group epoch when
    it completes; raftka does it before, so a joining member gets its partitions at once;
-3. runs the core and writes the records it changed with acks=all before answering.
+3. runs the core and writes the records it changed with acks=all before answering. The
+   core takes the metadata image's topics (`GroupCoordinator.topic_metas`, whose metadata
+   hashes are computed off the event loop) for the subscribed topics' metadata hash it keeps
+   in the ShareGroupMetadata record (KIP-1101).
 
 Heartbeats of one group run one at a time (a lock per group): the persister calls await.
 Sessions expire on the coordinator's group timer (`group.share.session.timeout.ms`, or
@@ -171,7 +174,7 @@ class ShareGroupCoordinator:
             if not group.request_error(hb) and hb.member_epoch >= 0:
                 await self._initialize(group, hb, topics, persister, partition)
             before_hb = group.records()
-            response = group.heartbeat(hb, group.assignable(counts), int(now_ms))
+            response = group.heartbeat(hb, group.assignable(counts), int(now_ms), self.coordinator.topic_metas())
             if response.error and new:
                 return response  # a refused join does not create the group
             self.groups[group_id] = group
@@ -240,7 +243,7 @@ class ShareGroupCoordinator:
         group = self.groups[group_id]
         counts = {name: count for name, (_, count) in self._topics().items()}
         before = group.records()
-        for member in group.expire_sessions(group.assignable(counts), int(now_ms)):
+        for member in group.expire_sessions(group.assignable(counts), int(now_ms), self.coordinator.topic_metas()):
             log.info("group.member_expired", group=group_id, member=member, protocol="share")
             self._member_left(group_id, member)
         records = changes(before, group.records())

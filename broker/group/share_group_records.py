@@ -15,7 +15,10 @@ version 0, as Kafka's group-coordinator `ShareGroup*Key/Value.json`:
 A null value is a tombstone. The core's records (broker/group/share_group_state.py) name
 topics; the records carry topic ids, so encoding takes the name -> id map of the metadata
 image and decoding the id -> name map (a partition of a topic that no longer exists is
-dropped). MetadataHash is written 0: raftka recomputes the subscription metadata at load.
+dropped). MetadataHash is the subscribed topics' metadata hash (KIP-1101,
+broker/group/metadata_hash.py); a record with 0 (raftka before it) still loads, and the
+group's next heartbeat bumps its epoch with the hash. Kafka 4.0's ShareGroupPartitionMetadata
+(type 9) is no record type of Kafka 4.4 or raftka: a load skips it (`group_metadata.bad_record`).
 """
 
 from __future__ import annotations
@@ -115,8 +118,8 @@ def encode_record(group_id: str, record: ShareGroupRecord, ids: Mapping[str, str
                 MEMBER_METADATA, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names))
             return _key(MEMBER_METADATA, group_id, member_id), value
-        case GroupEpochRecord(epoch):
-            value = None if epoch is None else _encode(GROUP_METADATA, epoch=epoch, metadata_hash=0)
+        case GroupEpochRecord(epoch, metadata_hash):
+            value = None if epoch is None else _encode(GROUP_METADATA, epoch=epoch, metadata_hash=metadata_hash)
             return _key(GROUP_METADATA, group_id), value
         case TargetEpochRecord(epoch):
             value = None if epoch is None else _encode(TARGET_METADATA, assignment_epoch=epoch,
@@ -173,7 +176,7 @@ def decode_record(kind: int, member_id: str | None, value: bytes | None,
             raise ValueError(f"share group record type {kind} value version {version}; expected 0")
         v, _ = _CODECS[kind].decode(value, 0, 2)
     if kind == GROUP_METADATA:
-        return GroupEpochRecord(None if value is None else v.epoch)
+        return GroupEpochRecord(None) if value is None else GroupEpochRecord(v.epoch, v.metadata_hash)
     if kind == TARGET_METADATA:
         return TargetEpochRecord(None if value is None else v.assignment_epoch)
     if kind == STATE_PARTITION_METADATA:

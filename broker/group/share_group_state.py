@@ -18,10 +18,18 @@ A member's epoch::
       ... --heartbeat epoch -1 (leave), or no heartbeat for group.share.session.timeout.ms--> (gone)
 
 - The group epoch is bumped when a member joins or leaves, when a member's subscribed
-  topics change, and when the partition counts of the subscribed topics change (the
-  subscription metadata). When it passes the target assignment's epoch, the target is
-  recomputed with `share_assignor.assign` (Kafka's `simple` assignor) at the group epoch.
-  The last member's leave moves the target assignment epoch to the new group epoch too.
+  topics change, when the metadata of the subscribed topics changes, and when more of
+  their partitions became assignable (share state initialized; Kafka's
+  `initializedAssignmentPending`). The metadata is Kafka 4.4's subscribed-topics metadata
+  hash (KIP-1101, broker/group/metadata_hash.py: topic ids, names, partition counts,
+  racks), kept in the ShareGroupMetadata record with the epoch: partitions added, a topic
+  deleted or recreated, a rack moved bump the epoch at the next heartbeat. A group loaded
+  from a record without the hash (0: raftka before it, Kafka 4.0) therefore bumps once at
+  its first heartbeat, as on Kafka 4.4. A leave or an expiry writes the next epoch with the
+  hash of the subscriptions that remain (Kafka's `shareGroupFenceMember`). When the group
+  epoch passes the target assignment's epoch, the target is recomputed with
+  `share_assignor.assign` (Kafka's `simple` assignor) at the group epoch. The last
+  member's leave moves the target assignment epoch to the new group epoch too.
 - Share groups have no revocation phase (a partition may have several readers), so a
   member reconciles at once: on any heartbeat with an older epoch it moves to the target
   assignment epoch and its target partitions. Other members learn theirs on their next
@@ -68,7 +76,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from raftka.broker.group import share_assignor
+from raftka.broker.group.consumer_assignors import TopicMeta
 from raftka.broker.group.consumer_group_state import INITIAL_GROUP_EPOCH
+from raftka.broker.group.metadata_hash import subscription_hash
 from raftka.broker.group.share_assignor import TopicPartition
 from raftka.client.protocol import ErrorCode
 
@@ -148,6 +158,7 @@ class MemberMetadataRecord:  # ShareGroupMemberMetadata (10)
 @dataclass(frozen=True, slots=True)
 class GroupEpochRecord:  # ShareGroupMetadata (11)
     epoch: int | None
+    metadata_hash: int = 0  # the subscribed topics' metadata hash (KIP-1101); 0 in older records
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +248,10 @@ class ShareGroupState:
     assignment_epoch: int = INITIAL_GROUP_EPOCH
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
-    # Partition counts of the subscribed topics when the group epoch was last set.
+    # The subscribed topics' metadata hash the group epoch was last set with (KIP-1101).
+    metadata_hash: int = 0
+    # The assignable partition counts of the subscribed topics when the group epoch was last
+    # set (in memory only: more initialized partitions bump the epoch).
     subscription_metadata: dict[str, int] = field(default_factory=dict)
     # Share-state initialization (ShareGroupStatePartitionMetadata).
     initializing: set[TopicPartition] = field(default_factory=set)
@@ -248,9 +262,11 @@ class ShareGroupState:
     def state(self) -> str:
         return "Stable" if self.members else "Empty"
 
-    def heartbeat(self, request: Heartbeat, partitions: Mapping[str, int], now_ms: int) -> HeartbeatResponse:
+    def heartbeat(self, request: Heartbeat, partitions: Mapping[str, int], now_ms: int,
+                  topics: Mapping[str, TopicMeta]) -> HeartbeatResponse:
         """Answer one ShareGroupHeartbeat. `partitions`: topic name -> partition count (the
-        assignable partitions of the topics that exist)."""
+        assignable partitions of the topics that exist); `topics`: the metadata image's topics
+        (what the metadata hash is computed from)."""
         invalid = self.request_error(request)
         if invalid:
             return HeartbeatResponse(INVALID_REQUEST, invalid, request.member_id, request.member_epoch)
@@ -258,7 +274,7 @@ class ShareGroupState:
             if request.member_id not in self.members:
                 return self._error(UNKNOWN_MEMBER_ID, request, f"member {request.member_id!r} is not in group "
                                                               f"{self.group_id!r}")
-            self._remove(request.member_id, partitions)
+            self._remove(request.member_id, partitions, topics)
             return HeartbeatResponse(member_id=request.member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH)
         member = self.members.get(request.member_id)
         if member is None:
@@ -276,16 +292,17 @@ class ShareGroupState:
                 return self._error(FENCED_MEMBER_EPOCH, request, fenced)
             bump = False
         if request.subscribed_topic_names is not None:
-            topics = frozenset(request.subscribed_topic_names)
-            bump |= topics != member.subscribed_topic_names
-            member.subscribed_topic_names = topics
+            subscribed = frozenset(request.subscribed_topic_names)
+            bump |= subscribed != member.subscribed_topic_names
+            member.subscribed_topic_names = subscribed
         if request.rack_id is not None:
             member.rack_id = request.rack_id
         member.client_id, member.client_host = request.client_id, request.client_host
         self.members[member.member_id] = member
         metadata = self._subscription_metadata(partitions)
-        if bump or metadata != self.subscription_metadata:
-            self.subscription_metadata = metadata
+        metadata_hash = subscription_hash(self.subscribed_topics(), topics)
+        if bump or metadata != self.subscription_metadata or metadata_hash != self.metadata_hash:
+            self.subscription_metadata, self.metadata_hash = metadata, metadata_hash
             self.group_epoch += 1
         if self.group_epoch > self.assignment_epoch:
             self._update_target(partitions)
@@ -303,11 +320,12 @@ class ShareGroupState:
     def next_session_deadline(self) -> int | None:
         return min((m.session_deadline_ms for m in self.members.values()), default=None)
 
-    def expire_sessions(self, partitions: Mapping[str, int], now_ms: int) -> list[str]:
+    def expire_sessions(self, partitions: Mapping[str, int], now_ms: int,
+                        topics: Mapping[str, TopicMeta]) -> list[str]:
         """Remove the members whose session ran out by `now_ms`; their ids, in order."""
         gone = sorted(m.member_id for m in self.members.values() if m.session_deadline_ms <= now_ms)
         for member_id in gone:
-            self._remove(member_id, partitions)
+            self._remove(member_id, partitions, topics)
         return gone
 
     def subscribed_topics(self) -> set[str]:
@@ -364,13 +382,13 @@ class ShareGroupState:
     # -- records -------------------------------------------------------------------------------
 
     def records(self) -> dict[RecordKey, ShareGroupRecord]:
-        """The group as its live `__consumer_offsets` records (empty before the first join)."""
-        if self.group_epoch == INITIAL_GROUP_EPOCH and not self.members and not self.initialized and not self.initializing:
-            return {}
-        out: dict[RecordKey, ShareGroupRecord] = {
-            (11, ""): GroupEpochRecord(self.group_epoch),
-            (12, ""): TargetEpochRecord(self.assignment_epoch),
-        }
+        """The group as its live `__consumer_offsets` records (empty before the first join).
+        The epochs are written from the first join on (Kafka's first ShareGroupMetadata is the
+        join's, with the metadata hash), not for share state initialized before it."""
+        out: dict[RecordKey, ShareGroupRecord] = {}
+        if self.group_epoch != INITIAL_GROUP_EPOCH:
+            out[(11, "")] = GroupEpochRecord(self.group_epoch, self.metadata_hash)
+            out[(12, "")] = TargetEpochRecord(self.assignment_epoch)
         for m in self.members.values():
             out[(10, m.member_id)] = MemberMetadataRecord(m.member_id, MemberMetadata(
                 m.rack_id, m.client_id, m.client_host, tuple(sorted(m.subscribed_topic_names))))
@@ -390,17 +408,18 @@ class ShareGroupState:
     def replay(self, record: ShareGroupRecord) -> None:
         """Apply one record read back from `__consumer_offsets` (a coordinator's load)."""
         match record:
-            case GroupEpochRecord(epoch):
+            case GroupEpochRecord(epoch, metadata_hash):
                 if epoch is None:
                     self.deleted = True
                     self.group_epoch = self.assignment_epoch = INITIAL_GROUP_EPOCH
+                    self.metadata_hash = 0
                     self.members.clear()
                     self.target.clear()
                     self.initializing.clear()
                     self.initialized.clear()
                 else:
                     self.deleted = False
-                    self.group_epoch = epoch
+                    self.group_epoch, self.metadata_hash = epoch, metadata_hash
             case TargetEpochRecord(epoch):
                 self.assignment_epoch = INITIAL_GROUP_EPOCH if epoch is None else epoch
             case MemberMetadataRecord(member_id, None):
@@ -425,13 +444,17 @@ class ShareGroupState:
             case StatePartitionsRecord(None):
                 self.initializing.clear()
                 self.initialized.clear()
+                if self.group_epoch == INITIAL_GROUP_EPOCH:  # a group no member joined: deleted
+                    self.deleted = True
             case StatePartitionsRecord(value):
                 assert value is not None
+                self.deleted = False
                 self.initializing, self.initialized = set(value.initializing), set(value.initialized)
 
     def restart_sessions(self, partitions: Mapping[str, int], now_ms: int) -> None:
-        """After a load: every member's session starts again, and the subscription metadata is
-        taken as it is now (raftka does not store Kafka's metadata hash)."""
+        """After a load: every member's session starts again, and the assignable partitions are
+        taken as they are now (the metadata hash is the stored one: the first heartbeat bumps
+        the epoch if the subscribed topics changed meanwhile, or the record had none)."""
         for m in self.members.values():
             m.session_deadline_ms = now_ms + self.config.session_timeout_ms
         self.subscription_metadata = self._subscription_metadata(partitions)
@@ -455,10 +478,11 @@ class ShareGroupState:
     def _error(self, code: int, request: Heartbeat, message: str) -> HeartbeatResponse:
         return HeartbeatResponse(code, message, request.member_id, request.member_epoch)
 
-    def _remove(self, member_id: str, partitions: Mapping[str, int]) -> None:
+    def _remove(self, member_id: str, partitions: Mapping[str, int], topics: Mapping[str, TopicMeta]) -> None:
         del self.members[member_id]
         self.target.pop(member_id, None)
         self.subscription_metadata = self._subscription_metadata(partitions)
+        self.metadata_hash = subscription_hash(self.subscribed_topics(), topics)
         self.group_epoch += 1
         if not self.members:  # Kafka's shareGroupFenceMember: the last member's leave moves the target too
             self.assignment_epoch = self.group_epoch

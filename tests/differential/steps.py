@@ -13,6 +13,7 @@ step, not a difference.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class Scenario:
 
 
 B = ("--bootstrap-server", "{bootstrap}")
+# The prelude of a `python` step that imports the repository's tests (tests/differential/tools.py).
+_REPO_ON_PATH = f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
 
 
 def topics(step_id: str, *args: str, kafka_exit: int = 0) -> Step:
@@ -230,6 +233,13 @@ SHARE_GROUPS = Scenario("share-groups", steps=(
     configs("share.configs.describe-after-delete", "--describe", "--entity-type", "groups", "--entity-name",
             "ds-group"),
     share_groups("share.list-after-delete", "--list"),
+    # The subscribed topics' metadata hash (KIP-1101) in the ShareGroupMetadata records: the
+    # group epoch moves when partitions are added (tests/compat/share_group_cases.py).
+    topics("share.create-hash-topic", "--create", "--topic", "dsh-t", "--partitions", "2"),
+    Step("share.metadata-hash", "python", (_REPO_ON_PATH + """\
+from tests.compat.share_group_cases import metadata_hash_records
+print(metadata_hash_records(sys.argv[1], "dsh-group", "dsh-t", "dsh-member-000000000000"))
+""", "{bootstrap}")),
 ))
 
 # The share groups' dead-letter queue (KIP-1191, share.version 2): a group names its DLQ topic

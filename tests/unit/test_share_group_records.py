@@ -41,6 +41,39 @@ RECORDS = [
 ]
 
 
+# ShareGroupMetadata records as a live Kafka 4.4 wrote them to `__consumer_offsets` (read back
+# with tests/compat/share_group_cases.py's flow): a member of group dsh-group joined topic dsh-t
+# (2 partitions, the id below), the topic got a third partition, the member left. The value
+# carries the subscribed topics' metadata hash (KIP-1101); the emptied group's is 0.
+KAFKA_44_TOPIC_ID = "4e558a41-2c2e-42bb-84e4-596a0c3a3831"
+KAFKA_44_GROUP_METADATA = [
+    (GroupEpochRecord(2, 0x4D6C8121E315A186), 2, "0000000000024d6c8121e315a18600"),
+    (GroupEpochRecord(4, 0xE82D487E018C2191 - (1 << 64)), 3, "000000000004e82d487e018c219100"),
+    (GroupEpochRecord(5), None, "000000000005000000000000000000"),
+]
+
+
+@pytest.mark.parametrize(("record", "partitions", "value"), KAFKA_44_GROUP_METADATA,
+                         ids=[f"epoch{r.epoch}" for r, _, _ in KAFKA_44_GROUP_METADATA])
+def test_group_metadata_is_kafkas(record, partitions, value) -> None:
+    """raftka writes Kafka's bytes, and computes Kafka's hash of dsh-t at each partition count."""
+    from raftka.broker.group.consumer_assignors import TopicMeta
+    from raftka.broker.group.metadata_hash import subscription_hash
+
+    key, data = r.encode_record("dsh-group", record, {})
+    assert key.hex() == "000b00096473682d67726f7570" and data is not None and data.hex() == value
+    assert r.decode_record(11, None, bytes.fromhex(value), {}) == record
+    if partitions is not None:
+        topic = TopicMeta(KAFKA_44_TOPIC_ID, "dsh-t", partitions)
+        assert subscription_hash(["dsh-t"], {"dsh-t": topic}) == record.metadata_hash
+
+
+def test_a_group_metadata_record_without_the_hash_still_loads() -> None:
+    """raftka wrote MetadataHash 0 before it kept the hash: it reads back as hash 0 (the group's
+    next heartbeat bumps its epoch with the hash)."""
+    assert r.decode_record(11, None, bytes.fromhex("000000000003000000000000000000"), {}) == GroupEpochRecord(3, 0)
+
+
 @pytest.mark.parametrize(("record", "kind", "value"), RECORDS, ids=[str(k) for _, k, _ in RECORDS])
 def test_record_bytes_and_round_trip(record, kind, value) -> None:
     key, data = r.encode_record("g", record, IDS)

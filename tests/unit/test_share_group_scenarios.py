@@ -7,7 +7,9 @@ runs against one `ShareGroupState` and prints the answer, then the group:
 Commands (times in ms; partitions print as topic-partition):
 
 - `init [group=g] [session=45000] [interval=5000] [max=200]`: a new share group.
-- `topics t1=3 t2=1`: the topics that exist now (name=partition count; `-` for none).
+- `topics t1=3 t2=1`: the topics that exist now (name=partition count; `-` for none). A
+  topic's id is derived from its name; `t1=3/2` is its second incarnation (deleted and
+  created again: another id).
 - `hb member=m1 epoch=0 now=0 [topics=t1,t2] [rack=r1]`: a ShareGroupHeartbeat.
 - `expire now=...`: the session-timeout check.
 - `gate`: from now on heartbeats and expiry see only the assignable partitions (share
@@ -16,16 +18,27 @@ Commands (times in ms; partitions print as topic-partition):
   offsets; marks them initializing, then initialized except those that `fail`.
 - `records`: the `__consumer_offsets` records written since the last `records`, as the
   shell writes them (`changes` after every command).
-- `reload now=...`: a new group replayed from every record written so far; its records
-  must equal the live group's, and it becomes the group (sessions restarted at `now`).
+- `reload now=... [legacy=1]`: a new group replayed from every record written so far; its
+  records must equal the live group's, and it becomes the group (sessions restarted at
+  `now`). `legacy=1`: the ShareGroupMetadata records are replayed without their metadata
+  hash (0), as raftka wrote them before it kept the hash.
+
+Records print as their fields; ShareGroupMetadata's metadata hash (KIP-1101) as the topics
+of the current image whose hash it is (`hash=jobs+other`), `0`, or in hex when it is
+neither (the hash of an image gone).
 - `delete`: the tombstones of DeleteGroups.
 - `forget`: the initialization state of partitions that no longer exist is dropped.
 """
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import replace
+from itertools import combinations
 from pathlib import Path
 
+from raftka.broker.group.consumer_assignors import TopicMeta
+from raftka.broker.group.metadata_hash import subscription_hash
 from raftka.broker.group.share_group_state import (
     CurrentAssignmentRecord,
     GroupEpochRecord,
@@ -48,10 +61,23 @@ def _fmt(tps) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(tps)) or "-"
 
 
-def _record(r: ShareGroupRecord) -> str:
+def _hash(h: int, metas: dict[str, TopicMeta]) -> str:
+    """The metadata hash as the topics of `metas` whose hash it is."""
+    if h == 0:
+        return "0"
+    for n in range(1, len(metas) + 1):
+        for names in combinations(sorted(metas), n):
+            if subscription_hash(names, metas) == h:
+                return "+".join(names)
+    return f"{h & (1 << 64) - 1:016x}"
+
+
+def _record(r: ShareGroupRecord, metas: dict[str, TopicMeta]) -> str:
     match r:
-        case GroupEpochRecord(epoch):
-            return f"ShareGroupMetadata epoch={epoch}"
+        case GroupEpochRecord(None):
+            return "ShareGroupMetadata epoch=None"
+        case GroupEpochRecord(epoch, metadata_hash):
+            return f"ShareGroupMetadata epoch={epoch} hash={_hash(metadata_hash, metas)}"
         case TargetEpochRecord(epoch):
             return f"ShareGroupTargetAssignmentMetadata epoch={epoch}"
         case MemberMetadataRecord(member, meta):
@@ -74,6 +100,7 @@ class Harness(CommandHarness):
     def __init__(self) -> None:
         self.group: ShareGroupState | None = None
         self.partitions: dict[str, int] = {}
+        self.metas: dict[str, TopicMeta] = {}
         self.gated = False
         self.written: list[ShareGroupRecord] = []
         self.unshown: list[ShareGroupRecord] = []
@@ -107,14 +134,19 @@ class Harness(CommandHarness):
         return "\n".join(self._state_lines())
 
     def cmd_topics(self, kv) -> str:
-        self.partitions = {t: int(n) for t, n in kv.items()}
+        self.partitions, self.metas = {}, {}
+        for topic, value in kv.items():
+            count, _, incarnation = value.partition("/")
+            self.partitions[topic] = int(count)
+            topic_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{topic}/{incarnation or 1}"))
+            self.metas[topic] = TopicMeta(topic_id, topic, int(count))
         return "ok"
 
     def cmd_hb(self, kv) -> str:
         topics = tuple(t for t in kv["topics"].split(",") if t and t != "-") if "topics" in kv else None
         request = Heartbeat(kv["member"], int(kv["epoch"]), topics, kv.get("rack"))
         before = self._group().records()
-        r = self._group().heartbeat(request, self._seen(), int(kv["now"]))
+        r = self._group().heartbeat(request, self._seen(), int(kv["now"]), self.metas)
         self._write(before)
         if r.error:
             head = f"error {r.error}: {r.message}"
@@ -127,7 +159,7 @@ class Harness(CommandHarness):
         g = self._group()
         head = f"next session deadline: {g.next_session_deadline()}"
         before = g.records()
-        gone = g.expire_sessions(self._seen(), int(kv["now"]))
+        gone = g.expire_sessions(self._seen(), int(kv["now"]), self.metas)
         self._write(before)
         return "\n".join([head, f"expired: {','.join(gone) or '-'}"] + self._state_lines())
 
@@ -154,14 +186,17 @@ class Harness(CommandHarness):
         return "ok"
 
     def cmd_records(self, kv) -> str:
-        out, self.unshown = [_record(r) for r in self.unshown], []
+        out, self.unshown = [_record(r, self.metas) for r in self.unshown], []
         return "\n".join(out) or "-"
 
     def cmd_reload(self, kv) -> str:
         g = self._group()
         fresh = ShareGroupState(g.group_id, g.config)
+        legacy = kv.get("legacy") == "1"
         for r in self.written:
-            fresh.replay(r)
+            fresh.replay(replace(r, metadata_hash=0) if legacy and isinstance(r, GroupEpochRecord) else r)
+        if legacy:
+            g.metadata_hash = 0  # what the live group would be had it been written so
         assert fresh.records() == g.records(), (fresh.records(), g.records())
         fresh.restart_sessions(self._seen(), int(kv["now"]))
         self.group = fresh
@@ -172,7 +207,7 @@ class Harness(CommandHarness):
         records = g.deletion_records()
         self.written += records
         self.group = ShareGroupState(g.group_id, g.config)  # the shell forgets a deleted group
-        return "\n".join(_record(r) for r in records) or "-"
+        return "\n".join(_record(r, self.metas) for r in records) or "-"
 
 
 test_there_are_scenarios, test_scenario = scenario_tests(TESTDATA, Harness, minimum=3)
