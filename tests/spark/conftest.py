@@ -16,6 +16,7 @@ import pytest
 
 from raftka.testing.local_cluster import LocalCluster
 from tests.integration.cluster_support import running_cluster
+from tests.spark.spark_support import bytecode_spark_home
 
 RETENTION_CHECK = {"log.retention.check.interval.ms": "500"}
 # test_spark_read_committed.py's transactions: a small __transaction_state on one node.
@@ -24,14 +25,16 @@ TRANSACTIONS = {"transaction.state.log.num.partitions": "3", "transaction.state.
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     from pyspark.sql import SparkSession
 
     from raftka.spark_source import RaftkaDataSource
 
-    # Python workers must import our packages with this same interpreter.
+    # Python workers must import our packages with this same interpreter, and pyspark with
+    # its bytecode (a streaming source's worker has 10 s to connect back).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_HOME"] = str(bytecode_spark_home(tmp_path_factory.mktemp("spark")))
     session = (SparkSession.builder.master("local[2]").appName("raftka-spark-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")

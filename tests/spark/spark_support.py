@@ -3,12 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from raftka.client.admin import NewTopic
 from raftka.client.blocking import Admin, Producer
 from tests.support import wait_until
 
 BASE_TS = 1_700_000_000_000
+
+
+def bytecode_spark_home(directory: Path) -> Path:
+    """A SPARK_HOME (in `directory`) for pip's pyspark whose Python workers import pyspark
+    from site-packages, with its cached bytecode.
+
+    Spark puts $SPARK_HOME/python/lib/pyspark.zip first on a Python worker's PYTHONPATH
+    (PythonUtils.sparkPythonPath), and pip's pyspark ships that zip without bytecode: each
+    worker compiles every pyspark module it imports (0.8 s of CPU against 0.24 s, measured
+    for the streaming source's worker). A streaming source's worker must connect back
+    within 10 s, fixed in Spark 4.3 (PythonWorkerFactory.createSimpleWorker; neither
+    spark.python.use.daemon nor any other setting changes it): on CI's loaded 2 cores the
+    compiling worker missed it ("Python worker failed to connect back"). This home links
+    everything of pyspark's but python/, so the zip is not there and the worker imports the
+    same pyspark, installed, from site-packages."""
+    import pyspark
+
+    installed = Path(pyspark.__file__).parent
+    home = directory / "spark-home"
+    home.mkdir(parents=True, exist_ok=True)
+    for entry in installed.iterdir():
+        if entry.name != "python" and not (home / entry.name).exists():
+            (home / entry.name).symlink_to(entry)
+    (home / "python" / "lib").mkdir(parents=True, exist_ok=True)
+    return home
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 3,

@@ -66,3 +66,10 @@ async def test_a_range_read_does_not_wait_for_a_leader_the_first_refresh_finds(b
         finally:
             await cluster.aclose()
     assert sum(b.num_rows for b in batches) == 5
+
+
+def test_a_python_worker_imports_pyspark_with_its_bytecode(spark) -> None:
+    """Not from Spark's pyspark.zip, which every worker would compile again: a streaming
+    source's worker has 10 s to connect back (tests/spark/spark_support.bytecode_spark_home)."""
+    (where,) = set(spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect())
+    assert ".zip" not in where and where.endswith("__init__.py"), where
