@@ -37,6 +37,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 import structlog
 import trio
@@ -142,6 +143,55 @@ def append_error_code(exc: BaseException) -> int:
     return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
+class _Loading(Protocol):
+    loaded: bool
+
+
+_L = TypeVar("_L", bound=_Loading)
+
+
+class InternalTopic:
+    """The lookups the coordinators of an internal topic share (`__consumer_offsets`,
+    `__transaction_state`, `__share_group_state`): its partition count in the current metadata
+    image, and whether this broker serves one of its partitions now."""
+
+    def __init__(self, name: str, replicas: ReplicaManager, node_id: int) -> None:
+        self.name = name
+        self.replicas = replicas
+        self.node_id = node_id
+
+    def partition_count(self) -> int:
+        """The topic's partition count, 0 while it does not exist."""
+        topic = self.replicas.image.topic_by_name(self.name)
+        return len(topic.partitions) if topic is not None else 0
+
+    def existing_partition_count(self) -> int:
+        """The partition count a key is hashed over (CoordinatorError while the topic is missing)."""
+        count = self.partition_count()
+        if not count:
+            raise CoordinatorError(NOT_AVAILABLE, f"{self.name} does not exist yet")
+        return count
+
+    def leads_in_image(self, index: int) -> bool:
+        """Whether the metadata image names this broker the partition's leader."""
+        topic = self.replicas.image.topic_by_name(self.name)
+        part = topic.partitions.get(index) if topic is not None else None
+        return part is not None and part.leader == self.node_id
+
+    def check_served(self, index: int, load: _L | None, whose: str = "") -> _L:
+        """`load` if this broker leads partition `index` and has loaded it (`load` is None when it
+        does not lead it), else CoordinatorError; `whose` ends the NOT_COORDINATOR message."""
+        if load is None and self.leads_in_image(index):
+            # The metadata already names this broker (FindCoordinator answered with it) but its
+            # replica manager has not made it leader yet: a retriable "not yet", as while loading.
+            raise CoordinatorError(LOAD_IN_PROGRESS, f"{self.name}-{index} is becoming led here")
+        if load is None:
+            raise CoordinatorError(NOT_COORDINATOR, f"broker {self.node_id} does not lead {self.name}-{index}{whose}")
+        if not load.loaded:
+            raise CoordinatorError(LOAD_IN_PROGRESS, f"{self.name}-{index} is still loading")
+        return load
+
+
 @dataclass
 class _Waiter:
     event: trio.Event = field(default_factory=trio.Event)
@@ -162,6 +212,7 @@ class GroupCoordinator:
                  create_offsets_topic: Callable[[int, int], Awaitable[None]]) -> None:
         self.config = config
         self.replicas = replicas
+        self._topic = InternalTopic(OFFSETS_TOPIC, replicas, config.node_id)
         self._create_offsets_topic = create_offsets_topic
         self.groups: dict[str, GroupState] = {}
         self.consumer_groups: dict[str, ConsumerGroupState] = {}  # KIP-848 (group.protocol=consumer)
@@ -198,7 +249,7 @@ class GroupCoordinator:
 
     def _drop_partition(self, index: int) -> None:
         self.pending_txn.drop_partition(index)
-        count = self._partition_count()
+        count = self._topic.partition_count()
         for gid in [g for g in self.consumer_groups if count and partition_for_group(g, count) == index]:
             del self.consumer_groups[gid]
             self.timers.set(gid, None)
@@ -318,20 +369,13 @@ class GroupCoordinator:
             self.timers.set(group.group_id, group.next_deadline_ms())
 
     # --- lookup -----------------------------------------------------------------
-    def _partition_count(self) -> int:
-        topic = self.replicas.image.topic_by_name(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None else 0
-
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition of `group_id` (CoordinatorError if the topic is missing)."""
-        count = self._partition_count()
-        if not count:
-            raise CoordinatorError(NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet")
-        return partition_for_group(group_id, count)
+        return partition_for_group(group_id, self._topic.existing_partition_count())
 
     async def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` if missing (the first FindCoordinator does, as in Kafka)."""
-        if self._partition_count():
+        if self._topic.partition_count():
             return
         live = len(self.replicas.image.live_brokers())
         rf = max(1, min(self.config.offsets_topic_replication_factor, live))
@@ -339,27 +383,11 @@ class GroupCoordinator:
 
     def _partition(self, group_id: str) -> Partition:
         index = self.partition_for(group_id)
-        load = self._loads.get(index)
-        if load is None and self._leads_in_image(index):
-            # The metadata already names this broker (FindCoordinator answered with it) but its
-            # replica manager has not made it leader yet: a retriable "not yet", as while loading.
-            raise CoordinatorError(LOAD_IN_PROGRESS, f"{OFFSETS_TOPIC}-{index} is becoming led here")
-        if load is None:
-            raise CoordinatorError(NOT_COORDINATOR,
-                                   f"broker {self.config.node_id} does not lead {OFFSETS_TOPIC}-{index} "
-                                   f"(group {group_id!r})")
-        if not load.loaded:
-            raise CoordinatorError(LOAD_IN_PROGRESS, f"{OFFSETS_TOPIC}-{index} is still loading")
+        self._topic.check_served(index, self._loads.get(index), f" (group {group_id!r})")
         partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
         if partition is None or not partition.is_leader:
             raise CoordinatorError(NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{index} is not led here")
         return partition
-
-    def _leads_in_image(self, index: int) -> bool:
-        image = self.replicas.image
-        topic = image.topic_by_name(OFFSETS_TOPIC)
-        part = topic.partitions.get(index) if topic is not None else None
-        return part is not None and part.leader == self.config.node_id
 
     def _group(self, group_id: str, *, create: bool) -> GroupState | None:
         if not group_id:
@@ -961,7 +989,7 @@ class GroupCoordinator:
         """One cleanup: for every loaded partition, decide (broker/group/offset_expiration.py)
         and write the offset and group tombstones as one acks=all batch, then drop from memory
         what is still as decided (a commit or a join meanwhile wins)."""
-        count = self._partition_count()
+        count = self._topic.partition_count()
         if not count:
             return
         by_index: dict[int, list[str]] = {}

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
-from raftka.broker.group.group_coordinator import CoordinatorError, append_error_code
+from raftka.broker.group.group_coordinator import CoordinatorError, InternalTopic, append_error_code
 from raftka.broker.group.group_metadata_manager import append_and_wait, log_batches
 from raftka.broker.group.group_records import partition_for_group
 from raftka.broker.group.share_coordinator_records import decode_record, encode_record
@@ -52,7 +52,6 @@ from raftka.raft_meta.metadata.image import MetadataDelta, MetadataImage
 log = structlog.get_logger("broker.share_coordinator")
 
 NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
-LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 NOT_AVAILABLE = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
@@ -81,6 +80,7 @@ class ShareCoordinator:
                  create_topic: Callable[[int, int, dict[str, str]], Awaitable[None]]) -> None:
         self.config = config
         self.replicas = replicas
+        self._topic = InternalTopic(SHARE_STATE_TOPIC, replicas, config.node_id)
         self._create_topic = create_topic
         self._shards: dict[int, _Shard] = {}
         self._tokens = 0
@@ -161,21 +161,14 @@ class ShareCoordinator:
                  seconds=round(trio.current_time() - started, 3))
 
     # --- lookup ------------------------------------------------------------------------------
-    def partition_count(self) -> int:
-        topic = self.replicas.image.topic_by_name(SHARE_STATE_TOPIC)
-        return len(topic.partitions) if topic is not None else 0
-
     def partition_for(self, key: ShareStateKey) -> int:
-        count = self.partition_count()
-        if not count:
-            raise CoordinatorError(NOT_AVAILABLE, f"{SHARE_STATE_TOPIC} does not exist yet")
-        return partition_for_share(key, count)
+        return partition_for_share(key, self._topic.existing_partition_count())
 
     async def ensure_topic(self) -> None:
         """Create `__share_group_state` if missing (the first lookup does, as in Kafka). The
         replication factor is capped by the live brokers and min.insync.replicas by it, as for
         `__transaction_state`."""
-        if self.partition_count():
+        if self._topic.partition_count():
             return
         live = len(self.replicas.image.live_brokers())
         rf = max(1, min(self.config.share_coordinator_state_topic_replication_factor, live))
@@ -183,20 +176,7 @@ class ShareCoordinator:
                                  state_topic_configs(self.config, rf))
 
     def _shard(self, index: int) -> _Shard:
-        shard = self._shards.get(index)
-        if shard is None and self._leads_in_image(index):
-            raise CoordinatorError(LOAD_IN_PROGRESS, f"{SHARE_STATE_TOPIC}-{index} is becoming led here")
-        if shard is None:
-            raise CoordinatorError(NOT_COORDINATOR, f"broker {self.config.node_id} does not lead "
-                                                    f"{SHARE_STATE_TOPIC}-{index}")
-        if not shard.loaded:
-            raise CoordinatorError(LOAD_IN_PROGRESS, f"{SHARE_STATE_TOPIC}-{index} is still loading")
-        return shard
-
-    def _leads_in_image(self, index: int) -> bool:
-        topic = self.replicas.image.topic_by_name(SHARE_STATE_TOPIC)
-        part = topic.partitions.get(index) if topic is not None else None
-        return part is not None and part.leader == self.config.node_id
+        return self._topic.check_served(index, self._shards.get(index))
 
     def _topic_partitions(self, topic_id: uuid.UUID) -> int | None:
         topic = self.replicas.image.topics.get(str(topic_id))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from raftka.broker.group.group_coordinator import CoordinatorError, append_error_code
+from raftka.broker.group.group_coordinator import CoordinatorError, InternalTopic, append_error_code
 from raftka.broker.group.group_metadata_manager import append_and_wait, log_batches
 from raftka.broker.replication.partition import Partition
 from raftka.broker.replication.replica_manager import ReplicaManager
@@ -82,6 +82,7 @@ class TxnCoordinator:
                  next_producer_id: Callable[[], Awaitable[int]]) -> None:
         self.config = config
         self.replicas = replicas
+        self._topic = InternalTopic(TRANSACTION_STATE_TOPIC, replicas, config.node_id)
         self._create_topic = create_topic
         self._next_producer_id = next_producer_id
         self.txns: dict[str, TxnMetadata] = {}
@@ -105,7 +106,7 @@ class TxnCoordinator:
             self._loads.pop(partition.index, None)
 
     def _drop_partition(self, index: int) -> None:
-        count = self._partition_count()
+        count = self._topic.partition_count()
         dropped = [tid for tid in self.txns if count and partition_for_txn(tid, count) == index]
         for tid in dropped:
             del self.txns[tid]
@@ -147,21 +148,14 @@ class TxnCoordinator:
                  seconds=round(trio.current_time() - started, 3))
 
     # --- lookup ------------------------------------------------------------------------------
-    def _partition_count(self) -> int:
-        topic = self.replicas.image.topic_by_name(TRANSACTION_STATE_TOPIC)
-        return len(topic.partitions) if topic is not None else 0
-
     def partition_for(self, transactional_id: str) -> int:
-        count = self._partition_count()
-        if not count:
-            raise CoordinatorError(NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} does not exist yet")
-        return partition_for_txn(transactional_id, count)
+        return partition_for_txn(transactional_id, self._topic.existing_partition_count())
 
     async def ensure_topic(self) -> None:
         """Create `__transaction_state` if missing (the first FindCoordinator does, as in Kafka).
         The replication factor is capped by the live brokers, as for `__consumer_offsets`, and
         min.insync.replicas by the replication factor (a one-broker cluster still works)."""
-        if self._partition_count():
+        if self._topic.partition_count():
             return
         live = len(self.replicas.image.live_brokers())
         rf = max(1, min(self.config.transaction_state_log_replication_factor, live))
@@ -174,25 +168,11 @@ class TxnCoordinator:
         }
         await self._create_topic(self.config.transaction_state_log_num_partitions, rf, configs)
 
-    def _leads_in_image(self, index: int) -> bool:
-        topic = self.replicas.image.topic_by_name(TRANSACTION_STATE_TOPIC)
-        part = topic.partitions.get(index) if topic is not None else None
-        return part is not None and part.leader == self.config.node_id
-
     def _owned(self, transactional_id: str) -> tuple[int, _Load]:
         """(partition index, its load) if this broker coordinates `transactional_id`, else
         CoordinatorError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...)."""
         index = self.partition_for(transactional_id)
-        load = self._loads.get(index)
-        if load is None and self._leads_in_image(index):
-            raise CoordinatorError(LOAD_IN_PROGRESS, f"{TRANSACTION_STATE_TOPIC}-{index} is becoming led here")
-        if load is None:
-            raise CoordinatorError(NOT_COORDINATOR,
-                                   f"broker {self.config.node_id} does not lead {TRANSACTION_STATE_TOPIC}-{index} "
-                                   f"(transactional id {transactional_id!r})")
-        if not load.loaded:
-            raise CoordinatorError(LOAD_IN_PROGRESS, f"{TRANSACTION_STATE_TOPIC}-{index} is still loading")
-        return index, load
+        return index, self._topic.check_served(index, self._loads.get(index), f" (transactional id {transactional_id!r})")
 
     def _meta(self, transactional_id: str) -> TxnMetadata | None:
         self._owned(transactional_id)
