@@ -52,6 +52,15 @@ def _name(code: int) -> str:
     return ErrorCode(code).name if code else "NONE"
 
 
+def retry_while_loading(send: Callable[[], Any], deadline: float) -> Any:
+    """`send()` again while the coordinator loads, until `deadline` (time.monotonic())."""
+    while True:
+        response = send()
+        if response.error_code not in LOADING or time.monotonic() > deadline:
+            return response
+        time.sleep(0.2)  # polling the coordinator (a fresh broker's first group request) under the deadline
+
+
 class _Member:
     """One consumer-protocol member speaking ConsumerGroupHeartbeat v1 (its own member id)."""
 
@@ -68,11 +77,8 @@ class _Member:
                 "subscribed_topic_names": [self.topic] if epoch == 0 else None, "subscribed_topic_regex": None,
                 "server_assignor": "uniform" if epoch == 0 else None,
                 "topic_partitions": [] if epoch == 0 else (self.owned if owned is None else owned)}
-        while True:
-            response = self.conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
-            if response.error_code not in LOADING or time.monotonic() > self.deadline:
-                break
-            time.sleep(0.2)  # polling the coordinator (a fresh broker's first group request) under the deadline
+        response = retry_while_loading(lambda: self.conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body),
+                                       self.deadline)
         if response.error_code:
             raise RuntimeError(f"heartbeat of {self.member_id}: {_name(response.error_code)}")
         if epoch >= 0:

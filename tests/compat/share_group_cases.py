@@ -28,12 +28,12 @@ from raftka.broker.group.share_group_records import GROUP_METADATA, decode_recor
 from raftka.broker.group.share_group_state import GroupEpochRecord
 from raftka.client.protocol import ApiKey
 from tests.compat.kip848_cases import (
-    LOADING,
     OFFSETS_TOPIC,
     TIMEOUT,
     _name,
     _offsets_partition,
     _topic,
+    retry_while_loading,
 )
 from tests.compat.wire_client import WireConnection
 
@@ -51,11 +51,8 @@ class _ShareMember:
         epoch = self.epoch if epoch is None else epoch
         body = {"group_id": self.group, "member_id": self.member_id, "member_epoch": epoch, "rack_id": None,
                 "subscribed_topic_names": [self.topic] if epoch == 0 else None}
-        while True:
-            response = self.conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, body)
-            if response.error_code not in LOADING or time.monotonic() > self.deadline:
-                break
-            time.sleep(0.2)  # polling the coordinator (a fresh broker's first group request) under the deadline
+        response = retry_while_loading(lambda: self.conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, body),
+                                       self.deadline)
         if response.error_code:
             raise RuntimeError(f"share heartbeat of {self.member_id}: {_name(response.error_code)}")
         if epoch >= 0:
