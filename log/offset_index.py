@@ -23,6 +23,7 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
+from typing import ClassVar
 
 _ENTRY = struct.Struct(">II")
 _U32_MAX = (1 << 32) - 1
@@ -57,43 +58,104 @@ def cut_entries(path: Path, size: int) -> None:
         pass
 
 
-class OffsetIndex:
-    ENTRY_SIZE = _ENTRY.size
+class IndexFile:
+    """What the offset and time indexes share: entries of two columns (`_first`, `_second`,
+    the subclass's `_ENTRY` packs one entry) kept in memory, loaded once from the file, new
+    ones appended to it on flush and close, a truncation cutting it at once."""
+
+    _ENTRY: ClassVar[struct.Struct]
+    _TYPECODES: ClassVar[tuple[str, str]]  # the two columns' array typecodes
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         """Open (creating if missing) and load the index at `path`.
 
-        Raises CorruptIndex when the file size is not a multiple of 8 or the
-        entries are not strictly increasing.
+        Raises CorruptIndex when the file size is not a multiple of the entry size or an
+        entry does not follow the one before it (`_follows`).
         """
         self.path = Path(path)
         self.base_offset = base_offset
-        self.max_entries = max(1, max_index_bytes // self.ENTRY_SIZE)
-        self._relative = array("I")
-        self._positions = array("I")
+        self.max_entries = max(1, max_index_bytes // self._ENTRY.size)
+        self._first = array(self._TYPECODES[0])
+        self._second = array(self._TYPECODES[1])
         data = self.path.read_bytes() if self.path.exists() else b""
-        if len(data) % self.ENTRY_SIZE:
+        if len(data) % self._ENTRY.size:
             raise CorruptIndex(
-                f"{self.path.name}: size {len(data)} is not a multiple of the {self.ENTRY_SIZE}-byte entry"
+                f"{self.path.name}: size {len(data)} is not a multiple of the {self._ENTRY.size}-byte entry"
             )
-        for rel, pos in _ENTRY.iter_unpack(data):
-            if self._relative and (rel <= self._relative[-1] or pos <= self._positions[-1]):
+        for first, second in self._ENTRY.iter_unpack(data):
+            if self._first and not self._follows(first, second):
                 raise CorruptIndex(
-                    f"{self.path.name}: entry {len(self._relative)} ({rel}, {pos}) does not follow "
-                    f"({self._relative[-1]}, {self._positions[-1]})"
+                    f"{self.path.name}: entry {len(self._first)} ({first}, {second}) does not follow "
+                    f"({self._first[-1]}, {self._second[-1]})"
                 )
-            self._relative.append(rel)
-            self._positions.append(pos)
-        self._written = len(self._relative)  # entries in the file
+            self._first.append(first)
+            self._second.append(second)
+        self._written = len(self._first)  # entries in the file
         if not self.path.exists():
             write_entries(self.path, 0, b"", fsync=False)
 
+    def _follows(self, first: int, second: int) -> bool:
+        """Whether (first, second) may follow the last entry."""
+        raise NotImplementedError
+
     def __len__(self) -> int:
-        return len(self._relative)
+        return len(self._first)
 
     @property
     def is_full(self) -> bool:
-        return len(self._relative) >= self.max_entries
+        return len(self._first) >= self.max_entries
+
+    def _truncate(self, keep: int) -> None:
+        if keep >= len(self._first):
+            return
+        del self._first[keep:]
+        del self._second[keep:]
+        if self._written > keep:
+            cut_entries(self.path, keep * self._ENTRY.size)
+            self._written = keep
+
+    def reset(self) -> None:
+        self._truncate(0)
+
+    def _pending(self) -> bytes:
+        return b"".join(self._ENTRY.pack(a, b) for a, b in zip(self._first[self._written:],
+                                                               self._second[self._written:], strict=True))
+
+    def flush(self) -> None:
+        """Write the new entries and fsync the file."""
+        count = len(self._first)
+        write_entries(self.path, self._written * self._ENTRY.size, self._pending(), fsync=True)
+        self._written = count
+
+    def close(self) -> None:
+        """Write the new entries (no fsync: a clean close leaves the file exact)."""
+        count = len(self._first)
+        if count > self._written:
+            write_entries(self.path, self._written * self._ENTRY.size, self._pending(), fsync=False)
+            self._written = count
+
+    def rename(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = Path(path)
+
+
+class OffsetIndex(IndexFile):
+    """Entries (offset - base offset, position), both strictly increasing."""
+
+    _ENTRY = _ENTRY
+    _TYPECODES = ("I", "I")
+    ENTRY_SIZE = _ENTRY.size
+
+    @property
+    def _relative(self) -> array[int]:
+        return self._first
+
+    @property
+    def _positions(self) -> array[int]:
+        return self._second
+
+    def _follows(self, first: int, second: int) -> bool:
+        return first > self._relative[-1] and second > self._positions[-1]
 
     @property
     def last_entry(self) -> tuple[int, int]:
@@ -112,7 +174,7 @@ class OffsetIndex:
             raise ValueError(
                 f"{self.path.name}: offset {offset} is outside the u32 range of base offset {self.base_offset}"
             )
-        if self._relative and (rel <= self._relative[-1] or position <= self._positions[-1]):
+        if self._relative and not self._follows(rel, position):
             last_offset, last_position = self.last_entry
             raise ValueError(
                 f"{self.path.name}: entry ({offset}, {position}) must come after ({last_offset}, {last_position})"
@@ -137,35 +199,3 @@ class OffsetIndex:
         """Drop the entries for offsets at or beyond `offset`."""
         self._truncate(bisect_left(self._relative, max(0, offset - self.base_offset)))
 
-    def _truncate(self, keep: int) -> None:
-        if keep >= len(self._relative):
-            return
-        del self._relative[keep:]
-        del self._positions[keep:]
-        if self._written > keep:
-            cut_entries(self.path, keep * self.ENTRY_SIZE)
-            self._written = keep
-
-    def reset(self) -> None:
-        self._truncate(0)
-
-    def _pending(self) -> bytes:
-        return b"".join(_ENTRY.pack(r, p) for r, p in zip(self._relative[self._written:],
-                                                          self._positions[self._written:], strict=True))
-
-    def flush(self) -> None:
-        """Write the new entries and fsync the file."""
-        count = len(self._relative)
-        write_entries(self.path, self._written * self.ENTRY_SIZE, self._pending(), fsync=True)
-        self._written = count
-
-    def close(self) -> None:
-        """Write the new entries (no fsync: a clean close leaves the file exact)."""
-        count = len(self._relative)
-        if count > self._written:
-            write_entries(self.path, self._written * self.ENTRY_SIZE, self._pending(), fsync=False)
-            self._written = count
-
-    def rename(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = Path(path)

@@ -97,6 +97,29 @@ def test_time_index_lookup(tmp_path: Path, target: int, expected: tuple[int, int
     idx.close()
 
 
+@pytest.mark.parametrize(
+    ("entries", "corrupt"),
+    [
+        ([(1000, 3), (2000, 3)], False),  # the same offset again: a later batch reached a larger timestamp
+        ([(1000, 3), (2000, 9)], False),
+        ([(1000, 3), (1000, 9)], True),  # timestamps increase strictly
+        ([(2000, 3), (1000, 9)], True),
+        ([(1000, 9), (2000, 3)], True),  # offsets never go back
+    ],
+)
+def test_time_index_file_order(tmp_path: Path, entries: list[tuple[int, int]], corrupt: bool) -> None:
+    path = tmp_path / "00000000000000000000.timeindex"
+    path.write_bytes(b"".join(t.to_bytes(8, "big", signed=True) + r.to_bytes(4, "big") for t, r in entries))
+    if corrupt:
+        with pytest.raises(CorruptIndex, match="does not follow"):
+            TimeIndex(path, 0, 1200)
+    else:
+        assert TimeIndex(path, 0, 1200).entries() == entries
+    path.write_bytes(b"\x00" * 8)
+    with pytest.raises(CorruptIndex, match="multiple of the 12-byte entry"):
+        TimeIndex(path, 0, 1200)
+
+
 def test_sparse_interval_and_rebuild_equals_original(open_log, part_dir: Path) -> None:
     log = open_log(index_interval_bytes=300, segment_bytes=20_000)
     sizes = []
