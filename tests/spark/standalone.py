@@ -13,13 +13,14 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.spark.spark_support import read_back
+from tests.spark.spark_support import bytecode_spark_home, read_back
 from tests.support import free_port, wait_until
 
 
@@ -43,8 +44,9 @@ def spark_home() -> Path:
 @contextmanager
 def standalone_cluster(workdir: Path, python: str, cores: int = 2, memory: str = "2g"
                        ) -> Iterator[Standalone]:
-    home = spark_home()
     workdir.mkdir(parents=True, exist_ok=True)
+    # This venv's pyspark: its Python workers import it with its bytecode (spark_support).
+    home = bytecode_spark_home(workdir) if python == sys.executable else spark_home()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_WORKER_DIR": str(workdir / "work"), "SPARK_LOG_DIR": str(workdir / "logs"),
            "PYSPARK_PYTHON": python, "SPARK_NO_DAEMONIZE": "1"}
@@ -94,6 +96,10 @@ def run_job(python: str, workdir: Path, args: dict) -> dict:
     script = shutil.copy(JOB, workdir / "job.py")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     env.update(PYSPARK_PYTHON=python, SPARK_LOCAL_IP="127.0.0.1", HOME=str(workdir))
+    if python == sys.executable:  # this venv's pyspark: its Python workers import it with its bytecode
+        env["SPARK_HOME"] = str(bytecode_spark_home(workdir))
+    else:  # another venv's pyspark (the wheel's), not ours
+        env.pop("SPARK_HOME", None)
     done = subprocess.run([python, str(script), json.dumps(args)], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
