@@ -46,7 +46,7 @@ def standalone_cluster(workdir: Path, python: str, cores: int = 2, memory: str =
                        ) -> Iterator[Standalone]:
     workdir.mkdir(parents=True, exist_ok=True)
     # This venv's pyspark: its Python workers import it with its bytecode (spark_support).
-    home = bytecode_spark_home(workdir) if python == sys.executable else spark_home()
+    home = bytecode_spark_home(workdir) if imports_our_pyspark(python) else spark_home()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_WORKER_DIR": str(workdir / "work"), "SPARK_LOG_DIR": str(workdir / "logs"),
            "PYSPARK_PYTHON": python, "SPARK_NO_DAEMONIZE": "1"}
@@ -86,6 +86,18 @@ def standalone_cluster(workdir: Path, python: str, cores: int = 2, memory: str =
                 proc.wait()
 
 
+def imports_our_pyspark(python: str) -> bool:
+    """Whether `python` imports this venv's pyspark: this interpreter, or one that takes its
+    libraries from this venv (the installed-wheel tests' venv, through a .pth line)."""
+    import pyspark
+
+    if python == sys.executable:
+        return True
+    found = subprocess.run([python, "-c", "import pyspark; print(pyspark.__file__)"], capture_output=True,
+                           text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    return found.returncode == 0 and Path(found.stdout.strip()).resolve() == Path(pyspark.__file__).resolve()
+
+
 JOB = Path(__file__).with_name("spark_job.py")
 ROWS = 3000
 
@@ -96,9 +108,9 @@ def run_job(python: str, workdir: Path, args: dict) -> dict:
     script = shutil.copy(JOB, workdir / "job.py")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     env.update(PYSPARK_PYTHON=python, SPARK_LOCAL_IP="127.0.0.1", HOME=str(workdir))
-    if python == sys.executable:  # this venv's pyspark: its Python workers import it with its bytecode
+    if imports_our_pyspark(python):  # its Python workers import pyspark with its bytecode
         env["SPARK_HOME"] = str(bytecode_spark_home(workdir))
-    else:  # another venv's pyspark (the wheel's), not ours
+    else:  # another venv's own pyspark, not ours
         env.pop("SPARK_HOME", None)
     done = subprocess.run([python, str(script), json.dumps(args)], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=600)
