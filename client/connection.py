@@ -112,6 +112,7 @@ class BrokerConnection:
         self._correlation = itertools.count(1)
         self._closed = False
         self._close_reason: str | None = None
+        self._refused = False  # closed by a TLS refusal (_fail_all)
         self._reader_scope: trio.CancelScope | None = None
 
     # --- lifecycle -------------------------------------------------------
@@ -183,6 +184,11 @@ class BrokerConnection:
             response = await self._send(ApiKey.API_VERSIONS, version, ApiVersionsRequest(),
                                         expect_response=True)
         except KafkaConnectionError as exc:
+            if self._refused:  # TLS 1.3: the broker's alert came after the client's handshake
+                raise KafkaConnectionError(
+                    f"the broker {self.host}:{self.port} refused this client's TLS handshake: "
+                    f"{self._close_reason} (a client certificate it does not accept, or none where it "
+                    "requires one)", retriable=False) from exc
             # Hung up on before any answer: a TLS listener spoken to in plaintext (it answers a
             # TLS hello, so ask it one), or not a Kafka listener at all, such as a raftka
             # node's metadata-quorum or controller port.
@@ -259,7 +265,8 @@ class BrokerConnection:
                     expect_response: bool, timeout: float | None = None) -> Any:
         if self._closed:
             raise KafkaConnectionError(
-                f"connection to {self.host}:{self.port} is closed: {self._close_reason}")
+                f"connection to {self.host}:{self.port} is closed: {self._close_reason}",
+                retriable=not self._refused)
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         frame = encode_request(api_key, version, correlation_id, body, client_id=self.client_id)
         pending = _Pending(correlation_id, api_key, version)
@@ -274,10 +281,10 @@ class BrokerConnection:
                 try:
                     await self._stream.send_all(frame)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    self._fail_all(f"send failed: {exc!r}")
+                    self._fail_all(f"send failed: {exc!r}", refused=_tls_refusal(exc.__cause__))
                     raise KafkaConnectionError(
-                        f"sending {api_key.name} to {self.host}:{self.port} failed: {exc!r}"
-                    ) from exc
+                        f"sending {api_key.name} to {self.host}:{self.port} failed: {exc!r}",
+                        retriable=not self._refused) from exc
         if scope.cancelled_caught:
             self._fail_all("send timed out; the stream may hold a partial frame")
             await self.aclose()
@@ -318,7 +325,10 @@ class BrokerConnection:
                     for frame in self._decoder.feed(chunk):
                         self._dispatch(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self._fail_all(f"receive failed: {exc!r}")
+                # TLS 1.3: a broker refusing the client's certificate (or its lack of one) says
+                # so in an alert after the client's side of the handshake has finished.
+                refused = _tls_refusal(exc.__cause__)
+                self._fail_all(f"receive failed: {exc.__cause__ if refused else repr(exc)}", refused=refused)
             except (ProtocolError, KafkaError) as exc:
                 self._fail_all(f"bad response stream: {exc}")
                 log.warning("connection.bad_response", broker=f"{self.host}:{self.port}",
@@ -346,13 +356,17 @@ class BrokerConnection:
                 f"undecodable {pending.api_key.name} v{pending.api_version} response: {exc}")
         pending.done.set()
 
-    def _fail_all(self, reason: str) -> None:
+    def _fail_all(self, reason: str, *, refused: bool = False) -> None:
+        """Close the connection and fail what waits; `refused`: a TLS refusal (a certificate, a
+        protocol) closed it, which trying again will not change, so the errors are not retriable."""
         if not self._closed:
             self._closed = True
             self._close_reason = reason
+            self._refused = refused
         while self._pending:
             pending = self._pending.popleft()
             if not pending.done.is_set():
                 pending.error = KafkaConnectionError(
-                    f"{pending.api_key.name} to {self.host}:{self.port} lost: {reason}")
+                    f"{pending.api_key.name} to {self.host}:{self.port} lost: {reason}",
+                    retriable=not self._refused)
                 pending.done.set()

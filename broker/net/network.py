@@ -43,6 +43,7 @@ import errno
 import fcntl
 import itertools
 import math
+import ssl
 import struct
 import termios
 from collections.abc import Awaitable, Callable, Iterable
@@ -338,6 +339,25 @@ def _first_error(exc: BaseException) -> BaseException:
     return exc
 
 
+TLS_ALERT_SEND_S = 1.0
+
+
+async def _send_tls_alert(tls: trio.SSLStream, stream: trio.SocketStream) -> None:
+    """Send the alert a failed handshake left unsent, as Kafka's broker does: trio's SSLStream
+    drops what OpenSSL wrote for the peer when the handshake raises (its outgoing memory BIO),
+    so the client would see the connection close, not why ("certificate required", "unknown
+    CA"); with TLS 1.3 a client whose certificate is refused has finished its side of the
+    handshake and would take the close for an outage and retry. Bounded in time; best effort."""
+    outgoing = getattr(tls, "_outgoing", None)  # trio's ssl.MemoryBIO (trio/_ssl.py)
+    alert = outgoing.read() if isinstance(outgoing, ssl.MemoryBIO) else b""
+    if alert:
+        with trio.move_on_after(TLS_ALERT_SEND_S):
+            try:
+                await stream.send_all(alert)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass  # the client left already
+
+
 async def _secure(stream: trio.SocketStream, transport, info: ConnectionInfo,
                   conn: _Connection) -> trio.abc.Stream | None:
     """TLS handshake (bounded in time) and the connection's principal / SASL state; None when
@@ -351,6 +371,7 @@ async def _secure(stream: trio.SocketStream, transport, info: ConnectionInfo,
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 log.info("connection.closed", reason="tls_handshake_failed", peer=info.peer,
                          listener=info.listener, error=str(exc.__cause__ or exc))
+                await _send_tls_alert(tls, stream)
                 return None
         if scope.cancelled_caught:
             log.info("connection.closed", reason="tls_handshake_timeout", peer=info.peer, listener=info.listener,
